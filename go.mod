@@ -1,0 +1,3 @@
+module github.com/fpdedup/fpdedup
+
+go 1.26.8
