@@ -1,0 +1,17 @@
+// Package fpstore reads and writes fpdedup indexes: immutable .fpx files of
+// sorted unique 128-bit fingerprints, cut into prefix-trie segments that are
+// independent FlatBuffers buffers, read through mmap without copying.
+// docs/FORMAT.md is the byte-by-byte description; the constants here carry
+// its names.
+//
+// Lifetime: an *Index maps its file until Close. Slices that alias the
+// mapping (Segment.Fingerprints) are valid only until then; nothing that a
+// lookup returns aliases it.
+//
+// Damage: every byte read from a file is checked before it is trusted
+// (sizes, checksums, offsets; Go FlatBuffers has no verifier), and a mapped
+// page that faults (a file truncated under us, an I/O error) becomes an
+// error, never a SIGBUS: reads run with debug.SetPanicOnFault.
+//
+// The package has no CLI concerns: no stdout, no os.Exit, no flags.
+package fpstore

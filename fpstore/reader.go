@@ -1,0 +1,399 @@
+package fpstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Index is an open, memory-mapped index. Lookups are safe for concurrent
+// use; Close must not race with them. Each page a lookup reads is checked
+// against its CRC once per process; a damaged page is an ErrCorrupt error,
+// never a wrong answer.
+type Index struct {
+	path string
+	size int64
+	data []byte // the whole file, mapped read-only
+	foot footer
+	segs []segSlot
+}
+
+type segSlot struct {
+	mu  sync.Mutex
+	seg atomic.Pointer[segment]
+	err error
+}
+
+// segment is a segment whose page CRC table and FlatBuffers structure have
+// been checked. Its slices alias the mapping.
+type segment struct {
+	ref      segmentRef
+	buf      []byte // the FlatBuffers buffer
+	crcs     []byte // one CRC-32C per page of buf
+	verified []atomic.Uint64
+	dirBits  uint
+	depth    uint
+	dir      []uint32
+	dirAt    uint64 // offset of dir[0] in buf
+	filter   fuse8
+	filterAt uint64
+	fps      []Fingerprint
+	fpsAt    uint64
+}
+
+// Open maps the index at path after checking its header, trailer and footer.
+func Open(path string) (*Index, error) {
+	if !littleEndian() {
+		return nil, errors.New("fpdedup indexes are little-endian and this machine is not; refusing to read garbage")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open index: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot stat index %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w (not a regular file)", path, ErrNotIndex)
+	}
+	size := st.Size()
+	head := make([]byte, HeaderSize)
+	n, err := f.ReadAt(head, 0)
+	if err != nil && err != io.EOF {
+		return nil, fmt.Errorf("cannot read index %s: %w", path, err)
+	}
+	if _, err := decodeHeader(head[:n]); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if size < HeaderSize+TrailerSize {
+		return nil, fmt.Errorf("%s: %w: truncated to %d bytes (an index has at least %d)", path, ErrCorrupt, size, HeaderSize+TrailerSize)
+	}
+	tb := make([]byte, TrailerSize)
+	if _, err := f.ReadAt(tb, size-TrailerSize); err != nil {
+		return nil, fmt.Errorf("cannot read index %s: %w", path, err)
+	}
+	tr, err := decodeTrailer(tb, size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if size > 1<<46 || uint64(size) != uint64(int(size)) {
+		return nil, fmt.Errorf("%s: %w: size %d beyond what this build maps", path, ErrCorrupt, size)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("cannot map index %s: %w", path, err)
+	}
+	_ = unix.Madvise(data, unix.MADV_RANDOM)
+	x := &Index{path: path, size: size, data: data}
+	err = x.guard(func() error {
+		fbuf := data[tr.FooterOffset : tr.FooterOffset+tr.FooterLength]
+		if got := crc32c(fbuf); got != tr.FooterCRC {
+			return fmt.Errorf("%w: footer checksum mismatch at offset %d (crc32c %08x, stored %08x)", ErrCorrupt, tr.FooterOffset, got, tr.FooterCRC)
+		}
+		ft, err := decodeFooter(fbuf, tr.FooterOffset)
+		x.foot = ft
+		return err
+	})
+	if err != nil {
+		unix.Munmap(data)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	x.segs = make([]segSlot, len(x.foot.segments))
+	return x, nil
+}
+
+func littleEndian() bool {
+	var x uint16 = 1
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}
+
+// Close unmaps the file. Slices obtained from the index are invalid after.
+func (x *Index) Close() error {
+	if x.data == nil {
+		return nil
+	}
+	err := unix.Munmap(x.data)
+	x.data = nil
+	return err
+}
+
+// Path is the file the index was opened from.
+func (x *Index) Path() string { return x.path }
+
+// Spec is the fingerprint spec recorded in the index.
+func (x *Index) Spec() Spec { return x.foot.spec }
+
+// Range is the covered prefix range.
+func (x *Index) Range() Range { return x.foot.rng }
+
+// Len is the number of fingerprints.
+func (x *Index) Len() uint64 { return x.foot.fingerprints }
+
+// Size is the file size in bytes.
+func (x *Index) Size() int64 { return x.size }
+
+// Segments is the number of segments.
+func (x *Index) Segments() int { return len(x.foot.segments) }
+
+// Version is the format version of the file.
+func (x *Index) Version() uint32 { return x.foot.version }
+
+// guard runs fn with faults on mapped pages turned into errors: a file
+// truncated under the mapping or an I/O error must not kill the process
+// with SIGBUS (FAULTS.md). Any other panic on untrusted bytes is turned into
+// ErrCorrupt too: the reader must never crash on an index.
+func (x *Index) guard(fn func() error) (err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			if re, ok := r.(runtime.Error); ok {
+				err = fmt.Errorf("%w: reading %s failed: %v (file truncated or unreadable?)", ErrCorrupt, x.path, re)
+				return
+			}
+			err = fmt.Errorf("%w: reading %s failed: %v", ErrCorrupt, x.path, r)
+		}
+	}()
+	return fn()
+}
+
+// find returns the segment that would hold fp, or -1.
+func (x *Index) find(fp Fingerprint) int {
+	segs := x.foot.segments
+	i := sort.Search(len(segs), func(i int) bool { return fp.Less(segs[i].node.Prefix) }) - 1
+	if i < 0 || !segs[i].node.contains(fp) {
+		return -1
+	}
+	return i
+}
+
+// segment returns segment i, checking its page table and structure on first
+// use.
+func (x *Index) segment(i int) (*segment, error) {
+	slot := &x.segs[i]
+	if s := slot.seg.Load(); s != nil {
+		return s, nil
+	}
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if s := slot.seg.Load(); s != nil {
+		return s, nil
+	}
+	if slot.err != nil {
+		return nil, slot.err
+	}
+	s, err := loadSegment(x.data, x.foot.segments[i])
+	if err != nil {
+		slot.err = fmt.Errorf("%w: segment %d at offset %d: %v", ErrCorrupt, i, x.foot.segments[i].offset, err)
+		return nil, slot.err
+	}
+	slot.seg.Store(s)
+	return s, nil
+}
+
+func loadSegment(data []byte, ref segmentRef) (*segment, error) {
+	crcs := data[ref.pagesAt():ref.end()]
+	if got := crc32c(crcs); got != ref.pagesCRC {
+		return nil, fmt.Errorf("page checksum table at offset %d: crc32c %08x, stored %08x", ref.pagesAt(), got, ref.pagesCRC)
+	}
+	s := &segment{
+		ref:      ref,
+		buf:      data[ref.offset : ref.offset+ref.length],
+		crcs:     crcs,
+		verified: make([]atomic.Uint64, (ref.pages()+63)/64),
+	}
+	// The table, vtable and vector headers sit in the buffer's first pages
+	// (the writer builds the big vectors first, so they lie last).
+	if err := s.verifyRange(0, min(uint64(len(s.buf)), 256)); err != nil {
+		return nil, err
+	}
+	t, err := rootTable(s.buf)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.verifyRange(uint64(t.vtable), uint64(t.vtable)+uint64(t.vlen)); err != nil {
+		return nil, err
+	}
+	if objLen := binary.LittleEndian.Uint16(s.buf[t.vtable+2:]); true {
+		if err := s.verifyRange(uint64(t.pos), uint64(t.pos)+uint64(objLen)); err != nil {
+			return nil, err
+		}
+	}
+	// Segment fields: 0 prefix_bits, 1 prefix_hi, 2 prefix_lo, 3 count,
+	// 4 directory_bits, 5 directory, 6 filter_kind, 7 filter_seed,
+	// 8 filter_segment_length, 9 filter_segment_count, 10 filter,
+	// 11 fingerprints.
+	prefix := node{Bits: t.u8(0, 0), Prefix: Fingerprint{t.u64(1, 0), t.u64(2, 0)}}
+	count := t.u64(3, 0)
+	s.depth = uint(prefix.Bits)
+	s.dirBits = uint(t.u8(4, 0))
+	kind := t.u8(6, 0)
+	seed := t.u64(7, 0)
+	segLen, segCount := t.u32(8, 0), t.u32(9, 0)
+	for _, v := range []struct {
+		field int
+		size  uint32
+		at    *uint64
+	}{{5, 4, &s.dirAt}, {10, 1, &s.filterAt}, {11, 16, &s.fpsAt}} {
+		vecAt, ok := t.target(v.field)
+		if !ok {
+			return nil, fmt.Errorf("vector field %d missing: %v", v.field, t.err)
+		}
+		if err := s.verifyRange(uint64(vecAt), uint64(vecAt)+4); err != nil {
+			return nil, err
+		}
+		*v.at = uint64(vecAt) + 4
+	}
+	dir := t.vector(5, 4)
+	filter := t.vector(10, 1)
+	fps := t.vector(11, 16)
+	if t.err != nil {
+		return nil, t.err
+	}
+	switch {
+	case prefix != ref.node || count != ref.count:
+		return nil, fmt.Errorf("prefix or count differs from the footer's")
+	case s.dirBits > 24 || uint64(len(dir)) != 4*((1<<s.dirBits)+1):
+		return nil, fmt.Errorf("directory of %d bytes for %d bits", len(dir), s.dirBits)
+	case kind != 1 || !validFuse8(segLen, segCount, len(filter)):
+		return nil, fmt.Errorf("filter kind %d with bad parameters (segment length %d, count %d, %d bytes)", kind, segLen, segCount, len(filter))
+	case uint64(len(fps)) != 16*count:
+		return nil, fmt.Errorf("%d bytes of fingerprints for a count of %d", len(fps), count)
+	case s.dirAt%4 != 0 || s.fpsAt%8 != 0:
+		return nil, fmt.Errorf("misaligned vectors")
+	}
+	s.dir = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dir))), len(dir)/4)
+	s.fps = unsafe.Slice((*Fingerprint)(unsafe.Pointer(unsafe.SliceData(fps))), count)
+	s.filter = newFuse8(seed, segLen, segCount, filter)
+	return s, nil
+}
+
+// verifyPage checks page p of the segment buffer once per process.
+func (s *segment) verifyPage(p uint64) error {
+	word, bit := &s.verified[p/64], uint64(1)<<(p%64)
+	if word.Load()&bit != 0 {
+		return nil
+	}
+	start := p * PageSize
+	end := min(start+PageSize, uint64(len(s.buf)))
+	got := crc32c(s.buf[start:end])
+	if want := binary.LittleEndian.Uint32(s.crcs[4*p:]); got != want {
+		return fmt.Errorf("%w: page checksum mismatch at offset %d (segment at %d, page %d)", ErrCorrupt, s.ref.offset+start, s.ref.offset, p)
+	}
+	word.Or(bit)
+	return nil
+}
+
+// verifyRange checks the pages holding buf[from:to].
+func (s *segment) verifyRange(from, to uint64) error {
+	if to <= from {
+		return nil
+	}
+	for p := from / PageSize; p <= (to-1)/PageSize; p++ {
+		if err := s.verifyPage(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// contains answers for one fingerprint of this segment: the filter first
+// (three bytes), then the directory (two entries) and one bucket.
+func (s *segment) contains(fp Fingerprint) (bool, error) {
+	f, h0, h1, h2 := s.filter.probe(fp.Lo)
+	for _, h := range [3]uint32{h0, h1, h2} {
+		if err := s.verifyPage((s.filterAt + uint64(h)) / PageSize); err != nil {
+			return false, err
+		}
+	}
+	if f^s.filter.fingerprints[h0]^s.filter.fingerprints[h1]^s.filter.fingerprints[h2] != 0 {
+		return false, nil
+	}
+	b := fp.bits(s.depth, s.dirBits)
+	if err := s.verifyRange(s.dirAt+4*b, s.dirAt+4*b+8); err != nil {
+		return false, err
+	}
+	lo, hi := uint64(s.dir[b]), uint64(s.dir[b+1])
+	if lo > hi || hi > uint64(len(s.fps)) {
+		return false, fmt.Errorf("%w: directory entry %d of segment at offset %d points outside its fingerprints", ErrCorrupt, b, s.ref.offset)
+	}
+	if err := s.verifyRange(s.fpsAt+16*lo, s.fpsAt+16*hi); err != nil {
+		return false, err
+	}
+	bucket := s.fps[lo:hi]
+	i := sort.Search(len(bucket), func(i int) bool { return !bucket[i].Less(fp) })
+	return i < len(bucket) && bucket[i] == fp, nil
+}
+
+// Contains reports whether fp is in the index.
+func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
+	err = x.guard(func() error {
+		i := x.find(fp)
+		if i < 0 {
+			return nil
+		}
+		s, err := x.segment(i)
+		if err != nil {
+			return err
+		}
+		found, err = s.contains(fp)
+		return err
+	})
+	return found, err
+}
+
+// ContainsBatch answers for each of fps into found (same length), with the
+// fault guard paid once per batch.
+func (x *Index) ContainsBatch(fps []Fingerprint, found []bool) error {
+	return x.guard(func() error {
+		for k, fp := range fps {
+			found[k] = false
+			i := x.find(fp)
+			if i < 0 {
+				continue
+			}
+			s, err := x.segment(i)
+			if err != nil {
+				return err
+			}
+			if found[k], err = s.contains(fp); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Scan calls fn with each segment's fingerprints in ascending order, after
+// checking every page of the segment. The slice aliases the mapping: valid
+// until Close, and only while fn runs if the caller keeps no reference.
+func (x *Index) Scan(fn func(fps []Fingerprint) error) error {
+	for i := range x.foot.segments {
+		err := x.guard(func() error {
+			s, err := x.segment(i)
+			if err != nil {
+				return err
+			}
+			if err := s.verifyRange(s.fpsAt, s.fpsAt+16*uint64(len(s.fps))); err != nil {
+				return err
+			}
+			return fn(s.fps)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

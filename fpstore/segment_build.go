@@ -1,0 +1,163 @@
+package fpstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+
+	"github.com/FastFilter/xorfilter"
+	flatbuffers "github.com/google/flatbuffers/go"
+
+	"github.com/fpdedup/fpdedup/schema"
+)
+
+// node is a node of the binary prefix trie: the fingerprints whose first
+// Bits bits equal those of Prefix (the rest of Prefix is zero).
+type node struct {
+	Prefix Fingerprint
+	Bits   uint8
+}
+
+func nodeOf(fp Fingerprint, depth uint) node {
+	return node{Prefix: fp.truncate(depth), Bits: uint8(depth)}
+}
+
+func (n node) contains(fp Fingerprint) bool {
+	return fp.truncate(uint(n.Bits)) == n.Prefix
+}
+
+// truncate keeps the first n bits and zeroes the rest.
+func (a Fingerprint) truncate(n uint) Fingerprint {
+	switch {
+	case n == 0:
+		return Fingerprint{}
+	case n < 64:
+		return Fingerprint{Hi: a.Hi &^ (^uint64(0) >> n)}
+	case n == 64:
+		return Fingerprint{Hi: a.Hi}
+	case n < 128:
+		return Fingerprint{Hi: a.Hi, Lo: a.Lo &^ (^uint64(0) >> (n - 64))}
+	}
+	return a
+}
+
+// directoryBits sizes the bucket directory: a bucket of 16 to 32
+// fingerprints on average (256-512 bytes, a few adjacent cache lines) keeps
+// the directory at 0.125-0.25 bytes a key, so with the 16-byte fingerprint
+// and the 1.13-byte filter an index stays under 17.5 bytes a key.
+func directoryBits(count int) uint8 {
+	if count < 32 {
+		return 0
+	}
+	return uint8(bits.Len(uint(count/16)) - 1)
+}
+
+// segmentBuilder builds segment buffers; it keeps scratch memory between
+// segments, so one builder serves one goroutine.
+type segmentBuilder struct {
+	fuse xorfilter.BinaryFuseBuilder
+	keys []uint64
+	fb   *flatbuffers.Builder
+}
+
+// builtSegment is a segment's bytes as they go in the file: the FlatBuffers
+// buffer, zero padding to 4 bytes, then the page CRC table.
+type builtSegment struct {
+	data   []byte
+	length uint64 // of the FlatBuffers buffer alone
+	ref    segmentRef
+}
+
+// build makes the segment for node n holding fps (sorted, unique, all in n).
+func (sb *segmentBuilder) build(n node, fps []Fingerprint) (builtSegment, error) {
+	count := len(fps)
+	if count == 0 || count > SegmentMax {
+		panic(fmt.Sprintf("BUG: segment of %d fingerprints", count))
+	}
+	dirBits := directoryBits(count)
+	dir := make([]uint32, (1<<dirBits)+1)
+	b := 0
+	for i, fp := range fps {
+		bucket := int(fp.bits(uint(n.Bits), uint(dirBits)))
+		for b <= bucket {
+			dir[b] = uint32(i)
+			b++
+		}
+	}
+	for ; b < len(dir); b++ {
+		dir[b] = uint32(count)
+	}
+
+	// The filter's keys are the low halves: independent of the prefix bits
+	// that already chose the segment. The builder may reorder keys, so it
+	// gets a copy; its seed sequence is fixed, so the filter is a function
+	// of the key set alone (canonical).
+	sb.keys = sb.keys[:0]
+	for _, fp := range fps {
+		sb.keys = append(sb.keys, fp.Lo)
+	}
+	filter, err := xorfilter.BuildBinaryFuse[uint8](&sb.fuse, sb.keys)
+	if err != nil {
+		return builtSegment{}, fmt.Errorf("cannot build the filter of segment %s/%d: %w", n.Prefix, n.Bits, err)
+	}
+
+	size := 16*count + len(filter.Fingerprints) + 4*len(dir) + 256
+	if sb.fb == nil || cap(sb.fb.Bytes) < size {
+		sb.fb = flatbuffers.NewBuilder(size)
+	} else {
+		sb.fb.Reset()
+	}
+	fb := sb.fb
+	// Created first, so it lies last in the buffer: the small table, the
+	// directory and the filter come first, in the pages a lookup reads first.
+	schema.SegmentStartFingerprintsVector(fb, count)
+	for i := count - 1; i >= 0; i-- {
+		fb.PlaceUint64(fps[i].Lo)
+		fb.PlaceUint64(fps[i].Hi)
+	}
+	fpsOff := fb.EndVector(count)
+	filterOff := fb.CreateByteVector(filter.Fingerprints)
+	schema.SegmentStartDirectoryVector(fb, len(dir))
+	for i := len(dir) - 1; i >= 0; i-- {
+		fb.PlaceUint32(dir[i])
+	}
+	dirOff := fb.EndVector(len(dir))
+
+	schema.SegmentStart(fb)
+	schema.SegmentAddPrefixHi(fb, n.Prefix.Hi)
+	schema.SegmentAddPrefixLo(fb, n.Prefix.Lo)
+	schema.SegmentAddCount(fb, uint64(count))
+	schema.SegmentAddFilterSeed(fb, filter.Seed)
+	schema.SegmentAddDirectory(fb, dirOff)
+	schema.SegmentAddFilterSegmentLength(fb, filter.SegmentLength)
+	schema.SegmentAddFilterSegmentCount(fb, filter.SegmentCount)
+	schema.SegmentAddFilter(fb, filterOff)
+	schema.SegmentAddFingerprints(fb, fpsOff)
+	schema.SegmentAddPrefixBits(fb, n.Bits)
+	schema.SegmentAddDirectoryBits(fb, dirBits)
+	schema.SegmentAddFilterKind(fb, schema.FilterKindBinaryFuse8)
+	fb.FinishWithFileIdentifier(schema.SegmentEnd(fb), []byte(FileIdentifier))
+	buf := fb.FinishedBytes()
+
+	length := uint64(len(buf))
+	tableAt := alignUp(length, 4)
+	pages := int((length + PageSize - 1) / PageSize)
+	data := make([]byte, tableAt+uint64(4*pages))
+	copy(data, buf)
+	for p := 0; p < pages; p++ {
+		end := min(uint64(p+1)*PageSize, length)
+		binary.LittleEndian.PutUint32(data[tableAt+uint64(4*p):], crc32c(buf[uint64(p)*PageSize:end]))
+	}
+	return builtSegment{
+		data:   data,
+		length: length,
+		ref: segmentRef{
+			node:     n,
+			length:   length,
+			count:    uint64(count),
+			first:    fps[0],
+			last:     fps[count-1],
+			pagesCRC: crc32c(data[tableAt:]),
+		},
+	}, nil
+}

@@ -1,0 +1,261 @@
+package fpstore
+
+import (
+	"bufio"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+)
+
+// WriterOptions configure a Writer.
+type WriterOptions struct {
+	Spec    Spec
+	Range   Range // covered prefix range; zero value: everything
+	Threads int   // segment builders in parallel; 0: GOMAXPROCS
+}
+
+// Writer writes a new index from fingerprints given in strictly ascending
+// order. Segment boundaries depend only on the fingerprints (the trie rule
+// of FORMAT.md "Segments"), and nothing else about the run reaches the file,
+// so the same set gives the same bytes whatever produced it.
+//
+// A Writer is not safe for concurrent use. Commit publishes the file
+// atomically; Abort (or any error) leaves the target untouched.
+type Writer struct {
+	af   *atomicFile
+	path string
+	opts WriterOptions
+
+	pending     []Fingerprint // not yet in a segment; pending[0] starts the next one
+	last        Fingerprint
+	hasLast     bool
+	lastEmitted Fingerprint
+	emitted     bool
+
+	futures chan *segmentFuture
+	work    chan *segmentFuture
+	wg      sync.WaitGroup
+	written chan error
+
+	bw   *bufio.Writer
+	off  uint64
+	refs []segmentRef
+	err  error
+}
+
+type segmentFuture struct {
+	node node
+	fps  []Fingerprint
+	seg  builtSegment
+	err  error
+	done chan struct{}
+}
+
+// Create starts writing the index at path.
+func Create(path string, opts WriterOptions) (*Writer, error) {
+	if !opts.Range.Valid() {
+		return nil, fmt.Errorf("invalid partition %d of 2^%d", opts.Range.Index, opts.Range.Bits)
+	}
+	if opts.Threads <= 0 {
+		opts.Threads = runtime.GOMAXPROCS(0)
+	}
+	af, err := createAtomic(path)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{
+		af:      af,
+		path:    path,
+		opts:    opts,
+		futures: make(chan *segmentFuture, opts.Threads+1),
+		work:    make(chan *segmentFuture, opts.Threads),
+		written: make(chan error, 1),
+		bw:      bufio.NewWriterSize(af, 1<<20),
+	}
+	if err := w.write(encodeHeader(header{Version: FormatVersion, PageSize: PageSize, SegmentMax: SegmentMax})); err != nil {
+		af.abort()
+		return nil, err
+	}
+	for i := 0; i < opts.Threads; i++ {
+		w.wg.Add(1)
+		go w.builder()
+	}
+	go w.writeSegments()
+	return w, nil
+}
+
+func (w *Writer) builder() {
+	defer w.wg.Done()
+	var sb segmentBuilder
+	for f := range w.work {
+		f.seg, f.err = sb.build(f.node, f.fps)
+		f.fps = nil
+		close(f.done)
+	}
+}
+
+// writeSegments writes built segments in order, each at a page boundary.
+func (w *Writer) writeSegments() {
+	var err error
+	for f := range w.futures {
+		<-f.done
+		if err != nil {
+			continue // drain
+		}
+		if err = f.err; err != nil {
+			continue
+		}
+		if err = w.padTo(alignUp(w.off, PageSize)); err != nil {
+			continue
+		}
+		f.seg.ref.offset = w.off
+		if err = w.write(f.seg.data); err == nil {
+			w.refs = append(w.refs, f.seg.ref)
+		}
+	}
+	w.written <- err
+}
+
+func (w *Writer) write(b []byte) error {
+	n, err := w.bw.Write(b)
+	w.off += uint64(n)
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", w.af.Name(), err)
+	}
+	return nil
+}
+
+var zeroPage [PageSize]byte
+
+func (w *Writer) padTo(off uint64) error {
+	for w.off < off {
+		if err := w.write(zeroPage[:min(off-w.off, PageSize)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Add appends fingerprints, which must continue the strictly ascending
+// sequence and lie in the covered range.
+func (w *Writer) Add(fps ...Fingerprint) error {
+	if w.err != nil {
+		return w.err
+	}
+	for _, fp := range fps {
+		if w.hasLast && !w.last.Less(fp) {
+			w.err = fmt.Errorf("%w: %s after %s", ErrOrder, fp, w.last)
+			return w.err
+		}
+		if !w.opts.Range.Contains(fp) {
+			w.err = fmt.Errorf("%w: %s is not in partition %s", ErrOutOfRange, fp, w.opts.Range)
+			return w.err
+		}
+		w.last, w.hasLast = fp, true
+		w.pending = append(w.pending, fp)
+		if len(w.pending) > SegmentMax {
+			w.cut(false)
+		}
+	}
+	return nil
+}
+
+// cut emits the segments that the pending fingerprints decide. The next
+// segment is the shallowest trie node on pending[0]'s path that holds at
+// most SegmentMax fingerprints and no fingerprint already emitted (a node
+// that holds an emitted one has a child that is a smaller segment, so it
+// holds more than SegmentMax). With SegmentMax+1 pending fingerprints, or
+// at the end of input, every such node's count is known.
+func (w *Writer) cut(eof bool) {
+	for len(w.pending) > SegmentMax || (eof && len(w.pending) > 0) {
+		k0 := w.pending[0]
+		for d := uint(w.opts.Range.Bits); d <= 128; d++ {
+			n := nodeOf(k0, d)
+			if w.emitted && n.contains(w.lastEmitted) {
+				continue
+			}
+			cnt := sort.Search(len(w.pending), func(i int) bool { return !n.contains(w.pending[i]) })
+			if cnt > SegmentMax {
+				continue
+			}
+			w.emit(n, cnt)
+			break
+		}
+	}
+	if len(w.pending) == 0 {
+		w.pending = w.pending[:0:0]
+	}
+}
+
+func (w *Writer) emit(n node, cnt int) {
+	seg := w.pending[:cnt:cnt]
+	w.lastEmitted, w.emitted = seg[cnt-1], true
+	// The builder keeps seg; later appends go to a fresh array.
+	rest := w.pending[cnt:]
+	w.pending = make([]Fingerprint, len(rest), max(2*len(rest), 1024))
+	copy(w.pending, rest)
+	f := &segmentFuture{node: n, fps: seg, done: make(chan struct{})}
+	w.futures <- f
+	w.work <- f
+}
+
+// Commit finishes the file and publishes it. It returns the number of
+// fingerprints written.
+func (w *Writer) Commit() (uint64, error) {
+	if w.err == nil {
+		w.cut(true)
+	}
+	close(w.work)
+	close(w.futures)
+	w.wg.Wait()
+	if err := <-w.written; err != nil && w.err == nil {
+		w.err = err
+	}
+	if w.err != nil {
+		w.af.abort()
+		return 0, w.err
+	}
+	var total uint64
+	for _, r := range w.refs {
+		total += r.count
+	}
+	foot := encodeFooter(footer{version: FormatVersion, spec: w.opts.Spec, rng: w.opts.Range, fingerprints: total, segments: w.refs})
+	err := w.padTo(alignUp(w.off, 8))
+	at := w.off
+	if err == nil {
+		err = w.write(foot)
+	}
+	if err == nil {
+		err = w.write(encodeTrailer(trailer{FooterOffset: at, FooterLength: uint64(len(foot)), FooterCRC: crc32c(foot)}))
+	}
+	if err == nil {
+		if err = w.bw.Flush(); err != nil {
+			err = fmt.Errorf("cannot write %s: %w", w.af.Name(), err)
+		}
+	}
+	if err != nil {
+		w.af.abort()
+		return 0, err
+	}
+	if err := w.af.commit(); err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+// Abort stops writing and removes the temp file; the target is untouched.
+func (w *Writer) Abort() {
+	if w.af.done {
+		return
+	}
+	if w.err == nil {
+		w.err = fmt.Errorf("aborted")
+	}
+	w.pending = nil
+	close(w.work)
+	close(w.futures)
+	w.wg.Wait()
+	<-w.written
+	w.af.abort()
+}
