@@ -52,6 +52,23 @@ func directoryBits(count int) uint8 {
 	return uint8(bits.Len(uint(count/16)) - 1)
 }
 
+// buildDirectory gives, for each bucket of the directory bits after the
+// node's prefix, the index of its first fingerprint, plus a final count.
+func buildDirectory(n node, fps []Fingerprint) []uint32 {
+	dirBits := directoryBits(len(fps))
+	dir := make([]uint32, (1<<dirBits)+1)
+	b := 0
+	for i, fp := range fps {
+		for bucket := int(fp.bits(uint(n.Bits), uint(dirBits))); b <= bucket; b++ {
+			dir[b] = uint32(i)
+		}
+	}
+	for ; b < len(dir); b++ {
+		dir[b] = uint32(len(fps))
+	}
+	return dir
+}
+
 // segmentBuilder builds segment buffers; it keeps scratch memory between
 // segments, so one builder serves one goroutine.
 type segmentBuilder struct {
@@ -75,18 +92,7 @@ func (sb *segmentBuilder) build(n node, fps []Fingerprint) (builtSegment, error)
 		panic(fmt.Sprintf("BUG: segment of %d fingerprints", count))
 	}
 	dirBits := directoryBits(count)
-	dir := make([]uint32, (1<<dirBits)+1)
-	b := 0
-	for i, fp := range fps {
-		bucket := int(fp.bits(uint(n.Bits), uint(dirBits)))
-		for b <= bucket {
-			dir[b] = uint32(i)
-			b++
-		}
-	}
-	for ; b < len(dir); b++ {
-		dir[b] = uint32(count)
-	}
+	dir := buildDirectory(n, fps)
 
 	// The filter's keys are the low halves: independent of the prefix bits
 	// that already chose the segment. The builder may reorder keys, so it

@@ -1,0 +1,364 @@
+package fpstore
+
+import (
+	"bufio"
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// partBits is how many leading bits partition fingerprints while they are
+// collected: each partition is then sorted on its own (cache-sized, in
+// parallel), and partitions come out in order. 2^10 partitions of ~10k
+// fingerprints each for a 10M-key input (DESIGN section 7).
+const partBits = 10
+
+// Sorter collects fingerprints from several goroutines and gives them back
+// sorted and unique. Beyond its memory budget it spills sorted runs to a
+// temp directory and merges them at the end, so memory stays bounded
+// whatever the input size. The result does not depend on the number of
+// collectors, the budget, or the order of Adds.
+type Sorter struct {
+	tmpDir string
+	budget int64 // bytes of fingerprints held in memory, all collectors together
+
+	mu     sync.Mutex
+	runs   []string
+	closed bool
+	held   atomic.Int64
+	added  atomic.Int64
+	spills atomic.Int64
+}
+
+// NewSorter makes a sorter that holds at most budget bytes of fingerprints
+// in memory and spills runs to tmpDir.
+func NewSorter(tmpDir string, budget int64) *Sorter {
+	return &Sorter{tmpDir: tmpDir, budget: max(budget, 1<<20)}
+}
+
+// Collector is one goroutine's share of a Sorter. Not safe for concurrent
+// use; make one per goroutine.
+type Collector struct {
+	s     *Sorter
+	parts [1 << partBits][]Fingerprint
+	held  int64
+}
+
+// NewCollector returns a collector for one goroutine.
+func (s *Sorter) NewCollector() *Collector { return &Collector{s: s} }
+
+// Add collects fingerprints. When the sorter's memory is full, this
+// collector spills its own share as a sorted run.
+func (c *Collector) Add(fps []Fingerprint) error {
+	for _, fp := range fps {
+		p := fp.Hi >> (64 - partBits)
+		c.parts[p] = append(c.parts[p], fp)
+	}
+	n := int64(16 * len(fps))
+	c.held += n
+	c.s.added.Add(int64(len(fps)))
+	if c.s.held.Add(n) > c.s.budget && c.held > c.s.budget/8 {
+		return c.spill()
+	}
+	return nil
+}
+
+// spill writes this collector's fingerprints as one sorted, unique run.
+func (c *Collector) spill() error {
+	f, err := os.CreateTemp(c.s.tmpDir, "fpdedup-run-*.tmp")
+	if err != nil {
+		return fmt.Errorf("cannot spill a sorted run: %w", err)
+	}
+	c.s.mu.Lock()
+	c.s.runs = append(c.s.runs, f.Name())
+	closed := c.s.closed
+	c.s.mu.Unlock()
+	if closed {
+		f.Close()
+		os.Remove(f.Name())
+		return errors.New("sorter closed")
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	var rec [16]byte
+	for p := range c.parts {
+		part := sortUniqueInPlace(c.parts[p])
+		for _, fp := range part {
+			binary.BigEndian.PutUint64(rec[0:], fp.Hi)
+			binary.BigEndian.PutUint64(rec[8:], fp.Lo)
+			if _, err := bw.Write(rec[:]); err != nil {
+				break
+			}
+		}
+		c.parts[p] = nil
+	}
+	err = bw.Flush()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cannot write sorted run %s: %w", f.Name(), err)
+	}
+	c.s.held.Add(-c.held)
+	c.held = 0
+	c.s.spills.Add(1)
+	return nil
+}
+
+// Added is the number of fingerprints added (duplicates included).
+func (s *Sorter) Added() int64 { return s.added.Load() }
+
+// Spills is the number of runs written to disk.
+func (s *Sorter) Spills() int64 { return s.spills.Load() }
+
+// Emit gives every distinct fingerprint to fn in ascending order, in
+// batches; it consumes the collectors. fn's slice is reused after it
+// returns. With no spilled run, partitions are sorted in parallel by
+// threads goroutines; otherwise the in-memory rest is spilled too and all
+// runs are merged.
+func (s *Sorter) Emit(collectors []*Collector, threads int, fn func([]Fingerprint) error) error {
+	s.mu.Lock()
+	spilled := len(s.runs) > 0
+	s.mu.Unlock()
+	if !spilled {
+		return emitInMemory(collectors, max(threads, 1), fn)
+	}
+	for _, c := range collectors {
+		if c.held > 0 {
+			if err := c.spill(); err != nil {
+				return err
+			}
+		}
+	}
+	return s.mergeRuns(fn)
+}
+
+func emitInMemory(collectors []*Collector, threads int, fn func([]Fingerprint) error) error {
+	type result struct {
+		p    int
+		fps  []Fingerprint
+		done chan struct{}
+	}
+	// Partitions are sorted by a pool of workers and handed to fn in order;
+	// the results channel bounds how far sorting runs ahead.
+	results := make(chan *result, 2*threads)
+	jobs := make(chan *result, 2*threads)
+	stop := make(chan struct{})
+	go func() {
+		defer close(results)
+		defer close(jobs)
+		for p := 0; p < 1<<partBits; p++ {
+			r := &result{p: p, done: make(chan struct{})}
+			select {
+			case results <- r:
+				jobs <- r
+			case <-stop:
+				return
+			}
+		}
+	}()
+	for w := 0; w < threads; w++ {
+		go func() {
+			for r := range jobs {
+				n := 0
+				for _, c := range collectors {
+					n += len(c.parts[r.p])
+				}
+				part := make([]Fingerprint, 0, n)
+				for _, c := range collectors {
+					part = append(part, c.parts[r.p]...)
+					c.parts[r.p] = nil
+				}
+				r.fps = sortUniqueInPlace(part)
+				close(r.done)
+			}
+		}()
+	}
+	var err error
+	for r := range results {
+		<-r.done
+		if err == nil && len(r.fps) > 0 {
+			if err = fn(r.fps); err != nil {
+				close(stop)
+			}
+		}
+	}
+	return err
+}
+
+// Close removes the spilled runs. Safe to call more than once, and from a
+// signal handler's goroutine while collectors are still spilling.
+func (s *Sorter) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	var first error
+	for _, r := range s.runs {
+		if err := os.Remove(r); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
+			first = err
+		}
+	}
+	s.runs = nil
+	return first
+}
+
+type runReader struct {
+	r   *bufio.Reader
+	f   *os.File
+	cur Fingerprint
+}
+
+func (r *runReader) next() (bool, error) {
+	var rec [16]byte
+	if _, err := io.ReadFull(r.r, rec[:]); err != nil {
+		if err == io.EOF {
+			return false, nil
+		}
+		return false, fmt.Errorf("cannot read sorted run %s: %w", r.f.Name(), err)
+	}
+	r.cur = Fingerprint{binary.BigEndian.Uint64(rec[0:]), binary.BigEndian.Uint64(rec[8:])}
+	return true, nil
+}
+
+type runHeap []*runReader
+
+func (h runHeap) Len() int           { return len(h) }
+func (h runHeap) Less(i, j int) bool { return h[i].cur.Less(h[j].cur) }
+func (h runHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)        { *h = append(*h, x.(*runReader)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (s *Sorter) mergeRuns(fn func([]Fingerprint) error) error {
+	s.mu.Lock()
+	names := append([]string(nil), s.runs...)
+	s.mu.Unlock()
+	h := make(runHeap, 0, len(names))
+	defer func() {
+		for _, r := range h {
+			r.f.Close()
+		}
+	}()
+	for _, name := range names {
+		f, err := os.Open(name)
+		if err != nil {
+			return fmt.Errorf("cannot open sorted run: %w", err)
+		}
+		r := &runReader{f: f, r: bufio.NewReaderSize(f, 256<<10)}
+		ok, err := r.next()
+		if err != nil {
+			f.Close()
+			return err
+		}
+		if ok {
+			h = append(h, r)
+		} else {
+			f.Close()
+		}
+	}
+	heap.Init(&h)
+	batch := make([]Fingerprint, 0, 8192)
+	var last Fingerprint
+	have := false
+	for h.Len() > 0 {
+		r := h[0]
+		if !have || last != r.cur {
+			last, have = r.cur, true
+			batch = append(batch, r.cur)
+			if len(batch) == cap(batch) {
+				if err := fn(batch); err != nil {
+					return err
+				}
+				batch = batch[:0]
+			}
+		}
+		ok, err := r.next()
+		if err != nil {
+			return err
+		}
+		if ok {
+			heap.Fix(&h, 0)
+		} else {
+			r.f.Close()
+			heap.Pop(&h)
+		}
+	}
+	if len(batch) > 0 {
+		return fn(batch)
+	}
+	return nil
+}
+
+// sortUniqueInPlace sorts fingerprints that share their first partBits
+// bits and removes repeats. A counting pass on the next bits spreads
+// uniformly random keys into buckets of one or two, which insertion sort
+// finishes: much faster than a comparison sort (DESIGN section 7). Buckets
+// that skewed input makes large get a comparison sort, so no input is
+// quadratic.
+func sortUniqueInPlace(a []Fingerprint) []Fingerprint {
+	n := len(a)
+	if n < 2 {
+		return a
+	}
+	if n <= 32 {
+		insertionSort(a)
+	} else {
+		radixBits := min(uint(bits.Len(uint(n))), 20)
+		shift := 64 - partBits - radixBits
+		mask := uint64(1)<<radixBits - 1
+		ends := make([]int32, 1<<radixBits)
+		for _, fp := range a {
+			ends[(fp.Hi>>shift)&mask]++
+		}
+		var sum int32
+		for b, c := range ends {
+			ends[b] = sum
+			sum += c
+		}
+		tmp := make([]Fingerprint, n)
+		for _, fp := range a {
+			b := (fp.Hi >> shift) & mask
+			tmp[ends[b]] = fp
+			ends[b]++
+		}
+		copy(a, tmp)
+		start := 0
+		for _, end := range ends {
+			if bucket := a[start:end]; len(bucket) <= 16 {
+				insertionSort(bucket)
+			} else {
+				slices.SortFunc(bucket, Fingerprint.Compare)
+			}
+			start = int(end)
+		}
+	}
+	out := a[:1]
+	for _, fp := range a[1:] {
+		if fp != out[len(out)-1] {
+			out = append(out, fp)
+		}
+	}
+	return out
+}
+
+func insertionSort(a []Fingerprint) {
+	for i := 1; i < len(a); i++ {
+		v := a[i]
+		j := i
+		for j > 0 && v.Less(a[j-1]) {
+			a[j] = a[j-1]
+			j--
+		}
+		a[j] = v
+	}
+}

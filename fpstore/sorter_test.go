@@ -1,0 +1,67 @@
+package fpstore
+
+import (
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+)
+
+func TestSorterMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	base := randomFPs(r, 50_000)
+	// Duplicates near and far, and a skewed cluster sharing all of Hi.
+	input := slices.Clone(base)
+	for i := 0; i < 30_000; i++ {
+		input = append(input, base[r.IntN(len(base))])
+	}
+	for i := 0; i < 3000; i++ {
+		input = append(input, Fingerprint{42, r.Uint64()})
+	}
+	want := sortUnique(input)
+	for _, tc := range []struct {
+		name       string
+		collectors int
+		budget     int64
+	}{{"memory-1", 1, 1 << 30}, {"memory-3", 3, 1 << 30}, {"spill-1", 1, 1}, {"spill-4", 4, 200_000}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := NewSorter(dir, tc.budget)
+			defer s.Close()
+			cs := make([]*Collector, tc.collectors)
+			for i := range cs {
+				cs[i] = s.NewCollector()
+			}
+			for i := 0; i < len(input); i += 1000 {
+				if err := cs[(i/1000)%len(cs)].Add(input[i:min(i+1000, len(input))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []Fingerprint
+			if err := s.Emit(cs, 2, func(b []Fingerprint) error { got = append(got, b...); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("got %d fingerprints, want %d", len(got), len(want))
+			}
+			if tc.budget < 1<<20+1 && s.Spills() == 0 {
+				t.Fatal("tiny budget did not spill")
+			}
+			s.Close()
+			if left, _ := os.ReadDir(dir); len(left) != 0 {
+				t.Fatalf("runs left behind: %d", len(left))
+			}
+		})
+	}
+}
+
+func TestSortUniqueSkewedIsNotQuadratic(t *testing.T) {
+	a := make([]Fingerprint, 200_000)
+	for i := range a {
+		a[i] = Fingerprint{7, uint64(len(a) - i)}
+	}
+	got := sortUniqueInPlace(a)
+	if len(got) != len(a) || !slices.IsSortedFunc(got, Fingerprint.Compare) {
+		t.Fatal("not sorted")
+	}
+}
