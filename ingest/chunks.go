@@ -1,0 +1,319 @@
+package ingest
+
+import (
+	"bytes"
+	"io"
+)
+
+// Chunk is a run of whole records cut from an input. Data always ends with
+// the record terminator: when the input's last record lacks one, the reader
+// appends it, so downstream code sees terminated records only and output
+// records end with their terminator (DESIGN section 2).
+type Chunk struct {
+	Data        []byte
+	FirstRecord int64 // 1-based number, in its input, of the first record in Data
+	FirstLine   int64 // 1-based physical line on which that record starts
+	Records     int   // records in Data (terminators, since Data ends with one)
+
+	buf []byte // the whole buffer, as Data may be resliced by its user
+}
+
+// freeChunks bounds the released chunks kept for reuse: more than a pipeline
+// of a few workers holds in flight, few enough that an idle reader pins
+// little memory.
+const freeChunks = 32
+
+// maxEmptyReads ends a read loop on a reader that keeps returning (0, nil),
+// as bufio does.
+const maxEmptyReads = 100
+
+// ChunkReader cuts a byte stream into chunks that end exactly after a record
+// terminator (term: '\n' or 0), so that workers can split and hash chunks in
+// parallel and an ordered writer can still emit records in input order. It
+// reads about chunkSize bytes per chunk; a record longer than that makes a
+// bigger chunk, and a record longer than maxRecord bytes (0: unlimited) is a
+// *RecordError wrapping ErrRecordTooLong, never truncated.
+//
+// After a too-long record error the reader stays usable: the next call to
+// Next discards the rest of that record (without buffering it) and goes on,
+// record and line numbers still counting it, so that --on-bad skip can count
+// it and continue. Any other error is returned again by every later call.
+// Errors from in are returned as they are (an *Input already names its file).
+//
+// Next is for one goroutine; Release may be called from any.
+type ChunkReader struct {
+	in        io.Reader
+	name      string
+	term      byte
+	chunkSize int
+	maxRecord int
+	free      chan *Chunk
+
+	next    *Chunk // buffer being filled: next.buf[:held] starts with a record
+	held    int
+	clean   int   // next.buf[:clean] is known to hold no terminator
+	record  int64 // number of the next record
+	line    int64 // physical line on which the next record starts
+	eof     bool
+	err     error // sticky read error
+	pending error // a too-long record error, due after the chunk before it
+	skip    bool  // the input continues a too-long record: discard up to its end
+}
+
+// NewChunkReader reads records terminated by term from in; name is used in
+// record errors. chunkSize is the target chunk size in bytes (1 MiB is a
+// good size: large enough to amortise hand-offs, small enough to stay in L2).
+func NewChunkReader(in io.Reader, name string, term byte, chunkSize int, maxRecord int) *ChunkReader {
+	if chunkSize < 1 {
+		chunkSize = 1 << 20
+	}
+	return &ChunkReader{
+		in: in, name: name, term: term,
+		chunkSize: chunkSize, maxRecord: max(maxRecord, 0),
+		free:   make(chan *Chunk, freeChunks),
+		record: 1, line: 1,
+	}
+}
+
+// Next returns the next chunk, or io.EOF after the last one. The chunk is the
+// caller's until it passes it to Release; the reader never touches it again.
+func (r *ChunkReader) Next() (*Chunk, error) {
+	if err := r.pending; err != nil {
+		r.pending = nil
+		return nil, err
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.next == nil {
+		r.next = r.get(0)
+	}
+	if r.skip {
+		if err := r.skipRecord(); err != nil {
+			return nil, err
+		}
+	}
+	c := r.next
+	scanned := r.clean
+	var end int
+	for {
+		if err := r.fill(c); err != nil {
+			return nil, err
+		}
+		if r.eof && r.held > 0 && c.buf[r.held-1] != r.term {
+			// The final record lacks its terminator: it is still a record.
+			c.buf = append(c.buf[:r.held], r.term)
+			c.buf = c.buf[:cap(c.buf)]
+			r.held++
+		}
+		// IndexByte is vectorised, LastIndexByte is not: check that there is a
+		// terminator before walking back to the last one, so that a long
+		// record costs a fast scan, and a usual chunk a walk of one record.
+		if unread := c.buf[scanned:r.held]; bytes.IndexByte(unread, r.term) >= 0 {
+			end = scanned + bytes.LastIndexByte(unread, r.term) + 1
+			break
+		}
+		if r.eof {
+			return nil, io.EOF // held is 0 here: a final record got its terminator above
+		}
+		scanned = r.held
+		if r.maxRecord > 0 && r.held > r.maxRecord {
+			return nil, r.tooLongInBuffer(c)
+		}
+		r.grow(c)
+	}
+
+	if r.maxRecord > 0 {
+		if off := firstLong(c.buf[:end], r.term, r.maxRecord); off >= 0 {
+			return r.cutBefore(c, off, end)
+		}
+	}
+	return r.emit(c, end, end), nil
+}
+
+// fill reads into c.buf[held:] until it is full or the input ends.
+func (r *ChunkReader) fill(c *Chunk) error {
+	for empty := 0; r.held < len(c.buf) && !r.eof; {
+		n, err := r.in.Read(c.buf[r.held:])
+		r.held += n
+		switch {
+		case err == io.EOF:
+			r.eof = true
+		case err != nil:
+			r.err = err
+			return err
+		case n == 0:
+			if empty++; empty >= maxEmptyReads {
+				r.err = io.ErrNoProgress
+				return r.err
+			}
+		}
+	}
+	return nil
+}
+
+// grow makes room in a full buffer holding the start of one record: doubling
+// keeps the copying linear in the record's length, and maxRecord+1 bytes are
+// all it takes to tell that a record is too long.
+func (r *ChunkReader) grow(c *Chunk) {
+	n := 2 * len(c.buf)
+	if r.maxRecord > 0 {
+		n = min(n, r.maxRecord+1) // > held, as held <= maxRecord here
+	}
+	nb := make([]byte, n)
+	copy(nb, c.buf[:r.held])
+	c.buf = nb
+}
+
+// emit hands out c.buf[:end] and carries c.buf[rest:held], the start of the
+// next record, into a fresh buffer.
+func (r *ChunkReader) emit(c *Chunk, end, rest int) *Chunk {
+	c.Data = c.buf[:end]
+	c.FirstRecord, c.FirstLine = r.record, r.line
+	c.Records = bytes.Count(c.Data, []byte{r.term})
+	r.record += int64(c.Records)
+	r.line += r.lines(c.Data, c.Records)
+	tail := c.buf[rest:r.held]
+	r.next = r.get(len(tail))
+	r.held = copy(r.next.buf, tail)
+	r.clean = 0
+	if rest == end {
+		r.clean = r.held // the rest of a record cut after the last terminator
+	}
+	return c
+}
+
+// lines counts the line feeds in data, which holds that many terminated records.
+func (r *ChunkReader) lines(data []byte, records int) int64 {
+	if r.term == '\n' {
+		return int64(records)
+	}
+	return int64(bytes.Count(data, []byte{'\n'}))
+}
+
+// firstLong returns the offset of the first record in data (which ends with
+// term) longer than maxRecord bytes, or -1. A record of at most maxRecord
+// bytes that starts at p ends within data[p:p+maxRecord+1], so each window
+// is searched backwards from its end, which finds a terminator after about
+// one record and skips the rest of the window unread.
+func firstLong(data []byte, term byte, maxRecord int) int {
+	for p := 0; len(data)-p > maxRecord+1; {
+		i := bytes.LastIndexByte(data[p:p+maxRecord+1], term)
+		if i < 0 {
+			return p
+		}
+		p += i + 1
+	}
+	return -1
+}
+
+// cutBefore handles a too-long record at off in c.buf[:end] whose end is
+// known: the records before it go out first, the error after them.
+func (r *ChunkReader) cutBefore(c *Chunk, off, end int) (*Chunk, error) {
+	t := off + bytes.IndexByte(c.buf[off:end], r.term)
+	long := c.buf[off : t+1]
+	if off == 0 {
+		err := tooLong(r.name, r.line, r.record, r.maxRecord)
+		r.record++
+		r.line += r.lines(long, 1)
+		r.held = copy(c.buf, c.buf[t+1:r.held]) // c stays the buffer being filled
+		r.clean = 0
+		return nil, err
+	}
+	out := r.emit(c, off, t+1)
+	r.pending = tooLong(r.name, r.line, r.record, r.maxRecord)
+	r.record++
+	r.line += r.lines(long, 1)
+	return out, nil
+}
+
+// tooLongInBuffer reports the record that fills c.buf[:held] without a
+// terminator, and arranges for the rest of it to be skipped.
+func (r *ChunkReader) tooLongInBuffer(c *Chunk) error {
+	err := tooLong(r.name, r.line, r.record, r.maxRecord)
+	if r.term != '\n' {
+		r.line += int64(bytes.Count(c.buf[:r.held], []byte{'\n'}))
+	}
+	r.held, r.clean = 0, 0
+	r.skip = true
+	return err
+}
+
+// skipRecord discards input up to and including the terminator of a record
+// already reported as too long, using the next buffer as scratch space.
+func (r *ChunkReader) skipRecord() error {
+	c := r.next
+	for {
+		if r.held == 0 {
+			if err := r.fill(c); err != nil {
+				return err
+			}
+			if r.held == 0 { // the too-long record was the last one
+				r.skip = false
+				r.record++
+				return nil
+			}
+		}
+		i := bytes.IndexByte(c.buf[:r.held], r.term)
+		if i < 0 {
+			if r.term != '\n' {
+				r.line += int64(bytes.Count(c.buf[:r.held], []byte{'\n'}))
+			}
+			r.held = 0
+			continue
+		}
+		r.line += r.lines(c.buf[:i+1], 1)
+		r.record++
+		r.held = copy(c.buf, c.buf[i+1:r.held])
+		r.clean = 0
+		r.skip = false
+		return nil
+	}
+}
+
+// get returns a buffer of at least max(chunkSize, n) bytes, reusing a
+// released one when it is big enough.
+func (r *ChunkReader) get(n int) *Chunk {
+	if n <= r.chunkSize {
+		select {
+		case c := <-r.free:
+			return c
+		default:
+		}
+		n = r.chunkSize
+	} else {
+		n *= 2 // the record continues past the carried bytes
+	}
+	return &Chunk{buf: make([]byte, n)}
+}
+
+// Release gives c back for reuse; c must not be used afterwards. Chunks that
+// grew around a long record are left to the garbage collector rather than
+// kept, so one 10 MB line does not pin 10 MB per pooled chunk.
+func (r *ChunkReader) Release(c *Chunk) {
+	if c == nil || len(c.buf) != r.chunkSize {
+		return
+	}
+	*c = Chunk{buf: c.buf}
+	select {
+	case r.free <- c:
+	default:
+	}
+}
+
+// SplitRecords calls fn for each record in data, without its terminator,
+// until fn returns false. A final record without a terminator is still a
+// record; an empty data holds none, and "a\n" holds one ("a"), not two.
+func SplitRecords(data []byte, term byte, fn func(rec []byte) bool) {
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, term)
+		if i < 0 {
+			fn(data)
+			return
+		}
+		if !fn(data[:i]) {
+			return
+		}
+		data = data[i+1:]
+	}
+}
