@@ -49,6 +49,15 @@ func createAtomic(path string) (*atomicFile, error) {
 		unlock(lock, path)
 		return nil, fmt.Errorf("cannot create temp file for %s: %w", path, err)
 	}
+	// CreateTemp makes 0600; a published index is as readable as any file.
+	umask := unix.Umask(0)
+	unix.Umask(umask)
+	if err := f.Chmod(0o666 &^ os.FileMode(umask)); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		unlock(lock, path)
+		return nil, fmt.Errorf("cannot chmod %s: %w", f.Name(), err)
+	}
 	return &atomicFile{File: f, path: path, lock: lock}, nil
 }
 

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+type buildOptions struct {
+	output      string
+	format      string
+	nul         bool
+	hash        string
+	files0From  string
+	tmpDir      string
+	partition   string
+	maxRecordSz string
+}
+
+func newBuildCommand(g *globals) *cobra.Command {
+	o := &buildOptions{}
+	cmd := &cobra.Command{
+		Use:   "build -o OUT.fpx [FILE...]",
+		Short: "Build an index of the distinct fingerprints of records",
+		Long: `Build reads records from the FILEs (none or "-": stdin), fingerprints each
+record's key and writes the distinct fingerprints as a new index, published
+atomically (temp file, fsync, rename): OUT.fpx is the old file or the new one,
+never a torn one.
+
+Inputs may be plain, gzip or zstd, detected by their magic bytes. In the
+lines format (the default) each line is a key, byte for byte: a \r, a BOM,
+invalid UTF-8 all belong to it; an empty line is the empty key.
+--format fp reads 32-digit hex fingerprints instead (as dump prints them).
+
+Memory stays under --mem: beyond it, sorted runs spill to --tmpdir and are
+merged; temp files are removed on success, error and SIGINT/SIGTERM. The
+same set of fingerprints gives the same bytes whatever the input order,
+--threads or --mem.
+
+Exit codes: 0 built; 2 bad usage, bad input or I/O error (nothing is
+published); 130/143 interrupted (nothing is published).`,
+		Example: `  fpdedup build -o day.fpx events.log.zst
+  zcat a.gz b.gz | fpdedup build -o all.fpx
+  fpdedup dump old.fpx | fpdedup build --format fp -o copy.fpx
+  find logs -name '*.zst' -print0 | fpdedup build --files0-from - -o logs.fpx`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBuild(cmd, g, o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.output, "output", "o", "", "the index to write (required)")
+	f.StringVar(&o.format, "format", "lines", "input format: lines (one key per line) or fp (hex fingerprints)")
+	f.BoolVarP(&o.nul, "zero-terminated", "z", false, "records end with NUL, not newline")
+	f.StringVar(&o.hash, "hash", "xxh3", "fingerprint hash: xxh3 (XXH3-128) or sha256 (first 128 bits)")
+	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
+	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for spilled runs")
+	f.StringVar(&o.partition, "partition", "", "keep only prefix range `I/N` (0-based I, N a power of two)")
+	f.StringVar(&o.maxRecordSz, "max-record", "0", "refuse records longer than this size (0: no limit)")
+	_ = cmd.MarkFlagRequired("output")
+	return cmd
+}
+
+func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) error {
+	opts := ingest.BuildOptions{Output: o.output, Term: '\n', Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
+	if o.nul {
+		opts.Term = 0
+	}
+	switch o.format {
+	case "lines":
+	case "fp":
+		opts.HexInput = true
+	default:
+		return usageErrorf("--format %q: build reads lines or fp", o.format)
+	}
+	h, err := ingest.ParseHash(o.hash)
+	if err != nil {
+		return usageErrorf("--hash: %v", err)
+	}
+	opts.Hash = h
+	opts.Spec = fpstore.Spec{Hash: h.String()}
+	if o.partition != "" {
+		if opts.Range, err = parsePartition(o.partition); err != nil {
+			return err
+		}
+	}
+	mr, err := parseSize(o.maxRecordSz)
+	if err != nil {
+		return usageErrorf("--max-record: %v", err)
+	}
+	opts.MaxRecord = int(mr)
+	inputs, err := inputNames(g, o.files0From, args)
+	if err != nil {
+		return err
+	}
+	opts.Inputs = inputs
+
+	stop := g.showProgress("build", opts.Progress)
+	st, err := ingest.Build(cmd.Context(), opts)
+	stop()
+	if err != nil {
+		return err
+	}
+	rate := float64(st.Records) / max(st.Seconds, 1e-9)
+	g.summary("build: %d records, %d distinct, %d duplicates, %s read, %.2f s, %s records/s → %s (%s, %.2f bytes/key)",
+		st.Records, st.Distinct, st.Duplicates, formatBytes(st.Bytes), st.Seconds, humanRate(rate),
+		o.output, formatBytes(st.IndexBytes), float64(st.IndexBytes)/float64(max(st.Distinct, 1)))
+	return g.writeStats(map[string]any{"command": "build", "output": o.output, "hash": h.String(), "build": st, "threads": g.threads})
+}
+
+// inputNames resolves FILE arguments and --files0-from into input names.
+func inputNames(g *globals, files0From string, args []string) ([]string, error) {
+	if files0From == "" {
+		return args, nil
+	}
+	if len(args) > 0 {
+		return nil, usageErrorf("file operands cannot be combined with --files0-from")
+	}
+	r := g.stdin
+	name := "-"
+	if files0From != "-" {
+		f, err := os.Open(files0From)
+		if err != nil {
+			return nil, fmt.Errorf("cannot open --files0-from list: %w", err)
+		}
+		defer f.Close()
+		r, name = f, files0From
+	}
+	return ingest.ReadFiles0(r, name)
+}
+
+// parsePartition reads I/N: 0-based I, N a power of two.
+func parsePartition(s string) (fpstore.Range, error) {
+	is, ns, ok := strings.Cut(s, "/")
+	i, err1 := strconv.ParseUint(is, 10, 64)
+	n, err2 := strconv.ParseUint(ns, 10, 64)
+	if !ok || err1 != nil || err2 != nil || n == 0 || n&(n-1) != 0 || i >= n || n > 1<<32 {
+		return fpstore.Range{}, usageErrorf("--partition %q: want I/N with N a power of two and 0 <= I < N", s)
+	}
+	bits := uint8(0)
+	for 1<<bits < n {
+		bits++
+	}
+	return fpstore.Range{Bits: bits, Index: i}, nil
+}
+
+func formatFloat(v float64) string {
+	if v >= 100 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}

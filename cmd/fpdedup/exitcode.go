@@ -1,0 +1,88 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+// Exit codes (DESIGN section 4).
+const (
+	exitOK        = 0
+	exitNegative  = 1 // a negative answer: a key absent, an index damaged
+	exitError     = 2
+	exitInterrupt = 130
+	exitTerm      = 143
+	exitPipe      = 141 // stdout closed by the reader, like a SIGPIPE death
+)
+
+// negativeAnswer ends a command that ran fine but answers "no".
+type negativeAnswer struct{ msg string }
+
+func (n negativeAnswer) Error() string { return n.msg }
+
+// interrupted is the cause of a context cancelled by a signal.
+type interrupted struct{ sig syscall.Signal }
+
+func (i interrupted) Error() string { return "interrupted by " + i.sig.String() }
+
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+func usageErrorf(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+// report prints err (with a hint where one helps) and maps it to an exit
+// code.
+func report(stderr io.Writer, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var neg negativeAnswer
+	var intr interrupted
+	switch {
+	case errors.As(err, &neg):
+		if neg.msg != "" {
+			fmt.Fprintln(stderr, "fpdedup:", neg.msg)
+		}
+		return exitNegative
+	case errors.As(err, &intr):
+		fmt.Fprintln(stderr, "fpdedup:", intr.Error()+"; nothing was published")
+		if intr.sig == syscall.SIGTERM {
+			return exitTerm
+		}
+		return exitInterrupt
+	case errors.Is(err, syscall.EPIPE):
+		return exitPipe
+	}
+	msg := err.Error()
+	if hint := hintFor(err); hint != "" {
+		msg += "\n  hint: " + hint
+	}
+	fmt.Fprintln(stderr, "fpdedup:", msg)
+	return exitError
+}
+
+func hintFor(err error) string {
+	var ue usageError
+	switch {
+	case errors.As(err, &ue), strings.Contains(err.Error(), "unknown flag"), strings.Contains(err.Error(), "unknown command"), strings.Contains(err.Error(), "arg(s)"):
+		return "see fpdedup --help, or fpdedup COMMAND --help"
+	case errors.Is(err, fpstore.ErrCorrupt):
+		return "run fpdedup verify on it, and rebuild it from its records or from a copy"
+	case errors.Is(err, fpstore.ErrUnsupportedVersion):
+		return "it was written by a newer fpdedup; use that version, or rebuild it"
+	case errors.Is(err, fpstore.ErrLocked):
+		return "another fpdedup is writing the same output"
+	case errors.Is(err, ingest.ErrRecordTooLong):
+		return "raise --max-record if such records are real"
+	case errors.Is(err, fpstore.ErrBadHex):
+		return "--format fp reads one 32-digit hex fingerprint per line, as dump prints them"
+	}
+	return ""
+}

@@ -1,0 +1,9 @@
+// Command fpdedup builds, merges and queries exact fingerprint indexes and
+// deduplicates event records with them. See README.md and `fpdedup --help`.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+// showProgress draws a bar on stderr from p until the returned stop is
+// called: bytes against the total input size where known, records/s
+// always. It draws nothing with --progress never, or with auto when stderr
+// is not a terminal.
+func (g *globals) showProgress(label string, p *ingest.Progress) (stop func()) {
+	show := g.progress == "always"
+	if g.progress == "auto" {
+		f, ok := g.stderr.(*os.File)
+		show = ok && term.IsTerminal(int(f.Fd()))
+	}
+	if !show {
+		return func() {}
+	}
+	total := p.Total.Load()
+	bar := progressbar.NewOptions64(max(total, -1),
+		progressbar.OptionSetWriter(g.stderr),
+		progressbar.OptionSetDescription(label),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionSetPredictTime(total > 0),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionSpinnerType(14),
+	)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-done:
+				_ = bar.Clear()
+				return
+			case <-t.C:
+				if tot := p.Total.Load(); tot > 0 && bar.GetMax64() != tot {
+					bar.ChangeMax64(tot)
+				}
+				rate := float64(p.Records.Load()) / time.Since(start).Seconds()
+				bar.Describe(label + " " + humanRate(rate) + " records/s")
+				_ = bar.Set64(p.RawBytes.Load())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+func humanRate(r float64) string {
+	switch {
+	case r >= 1e6:
+		return strconvF(r/1e6, "M")
+	case r >= 1e3:
+		return strconvF(r/1e3, "k")
+	}
+	return strconvF(r, "")
+}
+
+func strconvF(v float64, unit string) string {
+	return formatFloat(v) + unit
+}

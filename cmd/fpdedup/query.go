@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+type queryOptions struct {
+	indexes   []string
+	fp        bool
+	only      string
+	count     bool
+	nul       bool
+	maxRecord string
+}
+
+func newQueryCommand(g *globals) *cobra.Command {
+	o := &queryOptions{}
+	cmd := &cobra.Command{
+		Use:   "query IDX [KEY...]",
+		Short: "Say which keys an index holds",
+		Long: `Query looks up each KEY (from the arguments, or one per line on stdin) in the
+index IDX (more with --index: the set answers as if merged) and prints
+present<TAB>KEY or absent<TAB>KEY, in input order.
+
+Keys are hashed with the index's own hash, byte for byte (a \r or a BOM is part
+of the key). --fp reads 32-digit hex fingerprints instead.
+
+Exit codes: 0 every key is present; 1 some key is absent; 2 error (a damaged
+page that a lookup touches is an error, never a wrong "absent"). The exit
+code does not depend on --only or --count.`,
+		Example: `  fpdedup query day.fpx 'u1:d1:1700000000000' && echo seen
+  fpdedup query --only absent day.fpx < keys.txt > new-keys.txt
+  fpdedup query --count --index day1.fpx --index day2.fpx < keys.txt
+  printf %s KEY | xxh128sum | cut -c1-32 | fpdedup query --fp day.fpx`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runQuery(cmd, g, o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.indexes, "index", nil, "another index of the set (repeatable)")
+	f.BoolVar(&o.fp, "fp", false, "keys are hex fingerprints")
+	f.StringVar(&o.only, "only", "", "print only the present or absent keys, verbatim")
+	f.BoolVar(&o.count, "count", false, "print only the counts: present<TAB>N and absent<TAB>M")
+	f.BoolVarP(&o.nul, "zero-terminated", "z", false, "keys and output lines end with NUL")
+	f.StringVar(&o.maxRecord, "max-record", "0", "refuse keys longer than this size (0: no limit)")
+	return cmd
+}
+
+func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) error {
+	paths := o.indexes
+	if len(paths) == 0 {
+		if len(args) == 0 {
+			return usageErrorf("query needs an index: fpdedup query IDX [KEY...]")
+		}
+		paths, args = args[:1], args[1:]
+	} else if len(args) > 0 {
+		// With --index the positional index is optional: the first
+		// argument is one only if it opens as an index.
+		if x, err := fpstore.Open(args[0]); err == nil {
+			x.Close()
+			paths, args = append([]string{args[0]}, paths...), args[1:]
+		}
+	}
+	opts := ingest.QueryOptions{Term: '\n', HexInput: o.fp, Threads: g.threads, Output: ingest.QueryAll, Progress: &ingest.Progress{}}
+	if o.nul {
+		opts.Term = 0
+	}
+	switch o.only {
+	case "":
+	case "present":
+		opts.Output = ingest.QueryOnlyPresent
+	case "absent":
+		opts.Output = ingest.QueryOnlyAbsent
+	default:
+		return usageErrorf("--only must be present or absent, not %q", o.only)
+	}
+	if o.count {
+		if o.only != "" {
+			return usageErrorf("--count and --only cannot be combined")
+		}
+		opts.Output = ingest.QueryCountOnly
+	}
+	mr, err := parseSize(o.maxRecord)
+	if err != nil {
+		return usageErrorf("--max-record: %v", err)
+	}
+	opts.MaxRecord = int(mr)
+
+	set, err := openSet(paths)
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	if opts.Hash, err = ingest.ParseHash(set.Spec().Hash); err != nil {
+		return fmt.Errorf("%s: %w", paths[0], err)
+	}
+	opts.Set = set
+
+	out := bufio.NewWriterSize(g.stdout, 1<<20)
+	var st ingest.QueryStats
+	if len(args) > 0 {
+		st, err = ingest.QueryKeys(opts, args, out)
+	} else {
+		stop := g.showProgress("query", opts.Progress)
+		st, err = ingest.Query(cmd.Context(), opts, nil, out)
+		stop()
+	}
+	if err == nil && o.count {
+		_, err = fmt.Fprintf(out, "present\t%d\nabsent\t%d\n", st.Present, st.Absent)
+	}
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	if serr := g.writeStats(map[string]any{"command": "query", "indexes": paths, "query": st}); serr != nil {
+		return serr
+	}
+	if st.Absent > 0 {
+		return negativeAnswer{}
+	}
+	return nil
+}
+
+// openSet opens indexes as one set.
+func openSet(paths []string) (*fpstore.Set, error) {
+	var xs []*fpstore.Index
+	for _, p := range paths {
+		x, err := fpstore.Open(p)
+		if err != nil {
+			for _, o := range xs {
+				o.Close()
+			}
+			return nil, err
+		}
+		xs = append(xs, x)
+	}
+	set, err := fpstore.NewSet(xs)
+	if err != nil {
+		for _, o := range xs {
+			o.Close()
+		}
+		return nil, err
+	}
+	return set, nil
+}

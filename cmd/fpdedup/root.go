@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+// globals are the flags every command takes (DESIGN section 4).
+type globals struct {
+	progress  string
+	statsJSON string
+	threads   int
+	memText   string
+	mem       int64
+	quiet     bool
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func newRootCommand(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "fpdedup",
+		Short: "Exact, offline deduplication of event records with 128-bit fingerprint indexes",
+		Long: `fpdedup builds immutable fingerprint indexes (.fpx), queries them from shell
+pipelines, and streams records through them to keep first occurrences, exactly.
+
+A key's fingerprint is XXH3-128 (default) or the first 128 bits of SHA-256 of
+its bytes, exactly as read: check one with
+  printf %s KEY | xxh128sum        or   printf %s KEY | sha256sum | cut -c1-32
+
+Exit codes: 0 success; 1 a negative answer (query: a key is absent; verify:
+the index is damaged); 2 usage, input or I/O error, not an index; 130 on
+SIGINT, 143 on SIGTERM.`,
+		Version:       fmt.Sprintf("%s (index format v%d, reads v%d-v%d)", version, fpstore.FormatVersion, fpstore.MinFormatVersion, fpstore.FormatVersion),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return g.resolve()
+		},
+	}
+	root.SetVersionTemplate("fpdedup {{.Version}}\n")
+	f := root.PersistentFlags()
+	f.StringVar(&g.progress, "progress", "auto", "progress bars on stderr: auto (when stderr is a terminal), always, never")
+	f.StringVar(&g.statsJSON, "stats-json", "", "write the run's figures as JSON to `FILE`")
+	f.IntVar(&g.threads, "threads", runtime.NumCPU(), "worker threads")
+	f.StringVar(&g.memText, "mem", "", "bound on anonymous memory, e.g. 512MiB, 4GiB (default: half of min(RAM, cgroup limit))")
+	f.BoolVarP(&g.quiet, "quiet", "q", false, "no summary line on stderr")
+	root.AddCommand(
+		newBuildCommand(g),
+		newQueryCommand(g),
+		newDumpCommand(g),
+		newInspectCommand(g),
+		newVerifyCommand(g),
+	)
+	return root
+}
+
+func (g *globals) resolve() error {
+	switch g.progress {
+	case "auto", "always", "never":
+	default:
+		return usageErrorf("--progress must be auto, always or never, not %q", g.progress)
+	}
+	if g.threads < 1 {
+		return usageErrorf("--threads must be at least 1")
+	}
+	runtime.GOMAXPROCS(g.threads)
+	if g.memText == "" {
+		g.mem = defaultMem()
+	} else {
+		m, err := parseSize(g.memText)
+		if err != nil {
+			return usageErrorf("--mem: %v", err)
+		}
+		if m < 16<<20 {
+			return usageErrorf("--mem %s is below the 16MiB minimum", g.memText)
+		}
+		g.mem = m
+	}
+	// The Go runtime's soft limit keeps the heap inside the budget; the
+	// commands size their tables and spill thresholds from the same figure.
+	debug.SetMemoryLimit(g.mem)
+	return nil
+}
+
+// writeStats writes --stats-json if asked.
+func (g *globals) writeStats(v any) error {
+	if g.statsJSON == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(g.statsJSON, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("cannot write --stats-json: %w", err)
+	}
+	return nil
+}
+
+// summary prints the end-of-run line unless -q.
+func (g *globals) summary(format string, a ...any) {
+	if !g.quiet {
+		fmt.Fprintf(g.stderr, format+"\n", a...)
+	}
+}
+
+// run executes the command line and returns the process exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRootCommand(g)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+
+	ctx, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGPIPE)
+	defer signal.Stop(sigs)
+	go func() {
+		for sig := range sigs {
+			if sig == syscall.SIGPIPE {
+				continue // writes then fail with EPIPE, handled as a closed pipe
+			}
+			stop(interrupted{sig.(syscall.Signal)})
+		}
+	}()
+
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		if cause := context.Cause(ctx); cause != nil {
+			err = cause
+		}
+	}
+	return report(stderr, err)
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+func newVerifyCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify IDX",
+		Short: "Check every byte of an index",
+		Long: `Verify checks every checksum (header, trailer, footer, every page), the
+structure, order and uniqueness of the fingerprints, the counts, the segment
+boundaries, and the directories and filters (rebuilt and compared byte for
+byte: the format is canonical).
+
+Exit codes: 0 the index is sound; 1 it is damaged (truncation included; each
+problem is named with its segment and offset); 2 it is not an index, its
+format version is unsupported, or it cannot be read.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, err := fpstore.Verify(args[0])
+			if err != nil {
+				return err
+			}
+			if len(rep.Problems) > 0 {
+				for _, p := range rep.Problems {
+					fmt.Fprintf(g.stdout, "%s: %s\n", args[0], p)
+				}
+				return negativeAnswer{fmt.Sprintf("%s is damaged (%d problems found)", args[0], len(rep.Problems))}
+			}
+			g.summary("%s: ok (%d fingerprints in %d segments)", args[0], rep.Fingerprints, rep.Segments)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,256 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+// BuildOptions configure Build.
+type BuildOptions struct {
+	Inputs    []string // file names; "-" is stdin; none: stdin
+	Output    string
+	Term      byte // record terminator: '\n', or 0 for -z
+	HexInput  bool // records are hex fingerprints (--format fp), not keys
+	Hash      Hash
+	Spec      fpstore.Spec
+	Range     fpstore.Range // keep only this partition
+	Threads   int
+	Mem       int64 // bytes of anonymous memory the build may use
+	TmpDir    string
+	MaxRecord int
+	// Progress, when set, is updated with raw input bytes read and
+	// records seen, for a progress display.
+	Progress *Progress
+}
+
+// Progress is read by a display while a job runs.
+type Progress struct {
+	RawBytes atomic.Int64 // compressed bytes read, comparable with file sizes
+	Records  atomic.Int64
+	Total    atomic.Int64 // sum of input file sizes, -1 if unknown
+}
+
+// BuildStats are the figures of a build, for the summary and --stats-json.
+type BuildStats struct {
+	Inputs       int     `json:"inputs"`
+	Records      int64   `json:"records"`
+	Distinct     uint64  `json:"distinct"`
+	Duplicates   int64   `json:"duplicates"`
+	OutOfRange   int64   `json:"out_of_partition"`
+	Bytes        int64   `json:"bytes"`
+	Spills       int64   `json:"spilled_runs"`
+	Seconds      float64 `json:"seconds"`
+	IndexBytes   int64   `json:"index_bytes"`
+	MemoryBudget int64   `json:"memory_budget"`
+}
+
+// chunkJob is one chunk of one input on its way to a hashing worker.
+type chunkJob struct {
+	in    int // input index
+	name  string
+	rd    *ChunkReader
+	chunk *Chunk
+}
+
+// writerReserve is memory kept out of the sorter's budget for what the
+// index writer holds while it builds segments: per builder goroutine a
+// segment's fingerprints (16 MiB), its FlatBuffers buffer (17 MiB) and the
+// filter builder's scratch (~28 B a key), plus chunk buffers.
+func writerReserve(threads int) int64 {
+	return int64(min(threads, 2))*64<<20 + 32<<20
+}
+
+// Build reads records, fingerprints them and writes the distinct
+// fingerprints as an index at opts.Output, published atomically. Reading,
+// decompressing, hashing and sorting run in parallel; beyond opts.Mem the
+// fingerprints spill to sorted runs in opts.TmpDir, removed whatever
+// happens. ctx cancels it (temp files removed, nothing published).
+func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
+	start := time.Now()
+	if opts.Threads <= 0 {
+		opts.Threads = runtime.GOMAXPROCS(0)
+	}
+	if len(opts.Inputs) == 0 {
+		opts.Inputs = []string{"-"}
+	}
+	if opts.Progress == nil {
+		opts.Progress = &Progress{}
+	}
+	stats := BuildStats{Inputs: len(opts.Inputs)}
+	budget := opts.Mem - writerReserve(opts.Threads)
+	stats.MemoryBudget = opts.Mem
+	sorter := fpstore.NewSorter(opts.TmpDir, budget)
+	defer sorter.Close()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	jobs := make(chan chunkJob, 2*opts.Threads)
+	var readErr error
+	go func() {
+		defer close(jobs)
+		readErr = readChunks(ctx, readOptions{opts.Inputs, opts.Term, opts.MaxRecord, opts.Progress}, jobs)
+		if readErr != nil {
+			cancel(readErr)
+		}
+	}()
+
+	collectors := make([]*fpstore.Collector, opts.Threads)
+	var outOfRange atomic.Int64
+	var wg sync.WaitGroup
+	for w := range collectors {
+		collectors[w] = sorter.NewCollector()
+		wg.Add(1)
+		go func(c *fpstore.Collector) {
+			defer wg.Done()
+			if err := hashChunks(ctx, opts, jobs, c, &outOfRange); err != nil {
+				cancel(err)
+			}
+			for range jobs { // drain so the reader can stop
+			}
+		}(collectors[w])
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return stats, err
+	}
+	stats.Records = opts.Progress.Records.Load()
+	stats.OutOfRange = outOfRange.Load()
+	stats.Bytes = opts.Progress.RawBytes.Load()
+
+	w, err := fpstore.Create(opts.Output, fpstore.WriterOptions{Spec: opts.Spec, Range: opts.Range, Threads: opts.Threads})
+	if err != nil {
+		return stats, err
+	}
+	err = sorter.Emit(collectors, opts.Threads, func(fps []fpstore.Fingerprint) error {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		return w.Add(fps...)
+	})
+	stats.Spills = sorter.Spills()
+	if err != nil {
+		w.Abort()
+		return stats, err
+	}
+	if err := ctx.Err(); err != nil {
+		w.Abort()
+		return stats, context.Cause(ctx)
+	}
+	n, err := w.Commit()
+	if err != nil {
+		return stats, err
+	}
+	stats.Distinct = n
+	stats.Duplicates = stats.Records - stats.OutOfRange - int64(n)
+	if st, err := os.Stat(opts.Output); err == nil {
+		stats.IndexBytes = st.Size()
+	}
+	stats.Seconds = time.Since(start).Seconds()
+	return stats, nil
+}
+
+// readOptions say what readChunks reads.
+type readOptions struct {
+	Inputs    []string
+	Term      byte
+	MaxRecord int
+	Progress  *Progress
+}
+
+// readChunks opens the inputs one after another and cuts them into chunks.
+func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) error {
+	var total int64
+	for _, name := range opts.Inputs {
+		if name == "-" {
+			total = -1
+			break
+		}
+		if st, err := os.Stat(name); err == nil && st.Mode().IsRegular() && total >= 0 {
+			total += st.Size()
+		}
+	}
+	opts.Progress.Total.Store(total)
+	var before int64
+	for i, name := range opts.Inputs {
+		in, err := Open(name)
+		if err != nil {
+			return err
+		}
+		rd := NewChunkReader(in, in.Name, opts.Term, 1<<20, opts.MaxRecord)
+		for {
+			c, err := rd.Next()
+			opts.Progress.RawBytes.Store(before + in.RawRead())
+			if err != nil {
+				in.Close()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return err
+			}
+			select {
+			case jobs <- chunkJob{in: i, name: in.Name, rd: rd, chunk: c}:
+			case <-ctx.Done():
+				in.Close()
+				return nil
+			}
+		}
+		before += in.RawRead()
+	}
+	return nil
+}
+
+// hashChunks splits chunks into records, fingerprints them and collects
+// the fingerprints.
+func hashChunks(ctx context.Context, opts BuildOptions, jobs <-chan chunkJob, c *fpstore.Collector, outOfRange *atomic.Int64) error {
+	batch := make([]fpstore.Fingerprint, 0, 4096)
+	for job := range jobs {
+		if ctx.Err() != nil {
+			return nil
+		}
+		var recErr error
+		records := int64(0)
+		SplitRecords(job.chunk.Data, opts.Term, func(rec []byte) bool {
+			var fp fpstore.Fingerprint
+			if opts.HexInput {
+				var err error
+				if fp, err = fpstore.ParseHex(rec); err != nil {
+					recErr = &RecordError{Name: job.name, Line: job.chunk.FirstLine + records, Record: job.chunk.FirstRecord + records, Err: err}
+					return false
+				}
+			} else {
+				fp = opts.Hash.Sum(rec)
+			}
+			records++
+			if !opts.Range.Contains(fp) {
+				outOfRange.Add(1)
+				return true
+			}
+			batch = append(batch, fp)
+			if len(batch) == cap(batch) {
+				if err := c.Add(batch); err != nil {
+					recErr = err
+					return false
+				}
+				batch = batch[:0]
+			}
+			return true
+		})
+		job.rd.Release(job.chunk)
+		opts.Progress.Records.Add(records)
+		if recErr != nil {
+			return recErr
+		}
+	}
+	if len(batch) > 0 {
+		return c.Add(batch)
+	}
+	return nil
+}
