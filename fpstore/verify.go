@@ -151,4 +151,3 @@ func (x *Index) verifySegment(rep *VerifyReport, i int, s *segment, sb *segmentB
 		rep.add("%s: bytes differ from the canonical encoding of its fingerprints", where)
 	}
 }
-
