@@ -32,7 +32,6 @@ type Sorter struct {
 	mu     sync.Mutex
 	runs   []string
 	closed bool
-	held   atomic.Int64
 	added  atomic.Int64
 	spills atomic.Int64
 }
@@ -47,26 +46,74 @@ func NewSorter(tmpDir string, budget int64) *Sorter {
 // use; make one per goroutine.
 type Collector struct {
 	s     *Sorter
-	parts [1 << partBits][]Fingerprint
-	held  int64
+	parts [1 << partBits]partition
+	arena *arena
 }
 
-// NewCollector returns a collector for one goroutine.
-func (s *Sorter) NewCollector() *Collector { return &Collector{s: s} }
+// partition holds a partition's fingerprints in blocks carved from the
+// collector's arena, never moved: growing one slice by doubling spent most
+// of a build's CPU time in memmove and in clearing fresh pages (pprof).
+type partition struct {
+	full [][]Fingerprint
+	cur  []Fingerprint
+	n    int
+}
 
-// Add collects fingerprints. When the sorter's memory is full, this
-// collector spills its own share as a sorted run.
+// blockMax is the largest block (64 KiB). Blocks start small so that
+// sparse partitions of small inputs cost little.
+const blockMax = 4096
+
+// take returns the partition's fingerprints, sorted and unique, in dst's
+// array when it is large enough, and empties the partition.
+func (p *partition) take(dst []Fingerprint) []Fingerprint {
+	out := sortUniqueBlocks(append(p.full, p.cur), p.n, dst)
+	*p = partition{}
+	return out
+}
+
+// NewCollector returns a collector for one goroutine. Its arena holds its
+// share of the sorter's budget.
+func (s *Sorter) NewCollector(share int) (*Collector, error) {
+	a, err := newArena(int(s.budget) / max(share, 1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot reserve memory for fingerprints: %w", err)
+	}
+	return &Collector{s: s, arena: a}, nil
+}
+
+// Free returns the collector's memory. Its fingerprints must have been
+// emitted (or are abandoned).
+func (c *Collector) Free() { c.arena.free() }
+
+func (c *Collector) add(fp Fingerprint) error {
+	p := &c.parts[fp.Hi>>(64-partBits)]
+	if len(p.cur) == cap(p.cur) {
+		block := c.arena.alloc(min(max(2*cap(p.cur), 16), blockMax))
+		if block == nil {
+			if err := c.spill(); err != nil {
+				return err
+			}
+			block = c.arena.alloc(16)
+		}
+		if p.cur != nil {
+			p.full = append(p.full, p.cur)
+		}
+		p.cur = block
+	}
+	p.cur = append(p.cur, fp)
+	p.n++
+	return nil
+}
+
+// Add collects fingerprints. When this collector's arena is full it spills
+// its fingerprints as a sorted run.
 func (c *Collector) Add(fps []Fingerprint) error {
 	for _, fp := range fps {
-		p := fp.Hi >> (64 - partBits)
-		c.parts[p] = append(c.parts[p], fp)
+		if err := c.add(fp); err != nil {
+			return err
+		}
 	}
-	n := int64(16 * len(fps))
-	c.held += n
 	c.s.added.Add(int64(len(fps)))
-	if c.s.held.Add(n) > c.s.budget && c.held > c.s.budget/8 {
-		return c.spill()
-	}
 	return nil
 }
 
@@ -87,16 +134,16 @@ func (c *Collector) spill() error {
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	var rec [16]byte
+	var buf []Fingerprint
 	for p := range c.parts {
-		part := sortUniqueInPlace(c.parts[p])
-		for _, fp := range part {
+		buf = c.parts[p].take(buf)
+		for _, fp := range buf {
 			binary.BigEndian.PutUint64(rec[0:], fp.Hi)
 			binary.BigEndian.PutUint64(rec[8:], fp.Lo)
 			if _, err := bw.Write(rec[:]); err != nil {
 				break
 			}
 		}
-		c.parts[p] = nil
 	}
 	err = bw.Flush()
 	if cerr := f.Close(); err == nil {
@@ -105,8 +152,7 @@ func (c *Collector) spill() error {
 	if err != nil {
 		return fmt.Errorf("cannot write sorted run %s: %w", f.Name(), err)
 	}
-	c.s.held.Add(-c.held)
-	c.held = 0
+	c.arena.reset()
 	c.s.spills.Add(1)
 	return nil
 }
@@ -130,7 +176,7 @@ func (s *Sorter) Emit(collectors []*Collector, threads int, fn func([]Fingerprin
 		return emitInMemory(collectors, max(threads, 1), fn)
 	}
 	for _, c := range collectors {
-		if c.held > 0 {
+		if c.arena.used > 0 {
 			if err := c.spill(); err != nil {
 				return err
 			}
@@ -149,6 +195,9 @@ func emitInMemory(collectors []*Collector, threads int, fn func([]Fingerprint) e
 	// the results channel bounds how far sorting runs ahead.
 	results := make(chan *result, 2*threads)
 	jobs := make(chan *result, 2*threads)
+	// Sorted partitions are built in recycled arrays: fn copies what it
+	// keeps before it returns.
+	free := make(chan []Fingerprint, 4*threads)
 	stop := make(chan struct{})
 	go func() {
 		defer close(results)
@@ -166,16 +215,20 @@ func emitInMemory(collectors []*Collector, threads int, fn func([]Fingerprint) e
 	for w := 0; w < threads; w++ {
 		go func() {
 			for r := range jobs {
+				var blocks [][]Fingerprint
 				n := 0
 				for _, c := range collectors {
-					n += len(c.parts[r.p])
+					p := &c.parts[r.p]
+					blocks = append(append(blocks, p.full...), p.cur)
+					n += p.n
+					*p = partition{}
 				}
-				part := make([]Fingerprint, 0, n)
-				for _, c := range collectors {
-					part = append(part, c.parts[r.p]...)
-					c.parts[r.p] = nil
+				var dst []Fingerprint
+				select {
+				case dst = <-free:
+				default:
 				}
-				r.fps = sortUniqueInPlace(part)
+				r.fps = sortUniqueBlocks(blocks, n, dst)
 				close(r.done)
 			}
 		}()
@@ -187,6 +240,10 @@ func emitInMemory(collectors []*Collector, threads int, fn func([]Fingerprint) e
 			if err = fn(r.fps); err != nil {
 				close(stop)
 			}
+		}
+		select {
+		case free <- r.fps:
+		default:
 		}
 	}
 	return err
@@ -299,39 +356,46 @@ func (s *Sorter) mergeRuns(fn func([]Fingerprint) error) error {
 	return nil
 }
 
-// sortUniqueInPlace sorts fingerprints that share their first partBits
-// bits and removes repeats. A counting pass on the next bits spreads
-// uniformly random keys into buckets of one or two, which insertion sort
-// finishes: much faster than a comparison sort (DESIGN section 7). Buckets
-// that skewed input makes large get a comparison sort, so no input is
-// quadratic.
-func sortUniqueInPlace(a []Fingerprint) []Fingerprint {
-	n := len(a)
-	if n < 2 {
-		return a
+// sortUniqueBlocks sorts n fingerprints, given in blocks, that share their
+// first partBits bits, and removes repeats. A counting pass on the next
+// bits scatters them into a new array in buckets of one or two (uniform
+// keys), which insertion sort finishes: much faster than a comparison sort
+// (DESIGN section 7). Buckets that skewed input makes large get a
+// comparison sort, so no input is quadratic.
+func sortUniqueBlocks(blocks [][]Fingerprint, n int, dst []Fingerprint) []Fingerprint {
+	a := dst[:0]
+	if cap(a) < n {
+		a = make([]Fingerprint, n, n+n/4)
 	}
+	a = a[:n]
 	if n <= 32 {
+		k := 0
+		for _, b := range blocks {
+			k += copy(a[k:], b)
+		}
 		insertionSort(a)
 	} else {
 		radixBits := min(uint(bits.Len(uint(n))), 20)
 		shift := 64 - partBits - radixBits
 		mask := uint64(1)<<radixBits - 1
-		ends := make([]int32, 1<<radixBits)
-		for _, fp := range a {
-			ends[(fp.Hi>>shift)&mask]++
+		ends := make([]int32, 1<<radixBits) // small: 4 bytes per key at most
+		for _, b := range blocks {
+			for _, fp := range b {
+				ends[(fp.Hi>>shift)&mask]++
+			}
 		}
 		var sum int32
 		for b, c := range ends {
 			ends[b] = sum
 			sum += c
 		}
-		tmp := make([]Fingerprint, n)
-		for _, fp := range a {
-			b := (fp.Hi >> shift) & mask
-			tmp[ends[b]] = fp
-			ends[b]++
+		for _, b := range blocks {
+			for _, fp := range b {
+				k := (fp.Hi >> shift) & mask
+				a[ends[k]] = fp
+				ends[k]++
+			}
 		}
-		copy(a, tmp)
 		start := 0
 		for _, end := range ends {
 			if bucket := a[start:end]; len(bucket) <= 16 {
@@ -341,6 +405,9 @@ func sortUniqueInPlace(a []Fingerprint) []Fingerprint {
 			}
 			start = int(end)
 		}
+	}
+	if n == 0 {
+		return a
 	}
 	out := a[:1]
 	for _, fp := range a[1:] {

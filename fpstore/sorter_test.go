@@ -30,7 +30,11 @@ func TestSorterMatchesReference(t *testing.T) {
 			defer s.Close()
 			cs := make([]*Collector, tc.collectors)
 			for i := range cs {
-				cs[i] = s.NewCollector()
+				var err error
+				if cs[i], err = s.NewCollector(len(cs)); err != nil {
+					t.Fatal(err)
+				}
+				defer cs[i].Free()
 			}
 			for i := 0; i < len(input); i += 1000 {
 				if err := cs[(i/1000)%len(cs)].Add(input[i:min(i+1000, len(input))]); err != nil {
@@ -60,7 +64,7 @@ func TestSortUniqueSkewedIsNotQuadratic(t *testing.T) {
 	for i := range a {
 		a[i] = Fingerprint{7, uint64(len(a) - i)}
 	}
-	got := sortUniqueInPlace(a)
+	got := sortUniqueBlocks([][]Fingerprint{a[:1000], a[1000:]}, len(a), nil)
 	if len(got) != len(a) || !slices.IsSortedFunc(got, Fingerprint.Compare) {
 		t.Fatal("not sorted")
 	}

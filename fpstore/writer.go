@@ -153,6 +153,9 @@ func (w *Writer) Add(fps ...Fingerprint) error {
 			return w.err
 		}
 		w.last, w.hasLast = fp, true
+		if w.pending == nil {
+			w.pending = make([]Fingerprint, 0, SegmentMax+1)
+		}
 		w.pending = append(w.pending, fp)
 		if len(w.pending) > SegmentMax {
 			w.cut(false)
@@ -192,8 +195,10 @@ func (w *Writer) emit(n node, cnt int) {
 	seg := w.pending[:cnt:cnt]
 	w.lastEmitted, w.emitted = seg[cnt-1], true
 	// The builder keeps seg; later appends go to a fresh array.
+	// Sized so that Add never grows it: it is cut as soon as it holds
+	// SegmentMax+1.
 	rest := w.pending[cnt:]
-	w.pending = make([]Fingerprint, len(rest), max(2*len(rest), 1024))
+	w.pending = make([]Fingerprint, len(rest), len(rest)+SegmentMax+1)
 	copy(w.pending, rest)
 	f := &segmentFuture{node: n, fps: seg, done: make(chan struct{})}
 	w.futures <- f

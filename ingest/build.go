@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -85,6 +86,11 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 		opts.Progress = &Progress{}
 	}
 	stats := BuildStats{Inputs: len(opts.Inputs)}
+	phase := func(name string) {
+		if os.Getenv("FPDEDUP_PHASES") != "" {
+			fmt.Fprintf(os.Stderr, "phase %s %.3fs\n", name, time.Since(start).Seconds())
+		}
+	}
 	budget := opts.Mem - writerReserve(opts.Threads)
 	stats.MemoryBudget = opts.Mem
 	sorter := fpstore.NewSorter(opts.TmpDir, budget)
@@ -106,7 +112,13 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	var outOfRange atomic.Int64
 	var wg sync.WaitGroup
 	for w := range collectors {
-		collectors[w] = sorter.NewCollector()
+		c, err := sorter.NewCollector(len(collectors))
+		if err != nil {
+			cancel(err)
+			break
+		}
+		defer c.Free()
+		collectors[w] = c
 		wg.Add(1)
 		go func(c *fpstore.Collector) {
 			defer wg.Done()
@@ -121,6 +133,7 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	if err := context.Cause(ctx); err != nil {
 		return stats, err
 	}
+	phase("hashed")
 	stats.Records = opts.Progress.Records.Load()
 	stats.OutOfRange = outOfRange.Load()
 	stats.Bytes = opts.Progress.RawBytes.Load()
@@ -144,7 +157,9 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 		w.Abort()
 		return stats, context.Cause(ctx)
 	}
+	phase("emitted")
 	n, err := w.Commit()
+	phase("committed")
 	if err != nil {
 		return stats, err
 	}

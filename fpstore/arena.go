@@ -1,0 +1,51 @@
+package fpstore
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// arena is anonymous memory for fingerprints, outside the Go heap: the GC
+// neither scans nor frees it, and it is mapped with MADV_HUGEPAGE, so
+// filling it costs one page fault per 2 MiB instead of one per 4 KiB.
+// Measured on the 10M-line build: growing Go slices spent more CPU time in
+// memmove, page clearing and faults than hashing did (pprof). Address space
+// is reserved up front (MAP_NORESERVE); only pages touched count in RSS.
+//
+// An arena belongs to one goroutine.
+type arena struct {
+	mem  []byte
+	used int
+}
+
+func newArena(size int) (*arena, error) {
+	size = int(alignUp(uint64(max(size, 64<<10)), PageSize))
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, err
+	}
+	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
+	return &arena{mem: mem}, nil
+}
+
+// alloc returns room for n fingerprints, or nil when the arena is full.
+func (a *arena) alloc(n int) []Fingerprint {
+	size := 16 * n
+	if a.used+size > len(a.mem) {
+		return nil
+	}
+	p := unsafe.Pointer(&a.mem[a.used])
+	a.used += size
+	return unsafe.Slice((*Fingerprint)(p), n)[:0]
+}
+
+// reset forgets every allocation; the pages stay mapped for reuse.
+func (a *arena) reset() { a.used = 0 }
+
+func (a *arena) free() {
+	if a.mem != nil {
+		_ = unix.Munmap(a.mem)
+		a.mem = nil
+	}
+}
