@@ -1,6 +1,7 @@
 package fpstore
 
 import (
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -48,4 +49,46 @@ func (a *arena) free() {
 		_ = unix.Munmap(a.mem)
 		a.mem = nil
 	}
+}
+
+// hugeBuffers hands out large byte buffers mapped with MADV_HUGEPAGE and
+// unmaps them all at once. In this VM a 4 KiB page fault costs ~14 µs and a
+// 2 MiB one ~0.1-2 ms (measured: touching 200 MiB took 696 ms with small
+// pages, 14-22 ms with huge ones), so the writer's big reused buffers
+// (pending fingerprints, FlatBuffers builders) live here rather than on the
+// Go heap, which Linux backs with small pages under THP=madvise.
+// Safe for concurrent use.
+type hugeBuffers struct {
+	mu   sync.Mutex
+	maps [][]byte
+}
+
+// get returns n bytes, or a heap slice if mapping fails.
+func (h *hugeBuffers) get(n int) []byte {
+	size := int(alignUp(uint64(max(n, 1)), PageSize))
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return make([]byte, n)
+	}
+	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
+	h.mu.Lock()
+	h.maps = append(h.maps, mem)
+	h.mu.Unlock()
+	return mem[:n:n]
+}
+
+// fingerprints returns an empty slice with room for n fingerprints.
+func (h *hugeBuffers) fingerprints(n int) []Fingerprint {
+	b := h.get(16 * n)
+	return unsafe.Slice((*Fingerprint)(unsafe.Pointer(unsafe.SliceData(b))), n)[:0]
+}
+
+// free unmaps every buffer; none may be used after.
+func (h *hugeBuffers) free() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.maps {
+		_ = unix.Munmap(m)
+	}
+	h.maps = nil
 }

@@ -138,7 +138,7 @@ func (x *Index) verifySegment(rep *VerifyReport, i int, s *segment, sb *segmentB
 		rep.add("%s: cannot rebuild: %v", where, err)
 		return
 	}
-	if !bytes.Equal(want.data[:want.length], s.buf) {
+	if !bytes.Equal(want.buf, s.buf) {
 		if !slices.Equal(s.dir, buildDirectory(ref.node, s.fps)) {
 			rep.add("%s: bucket directory is inconsistent with the fingerprints", where)
 		}

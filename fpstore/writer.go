@@ -2,7 +2,9 @@ package fpstore
 
 import (
 	"bufio"
+
 	"fmt"
+	flatbuffers "github.com/google/flatbuffers/go"
 	"runtime"
 	"sort"
 	"sync"
@@ -38,6 +40,10 @@ type Writer struct {
 	wg      sync.WaitGroup
 	written chan error
 
+	pendings chan []Fingerprint
+	fbs      chan *flatbuffers.Builder
+	huge     hugeBuffers // backs pendings and fbs; freed when done
+
 	bw   *bufio.Writer
 	off  uint64
 	refs []segmentRef
@@ -71,7 +77,11 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		futures: make(chan *segmentFuture, opts.Threads+1),
 		work:    make(chan *segmentFuture, opts.Threads),
 		written: make(chan error, 1),
-		bw:      bufio.NewWriterSize(af, 1<<20),
+		// One spare per builder and one being filled: enough to never
+		// allocate in steady state.
+		pendings: make(chan []Fingerprint, opts.Threads+2),
+		fbs:      make(chan *flatbuffers.Builder, opts.Threads+2),
+		bw:       bufio.NewWriterSize(af, 1<<20),
 	}
 	if err := w.write(encodeHeader(header{Version: FormatVersion, PageSize: PageSize, SegmentMax: SegmentMax})); err != nil {
 		af.abort()
@@ -87,11 +97,32 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 
 func (w *Writer) builder() {
 	defer w.wg.Done()
-	var sb segmentBuilder
+	sb := segmentBuilder{fbs: w.fbs, huge: &w.huge}
 	for f := range w.work {
 		f.seg, f.err = sb.build(f.node, f.fps)
+		w.putPending(f.fps[:0])
 		f.fps = nil
 		close(f.done)
+	}
+}
+
+// getPending returns an empty buffer of SegmentMax+1 fingerprints, reused
+// when one is free (see segmentBuilder.fbs for why).
+func (w *Writer) getPending() []Fingerprint {
+	select {
+	case b := <-w.pendings:
+		return b
+	default:
+		return w.huge.fingerprints(SegmentMax + 1)
+	}
+}
+
+func (w *Writer) putPending(b []Fingerprint) {
+	if cap(b) == SegmentMax+1 {
+		select {
+		case w.pendings <- b:
+		default:
+		}
 	}
 }
 
@@ -110,9 +141,13 @@ func (w *Writer) writeSegments() {
 			continue
 		}
 		f.seg.ref.offset = w.off
-		if err = w.write(f.seg.data); err == nil {
+		if err = w.write(f.seg.buf); err == nil {
+			err = w.write(f.seg.crcs)
+		}
+		if err == nil {
 			w.refs = append(w.refs, f.seg.ref)
 		}
+		(&segmentBuilder{fbs: w.fbs}).release(&f.seg)
 	}
 	w.written <- err
 }
@@ -143,23 +178,45 @@ func (w *Writer) Add(fps ...Fingerprint) error {
 	if w.err != nil {
 		return w.err
 	}
-	for _, fp := range fps {
-		if w.hasLast && !w.last.Less(fp) {
-			w.err = fmt.Errorf("%w: %s after %s", ErrOrder, fp, w.last)
-			return w.err
-		}
-		if !w.opts.Range.Contains(fp) {
-			w.err = fmt.Errorf("%w: %s is not in partition %s", ErrOutOfRange, fp, w.opts.Range)
-			return w.err
-		}
-		w.last, w.hasLast = fp, true
+	for len(fps) > 0 {
 		if w.pending == nil {
-			w.pending = make([]Fingerprint, 0, SegmentMax+1)
+			w.pending = w.getPending()
 		}
-		w.pending = append(w.pending, fp)
+		n := min(len(fps), cap(w.pending)-len(w.pending))
+		if err := w.check(fps[:n]); err != nil {
+			w.err = err
+			return err
+		}
+		w.pending = append(w.pending, fps[:n]...)
+		fps = fps[n:]
 		if len(w.pending) > SegmentMax {
 			w.cut(false)
 		}
+	}
+	return nil
+}
+
+// check validates a batch: ascending after the last fingerprint, inside
+// the range.
+func (w *Writer) check(fps []Fingerprint) error {
+	for i, fp := range fps {
+		prev, has := w.last, w.hasLast
+		if i > 0 {
+			prev, has = fps[i-1], true
+		}
+		if has && !prev.Less(fp) {
+			return fmt.Errorf("%w: %s after %s", ErrOrder, fp, prev)
+		}
+	}
+	if !w.opts.Range.Whole() {
+		for _, fp := range fps {
+			if !w.opts.Range.Contains(fp) {
+				return fmt.Errorf("%w: %s is not in partition %s", ErrOutOfRange, fp, w.opts.Range)
+			}
+		}
+	}
+	if len(fps) > 0 {
+		w.last, w.hasLast = fps[len(fps)-1], true
 	}
 	return nil
 }
@@ -196,10 +253,9 @@ func (w *Writer) emit(n node, cnt int) {
 	w.lastEmitted, w.emitted = seg[cnt-1], true
 	// The builder keeps seg; later appends go to a fresh array.
 	// Sized so that Add never grows it: it is cut as soon as it holds
-	// SegmentMax+1.
+	// SegmentMax+1, so what is left after a cut fits in a new one.
 	rest := w.pending[cnt:]
-	w.pending = make([]Fingerprint, len(rest), len(rest)+SegmentMax+1)
-	copy(w.pending, rest)
+	w.pending = append(w.getPending(), rest...)
 	f := &segmentFuture{node: n, fps: seg, done: make(chan struct{})}
 	w.futures <- f
 	w.work <- f
@@ -217,6 +273,8 @@ func (w *Writer) Commit() (uint64, error) {
 	if err := <-w.written; err != nil && w.err == nil {
 		w.err = err
 	}
+	w.pending = nil
+	defer w.huge.free()
 	if w.err != nil {
 		w.af.abort()
 		return 0, w.err
@@ -262,5 +320,6 @@ func (w *Writer) Abort() {
 	close(w.futures)
 	w.wg.Wait()
 	<-w.written
+	w.huge.free()
 	w.af.abort()
 }

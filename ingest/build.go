@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -86,11 +85,7 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 		opts.Progress = &Progress{}
 	}
 	stats := BuildStats{Inputs: len(opts.Inputs)}
-	phase := func(name string) {
-		if os.Getenv("FPDEDUP_PHASES") != "" {
-			fmt.Fprintf(os.Stderr, "phase %s %.3fs\n", name, time.Since(start).Seconds())
-		}
-	}
+
 	budget := opts.Mem - writerReserve(opts.Threads)
 	stats.MemoryBudget = opts.Mem
 	sorter := fpstore.NewSorter(opts.TmpDir, budget)
@@ -133,7 +128,6 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	if err := context.Cause(ctx); err != nil {
 		return stats, err
 	}
-	phase("hashed")
 	stats.Records = opts.Progress.Records.Load()
 	stats.OutOfRange = outOfRange.Load()
 	stats.Bytes = opts.Progress.RawBytes.Load()
@@ -157,9 +151,7 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 		w.Abort()
 		return stats, context.Cause(ctx)
 	}
-	phase("emitted")
 	n, err := w.Commit()
-	phase("committed")
 	if err != nil {
 		return stats, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -27,6 +28,7 @@ type globals struct {
 	memText   string
 	mem       int64
 	quiet     bool
+	cpuProf   string
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -60,12 +62,15 @@ SIGINT, 143 on SIGTERM.`,
 	f.IntVar(&g.threads, "threads", runtime.NumCPU(), "worker threads")
 	f.StringVar(&g.memText, "mem", "", "bound on anonymous memory, e.g. 512MiB, 4GiB (default: half of min(RAM, cgroup limit))")
 	f.BoolVarP(&g.quiet, "quiet", "q", false, "no summary line on stderr")
+	f.StringVar(&g.cpuProf, "cpuprofile", "", "write a CPU profile to `FILE` (for go tool pprof)")
+	_ = f.MarkHidden("cpuprofile")
 	root.AddCommand(
 		newBuildCommand(g),
 		newQueryCommand(g),
 		newDumpCommand(g),
 		newInspectCommand(g),
 		newVerifyCommand(g),
+		newBenchCommand(g),
 	)
 	return root
 }
@@ -91,6 +96,15 @@ func (g *globals) resolve() error {
 			return usageErrorf("--mem %s is below the 16MiB minimum", g.memText)
 		}
 		g.mem = m
+	}
+	if g.cpuProf != "" {
+		f, err := os.Create(g.cpuProf)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
 	}
 	// The Go runtime's soft limit keeps the heap inside the budget; the
 	// commands size their tables and spill thresholds from the same figure.
@@ -144,6 +158,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 
 	err := root.ExecuteContext(ctx)
+	if g.cpuProf != "" {
+		pprof.StopCPUProfile()
+	}
 	if err == nil {
 		if cause := context.Cause(ctx); cause != nil {
 			err = cause
