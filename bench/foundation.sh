@@ -105,7 +105,8 @@ if [[ -n $fp ]]; then
 	if "$fp" bench gen --records "$records" --seed "$seed" --format lines -o "$data" 2>"$work/gen.log"; then
 		generator="fpdedup bench gen"
 	else
-		notes+=("fpdedup bench gen failed ($(head -n1 "$work/gen.log" | cut -c1-160)); data from bench/benchtool gen.")
+		why=$(head -n1 "$work/gen.log" | cut -c1-160)
+		notes+=("fpdedup bench gen failed (${why:-no message}); data from bench/benchtool gen.")
 	fi
 fi
 if [[ -z $generator ]]; then
@@ -199,7 +200,9 @@ run_once() {
 		bash -c "${cmd_of[i]}" >"$work/out.$i" 2>"$work/err.$i" || rc=$?
 	fi
 	if ((rc != 0)); then
-		status_of[i]="failed: exit $rc: $(head -c 160 "$work/err.$i" | tr '\n\t|' '   ')"
+		local why
+		why=$(head -c 160 "$work/err.$i" | tr '\n\t|' '   ')
+		status_of[i]="failed: exit $rc${why:+: $why}"
 		log "${name_of[i]}: ${status_of[i]}"
 		return 0
 	fi
