@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# demo.sh -- build fpdedup and run its main jobs on the bundled example
+# (testdata/example/events.txt: 2000 login/payment events, 1240 distinct).
+# Needs only Go; no server. Leaves its files in ${DEMO_DIR:-/tmp/fpdedup-demo}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+out="${DEMO_DIR:-/tmp/fpdedup-demo}"
+mkdir -p "$out" bin
+go build -o bin/fpdedup ./cmd/fpdedup
+fp=bin/fpdedup
+events=testdata/example/events.txt
+key=$(sed -n 2p "$events")
+
+step() { printf '\n$ %s\n' "$*"; "$@"; }
+step "$fp" build -o "$out/events.fpx" "$events"
+step "$fp" query "$out/events.fpx" "$key" 'u1,dnope,1,login,0.00' || true
+echo "(exit 1: one key is absent)"
+step "$fp" query --count "$out/events.fpx" < "$events"
+step "$fp" inspect "$out/events.fpx"
+step "$fp" verify "$out/events.fpx"
+printf '\n$ printf %%s KEY | xxh128sum   # the same fingerprint, from a standard tool\n'
+printf %s "$key" | { command -v xxh128sum >/dev/null && xxh128sum || echo "(xxh128sum not installed: apt-get install xxhash)"; }
+printf '$ fpdedup dump | grep\n'
+"$fp" dump "$out/events.fpx" | grep "$(printf %s "$key" | { command -v xxh128sum >/dev/null && xxh128sum | cut -c1-32 || "$fp" dump "$out/events.fpx" | head -1; })"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# test.sh -- every test of the project: vet, gofmt, the generated code, and
+# go test ./... (unit, property, end-to-end CLI scripts, short fuzz seeds).
+# On a fresh Debian machine as root it installs what the tests use first
+# (xxhash for the hash goldens against xxh128sum, zstd, flatc to check the
+# generated code). Run from anywhere; CI (.ci/run) calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+
+need=()
+for tool in xxh128sum:xxhash zstd:zstd flatc:flatbuffers-compiler; do
+  command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "test.sh: installing ${need[*]}" >&2
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+  else
+    echo "test.sh: missing ${need[*]} (tests that need them are skipped)" >&2
+  fi
+fi
+
+echo "== gofmt"
+bad=$(gofmt -l $(git ls-files '*.go'))
+[ -z "$bad" ] || { echo "gofmt would change: $bad"; exit 1; }
+echo "== go vet"
+go vet ./...
+if command -v flatc >/dev/null; then
+  echo "== generated code matches schema/fpx.fbs"
+  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+  cp -r schema "$tmp/" && (cd "$tmp/schema" && go generate . >/dev/null)
+  diff -r schema "$tmp/schema" >/dev/null || { echo "schema/*.go differ from what flatc generates: run go generate ./schema"; exit 1; }
+fi
+echo "== go test"
+go test -count=1 ${GOTEST_FLAGS:-} ./...
