@@ -33,4 +33,6 @@
 //   - duckdb-distinct.mjs counts distinct lines of a file with DuckDB.
 //   - foundation.sh runs fpdedup build/query and the peers in one hyperfine
 //     run per job and writes a markdown table of ratios to bench/results.
+//   - benchtool (a command) generates data without the fpdedup CLI and turns
+//     hyperfine's JSON into that table, so no parsing is done in shell.
 package bench
