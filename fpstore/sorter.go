@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // partBits is how many leading bits partition fingerprints while they are
@@ -119,6 +121,14 @@ func (c *Collector) Add(fps []Fingerprint) error {
 
 // spill writes this collector's fingerprints as one sorted, unique run.
 func (c *Collector) spill() error {
+	// At most every fingerprint in the arena goes to disk: say so plainly
+	// before starting rather than fail on ENOSPC half way.
+	var st unix.Statfs_t
+	if err := unix.Statfs(c.s.tmpDir, &st); err == nil {
+		if free := int64(st.Bavail) * st.Bsize; free < int64(c.arena.used) {
+			return fmt.Errorf("not enough space in --tmpdir %s for a sorted run: %d bytes free, %d needed; use a --tmpdir with more room or a larger --mem", c.s.tmpDir, free, c.arena.used)
+		}
+	}
 	f, err := os.CreateTemp(c.s.tmpDir, "fpdedup-run-*.tmp")
 	if err != nil {
 		return fmt.Errorf("cannot spill a sorted run: %w", err)

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -60,12 +61,22 @@ type chunkJob struct {
 	chunk *Chunk
 }
 
-// writerReserve is memory kept out of the sorter's budget for what the
-// index writer holds while it builds segments: per builder goroutine a
-// segment's fingerprints (16 MiB), its FlatBuffers buffer (17 MiB) and the
-// filter builder's scratch (~28 B a key), plus chunk buffers.
-func writerReserve(threads int) int64 {
-	return int64(min(threads, 2))*64<<20 + 32<<20
+// builders is how many goroutines build index segments: each holds about
+// segmentMemory while it works, so a small --mem gets fewer.
+func builders(threads int, mem int64) int {
+	return max(1, min(threads, int(mem/(4*segmentMemory))))
+}
+
+// segmentMemory is what one segment builder holds: a full segment's
+// fingerprints (16 MiB) waiting and being built, its FlatBuffers buffer
+// (17 MiB) and the filter builder's scratch (~28 bytes a key).
+const segmentMemory = 2*16<<20 + 17<<20 + 28<<20
+
+// sorterBudget is the share of --mem left for collecting fingerprints once
+// the writer, the chunk buffers and the runtime have theirs.
+func sorterBudget(threads int, mem int64) int64 {
+	reserve := int64(builders(threads, mem))*segmentMemory + 16<<20 + int64(threads)*8<<20
+	return max(mem-reserve, mem/4)
 }
 
 // Build reads records, fingerprints them and writes the distinct
@@ -86,9 +97,11 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	}
 	stats := BuildStats{Inputs: len(opts.Inputs)}
 
-	budget := opts.Mem - writerReserve(opts.Threads)
 	stats.MemoryBudget = opts.Mem
-	sorter := fpstore.NewSorter(opts.TmpDir, budget)
+	if err := checkTmpDir(opts.TmpDir); err != nil {
+		return stats, err
+	}
+	sorter := fpstore.NewSorter(opts.TmpDir, sorterBudget(opts.Threads, opts.Mem))
 	defer sorter.Close()
 
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -132,7 +145,7 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	stats.OutOfRange = outOfRange.Load()
 	stats.Bytes = opts.Progress.RawBytes.Load()
 
-	w, err := fpstore.Create(opts.Output, fpstore.WriterOptions{Spec: opts.Spec, Range: opts.Range, Threads: opts.Threads})
+	w, err := fpstore.Create(opts.Output, fpstore.WriterOptions{Spec: opts.Spec, Range: opts.Range, Threads: builders(opts.Threads, opts.Mem)})
 	if err != nil {
 		return stats, err
 	}
@@ -260,4 +273,15 @@ func hashChunks(ctx context.Context, opts BuildOptions, jobs <-chan chunkJob, c 
 		return c.Add(batch)
 	}
 	return nil
+}
+
+// checkTmpDir fails early, with the flag's name, on a --tmpdir that cannot
+// take spilled runs, rather than after minutes of reading.
+func checkTmpDir(dir string) error {
+	f, err := os.CreateTemp(dir, "fpdedup-check-*.tmp")
+	if err != nil {
+		return fmt.Errorf("--tmpdir %s cannot take temporary files: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

@@ -46,18 +46,29 @@ The summary on stderr gives the exact number of distinct records.`,
 				defer f.Close()
 				w = f
 			}
+			// GenOptions reads 0 as "the default" and a negative value as
+			// "none"; on the command line 0 means none.
+			if repeat == 0 {
+				repeat = -1
+			}
+			if far == 0 {
+				far = -1
+			}
 			bw := bufio.NewWriterSize(w, 1<<20)
 			st, err := bench.Generate(bw, bench.GenOptions{Records: n, Repeat: repeat, Seed: seed, Format: format, Far: far})
-			if err != nil {
-				return err
-			}
-			if err := bw.Flush(); err != nil {
-				return err
+			if err == nil {
+				err = bw.Flush()
 			}
 			if f != nil {
-				if err := f.Close(); err != nil {
-					return err
+				if cerr := f.Close(); err == nil {
+					err = cerr
 				}
+				if err != nil {
+					os.Remove(output) // no partial data file
+				}
+			}
+			if err != nil {
+				return err
 			}
 			g.summary("gen: %d records, %d distinct, %s", st.Records, st.Distinct, formatBytes(st.Bytes))
 			return g.writeStats(map[string]any{"command": "bench gen", "records": st.Records, "distinct": st.Distinct, "bytes": st.Bytes})
