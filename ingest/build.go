@@ -101,6 +101,13 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	if err := checkTmpDir(opts.TmpDir); err != nil {
 		return stats, err
 	}
+	// The writer takes the output's lock first, so a second build of the
+	// same output fails at once, not after reading its input.
+	w, err := fpstore.Create(opts.Output, fpstore.WriterOptions{Spec: opts.Spec, Range: opts.Range, Threads: builders(opts.Threads, opts.Mem)})
+	if err != nil {
+		return stats, err
+	}
+	defer w.Abort() // after Commit it does nothing
 	sorter := fpstore.NewSorter(opts.TmpDir, sorterBudget(opts.Threads, opts.Mem))
 	defer sorter.Close()
 
@@ -145,10 +152,6 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	stats.OutOfRange = outOfRange.Load()
 	stats.Bytes = opts.Progress.RawBytes.Load()
 
-	w, err := fpstore.Create(opts.Output, fpstore.WriterOptions{Spec: opts.Spec, Range: opts.Range, Threads: builders(opts.Threads, opts.Mem)})
-	if err != nil {
-		return stats, err
-	}
 	err = sorter.Emit(collectors, opts.Threads, func(fps []fpstore.Fingerprint) error {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
@@ -157,11 +160,9 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	})
 	stats.Spills = sorter.Spills()
 	if err != nil {
-		w.Abort()
 		return stats, err
 	}
 	if err := ctx.Err(); err != nil {
-		w.Abort()
 		return stats, context.Cause(ctx)
 	}
 	n, err := w.Commit()
