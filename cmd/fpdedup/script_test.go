@@ -62,6 +62,7 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"jsonhas":    cmdJSONHas,
 	"fpxoffset":  cmdFpxOffset,
 	"setversion": cmdSetVersion,
+	"setline":    cmdSetline,
 }
 
 // exitcode N PROG ARGS... runs PROG (an fpdedup or a system command) and
@@ -325,4 +326,22 @@ func cmdSetVersion(ts *testscript.TestScript, neg bool, args []string) {
 	binary.LittleEndian.PutUint32(b[8:], uint32(n))
 	binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], crc32.MakeTable(crc32.Castagnoli)))
 	ts.Check(os.WriteFile(name, b, 0o644))
+}
+
+// setline VAR FILE N sets $VAR to line N of FILE (1-based; negative: from
+// the end), without its newline.
+func cmdSetline(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: setline VAR FILE N")
+	}
+	lines := strings.Split(strings.TrimSuffix(ts.ReadFile(args[1]), "\n"), "\n")
+	n, err := strconv.Atoi(args[2])
+	ts.Check(err)
+	if n < 0 {
+		n += len(lines) + 1
+	}
+	if n < 1 || n > len(lines) {
+		ts.Fatalf("%s has no line %s", args[1], args[2])
+	}
+	ts.Setenv(args[0], lines[n-1])
 }
