@@ -1,6 +1,10 @@
 package fpstore
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
+)
 
 // Sentinel errors. Callers test them with errors.Is; messages name the file
 // and, for damage, the offset.
@@ -19,5 +23,5 @@ var (
 	// ErrOutOfRange: a fingerprint outside the writer's covered range.
 	ErrOutOfRange = errors.New("fingerprint outside the covered prefix range")
 	// ErrLocked: another process is writing the same output.
-	ErrLocked = errors.New("output is locked by another writer")
+	ErrLocked = atomicfile.ErrLocked
 )

@@ -5,6 +5,8 @@ import (
 
 	"fmt"
 	flatbuffers "github.com/google/flatbuffers/go"
+
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"runtime"
 	"sort"
 	"sync"
@@ -25,7 +27,7 @@ type WriterOptions struct {
 // A Writer is not safe for concurrent use. Commit publishes the file
 // atomically; Abort (or any error) leaves the target untouched.
 type Writer struct {
-	af   *atomicFile
+	af   *atomicfile.File
 	path string
 	opts WriterOptions
 
@@ -66,7 +68,7 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 	if opts.Threads <= 0 {
 		opts.Threads = runtime.GOMAXPROCS(0)
 	}
-	af, err := createAtomic(path)
+	af, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +86,7 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		bw:       bufio.NewWriterSize(af, 1<<20),
 	}
 	if err := w.write(encodeHeader(header{Version: FormatVersion, PageSize: PageSize, SegmentMax: SegmentMax})); err != nil {
-		af.abort()
+		af.Abort()
 		return nil, err
 	}
 	for i := 0; i < opts.Threads; i++ {
@@ -276,7 +278,7 @@ func (w *Writer) Commit() (uint64, error) {
 	w.pending = nil
 	defer w.huge.free()
 	if w.err != nil {
-		w.af.abort()
+		w.af.Abort()
 		return 0, w.err
 	}
 	var total uint64
@@ -298,10 +300,10 @@ func (w *Writer) Commit() (uint64, error) {
 		}
 	}
 	if err != nil {
-		w.af.abort()
+		w.af.Abort()
 		return 0, err
 	}
-	if err := w.af.commit(); err != nil {
+	if err := w.af.Commit(); err != nil {
 		return 0, err
 	}
 	return total, nil
@@ -309,7 +311,7 @@ func (w *Writer) Commit() (uint64, error) {
 
 // Abort stops writing and removes the temp file; the target is untouched.
 func (w *Writer) Abort() {
-	if w.af.done {
+	if w.af.Done() {
 		return
 	}
 	if w.err == nil {
@@ -321,5 +323,5 @@ func (w *Writer) Abort() {
 	w.wg.Wait()
 	<-w.written
 	w.huge.free()
-	w.af.abort()
+	w.af.Abort()
 }

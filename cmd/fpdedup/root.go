@@ -66,6 +66,7 @@ SIGINT, 143 on SIGTERM.`,
 	_ = f.MarkHidden("cpuprofile")
 	root.AddCommand(
 		newBuildCommand(g),
+		newDedupCommand(g),
 		newQueryCommand(g),
 		newDumpCommand(g),
 		newInspectCommand(g),

@@ -1,4 +1,8 @@
-package fpstore
+// Package atomicfile publishes files all at once: written to a temp file in
+// the target's directory, fsynced, renamed over the target, and the
+// directory fsynced, so a crash leaves the old file or the new one, never a
+// torn one. A lock file next to the target makes a second writer fail fast.
+package atomicfile
 
 import (
 	"errors"
@@ -11,11 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// atomicFile is a file published all at once: written to a temp file in the
-// target's directory, fsynced, renamed over the target, and the directory
-// fsynced, so a crash leaves the old file or the new one, never a torn one.
-// A lock file next to the target makes a second writer fail fast.
-type atomicFile struct {
+// ErrLocked: another process is writing the same output.
+var ErrLocked = errors.New("output is locked by another writer")
+
+// File is a file being written for atomic publication.
+type File struct {
 	*os.File
 	path string
 	lock *os.File
@@ -25,7 +29,8 @@ type atomicFile struct {
 // lockPath is the lock file guarding writes to path.
 func lockPath(path string) string { return path + ".lock" }
 
-func createAtomic(path string) (*atomicFile, error) {
+// Create locks path's lock file and opens a temp file beside path.
+func Create(path string) (*File, error) {
 	lock, err := os.OpenFile(lockPath(path), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create lock file: %w", err)
@@ -58,7 +63,7 @@ func createAtomic(path string) (*atomicFile, error) {
 		unlock(lock, path)
 		return nil, fmt.Errorf("cannot chmod %s: %w", f.Name(), err)
 	}
-	return &atomicFile{File: f, path: path, lock: lock}, nil
+	return &File{File: f, path: path, lock: lock}, nil
 }
 
 func unlock(lock *os.File, path string) {
@@ -69,9 +74,9 @@ func unlock(lock *os.File, path string) {
 	_ = lock.Close()
 }
 
-// commit publishes the temp file under the target name. Errors from Sync and
+// Commit publishes the temp file under the target name. Errors from Sync and
 // Close count: a write-back failure must not publish a torn file.
-func (a *atomicFile) commit() error {
+func (a *File) Commit() error {
 	if a.done {
 		return errors.New("BUG: atomic file committed twice")
 	}
@@ -94,9 +99,9 @@ func (a *atomicFile) commit() error {
 	return syncDir(filepath.Dir(a.path))
 }
 
-// abort removes the temp file; the target is untouched. Safe to call after
-// commit (then it does nothing).
-func (a *atomicFile) abort() {
+// Abort removes the temp file; the target is untouched. Safe to call after
+// Commit (then it does nothing) and more than once.
+func (a *File) Abort() {
 	if a.done {
 		return
 	}
@@ -117,3 +122,9 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// Done reports whether the file was committed or aborted.
+func (a *File) Done() bool { return a.done }
+
+// Path is the target name.
+func (a *File) Path() string { return a.path }

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+type dedupOptions struct {
+	against    []string
+	emit       string
+	record     string
+	output     string
+	nul        bool
+	hash       string
+	files0From string
+	tmpDir     string
+	maxRecord  string
+}
+
+func newDedupCommand(g *globals) *cobra.Command {
+	o := &dedupOptions{}
+	cmd := &cobra.Command{
+		Use:   "dedup [FILE...]",
+		Short: "Write each record whose key was not seen before, in input order",
+		Long: `Dedup reads records from the FILEs (none or "-": stdin; plain, gzip or zstd)
+and writes each record whose key was not seen earlier in this input nor in any
+--against index, in input order, bytes unchanged — exactly: the seen-set holds
+128-bit fingerprints, not a bloom's guesses. --emit duplicates writes the other
+records instead.
+
+--record OUT.fpx publishes the fingerprints of the first occurrences that are in
+no --against index, so that tomorrow's run can use it with --against. -o FILE
+and --record are published atomically, and only when dedup succeeds.
+
+Exit codes: 0 done; 2 bad usage, bad input or I/O error (nothing published);
+130/143 interrupted (nothing published). A reader closing the pipe (… | head)
+ends the run quietly.`,
+		Example: `  zstdcat day.log.zst | fpdedup dedup > unique.log
+  fpdedup dedup --against history.fpx --record today.fpx events-*.log.gz > new.log
+  fpdedup dedup --emit duplicates events.log | sort | uniq -c | sort -rn | head`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDedup(cmd, g, o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.against, "against", nil, "an index of keys already seen (repeatable; the set answers as if merged)")
+	f.StringVar(&o.emit, "emit", "first", "which records to write: first (first occurrences) or duplicates")
+	f.StringVar(&o.record, "record", "", "publish the new first occurrences' fingerprints as an index at `OUT.fpx`")
+	f.StringVarP(&o.output, "output", "o", "", "write records to FILE, published atomically on success (default stdout)")
+	f.BoolVarP(&o.nul, "zero-terminated", "z", false, "records end with NUL, not newline")
+	f.StringVar(&o.hash, "hash", "", "fingerprint hash: xxh3 or sha256 (default: the --against index's, else xxh3)")
+	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
+	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for temporary files")
+	f.StringVar(&o.maxRecord, "max-record", "0", "refuse records longer than this size (0: no limit)")
+	return cmd
+}
+
+func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) error {
+	opts := ingest.DedupOptions{Term: '\n', Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Record: o.record, Progress: &ingest.Progress{}}
+	if o.nul {
+		opts.Term = 0
+	}
+	switch o.emit {
+	case "first":
+	case "duplicates":
+		opts.EmitDuplicates = true
+	default:
+		return usageErrorf("--emit must be first or duplicates, not %q", o.emit)
+	}
+	mr, err := parseSize(o.maxRecord)
+	if err != nil {
+		return usageErrorf("--max-record: %v", err)
+	}
+	opts.MaxRecord = int(mr)
+	if opts.Inputs, err = inputNames(g, o.files0From, args); err != nil {
+		return err
+	}
+	for _, a := range o.against {
+		if o.record != "" && samePath(a, o.record) {
+			return usageErrorf("--record %s names an --against index; record to a new file and merge it later", o.record)
+		}
+	}
+	if o.output != "" && o.record != "" && samePath(o.output, o.record) {
+		return usageErrorf("-o and --record name the same file")
+	}
+
+	hashName := o.hash
+	if len(o.against) > 0 {
+		set, err := openSet(o.against)
+		if err != nil {
+			return err
+		}
+		defer set.Close()
+		if hashName != "" && hashName != set.Spec().Hash {
+			return fmt.Errorf("%w: --hash %s, but %s holds %s fingerprints; drop --hash or rebuild the index with --hash %s",
+				fpstore.ErrSpecMismatch, hashName, o.against[0], set.Spec().Hash, hashName)
+		}
+		hashName = set.Spec().Hash
+		opts.Against = set
+	}
+	if hashName == "" {
+		hashName = "xxh3"
+	}
+	if opts.Hash, err = ingest.ParseHash(hashName); err != nil {
+		return usageErrorf("--hash: %v", err)
+	}
+	opts.RecordSpec = fpstore.Spec{Hash: opts.Hash.String()}
+
+	var out io.Writer = g.stdout
+	var af *atomicfile.File
+	if o.output != "" && o.output != "-" {
+		if af, err = atomicfile.Create(o.output); err != nil {
+			return err
+		}
+		defer af.Abort()
+		out = af
+	}
+	bw := bufio.NewWriterSize(out, 1<<20)
+	stop := g.showProgress("dedup", opts.Progress)
+	st, err := ingest.Dedup(cmd.Context(), opts, bw)
+	stop()
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil && af != nil {
+		err = af.Commit()
+	}
+	if err != nil {
+		return err
+	}
+	g.summary("dedup: %d records, %d first occurrences, %d duplicates, %d in --against, %d written, %s read, %.2f s, %s records/s (mode %s, seen-set %s)",
+		st.Records, st.FirstOccurrences, st.Duplicates, st.InAgainst, st.Emitted, formatBytes(st.Bytes), st.Seconds,
+		humanRate(float64(st.Records)/max(st.Seconds, 1e-9)), st.Mode, formatBytes(st.TableBytes))
+	return g.writeStats(map[string]any{"command": "dedup", "dedup": st, "against": o.against, "record": o.record, "threads": g.threads})
+}
+
+// samePath reports whether two names are the same file (or would be).
+func samePath(a, b string) bool {
+	if sa, err := os.Stat(a); err == nil {
+		if sb, err := os.Stat(b); err == nil {
+			return os.SameFile(sa, sb)
+		}
+	}
+	aa, _ := filepath.Abs(a)
+	ab, _ := filepath.Abs(b)
+	return aa == ab
+}
