@@ -82,7 +82,7 @@ func encodeFooter(f footer) []byte {
 
 // decodeFooter checks every offset of the footer buffer before reading it,
 // then the manifest's own invariants against the file layout.
-func decodeFooter(buf []byte, footerOffset uint64) (footer, error) {
+func decodeFooter(buf []byte, footerOffset uint64, headerVersion uint32) (footer, error) {
 	bad := func(format string, a ...any) (footer, error) {
 		return footer{}, fmt.Errorf("%w: footer at offset %d: %s", ErrCorrupt, footerOffset, fmt.Sprintf(format, a...))
 	}
@@ -99,8 +99,8 @@ func decodeFooter(buf []byte, footerOffset uint64) (footer, error) {
 	if t.err != nil {
 		return bad("%v", t.err)
 	}
-	if f.version != FormatVersion {
-		return bad("format version %d, header says %d", f.version, FormatVersion)
+	if f.version != headerVersion {
+		return bad("format version %d, header says %d", f.version, headerVersion)
 	}
 	if sm, ps := t.u32(4, 0), t.u32(5, 0); sm != SegmentMax || ps != PageSize {
 		return bad("segment_max %d page_size %d", sm, ps)
@@ -154,6 +154,10 @@ func decodeFooter(buf []byte, footerOffset uint64) (footer, error) {
 			return bad("segment %d: first/last outside its prefix", i)
 		case i > 0 && !f.segments[i-1].last.Less(s.first):
 			return bad("segment %d: not after segment %d", i, i-1)
+		case i > 0 && (f.segments[i-1].node.contains(s.first) || s.node.contains(f.segments[i-1].last)):
+			// Trie nodes are disjoint or nested; sorted neighbours
+			// that nest would make a lookup pick the wrong one.
+			return bad("segment %d: its prefix overlaps segment %d's", i, i-1)
 		case uint(s.node.Bits) < uint(f.rng.Bits) || !f.rng.Contains(s.first):
 			return bad("segment %d: outside the covered range %s", i, f.rng)
 		}

@@ -77,7 +77,8 @@ func Open(path string) (*Index, error) {
 	if err != nil && err != io.EOF {
 		return nil, fmt.Errorf("cannot read index %s: %w", path, err)
 	}
-	if _, err := decodeHeader(head[:n]); err != nil {
+	hdr, err := decodeHeader(head[:n])
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if size < HeaderSize+TrailerSize {
@@ -94,25 +95,25 @@ func Open(path string) (*Index, error) {
 	if size > 1<<46 || uint64(size) != uint64(int(size)) {
 		return nil, fmt.Errorf("%s: %w: size %d beyond what this build maps", path, ErrCorrupt, size)
 	}
+	// The footer is read, checked and decoded before anything is mapped, so
+	// every size the reader later trusts has been checked against the file.
+	fbuf := make([]byte, tr.FooterLength)
+	if _, err := f.ReadAt(fbuf, int64(tr.FooterOffset)); err != nil {
+		return nil, fmt.Errorf("cannot read index %s: %w", path, err)
+	}
+	if got := crc32c(fbuf); got != tr.FooterCRC {
+		return nil, fmt.Errorf("%s: %w: footer checksum mismatch at offset %d (crc32c %08x, stored %08x)", path, ErrCorrupt, tr.FooterOffset, got, tr.FooterCRC)
+	}
+	ft, err := decodeFooter(fbuf, tr.FooterOffset, hdr.Version)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("cannot map index %s: %w", path, err)
 	}
 	_ = unix.Madvise(data, unix.MADV_RANDOM)
-	x := &Index{path: path, size: size, data: data}
-	err = x.guard(func() error {
-		fbuf := data[tr.FooterOffset : tr.FooterOffset+tr.FooterLength]
-		if got := crc32c(fbuf); got != tr.FooterCRC {
-			return fmt.Errorf("%w: footer checksum mismatch at offset %d (crc32c %08x, stored %08x)", ErrCorrupt, tr.FooterOffset, got, tr.FooterCRC)
-		}
-		ft, err := decodeFooter(fbuf, tr.FooterOffset)
-		x.foot = ft
-		return err
-	})
-	if err != nil {
-		unix.Munmap(data)
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
+	x := &Index{path: path, size: size, data: data, foot: ft}
 	x.segs = make([]segSlot, len(x.foot.segments))
 	x.buildLUT()
 	return x, nil

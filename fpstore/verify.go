@@ -58,6 +58,9 @@ func Verify(path string) (*VerifyReport, error) {
 
 func (x *Index) verifyAll(rep *VerifyReport) {
 	segs := x.foot.segments
+	if i := slices.IndexFunc(x.data[28:60], func(b byte) bool { return b != 0 }); i >= 0 {
+		rep.add("non-zero reserved header byte at offset %d", 28+i)
+	}
 	// Padding between the parts must be zero: the bytes are canonical.
 	gapStart := uint64(HeaderSize)
 	checkGap := func(end uint64) {

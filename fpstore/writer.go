@@ -2,6 +2,7 @@ package fpstore
 
 import (
 	"bufio"
+	"errors"
 
 	"fmt"
 	flatbuffers "github.com/google/flatbuffers/go"
@@ -62,6 +63,12 @@ type segmentFuture struct {
 
 // Create starts writing the index at path.
 func Create(path string, opts WriterOptions) (*Writer, error) {
+	if !littleEndian() {
+		// Fingerprint vectors are copied from memory as they are (see
+		// createFingerprintVector): on a big-endian machine the file
+		// would be wrong with valid checksums.
+		return nil, errors.New("fpdedup writes little-endian indexes and this machine is big-endian; refusing to write a wrong file")
+	}
 	if !opts.Range.Valid() {
 		return nil, fmt.Errorf("invalid partition %d of 2^%d", opts.Range.Index, opts.Range.Bits)
 	}

@@ -1,0 +1,133 @@
+package fpstore
+
+import (
+	"container/heap"
+	"io"
+)
+
+// mergeBatch is how many fingerprints a merge reads from each input at a
+// time (64 KiB).
+const mergeBatch = 4096
+
+type mergeInput struct {
+	c    *Cursor
+	buf  []Fingerprint
+	pos  int
+	n    int
+	idx  int // which input: subtract and intersect need to know
+	done bool
+}
+
+func (m *mergeInput) cur() Fingerprint { return m.buf[m.pos] }
+
+// advance moves to the next fingerprint, reading a batch when needed.
+func (m *mergeInput) advance() error {
+	m.pos++
+	if m.pos < m.n {
+		return nil
+	}
+	n, err := m.c.Read(m.buf)
+	if err == io.EOF {
+		m.done = true
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m.n, m.pos = n, 0
+	return nil
+}
+
+type mergeHeap []*mergeInput
+
+func (h mergeHeap) Len() int { return len(h) }
+func (h mergeHeap) Less(i, j int) bool {
+	a, b := h[i].cur(), h[j].cur()
+	if a == b {
+		return h[i].idx < h[j].idx
+	}
+	return a.Less(b)
+}
+func (h mergeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *mergeHeap) Push(x any)   { *h = append(*h, x.(*mergeInput)) }
+func (h *mergeHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// SetOp is a set operation over sorted fingerprint streams.
+type SetOp int
+
+const (
+	Union     SetOp = iota // in any input
+	Subtract               // in the first input and in none of the others
+	Intersect              // in every input
+)
+
+// MergeCursors runs op over the cursors' sorted unique streams and hands
+// the result to fn in ascending batches (fn's slice is reused after it
+// returns). Memory is one batch per input.
+func MergeCursors(cursors []*Cursor, op SetOp, fn func([]Fingerprint) error) error {
+	h := make(mergeHeap, 0, len(cursors))
+	for i, c := range cursors {
+		m := &mergeInput{c: c, buf: make([]Fingerprint, mergeBatch), pos: -1, idx: i}
+		if err := m.advance(); err != nil {
+			return err
+		}
+		if !m.done {
+			h = append(h, m)
+		}
+	}
+	heap.Init(&h)
+	out := make([]Fingerprint, 0, mergeBatch)
+	emit := func(fp Fingerprint) error {
+		out = append(out, fp)
+		if len(out) == cap(out) {
+			if err := fn(out); err != nil {
+				return err
+			}
+			out = out[:0]
+		}
+		return nil
+	}
+	for h.Len() > 0 {
+		fp := h[0].cur()
+		// Pop every input holding fp; note which.
+		holders, first := 0, false
+		for h.Len() > 0 && h[0].cur() == fp {
+			m := h[0]
+			holders++
+			if m.idx == 0 {
+				first = true
+			}
+			if err := m.advance(); err != nil {
+				return err
+			}
+			if m.done {
+				heap.Pop(&h)
+			} else {
+				heap.Fix(&h, 0)
+			}
+		}
+		keep := false
+		switch op {
+		case Union:
+			keep = true
+		case Subtract:
+			keep = first && holders == 1
+		case Intersect:
+			keep = holders == len(cursors)
+		}
+		if keep {
+			if err := emit(fp); err != nil {
+				return err
+			}
+		}
+	}
+	if len(out) > 0 {
+		return fn(out)
+	}
+	return nil
+}
