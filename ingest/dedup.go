@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"sync"
@@ -34,17 +35,29 @@ type DedupOptions struct {
 
 // DedupStats are the figures of a dedup run.
 type DedupStats struct {
-	Mode             string  `json:"mode"`
-	Records          int64   `json:"records"`
-	Emitted          int64   `json:"emitted"`
-	FirstOccurrences int64   `json:"first_occurrences"`
-	Duplicates       int64   `json:"duplicates"`
-	InAgainst        int64   `json:"in_against"`
-	Distinct         int64   `json:"distinct_in_input"`
-	Bytes            int64   `json:"bytes"`
-	TableBytes       int64   `json:"table_bytes"`
-	Recorded         uint64  `json:"recorded,omitempty"`
-	Seconds          float64 `json:"seconds"`
+	Mode             string `json:"mode"`
+	Records          int64  `json:"records"`
+	Emitted          int64  `json:"emitted"`
+	FirstOccurrences int64  `json:"first_occurrences"`
+	Duplicates       int64  `json:"duplicates"`
+	InAgainst        int64  `json:"in_against"`
+	Distinct         int64  `json:"distinct_in_input"`
+	Bytes            int64  `json:"bytes"`
+	TableBytes       int64  `json:"table_bytes"`
+	// The bounded (lsm) mode's figures: runs on disk, the bloom's probes,
+	// how many it answered alone (certainly new), its false positives, and
+	// its measured false-positive rate next to the blocked-bloom formula's
+	// at its final fill.
+	Runs                 int     `json:"runs,omitempty"`
+	BloomBytes           int64   `json:"bloom_bytes,omitempty"`
+	FilterProbes         int64   `json:"filter_probes,omitempty"`
+	FilterAnswered       int64   `json:"filter_answered_alone,omitempty"`
+	FilterFalsePositives int64   `json:"filter_false_positives,omitempty"`
+	FilterFPRInRun       float64 `json:"filter_fpr_in_run,omitempty"`
+	FilterFPRMeasured    float64 `json:"filter_fpr_measured,omitempty"`
+	FilterFPRFormula     float64 `json:"filter_fpr_formula,omitempty"`
+	Recorded             uint64  `json:"recorded,omitempty"`
+	Seconds              float64 `json:"seconds"`
 }
 
 // Record states within a chunk.
@@ -111,16 +124,20 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	for nshards < opts.Threads {
 		nshards *= 2
 	}
-	tableBudget := opts.Mem / 2
-	shards := make([]*seenShard, nshards)
+	// A third of --mem for the tables, a third for the blooms of the
+	// bounded mode, the rest for chunks in flight, the --record sorter and
+	// the runtime.
+	tableBudget := opts.Mem / 3
+	shards := make([]*shardSet, nshards)
 	est := estimateRecords(opts.Inputs)
+	slots := min(est/int64(nshards), tableBudget/int64(nshards)/16)
 	for i := range shards {
-		s, err := newSeenShard(int(est/int64(nshards)), tableBudget/int64(nshards))
+		t, err := newSeenShard(int(slots), tableBudget/int64(nshards))
 		if err != nil {
 			return st, err
 		}
-		defer s.free()
-		shards[i] = s
+		shards[i] = &shardSet{table: t, tmpDir: opts.TmpDir, name: fmt.Sprint(i), bloomMax: tableBudget / int64(nshards)}
+		defer shards[i].free()
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -181,7 +198,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	}
 	for i := range shards {
 		wg.Add(1)
-		go func(me uint64, s *seenShard, in <-chan *dedupChunk) {
+		go func(me uint64, s *shardSet, in <-chan *dedupChunk) {
 			defer wg.Done()
 			for c := range in {
 				<-c.parsed
@@ -248,8 +265,29 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	st.FirstOccurrences, st.Duplicates, st.InAgainst, st.Emitted = first, dups, inAgainst, emitted
 	st.Distinct = first
 	st.Bytes = opts.Progress.RawBytes.Load()
+	var keys, blocks int
 	for _, s := range shards {
-		st.TableBytes += s.bytes()
+		st.TableBytes += s.table.bytes()
+		if s.bloom != nil {
+			st.Mode = "lsm"
+			st.Runs += len(s.runs)
+			st.FilterProbes += s.probes
+			st.FilterAnswered += s.rejected
+			st.FilterFalsePositives += s.falsePos
+			st.BloomBytes += int64(len(s.bloom.mem))
+			keys += s.bloom.keys
+			blocks += len(s.bloom.blocks)
+		}
+	}
+	if st.Mode == "lsm" {
+		if newKeys := st.FilterAnswered + st.FilterFalsePositives; newKeys > 0 {
+			st.FilterFPRInRun = float64(st.FilterFalsePositives) / float64(newKeys)
+		}
+		// The formula is for the final fill, so the measurement is too:
+		// random fingerprints (absent but with chance 2^-128) probed
+		// against the final blooms, from a fixed seed.
+		st.FilterFPRFormula = bloomFPR(keys, blocks)
+		st.FilterFPRMeasured = measureBloomFPR(shards, uint64(nshards-1), fprProbes)
 	}
 	if err != nil {
 		return st, err
@@ -278,8 +316,9 @@ type dedupParser struct {
 
 func (p *dedupParser) parse(c *dedupChunk) error {
 	data := c.job.chunk.Data
-	c.recs = c.recs[:0]
-	c.fps = c.fps[:0]
+	n := c.job.chunk.Records
+	c.recs = make([]int32, 0, n)
+	c.fps = make([]fpstore.Fingerprint, 0, n)
 	off := int32(0)
 	SplitRecords(data, p.opts.Term, func(rec []byte) bool {
 		off += int32(len(rec)) + 1
@@ -308,7 +347,7 @@ func (p *dedupParser) parse(c *dedupChunk) error {
 
 // markShard decides new or duplicate for the records of c whose
 // fingerprints fall in shard me, in input order.
-func markShard(s *seenShard, me, mask uint64, c *dedupChunk) error {
+func markShard(l *shardSet, me, mask uint64, c *dedupChunk) error {
 	const group = 16
 	var idx [group]int
 	for base := 0; base < len(c.fps); {
@@ -319,25 +358,31 @@ func markShard(s *seenShard, me, mask uint64, c *dedupChunk) error {
 				n++
 			}
 		}
-		if s.needsRoom(n) {
-			grown, err := s.grow()
+		s := l.table
+		if l.bloom == nil && !s.needsRoom(n) {
+			// Memory mode: load the group's home buckets first so their
+			// misses overlap (Go has no prefetch intrinsic).
+			var sink uint64
+			for _, i := range idx[:n] {
+				sink += s.slots[s.home(c.fps[i])*slotsPerBucket].Hi
+			}
+			_ = sink
+			for _, i := range idx[:n] {
+				c.state[i] = stateDup
+				if s.insert(c.fps[i]) {
+					c.state[i] = stateNew
+				}
+			}
+			continue
+		}
+		for _, i := range idx[:n] {
+			isNew, err := l.insert(c.fps[i])
 			if err != nil {
 				return err
 			}
-			if !grown {
-				return fmt.Errorf("the distinct keys outgrew --mem (%d fingerprints in the seen-set); raise --mem", s.count)
-			}
-		}
-		var sink uint64
-		for _, i := range idx[:n] {
-			sink += s.slots[s.home(c.fps[i])*slotsPerBucket].Hi
-		}
-		_ = sink
-		for _, i := range idx[:n] {
-			if s.insert(c.fps[i]) {
+			c.state[i] = stateDup
+			if isNew {
 				c.state[i] = stateNew
-			} else {
-				c.state[i] = stateDup
 			}
 		}
 	}
@@ -374,4 +419,28 @@ func estimateRecords(inputs []string) int64 {
 	}
 	avg := n / lines
 	return max(total/int64(max(avg, 1)), 1<<16)
+}
+
+// fprProbes is how many random probes measure the blooms' final
+// false-positive rate: enough for ±3% at 0.5%.
+const fprProbes = 1 << 20
+
+func measureBloomFPR(shards []*shardSet, mask uint64, probes int) float64 {
+	r := rand.New(rand.NewPCG(0x626c6f6f6d, 0x66707221))
+	pass, n := 0, 0
+	for i := 0; i < probes; i++ {
+		fp := fpstore.Fingerprint{Hi: r.Uint64(), Lo: r.Uint64()}
+		s := shards[fp.Hi&mask]
+		if s.bloom == nil {
+			continue
+		}
+		n++
+		if s.bloom.mayContain(fp) {
+			pass++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(pass) / float64(n)
 }

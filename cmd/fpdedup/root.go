@@ -24,6 +24,7 @@ var version = "0.1.0-dev"
 type globals struct {
 	progress  string
 	statsJSON string
+	metrics   string
 	threads   int
 	memText   string
 	mem       int64
@@ -59,6 +60,7 @@ SIGINT, 143 on SIGTERM.`,
 	f := root.PersistentFlags()
 	f.StringVar(&g.progress, "progress", "auto", "progress bars on stderr: auto (when stderr is a terminal), always, never")
 	f.StringVar(&g.statsJSON, "stats-json", "", "write the run's figures as JSON to `FILE`")
+	f.StringVar(&g.metrics, "metrics", "", "write the run's figures as Prometheus text to `FILE` (node_exporter textfile collector)")
 	f.IntVar(&g.threads, "threads", runtime.NumCPU(), "worker threads")
 	f.StringVar(&g.memText, "mem", "", "bound on anonymous memory, e.g. 512MiB, 4GiB (default: half of min(RAM, cgroup limit))")
 	f.BoolVarP(&g.quiet, "quiet", "q", false, "no summary line on stderr")
@@ -113,19 +115,27 @@ func (g *globals) resolve() error {
 	return nil
 }
 
-// writeStats writes --stats-json if asked.
-func (g *globals) writeStats(v any) error {
-	if g.statsJSON == "" {
+// writeStats writes the run's figures to --stats-json and --metrics, if
+// asked. v must marshal to a JSON object with a "command" key.
+func (g *globals) writeStats(v map[string]any) error {
+	if g.statsJSON == "" && g.metrics == "" {
 		return nil
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
+	m, err := asMap(v)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(g.statsJSON, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("cannot write --stats-json: %w", err)
+	if g.statsJSON != "" {
+		b, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(g.statsJSON, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("cannot write --stats-json: %w", err)
+		}
 	}
-	return nil
+	command, _ := m["command"].(string)
+	return g.writeMetrics(command, m)
 }
 
 // summary prints the end-of-run line unless -q.
