@@ -1,0 +1,240 @@
+package ingest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// KeySpec is the key recipe (DESIGN section 2): the --key items as given,
+// the --key-sep and --header, for a container format.
+type KeySpec struct {
+	Format Format
+	// Keys: in csv and tsv an all-digit item is a 1-based column number
+	// (even with Header), any other a header name (Header required); in
+	// jsonl a field path, where '.' descends into an object and `\.` is a
+	// literal dot (`\\` a literal backslash). Empty in lines format, where
+	// the whole record is the key; required in the others.
+	Keys []string
+	// Sep joins the key fields; the caller applies the default ":".
+	Sep string
+	// Header: in csv and tsv the first record of each input is a header.
+	Header bool
+	// Term ends a lines-format record: '\n', or 0 for -z. csv, tsv and
+	// jsonl records always end with '\n' (CRLF accepted) and ignore it: the
+	// caller refuses -z with them.
+	Term byte
+}
+
+// Validate reports a recipe that cannot work, as a usage error whose message
+// names the flag at fault.
+func (s KeySpec) Validate() error {
+	switch s.Format {
+	case FormatLines:
+		if len(s.Keys) > 0 {
+			return errors.New("--key needs --format csv, tsv or jsonl: in lines format the whole record is the key")
+		}
+		if s.Header {
+			return errors.New("--header needs --format csv or tsv")
+		}
+		if s.Term != '\n' && s.Term != 0 {
+			return fmt.Errorf("record terminator %q: want a newline or NUL", s.Term)
+		}
+		return nil
+	case FormatCSV, FormatTSV, FormatJSONL:
+	default:
+		return fmt.Errorf("unknown format %v", s.Format)
+	}
+	if len(s.Keys) == 0 {
+		return fmt.Errorf("--format %v needs --key: the fields that make the key", s.Format)
+	}
+	if s.Format == FormatJSONL {
+		if s.Header {
+			return errors.New("--header needs --format csv or tsv: jsonl keys are field names")
+		}
+		_, err := jsonTree(s.Keys)
+		return err
+	}
+	for _, item := range s.Keys {
+		if item == "" {
+			return errors.New("--key: an empty item (two commas in a row?)")
+		}
+		_, isNum, err := columnNumber(item)
+		if err != nil {
+			return err
+		}
+		if !isNum && !s.Header {
+			return fmt.Errorf("--key %q is a column name: it needs --header (or give the 1-based column number)", item)
+		}
+	}
+	return nil
+}
+
+// columnNumber reads an all-digit --key item as a 1-based column number and
+// returns it 0-based; isNum is false for a name.
+func columnNumber(item string) (col int, isNum bool, err error) {
+	for i := 0; i < len(item); i++ {
+		if item[i] < '0' || item[i] > '9' {
+			return 0, false, nil
+		}
+	}
+	n, err := strconv.ParseUint(item, 10, 31)
+	if err != nil {
+		return 0, true, fmt.Errorf("--key %s: column number too large", item)
+	}
+	if n == 0 {
+		return 0, true, fmt.Errorf("--key %s: columns are numbered from 1", item)
+	}
+	return int(n) - 1, true, nil
+}
+
+// headerNames splits a csv or tsv header record into its column names.
+func headerNames(f Format, header []byte) ([][]byte, error) {
+	if header == nil {
+		return nil, errors.New("--header: the input has no header record")
+	}
+	line := bytes.TrimPrefix(trimNewline(header), []byte(bom))
+	if len(line) == 0 {
+		return nil, errors.New("--header: the header record is a blank line")
+	}
+	var names [][]byte
+	var err error
+	if f == FormatTSV {
+		names = bytes.Split(line, []byte{'\t'})
+	} else {
+		names, err = csvSplit(line)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--header: the header record is bad: %w", err)
+	}
+	return names, nil
+}
+
+// resolveColumns turns the --key items into 0-based column indexes, names
+// by the header's names.
+func resolveColumns(keys []string, names [][]byte, header bool) ([]int, error) {
+	cols := make([]int, len(keys))
+	for i, item := range keys {
+		c, isNum, err := columnNumber(item)
+		if err != nil {
+			return nil, err
+		}
+		if isNum {
+			if header && c >= len(names) {
+				return nil, fmt.Errorf("--key %s: the header has only %d columns", item, len(names))
+			}
+			cols[i] = c
+			continue
+		}
+		c = -1
+		for j, name := range names {
+			if string(name) != item {
+				continue
+			}
+			if c >= 0 {
+				return nil, fmt.Errorf("--key %q: columns %d and %d of the header both have that name; give the column number instead", item, c+1, j+1)
+			}
+			c = j
+		}
+		if c < 0 {
+			return nil, fmt.Errorf("--key %q: no such column in the header, whose columns are %s", item, listNames(names))
+		}
+		cols[i] = c
+	}
+	return cols, nil
+}
+
+// listNames quotes a header's names for an error message, a bounded number
+// of them.
+func listNames(names [][]byte) string {
+	const most = 40
+	var b strings.Builder
+	for i, n := range names {
+		if i == most {
+			fmt.Fprintf(&b, " … (%d in all)", len(names))
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(string(n)))
+	}
+	return b.String()
+}
+
+// jsonNode is a step of the jsonl key paths: the members of an object that
+// keys go through or end at.
+type jsonNode struct {
+	members []jsonMember
+}
+
+type jsonMember struct {
+	name  string
+	keys  []int     // keys whose path ends here
+	paths []string  // their --key items, for messages
+	next  *jsonNode // keys whose path goes on into this member's object
+}
+
+// jsonTree parses the jsonl --key items into a tree of members.
+func jsonTree(keys []string) (*jsonNode, error) {
+	root := &jsonNode{}
+	for i, item := range keys {
+		path, err := splitPath(item)
+		if err != nil {
+			return nil, err
+		}
+		n := root
+		for d, name := range path {
+			m := n.member(name)
+			if d == len(path)-1 {
+				m.keys = append(m.keys, i)
+				m.paths = append(m.paths, item)
+				break
+			}
+			if m.next == nil {
+				m.next = &jsonNode{}
+			}
+			n = m.next
+		}
+	}
+	return root, nil
+}
+
+func (n *jsonNode) member(name string) *jsonMember {
+	for i := range n.members {
+		if n.members[i].name == name {
+			return &n.members[i]
+		}
+	}
+	n.members = append(n.members, jsonMember{name: name})
+	return &n.members[len(n.members)-1]
+}
+
+// splitPath cuts a jsonl --key item at its unescaped dots.
+func splitPath(item string) ([]string, error) {
+	var path []string
+	var cur []byte
+	for i := 0; i < len(item); i++ {
+		switch c := item[i]; {
+		case c == '\\' && i+1 < len(item) && (item[i+1] == '.' || item[i+1] == '\\'):
+			i++
+			cur = append(cur, item[i])
+		case c == '\\':
+			return nil, fmt.Errorf(`--key %q: a backslash escapes only a dot or a backslash (\. or \\)`, item)
+		case c == '.':
+			path = append(path, string(cur))
+			cur = cur[:0]
+		default:
+			cur = append(cur, c)
+		}
+	}
+	path = append(path, string(cur))
+	for _, name := range path {
+		if name == "" {
+			return nil, fmt.Errorf("--key %q: an empty field name (a stray dot?)", item)
+		}
+	}
+	return path, nil
+}

@@ -1,0 +1,243 @@
+package ingest
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+)
+
+// Format is the container format of the records (--format). Its numeric
+// value may be recorded in an index spec as provenance, so values are never
+// reused.
+type Format uint8
+
+const (
+	// FormatLines: a record is a line ('\n' or, with -z, NUL terminated) and
+	// its key is all of its bytes but the terminator.
+	FormatLines Format = iota
+	// FormatCSV: a record is an RFC 4180 row, which may span lines.
+	FormatCSV
+	// FormatTSV: a record is a line split on TAB, with no quoting at all.
+	FormatTSV
+	// FormatJSONL: a record is a line holding one JSON object.
+	FormatJSONL
+)
+
+var formatNames = [...]string{FormatLines: "lines", FormatCSV: "csv", FormatTSV: "tsv", FormatJSONL: "jsonl"}
+
+// ParseFormat reads a --format value.
+func ParseFormat(s string) (Format, error) {
+	for f, n := range formatNames {
+		if n == s {
+			return Format(f), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown format %q (valid: lines, csv, tsv, jsonl)", s)
+}
+
+func (f Format) String() string {
+	if int(f) < len(formatNames) {
+		return formatNames[f]
+	}
+	return fmt.Sprintf("Format(%d)", uint8(f))
+}
+
+// BadRecord says why a record has no key: the caller adds the file, line
+// and record number (RecordError) and applies --on-bad.
+type BadRecord struct{ Reason string }
+
+func (e *BadRecord) Error() string { return e.Reason }
+
+func badf(format string, args ...any) error {
+	return &BadRecord{Reason: fmt.Sprintf(format, args...)}
+}
+
+// bom is the UTF-8 byte order mark, skipped for parsing at the start of a
+// csv, tsv or jsonl input (and kept in the output).
+const bom = "\xef\xbb\xbf"
+
+// Keyer extracts the key of each record (DESIGN section 2). It keeps scratch
+// buffers, so each goroutine needs its own; NewKeyer is cheap, and a Keyer
+// built from one input's header must not be used for an input whose header
+// differs.
+type Keyer struct {
+	format Format
+	term   byte
+	sep    []byte
+	items  []string // the --key items, for messages
+
+	// cols[i] is the field that key i comes from: a 0-based column in csv
+	// and tsv, i itself in jsonl. Scanning a record fills fields.
+	cols   []int
+	fields []field
+	// csv and tsv: need[c] says column c is part of the key (len(need) is
+	// len(fields)), and header holds the column names, if any.
+	need   []bool
+	header [][]byte
+	// jsonl: the key paths as a tree.
+	root *jsonNode
+	json jsonScanner
+
+	scratch []byte // unescaped field contents
+	out     []byte // the joined key
+}
+
+// field locates a key's bytes: rec[start:end], or scratch[start:end] when
+// they had to be unescaped.
+type field struct {
+	start, end int
+	scratch    bool
+	set        bool
+}
+
+// NewKeyer makes a Keyer for spec, which must be valid (KeySpec.Validate).
+// With spec.Header, header is that input's first record, raw, terminator
+// included; header names in spec.Keys are resolved against it, and a name it
+// lacks is an error that lists the names it has. Without spec.Header header
+// is ignored.
+func NewKeyer(spec KeySpec, header []byte) (*Keyer, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	k := &Keyer{format: spec.Format, term: spec.Term, sep: []byte(spec.Sep), items: spec.Keys}
+	switch spec.Format {
+	case FormatCSV, FormatTSV:
+		if spec.Header {
+			var err error
+			if k.header, err = headerNames(spec.Format, header); err != nil {
+				return nil, err
+			}
+		}
+		cols, err := resolveColumns(spec.Keys, k.header, spec.Header)
+		if err != nil {
+			return nil, err
+		}
+		k.cols = cols
+		k.need = make([]bool, slices.Max(cols)+1)
+		for _, c := range cols {
+			k.need[c] = true
+		}
+		k.fields = make([]field, len(k.need))
+	case FormatJSONL:
+		root, err := jsonTree(spec.Keys)
+		if err != nil {
+			return nil, err
+		}
+		k.root = root
+		k.cols = make([]int, len(spec.Keys))
+		for i := range k.cols {
+			k.cols[i] = i
+		}
+		k.fields = make([]field, len(spec.Keys))
+	}
+	return k, nil
+}
+
+// Key returns the key of rec, one raw record as SplitFormat gives it,
+// terminator included; first says it is the first record of its input, whose
+// leading BOM is then skipped in csv, tsv and jsonl (in lines format a BOM is
+// part of the key). The result may alias rec or the Keyer's scratch space and
+// is valid until the next call. A record that has no key returns a
+// *BadRecord.
+func (k *Keyer) Key(rec []byte, first bool) ([]byte, error) {
+	if k.format == FormatLines {
+		if n := len(rec); n > 0 && rec[n-1] == k.term {
+			return rec[:n-1], nil
+		}
+		return rec, nil
+	}
+	line := trimNewline(rec)
+	if first {
+		line = bytes.TrimPrefix(line, []byte(bom))
+	}
+	if len(line) == 0 {
+		return nil, &BadRecord{Reason: "blank line"}
+	}
+	var err error
+	switch k.format {
+	case FormatCSV:
+		err = k.csvFields(line)
+	case FormatTSV:
+		err = k.splitFields(line, '\t')
+	case FormatJSONL:
+		return k.jsonKey(line)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return k.join(line, k.cols, k.fields), nil
+}
+
+// join returns the fields picked by idx joined by the separator, without
+// copying when there is only one.
+func (k *Keyer) join(line []byte, idx []int, fields []field) []byte {
+	get := func(f field) []byte {
+		if f.scratch {
+			return k.scratch[f.start:f.end]
+		}
+		return line[f.start:f.end]
+	}
+	if len(idx) == 1 {
+		return get(fields[idx[0]])
+	}
+	k.out = k.out[:0]
+	for i, c := range idx {
+		if i > 0 {
+			k.out = append(k.out, k.sep...)
+		}
+		k.out = append(k.out, get(fields[c])...)
+	}
+	return k.out
+}
+
+// trimNewline strips a record's "\n" or "\r\n" terminator.
+func trimNewline(rec []byte) []byte {
+	n := len(rec)
+	if n > 0 && rec[n-1] == '\n' {
+		n--
+		if n > 0 && rec[n-1] == '\r' {
+			n--
+		}
+	}
+	return rec[:n]
+}
+
+// SplitFormat calls fn for each raw record in data, terminator included,
+// until fn returns false. In lines format records end with term; in csv,
+// tsv and jsonl with '\n', and in csv only a '\n' outside quotes ends one.
+// A final record without its terminator (which a ChunkReader never leaves)
+// is passed as it is; so is, in csv, the rest of the data after a quote
+// that is never closed, as one record that Key then reports.
+func SplitFormat(data []byte, f Format, term byte, fn func(rec []byte) bool) {
+	if f != FormatLines {
+		term = '\n'
+	}
+	if f == FormatCSV {
+		var q quoteCursor
+		for p := 0; p < len(data); {
+			end := q.recordEnd(data, p)
+			if !fn(data[p:end]) {
+				return
+			}
+			p = end
+		}
+		return
+	}
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, term) + 1
+		if i == 0 {
+			i = len(data)
+		}
+		if !fn(data[:i]) {
+			return
+		}
+		data = data[i:]
+	}
+}
+
+// CountLines is how many physical lines rec, a record with its terminator,
+// moves the line count on: its line feeds. A caller walking a Chunk adds it
+// to Chunk.FirstLine record by record to know where each record starts.
+func CountLines(rec []byte) int {
+	return bytes.Count(rec, []byte{'\n'})
+}

@@ -1,0 +1,26 @@
+package ingest
+
+import "testing"
+
+func TestKeyTSV(t *testing.T) {
+	runKeyCases(t, FormatTSV, []keyCase{
+		{name: "plain", keys: "1|3", rec: "a\tb\tc\n", want: "a:c"},
+		{name: "CRLF", keys: "2", rec: "a\tb\r\n", want: "b"},
+		{name: "CR before CRLF kept", keys: "2", rec: "a\tb\r\r\n", want: "b\r"},
+		{name: "no terminator", keys: "2", rec: "a\tb", want: "b"},
+		{name: "quotes are data", keys: "1|2", rec: "\"a\"\tb\"c\n", want: "\"a\":b\"c"},
+		{name: "an open quote is data", keys: "1", rec: "\"a\tb\n", want: "\"a"},
+		{name: "commas are data", keys: "1", rec: "a,b\tc\n", want: "a,b"},
+		{name: "empty fields", keys: "1|2", rec: "\t\n", want: ":"},
+		{name: "spaces kept", keys: "1", rec: " a \tb\n", want: " a "},
+		{name: "invalid UTF-8 and NUL kept", keys: "1", rec: "\xff\x00\tb\n", want: "\xff\x00"},
+		{name: "BOM skipped in the first record", keys: "1", rec: "\xef\xbb\xbfa\tb\n", first: true, want: "a"},
+		{name: "BOM elsewhere is data", keys: "1", rec: "\xef\xbb\xbfa\tb\n", want: "\xef\xbb\xbfa"},
+		{name: "blank line", keys: "1", rec: "\n", bad: "blank line"},
+		{name: "blank CRLF line", keys: "1", rec: "\r\n", bad: "blank line"},
+		{name: "missing column", keys: "3", rec: "a\tb\n", bad: "no column 3: the record has 2 fields"},
+		{name: "header names", keys: "ts|user", header: "\xef\xbb\xbfuser\t\"ts\"\tts\r\n", rec: "u\tt\tx\n", want: "x:u"},
+		{name: "header name with a quote", keys: "\"ts\"|user", header: "user\t\"ts\"\n", rec: "u\tt\n", want: "t:u"},
+		{name: "missing column by name", keys: "b", header: "a\tb\n", rec: "x\n", bad: `no column 2 ("b"): the record has 1 field`},
+	})
+}
