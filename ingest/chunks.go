@@ -58,6 +58,13 @@ type ChunkReader struct {
 	err     error // sticky read error
 	pending error // a too-long record error, due after the chunk before it
 	skip    bool  // the input continues a too-long record: discard up to its end
+
+	// csv: only a '\n' outside quotes ends a record. scan is the search for
+	// the last record end in next.buf[:held]; skipQuoted says the part of a
+	// too-long record skipped so far leaves a quote open.
+	csv        bool
+	scan       csvScan
+	skipQuoted bool
 }
 
 // NewChunkReader reads records terminated by term from in; name is used in
@@ -73,6 +80,23 @@ func NewChunkReader(in io.Reader, name string, term byte, chunkSize int, maxReco
 		free:   make(chan *Chunk, freeChunks),
 		record: 1, line: 1,
 	}
+}
+
+// NewFormatChunkReader reads the records of format f: as NewChunkReader
+// does for lines (terminated by term) and for tsv and jsonl (by '\n'); for
+// csv it cuts only at a '\n' outside quotes, so a record with line feeds in
+// a quoted field stays whole. A quote that is never closed makes the rest of
+// the input one record (which Key reports as bad), or a too-long record
+// error once it passes maxRecord. Chunk.Records counts records, header
+// included; Chunk.FirstLine is the physical line on which the first one
+// starts (CountLines moves it on record by record).
+func NewFormatChunkReader(in io.Reader, name string, f Format, term byte, chunkSize, maxRecord int) *ChunkReader {
+	if f != FormatLines {
+		term = '\n'
+	}
+	r := NewChunkReader(in, name, term, chunkSize, maxRecord)
+	r.csv = f == FormatCSV
+	return r
 }
 
 // Next returns the next chunk, or io.EOF after the last one. The chunk is the
@@ -106,10 +130,19 @@ func (r *ChunkReader) Next() (*Chunk, error) {
 			c.buf = c.buf[:cap(c.buf)]
 			r.held++
 		}
-		// IndexByte is vectorised, LastIndexByte is not: check that there is a
-		// terminator before walking back to the last one, so that a long
-		// record costs a fast scan, and a usual chunk a walk of one record.
-		if unread := c.buf[scanned:r.held]; bytes.IndexByte(unread, r.term) >= 0 {
+		if r.csv {
+			end = r.scan.lastEnd(c.buf[:r.held])
+			if r.eof {
+				end = r.held // the rest is the last record, even with a quote open
+			}
+			if end > 0 {
+				break
+			}
+		} else if unread := c.buf[scanned:r.held]; bytes.IndexByte(unread, r.term) >= 0 {
+			// IndexByte is vectorised, LastIndexByte is not: check that there
+			// is a terminator before walking back to the last one, so that a
+			// long record costs a fast scan, and a usual chunk a walk of one
+			// record.
 			end = scanned + bytes.LastIndexByte(unread, r.term) + 1
 			break
 		}
@@ -124,7 +157,13 @@ func (r *ChunkReader) Next() (*Chunk, error) {
 	}
 
 	if r.maxRecord > 0 {
-		if off := firstLong(c.buf[:end], r.term, r.maxRecord); off >= 0 {
+		off := -1
+		if r.csv {
+			off = csvFirstLong(c.buf[:end], r.maxRecord)
+		} else {
+			off = firstLong(c.buf[:end], r.term, r.maxRecord)
+		}
+		if off >= 0 {
 			return r.cutBefore(c, off, end)
 		}
 	}
@@ -170,22 +209,32 @@ func (r *ChunkReader) grow(c *Chunk) {
 func (r *ChunkReader) emit(c *Chunk, end, rest int) *Chunk {
 	c.Data = c.buf[:end]
 	c.FirstRecord, c.FirstLine = r.record, r.line
-	c.Records = bytes.Count(c.Data, []byte{r.term})
+	if r.csv {
+		c.Records = csvCount(c.Data)
+	} else {
+		c.Records = bytes.Count(c.Data, []byte{r.term})
+	}
 	r.record += int64(c.Records)
 	r.line += r.lines(c.Data, c.Records)
 	tail := c.buf[rest:r.held]
 	r.next = r.get(len(tail))
 	r.held = copy(r.next.buf, tail)
 	r.clean = 0
+	inQuotes := r.scan.inQuotes
+	r.scan = csvScan{}
 	if rest == end {
-		r.clean = r.held // the rest of a record cut after the last terminator
+		// The rest of a record cut after the last terminator, scanned to
+		// its end; a record end is outside quotes, so the parity carries.
+		r.clean = r.held
+		r.scan = csvScan{pos: r.held, inQuotes: inQuotes}
 	}
 	return c
 }
 
-// lines counts the line feeds in data, which holds that many terminated records.
+// lines counts the line feeds in data, which holds that many terminated
+// records (or 0 and no terminator: part of a record).
 func (r *ChunkReader) lines(data []byte, records int) int64 {
-	if r.term == '\n' {
+	if r.term == '\n' && !r.csv {
 		return int64(records)
 	}
 	return int64(bytes.Count(data, []byte{'\n'}))
@@ -211,13 +260,17 @@ func firstLong(data []byte, term byte, maxRecord int) int {
 // known: the records before it go out first, the error after them.
 func (r *ChunkReader) cutBefore(c *Chunk, off, end int) (*Chunk, error) {
 	t := off + bytes.IndexByte(c.buf[off:end], r.term)
+	if r.csv {
+		var q quoteCursor
+		t = q.recordEnd(c.buf[:end], off) - 1
+	}
 	long := c.buf[off : t+1]
 	if off == 0 {
 		err := tooLong(r.name, r.line, r.record, r.maxRecord)
 		r.record++
 		r.line += r.lines(long, 1)
 		r.held = copy(c.buf, c.buf[t+1:r.held]) // c stays the buffer being filled
-		r.clean = 0
+		r.clean, r.scan = 0, csvScan{}
 		return nil, err
 	}
 	out := r.emit(c, off, t+1)
@@ -231,10 +284,9 @@ func (r *ChunkReader) cutBefore(c *Chunk, off, end int) (*Chunk, error) {
 // terminator, and arranges for the rest of it to be skipped.
 func (r *ChunkReader) tooLongInBuffer(c *Chunk) error {
 	err := tooLong(r.name, r.line, r.record, r.maxRecord)
-	if r.term != '\n' {
-		r.line += int64(bytes.Count(c.buf[:r.held], []byte{'\n'}))
-	}
-	r.held, r.clean = 0, 0
+	r.line += r.lines(c.buf[:r.held], 0)
+	r.skipQuoted = r.scan.inQuotes // scanned to held, from the record's start
+	r.held, r.clean, r.scan = 0, 0, csvScan{}
 	r.skip = true
 	return err
 }
@@ -254,18 +306,20 @@ func (r *ChunkReader) skipRecord() error {
 				return nil
 			}
 		}
-		i := bytes.IndexByte(c.buf[:r.held], r.term)
-		if i < 0 {
-			if r.term != '\n' {
-				r.line += int64(bytes.Count(c.buf[:r.held], []byte{'\n'}))
-			}
+		end := bytes.IndexByte(c.buf[:r.held], r.term) + 1
+		if r.csv {
+			var q quoteCursor
+			end, r.skipQuoted = q.end(c.buf[:r.held], 0, r.skipQuoted)
+		}
+		if end <= 0 {
+			r.line += r.lines(c.buf[:r.held], 0)
 			r.held = 0
 			continue
 		}
-		r.line += r.lines(c.buf[:i+1], 1)
+		r.line += r.lines(c.buf[:end], 1)
 		r.record++
-		r.held = copy(c.buf, c.buf[i+1:r.held])
-		r.clean = 0
+		r.held = copy(c.buf, c.buf[end:r.held])
+		r.clean, r.scan = 0, csvScan{}
 		r.skip = false
 		return nil
 	}

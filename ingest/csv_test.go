@@ -1,7 +1,14 @@
 package ingest
 
 import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestKeyCSV(t *testing.T) {
@@ -50,4 +57,123 @@ func TestKeyCSV(t *testing.T) {
 		{name: "column number with a header", keys: "2", header: "id,name\n", rec: "1,bob\n", want: "bob"},
 		{name: "digits name a column number", keys: "1", header: "2,1\n", rec: "a,b\n", want: "a"},
 	})
+}
+
+// writeCSV is a reference writer: it quotes a field that needs it (or, at
+// random, one that does not), doubling its quotes, and ends each record with
+// "\n" or "\r\n", the last one perhaps with none.
+func writeCSV(rng *rand.Rand, records [][]string) []byte {
+	var b []byte
+	for i, fields := range records {
+		for j, f := range fields {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			// A lone empty field unquoted would be a blank line.
+			if strings.ContainsAny(f, ",\"\r\n") || len(fields) == 1 && f == "" || rng.IntN(5) == 0 {
+				b = append(b, '"')
+				b = append(b, strings.ReplaceAll(f, `"`, `""`)...)
+				b = append(b, '"')
+			} else {
+				b = append(b, f...)
+			}
+		}
+		switch {
+		case i == len(records)-1 && rng.IntN(3) == 0:
+		case rng.IntN(2) == 0:
+			b = append(b, "\r\n"...)
+		default:
+			b = append(b, '\n')
+		}
+	}
+	return b
+}
+
+func randomCSVRecords(rng *rand.Rand) [][]string {
+	const alphabet = "ab,\"\n\r \x00\t\xff"
+	records := make([][]string, 1+rng.IntN(8))
+	for i := range records {
+		fields := make([]string, 1+rng.IntN(5))
+		for j := range fields {
+			var f []byte
+			for k := rng.IntN(7); k > 0; k-- {
+				if rng.IntN(10) == 0 {
+					f = append(f, "é"...)
+				} else {
+					f = append(f, alphabet[rng.IntN(len(alphabet))])
+				}
+			}
+			fields[j] = string(f)
+		}
+		records[i] = fields
+	}
+	return records
+}
+
+// TestCSVWriteReadProperty writes random records with a reference writer and
+// checks that SplitFormat and Key give every field back, byte for byte, and
+// that reading the same bytes in random small chunks gives the same records.
+func TestCSVWriteReadProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	keyers := map[int]*Keyer{} // key: all of a record's columns
+	columns := []*Keyer{}      // columns[j]: column j+1 alone
+	keyer := func(keys []string) *Keyer {
+		k, err := NewKeyer(KeySpec{Format: FormatCSV, Keys: keys, Sep: "|"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	for n := 1; n <= 5; n++ {
+		var keys []string
+		for j := 1; j <= n; j++ {
+			keys = append(keys, strconv.Itoa(j))
+		}
+		keyers[n] = keyer(keys)
+		columns = append(columns, keyer([]string{strconv.Itoa(n)}))
+	}
+	for i := 0; i < 5000; i++ {
+		records := randomCSVRecords(rng)
+		data := writeCSV(rng, records)
+		recs := splitAll(data, FormatCSV, '\n')
+		if len(recs) != len(records) {
+			t.Fatalf("%q: SplitFormat found %d records, want %d: %q", data, len(recs), len(records), recs)
+		}
+		for r, rec := range recs {
+			want := records[r]
+			key, err := keyers[len(want)].Key([]byte(rec), r == 0)
+			if err != nil || string(key) != strings.Join(want, "|") {
+				t.Fatalf("record %q: key %q, %v; want %q", rec, key, err, strings.Join(want, "|"))
+			}
+			for j, f := range want {
+				if key, err := columns[j].Key([]byte(rec), r == 0); err != nil || string(key) != f {
+					t.Fatalf("record %q column %d: %q, %v; want %q", rec, j+1, key, err, f)
+				}
+			}
+			if len(want) < len(columns) {
+				if key, err := columns[len(want)].Key([]byte(rec), r == 0); err == nil {
+					t.Fatalf("record %q column %d: %q, want a missing column", rec, len(want)+1, key)
+				}
+			}
+		}
+		if data[len(data)-1] != '\n' {
+			recs[len(recs)-1] += "\n" // as the chunk reader completes it
+		}
+		r := NewFormatChunkReader(iotest.HalfReader(bytes.NewReader(data)), "f", FormatCSV, '\n', 1+rng.IntN(32), 0)
+		var got []string
+		for {
+			c, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, splitAll(c.Data, FormatCSV, '\n')...)
+			r.Release(c)
+		}
+		if !reflect.DeepEqual(got, recs) {
+			t.Fatalf("%q in chunks: %q, want %q", data, got, recs)
+		}
+	}
 }
