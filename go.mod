@@ -3,7 +3,6 @@ module github.com/fpdedup/fpdedup
 go 1.26.8
 
 require (
-	github.com/FastFilter/xorfilter v0.4.2-0.20260120015552-4e5a4d9df65a
 	github.com/google/flatbuffers v25.12.19+incompatible
 	github.com/klauspost/compress v1.20.4
 	github.com/prometheus/client_golang v1.25.0

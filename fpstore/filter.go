@@ -1,57 +1,84 @@
 package fpstore
 
-import "math/bits"
+import (
+	"math"
+	"math/bits"
+)
 
-// fuse8 is a binary fuse filter with 8-bit fingerprints over a mapped
-// byte slice. Its hashing is that of github.com/FastFilter/xorfilter, which
-// builds it; the probe is written here because a lookup must know which
-// bytes (pages) it reads, to verify them first. TestFuseProbeMatchesLibrary
-// pins the two together.
-type fuse8 struct {
-	seed          uint64
-	segmentLength uint32
-	segmentMask   uint32
-	segCountLen   uint32
-	fingerprints  []byte
+// Segment filters are cache-line blocked bloom filters: a key sets
+// BloomHashes bits in one 512-bit block, so a probe reads one cache line.
+// Chosen by measurement over a binary fuse8 filter (xorfilter), on 775k-key
+// segments on this machine: building 8 ns a key against 60, which is what
+// keeps a 10M-key build and a merge (which rebuilds every filter) near
+// their floors; one miss a probe against three. The price is space: 10
+// bits a key for ~0.96% false positives, against 9 for 0.39%.
+const (
+	// BloomBlockBits is the block: one 64-byte cache line.
+	BloomBlockBits = 512
+	// BloomHashes is the bits set per key (k).
+	BloomHashes = 6
+	// bloomBitsPerKey sizes a segment's filter: ceil(count·10/512) blocks.
+	bloomBitsPerKey = 10
+)
+
+// BloomBlocks is the number of blocks for n keys at bitsPerKey.
+func BloomBlocks(n, bitsPerKey int) int {
+	return max((n*bitsPerKey+BloomBlockBits-1)/BloomBlockBits, 1)
 }
 
-// validFuse8 checks parameters read from a file so that every probe index
-// stays inside fingerprints.
-func validFuse8(segLen, segCount uint32, n int) bool {
-	if segLen == 0 || segLen&(segLen-1) != 0 || segLen > 1<<18 || segCount == 0 {
-		return false
+// BloomBlock picks a key's block among n: a multiply-shift of Lo, which is
+// independent of the prefix bits (Hi's top) that chose the segment.
+func BloomBlock(fp Fingerprint, n uint64) uint64 {
+	hi, _ := bits.Mul64(fp.Lo, n)
+	return hi
+}
+
+// bloomPositions mixes the whole fingerprint into the 9-bit positions
+// (taken from the top of the product, where every input bit counts), so
+// that neither a segment's shared prefix nor a dedup shard's low bits of Hi
+// leave a position constant.
+func bloomPositions(fp Fingerprint) uint64 {
+	return (fp.Hi ^ bits.RotateLeft64(fp.Lo, 32)) * 0x9e3779b97f4a7c15
+}
+
+// BloomAdd sets fp's bits in its block.
+func BloomAdd(blk *[8]uint64, fp Fingerprint) {
+	h := bloomPositions(fp)
+	for k := 0; k < BloomHashes; k++ {
+		h = bits.RotateLeft64(h, 9)
+		bit := h & 511
+		blk[bit>>6] |= 1 << (bit & 63)
 	}
-	total := (uint64(segCount) + 2) * uint64(segLen)
-	return total == uint64(n) && uint64(segCount)*uint64(segLen) < 1<<32
 }
 
-func newFuse8(seed uint64, segLen, segCount uint32, fps []byte) fuse8 {
-	return fuse8{seed: seed, segmentLength: segLen, segmentMask: segLen - 1, segCountLen: segCount * segLen, fingerprints: fps}
+// BloomTest reports whether fp's bits are all set in its block.
+func BloomTest(blk *[8]uint64, fp Fingerprint) bool {
+	h := bloomPositions(fp)
+	for k := 0; k < BloomHashes; k++ {
+		h = bits.RotateLeft64(h, 9)
+		bit := h & 511
+		if blk[bit>>6]&(1<<(bit&63)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
-func murmur64(h uint64) uint64 {
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
-}
-
-// probe returns the filter's 8-bit fingerprint of key and its three slots.
-func (f *fuse8) probe(key uint64) (fp uint8, h0, h1, h2 uint32) {
-	hash := murmur64(key + f.seed)
-	fp = uint8(hash ^ hash>>32)
-	hi, _ := bits.Mul64(hash, uint64(f.segCountLen))
-	h0 = uint32(hi)
-	h1 = h0 + f.segmentLength
-	h2 = h1 + f.segmentLength
-	h1 ^= uint32(hash>>18) & f.segmentMask
-	h2 ^= uint32(hash) & f.segmentMask
-	return
-}
-
-func (f *fuse8) contains(key uint64) bool {
-	fp, h0, h1, h2 := f.probe(key)
-	return fp^f.fingerprints[h0]^f.fingerprints[h1]^f.fingerprints[h2] == 0
+// BloomFPR is the blocked-bloom formula at a given fill: the keys in a
+// block are Poisson with mean λ = keys/blocks, and a block holding i keys
+// lets an absent key through with probability (1-(1-1/512)^(k·i))^k.
+func BloomFPR(keys, blocks int) float64 {
+	if blocks == 0 || keys == 0 {
+		return 0
+	}
+	lambda := float64(keys) / float64(blocks)
+	var sum float64
+	p := math.Exp(-lambda)
+	for i := 0; i < 4*int(lambda)+64; i++ {
+		if i > 0 {
+			p *= lambda / float64(i)
+		}
+		sum += p * math.Pow(1-math.Pow(1-1.0/BloomBlockBits, float64(BloomHashes*i)), BloomHashes)
+	}
+	return sum
 }

@@ -32,10 +32,6 @@ type Info struct {
 	FilterProbes      int      `json:"filter_probes"`
 }
 
-// fuse8FPR is a binary fuse filter's false-positive rate with 8-bit
-// fingerprints: 2^-8.
-const fuse8FPR = 1.0 / 256
-
 // Info gathers the index's description; it measures the filters' false
 // positive rate on probes random fingerprints drawn from a fixed seed (so
 // two runs on the same index print the same figure), counting only probes
@@ -53,18 +49,18 @@ func (x *Index) Info(probes int) (Info, error) {
 		Segments:      len(x.foot.segments),
 		SegmentMax:    SegmentMax,
 		FileBytes:     x.size,
-		FilterKind:    "binary_fuse8",
+		FilterKind:    "blocked_bloom512",
 		FilterProbes:  probes,
 	}
 	if in.Fingerprints > 0 {
 		in.BytesPerKey = float64(x.size) / float64(in.Fingerprints)
-		in.FilterFPRTheory = fuse8FPR
 	}
 	segs := x.foot.segments
 	if len(segs) > 0 {
 		in.First, in.Last = segs[0].first.String(), segs[len(segs)-1].last.String()
 		in.SmallestSegment = segs[0].count
 	}
+	var width float64
 	err := x.guard(func() error {
 		for i, ref := range segs {
 			in.SmallestSegment = min(in.SmallestSegment, ref.count)
@@ -74,7 +70,15 @@ func (x *Index) Info(probes int) (Info, error) {
 				return err
 			}
 			in.DirectoryBytes += uint64(4 * len(s.dir))
-			in.FilterBytes += uint64(len(s.filter.fingerprints))
+			in.FilterBytes += uint64(64 * len(s.filter))
+			// The formula at each segment's fill, weighted by the share
+			// of random probes that land in it (its prefix width).
+			w := 1 / float64(uint64(1)<<min(ref.node.Bits, 63))
+			in.FilterFPRTheory += w * BloomFPR(len(s.fps), len(s.filter))
+			width += w
+		}
+		if width > 0 {
+			in.FilterFPRTheory /= width
 		}
 		if in.Fingerprints == 0 {
 			return nil
@@ -92,8 +96,6 @@ func (x *Index) Info(probes int) (Info, error) {
 			if err != nil {
 				return err
 			}
-			// contains verifies the filter pages it reads, which are the
-			// ones the filter probe below reads again.
 			member, err := s.contains(fp)
 			if err != nil {
 				return err
@@ -102,7 +104,7 @@ func (x *Index) Info(probes int) (Info, error) {
 				continue
 			}
 			reached++
-			if s.filter.contains(fp.Lo) {
+			if ok, _ := s.mayContain(fp); ok {
 				positives++
 			}
 		}

@@ -47,8 +47,8 @@ type segment struct {
 	dirBits  uint
 	depth    uint
 	dir      []uint32
-	dirAt    uint64 // offset of dir[0] in buf
-	filter   fuse8
+	dirAt    uint64      // offset of dir[0] in buf
+	filter   [][8]uint64 // blocked bloom
 	filterAt uint64
 	fps      []Fingerprint
 	fpsAt    uint64
@@ -267,21 +267,19 @@ func loadSegment(data []byte, ref segmentRef) (*segment, error) {
 		}
 	}
 	// Segment fields: 0 prefix_bits, 1 prefix_hi, 2 prefix_lo, 3 count,
-	// 4 directory_bits, 5 directory, 6 filter_kind, 7 filter_seed,
-	// 8 filter_segment_length, 9 filter_segment_count, 10 filter,
-	// 11 fingerprints.
+	// 4 directory_bits, 5 directory, 6 filter_kind, 7 filter_hashes,
+	// 8 filter, 9 fingerprints.
 	prefix := node{Bits: t.u8(0, 0), Prefix: Fingerprint{t.u64(1, 0), t.u64(2, 0)}}
 	count := t.u64(3, 0)
 	s.depth = uint(prefix.Bits)
 	s.dirBits = uint(t.u8(4, 0))
 	kind := t.u8(6, 0)
-	seed := t.u64(7, 0)
-	segLen, segCount := t.u32(8, 0), t.u32(9, 0)
+	hashes := t.u8(7, 0)
 	for _, v := range []struct {
 		field int
 		size  uint32
 		at    *uint64
-	}{{5, 4, &s.dirAt}, {10, 1, &s.filterAt}, {11, 16, &s.fpsAt}} {
+	}{{5, 4, &s.dirAt}, {8, 1, &s.filterAt}, {9, 16, &s.fpsAt}} {
 		vecAt, ok := t.target(v.field)
 		if !ok {
 			return nil, fmt.Errorf("vector field %d missing: %v", v.field, t.err)
@@ -292,8 +290,8 @@ func loadSegment(data []byte, ref segmentRef) (*segment, error) {
 		*v.at = uint64(vecAt) + 4
 	}
 	dir := t.vector(5, 4)
-	filter := t.vector(10, 1)
-	fps := t.vector(11, 16)
+	filter := t.vector(8, 1)
+	fps := t.vector(9, 16)
 	if t.err != nil {
 		return nil, t.err
 	}
@@ -302,16 +300,16 @@ func loadSegment(data []byte, ref segmentRef) (*segment, error) {
 		return nil, fmt.Errorf("prefix or count differs from the footer's")
 	case s.dirBits > 24 || uint64(len(dir)) != 4*((1<<s.dirBits)+1):
 		return nil, fmt.Errorf("directory of %d bytes for %d bits", len(dir), s.dirBits)
-	case kind != 1 || !validFuse8(segLen, segCount, len(filter)):
-		return nil, fmt.Errorf("filter kind %d with bad parameters (segment length %d, count %d, %d bytes)", kind, segLen, segCount, len(filter))
+	case kind != 1 || hashes != BloomHashes || len(filter) != 64*BloomBlocks(int(count), bloomBitsPerKey):
+		return nil, fmt.Errorf("filter kind %d with %d hashes and %d bytes (want kind 1, %d hashes, %d bytes)", kind, hashes, len(filter), BloomHashes, 64*BloomBlocks(int(count), bloomBitsPerKey))
 	case uint64(len(fps)) != 16*count:
 		return nil, fmt.Errorf("%d bytes of fingerprints for a count of %d", len(fps), count)
-	case s.dirAt%4 != 0 || s.fpsAt%8 != 0:
+	case s.dirAt%4 != 0 || s.fpsAt%8 != 0 || s.filterAt%64 != 0:
 		return nil, fmt.Errorf("misaligned vectors")
 	}
 	s.dir = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dir))), len(dir)/4)
 	s.fps = unsafe.Slice((*Fingerprint)(unsafe.Pointer(unsafe.SliceData(fps))), count)
-	s.filter = newFuse8(seed, segLen, segCount, filter)
+	s.filter = unsafe.Slice((*[8]uint64)(unsafe.Pointer(unsafe.SliceData(filter))), len(filter)/64)
 	return s, nil
 }
 
@@ -347,14 +345,8 @@ func (s *segment) verifyRange(from, to uint64) error {
 // contains answers for one fingerprint of this segment: the filter first
 // (three bytes), then the directory (two entries) and one bucket.
 func (s *segment) contains(fp Fingerprint) (bool, error) {
-	f, h0, h1, h2 := s.filter.probe(fp.Lo)
-	for _, h := range [3]uint32{h0, h1, h2} {
-		if err := s.verifyPage((s.filterAt + uint64(h)) / PageSize); err != nil {
-			return false, err
-		}
-	}
-	if f^s.filter.fingerprints[h0]^s.filter.fingerprints[h1]^s.filter.fingerprints[h2] != 0 {
-		return false, nil
+	if ok, err := s.mayContain(fp); !ok || err != nil {
+		return false, err
 	}
 	b := fp.bits(s.depth, s.dirBits)
 	if err := s.verifyRange(s.dirAt+4*b, s.dirAt+4*b+8); err != nil {
@@ -445,11 +437,11 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 			g.seg[i] = s
 			continue
 		}
-		f, h0, h1, h2 := s.filter.probe(fp.Lo)
-		if err := s.verifyFilter(h0, h1, h2); err != nil {
+		ok, err := s.mayContain(fp)
+		if err != nil {
 			return err
 		}
-		if f^s.filter.fingerprints[h0]^s.filter.fingerprints[h1]^s.filter.fingerprints[h2] == 0 {
+		if ok {
 			g.seg[i] = s
 			g.passed++
 		}
@@ -500,15 +492,14 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 	return nil
 }
 
-// verifyFilter checks the pages of three filter slots.
-func (s *segment) verifyFilter(h0, h1, h2 uint32) error {
-	if err := s.verifyPage((s.filterAt + uint64(h0)) / PageSize); err != nil {
-		return err
+// mayContain probes the segment's filter: one block, one cache line, whose
+// page is checked first.
+func (s *segment) mayContain(fp Fingerprint) (bool, error) {
+	b := BloomBlock(fp, uint64(len(s.filter)))
+	if err := s.verifyPage((s.filterAt + 64*b) / PageSize); err != nil {
+		return false, err
 	}
-	if err := s.verifyPage((s.filterAt + uint64(h1)) / PageSize); err != nil {
-		return err
-	}
-	return s.verifyPage((s.filterAt + uint64(h2)) / PageSize)
+	return BloomTest(&s.filter[b], fp), nil
 }
 
 // Scan calls fn with each segment's fingerprints in ascending order, after

@@ -6,7 +6,6 @@ import (
 	"math/bits"
 	"unsafe"
 
-	"github.com/FastFilter/xorfilter"
 	flatbuffers "github.com/google/flatbuffers/go"
 
 	"github.com/fpdedup/fpdedup/schema"
@@ -73,8 +72,6 @@ func buildDirectory(n node, fps []Fingerprint) []uint32 {
 // segmentBuilder builds segment buffers; it keeps scratch memory between
 // segments, so one builder serves one goroutine.
 type segmentBuilder struct {
-	fuse xorfilter.BinaryFuseBuilder
-	keys []uint64
 	// fbs recycles FlatBuffers builders (and so their buffers) once their
 	// segment is written: fresh pages cost ~15 µs a fault in this VM, and a
 	// new builder per segment was a large share of a build's system time.
@@ -103,7 +100,7 @@ func (sb *segmentBuilder) builder(size int) *flatbuffers.Builder {
 }
 
 // maxSegmentBytes bounds a segment buffer: SegmentMax fingerprints, the
-// largest filter (1.13 bytes a key, binary fuse sizing) and directory
+// largest filter (10 bits a key) and directory
 // (4 bytes per 16 keys), and the table.
 const maxSegmentBytes = 16*SegmentMax + SegmentMax*5/4 + SegmentMax/4 + 4096
 
@@ -137,24 +134,19 @@ func (sb *segmentBuilder) build(n node, fps []Fingerprint) (builtSegment, error)
 	dirBits := directoryBits(count)
 	dir := buildDirectory(n, fps)
 
-	// The filter's keys are the low halves: independent of the prefix bits
-	// that already chose the segment. The builder may reorder keys, so it
-	// gets a copy; its seed sequence is fixed, so the filter is a function
-	// of the key set alone (canonical).
-	sb.keys = sb.keys[:0]
+	nblocks := BloomBlocks(count, bloomBitsPerKey)
+	filter := make([]byte, 64*nblocks)
+	blocks := unsafe.Slice((*[8]uint64)(unsafe.Pointer(unsafe.SliceData(filter))), nblocks)
 	for _, fp := range fps {
-		sb.keys = append(sb.keys, fp.Lo)
-	}
-	filter, err := xorfilter.BuildBinaryFuse[uint8](&sb.fuse, sb.keys)
-	if err != nil {
-		return builtSegment{}, fmt.Errorf("cannot build the filter of segment %s/%d: %w", n.Prefix, n.Bits, err)
+		BloomAdd(&blocks[BloomBlock(fp, uint64(nblocks))], fp)
 	}
 
-	fb := sb.builder(16*count + len(filter.Fingerprints) + 4*len(dir) + 256)
+	fb := sb.builder(16*count + len(filter) + 4*len(dir) + 256)
 	// Created first, so it lies last in the buffer: the small table, the
 	// directory and the filter come first, in the pages a lookup reads first.
 	fpsOff := createFingerprintVector(fb, fps)
-	filterOff := fb.CreateByteVector(filter.Fingerprints)
+	fb.Prep(64, len(filter)) // blocks on cache lines (segments are page aligned)
+	filterOff := fb.CreateByteVector(filter)
 	schema.SegmentStartDirectoryVector(fb, len(dir))
 	for i := len(dir) - 1; i >= 0; i-- {
 		fb.PlaceUint32(dir[i])
@@ -165,15 +157,13 @@ func (sb *segmentBuilder) build(n node, fps []Fingerprint) (builtSegment, error)
 	schema.SegmentAddPrefixHi(fb, n.Prefix.Hi)
 	schema.SegmentAddPrefixLo(fb, n.Prefix.Lo)
 	schema.SegmentAddCount(fb, uint64(count))
-	schema.SegmentAddFilterSeed(fb, filter.Seed)
 	schema.SegmentAddDirectory(fb, dirOff)
-	schema.SegmentAddFilterSegmentLength(fb, filter.SegmentLength)
-	schema.SegmentAddFilterSegmentCount(fb, filter.SegmentCount)
 	schema.SegmentAddFilter(fb, filterOff)
 	schema.SegmentAddFingerprints(fb, fpsOff)
 	schema.SegmentAddPrefixBits(fb, n.Bits)
 	schema.SegmentAddDirectoryBits(fb, dirBits)
-	schema.SegmentAddFilterKind(fb, schema.FilterKindBinaryFuse8)
+	schema.SegmentAddFilterKind(fb, schema.FilterKindBlockedBloom512)
+	schema.SegmentAddFilterHashes(fb, BloomHashes)
 	fb.FinishWithFileIdentifier(schema.SegmentEnd(fb), []byte(FileIdentifier))
 	buf := fb.FinishedBytes()
 

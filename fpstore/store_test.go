@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/FastFilter/xorfilter"
 )
 
 func randomFPs(r *rand.Rand, n int) []Fingerprint {
@@ -141,24 +139,34 @@ func TestCanonicalAcrossThreads(t *testing.T) {
 	}
 }
 
-func TestFuseProbeMatchesLibrary(t *testing.T) {
+// The segment filter never misses a member, and its false-positive rate
+// on random probes is the blocked-bloom formula's (within 10%).
+func TestBloomAgainstFormula(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	keys := make([]uint64, 5000)
-	for i := range keys {
-		keys[i] = r.Uint64()
+	keys := randomFPs(r, 200_000)
+	nb := BloomBlocks(len(keys), bloomBitsPerKey)
+	blocks := make([][8]uint64, nb)
+	for _, fp := range keys {
+		BloomAdd(&blocks[BloomBlock(fp, uint64(nb))], fp)
 	}
-	lib, err := xorfilter.NewBinaryFuse[uint8](slices.Clone(keys))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFuse8(lib.Seed, lib.SegmentLength, lib.SegmentCount, lib.Fingerprints)
-	for i := 0; i < 100000; i++ {
-		k := r.Uint64()
-		if i < len(keys) {
-			k = keys[i]
+	for _, fp := range keys {
+		if !BloomTest(&blocks[BloomBlock(fp, uint64(nb))], fp) {
+			t.Fatalf("member %s rejected", fp)
 		}
-		if f.contains(k) != lib.Contains(k) {
-			t.Fatalf("key %x: probe %v, library %v", k, f.contains(k), lib.Contains(k))
+	}
+	// Keys that share a long prefix (one segment deep in the trie) must
+	// not degrade the filter.
+	for _, prefix := range []uint64{0, 0xabcdef0123400000} {
+		pass, n := 0, 1_000_000
+		for i := 0; i < n; i++ {
+			fp := Fingerprint{prefix | r.Uint64()>>24, r.Uint64()}
+			if BloomTest(&blocks[BloomBlock(fp, uint64(nb))], fp) {
+				pass++
+			}
+		}
+		got, want := float64(pass)/float64(n), BloomFPR(len(keys), nb)
+		if got < want*0.9 || got > want*1.1 {
+			t.Errorf("prefix %x: measured %.4f%%, formula %.4f%%", prefix, 100*got, 100*want)
 		}
 	}
 }

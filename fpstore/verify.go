@@ -146,7 +146,7 @@ func (x *Index) verifySegment(rep *VerifyReport, i int, s *segment, sb *segmentB
 			rep.add("%s: bucket directory is inconsistent with the fingerprints", where)
 		}
 		for k, fp := range s.fps {
-			if !s.filter.contains(fp.Lo) {
+			if !BloomTest(&s.filter[BloomBlock(fp, uint64(len(s.filter)))], fp) {
 				rep.add("%s: filter misses fingerprint %d (%s): it would answer absent", where, k, fp)
 				break
 			}

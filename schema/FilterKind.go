@@ -7,18 +7,18 @@ import "strconv"
 type FilterKind byte
 
 const (
-	FilterKindNone        FilterKind = 0
-	FilterKindBinaryFuse8 FilterKind = 1
+	FilterKindNone            FilterKind = 0
+	FilterKindBlockedBloom512 FilterKind = 1
 )
 
 var EnumNamesFilterKind = map[FilterKind]string{
-	FilterKindNone:        "None",
-	FilterKindBinaryFuse8: "BinaryFuse8",
+	FilterKindNone:            "None",
+	FilterKindBlockedBloom512: "BlockedBloom512",
 }
 
 var EnumValuesFilterKind = map[string]FilterKind{
-	"None":        FilterKindNone,
-	"BinaryFuse8": FilterKindBinaryFuse8,
+	"None":            FilterKindNone,
+	"BlockedBloom512": FilterKindBlockedBloom512,
 }
 
 func (v FilterKind) String() string {

@@ -131,44 +131,20 @@ func (rcv *Segment) MutateFilterKind(n FilterKind) bool {
 	return rcv._tab.MutateByteSlot(16, byte(n))
 }
 
-func (rcv *Segment) FilterSeed() uint64 {
+func (rcv *Segment) FilterHashes() byte {
 	o := flatbuffers.UOffsetT(rcv._tab.Offset(18))
 	if o != 0 {
-		return rcv._tab.GetUint64(o + rcv._tab.Pos)
+		return rcv._tab.GetByte(o + rcv._tab.Pos)
 	}
 	return 0
 }
 
-func (rcv *Segment) MutateFilterSeed(n uint64) bool {
-	return rcv._tab.MutateUint64Slot(18, n)
-}
-
-func (rcv *Segment) FilterSegmentLength() uint32 {
-	o := flatbuffers.UOffsetT(rcv._tab.Offset(20))
-	if o != 0 {
-		return rcv._tab.GetUint32(o + rcv._tab.Pos)
-	}
-	return 0
-}
-
-func (rcv *Segment) MutateFilterSegmentLength(n uint32) bool {
-	return rcv._tab.MutateUint32Slot(20, n)
-}
-
-func (rcv *Segment) FilterSegmentCount() uint32 {
-	o := flatbuffers.UOffsetT(rcv._tab.Offset(22))
-	if o != 0 {
-		return rcv._tab.GetUint32(o + rcv._tab.Pos)
-	}
-	return 0
-}
-
-func (rcv *Segment) MutateFilterSegmentCount(n uint32) bool {
-	return rcv._tab.MutateUint32Slot(22, n)
+func (rcv *Segment) MutateFilterHashes(n byte) bool {
+	return rcv._tab.MutateByteSlot(18, n)
 }
 
 func (rcv *Segment) Filter(j int) byte {
-	o := flatbuffers.UOffsetT(rcv._tab.Offset(24))
+	o := flatbuffers.UOffsetT(rcv._tab.Offset(20))
 	if o != 0 {
 		a := rcv._tab.Vector(o)
 		return rcv._tab.GetByte(a + flatbuffers.UOffsetT(j*1))
@@ -177,7 +153,7 @@ func (rcv *Segment) Filter(j int) byte {
 }
 
 func (rcv *Segment) FilterLength() int {
-	o := flatbuffers.UOffsetT(rcv._tab.Offset(24))
+	o := flatbuffers.UOffsetT(rcv._tab.Offset(20))
 	if o != 0 {
 		return rcv._tab.VectorLen(o)
 	}
@@ -185,7 +161,7 @@ func (rcv *Segment) FilterLength() int {
 }
 
 func (rcv *Segment) FilterBytes() []byte {
-	o := flatbuffers.UOffsetT(rcv._tab.Offset(24))
+	o := flatbuffers.UOffsetT(rcv._tab.Offset(20))
 	if o != 0 {
 		return rcv._tab.ByteVector(o + rcv._tab.Pos)
 	}
@@ -193,7 +169,7 @@ func (rcv *Segment) FilterBytes() []byte {
 }
 
 func (rcv *Segment) MutateFilter(j int, n byte) bool {
-	o := flatbuffers.UOffsetT(rcv._tab.Offset(24))
+	o := flatbuffers.UOffsetT(rcv._tab.Offset(20))
 	if o != 0 {
 		a := rcv._tab.Vector(o)
 		return rcv._tab.MutateByte(a+flatbuffers.UOffsetT(j*1), n)
@@ -202,7 +178,7 @@ func (rcv *Segment) MutateFilter(j int, n byte) bool {
 }
 
 func (rcv *Segment) Fingerprints(obj *Fingerprint, j int) bool {
-	o := flatbuffers.UOffsetT(rcv._tab.Offset(26))
+	o := flatbuffers.UOffsetT(rcv._tab.Offset(22))
 	if o != 0 {
 		x := rcv._tab.Vector(o)
 		x += flatbuffers.UOffsetT(j) * 16
@@ -213,7 +189,7 @@ func (rcv *Segment) Fingerprints(obj *Fingerprint, j int) bool {
 }
 
 func (rcv *Segment) FingerprintsLength() int {
-	o := flatbuffers.UOffsetT(rcv._tab.Offset(26))
+	o := flatbuffers.UOffsetT(rcv._tab.Offset(22))
 	if o != 0 {
 		return rcv._tab.VectorLen(o)
 	}
@@ -221,7 +197,7 @@ func (rcv *Segment) FingerprintsLength() int {
 }
 
 func SegmentStart(builder *flatbuffers.Builder) {
-	builder.StartObject(12)
+	builder.StartObject(10)
 }
 func SegmentAddPrefixBits(builder *flatbuffers.Builder, prefixBits byte) {
 	builder.PrependByteSlot(0, prefixBits, 0)
@@ -247,23 +223,17 @@ func SegmentStartDirectoryVector(builder *flatbuffers.Builder, numElems int) fla
 func SegmentAddFilterKind(builder *flatbuffers.Builder, filterKind FilterKind) {
 	builder.PrependByteSlot(6, byte(filterKind), 0)
 }
-func SegmentAddFilterSeed(builder *flatbuffers.Builder, filterSeed uint64) {
-	builder.PrependUint64Slot(7, filterSeed, 0)
-}
-func SegmentAddFilterSegmentLength(builder *flatbuffers.Builder, filterSegmentLength uint32) {
-	builder.PrependUint32Slot(8, filterSegmentLength, 0)
-}
-func SegmentAddFilterSegmentCount(builder *flatbuffers.Builder, filterSegmentCount uint32) {
-	builder.PrependUint32Slot(9, filterSegmentCount, 0)
+func SegmentAddFilterHashes(builder *flatbuffers.Builder, filterHashes byte) {
+	builder.PrependByteSlot(7, filterHashes, 0)
 }
 func SegmentAddFilter(builder *flatbuffers.Builder, filter flatbuffers.UOffsetT) {
-	builder.PrependUOffsetTSlot(10, flatbuffers.UOffsetT(filter), 0)
+	builder.PrependUOffsetTSlot(8, flatbuffers.UOffsetT(filter), 0)
 }
 func SegmentStartFilterVector(builder *flatbuffers.Builder, numElems int) flatbuffers.UOffsetT {
 	return builder.StartVector(1, numElems, 1)
 }
 func SegmentAddFingerprints(builder *flatbuffers.Builder, fingerprints flatbuffers.UOffsetT) {
-	builder.PrependUOffsetTSlot(11, flatbuffers.UOffsetT(fingerprints), 0)
+	builder.PrependUOffsetTSlot(9, flatbuffers.UOffsetT(fingerprints), 0)
 }
 func SegmentStartFingerprintsVector(builder *flatbuffers.Builder, numElems int) flatbuffers.UOffsetT {
 	return builder.StartVector(16, numElems, 8)
