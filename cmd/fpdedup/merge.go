@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+func newMergeCommand(g *globals) *cobra.Command {
+	var output string
+	var subtract, intersect bool
+	cmd := &cobra.Command{
+		Use:   "merge -o OUT.fpx IDX...",
+		Short: "Union, subtract or intersect indexes into a new one",
+		Long: `Merge writes the union of the IDX indexes (default), the first minus all the
+others (--subtract), or what all hold (--intersect) as a new index, published
+atomically. It streams each input once through mmap, with memory independent
+of their sizes. OUT may name an input (fold a day into history in place).
+
+The result is canonical: merging the indexes of parts of a data set gives the
+same bytes as one build over all of it, and merging the N partitions of a
+partitioned build (build --partition I/N) gives the bytes of the single build.
+Inputs with different specs (hash, key recipe) are refused.
+
+Exit codes: 0 done; 2 bad usage, a spec mismatch, a damaged input or an I/O
+error (nothing is published); 130/143 interrupted (nothing is published).`,
+		Example: `  fpdedup merge -o history.fpx history.fpx today.fpx
+  fpdedup merge --subtract -o new.fpx today.fpx history.fpx
+  fpdedup merge -o all.fpx part-*.fpx`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output == "" {
+				return usageErrorf("merge needs -o OUT.fpx")
+			}
+			if subtract && intersect {
+				return usageErrorf("--subtract and --intersect exclude each other")
+			}
+			op := fpstore.Union
+			name := "union"
+			switch {
+			case subtract:
+				op, name = fpstore.Subtract, "subtract"
+			case intersect:
+				op, name = fpstore.Intersect, "intersect"
+			}
+			var xs []*fpstore.Index
+			defer func() {
+				for _, x := range xs {
+					x.Close()
+				}
+			}()
+			var total int64
+			for _, p := range args {
+				x, err := fpstore.Open(p)
+				if err != nil {
+					return err
+				}
+				xs = append(xs, x)
+				total += int64(x.Len())
+			}
+			start := time.Now()
+			prog := &ingest.Progress{}
+			prog.Total.Store(total)
+			stop := g.showProgress("merge", prog)
+			st, err := fpstore.Merge(output, xs, fpstore.MergeOptions{Op: op, Threads: g.threads, Progress: func(n uint64) error {
+				prog.RawBytes.Store(int64(n))
+				prog.Records.Store(int64(n))
+				return context.Cause(cmd.Context())
+			}})
+			stop()
+			if err != nil {
+				return err
+			}
+			secs := time.Since(start).Seconds()
+			g.summary("merge (%s): %d indexes, %d fingerprints in, %d out, partition %s, %.2f s, %s fingerprints/s → %s",
+				name, st.Inputs, st.InputKeys, st.Fingerprints, st.Range, secs, humanRate(float64(st.InputKeys)/max(secs, 1e-9)), output)
+			return g.writeStats(map[string]any{"command": "merge", "op": name, "inputs": args, "output": output, "merge": st, "seconds": secs})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&output, "output", "o", "", "the index to write (required; may name an input)")
+	f.BoolVar(&subtract, "subtract", false, "the first index minus all the others")
+	f.BoolVar(&intersect, "intersect", false, "what every index holds")
+	return cmd
+}

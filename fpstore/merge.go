@@ -1,0 +1,148 @@
+package fpstore
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// MergeOptions configure Merge.
+type MergeOptions struct {
+	Op      SetOp
+	Threads int // segment builders
+	// Progress, when set, is called with the fingerprints written so far;
+	// an error from it (an interrupt) stops the merge, publishing nothing.
+	Progress func(written uint64) error
+}
+
+// MergeStats are a merge's figures.
+type MergeStats struct {
+	Inputs       int    `json:"inputs"`
+	InputKeys    uint64 `json:"input_fingerprints"`
+	Fingerprints uint64 `json:"fingerprints"`
+	Range        string `json:"partition"`
+}
+
+// Merge writes op over the input indexes to a new index at out, published
+// atomically (out may name an input: the inputs stay mapped while the new
+// file replaces the name). It streams every input once, in order, through
+// a k-way merge, with memory independent of the index sizes; the output is
+// canonical, so merging partial builds gives the bytes of one build.
+//
+// The inputs must share their spec. Their covered ranges must fit the
+// operation: a union of indexes of one range keeps it, a union of disjoint
+// partitions that tile a prefix range covers that range; a subtraction
+// keeps the first input's range; an intersection needs one range.
+func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
+	st := MergeStats{Inputs: len(inputs)}
+	if len(inputs) == 0 {
+		return st, errors.New("merge needs at least one index")
+	}
+	spec := inputs[0].Spec()
+	for _, x := range inputs[1:] {
+		if !x.Spec().Equal(spec) {
+			return st, fmt.Errorf("%w: %s is %s, %s is %s; merge only indexes built with the same --hash and key recipe",
+				ErrSpecMismatch, inputs[0].Path(), describeSpec(spec), x.Path(), describeSpec(x.Spec()))
+		}
+	}
+	rng, err := mergedRange(inputs, opts.Op)
+	if err != nil {
+		return st, err
+	}
+	st.Range = rng.String()
+	cursors := make([]*Cursor, len(inputs))
+	for i, x := range inputs {
+		st.InputKeys += x.Len()
+		cursors[i] = x.Cursor()
+		_ = unix.Madvise(x.data, unix.MADV_SEQUENTIAL)
+	}
+	w, err := Create(out, WriterOptions{Spec: spec, Range: rng, Threads: opts.Threads})
+	if err != nil {
+		return st, err
+	}
+	defer w.Abort()
+	var written uint64
+	err = MergeCursors(cursors, opts.Op, func(fps []Fingerprint) error {
+		written += uint64(len(fps))
+		if opts.Progress != nil {
+			if err := opts.Progress(written); err != nil {
+				return err
+			}
+		}
+		return w.Add(fps...)
+	})
+	if err != nil {
+		return st, err
+	}
+	if st.Fingerprints, err = w.Commit(); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+func describeSpec(s Spec) string {
+	if len(s.Key) == 0 {
+		return s.Hash + " of whole records"
+	}
+	return fmt.Sprintf("%s of %v joined by %q", s.Hash, s.Key, s.KeySep)
+}
+
+// mergedRange is the covered range of op's result.
+func mergedRange(inputs []*Index, op SetOp) (Range, error) {
+	first := inputs[0].Range()
+	same := true
+	for _, x := range inputs[1:] {
+		same = same && x.Range() == first
+	}
+	switch {
+	case same:
+		return first, nil
+	case op == Subtract:
+		return first, nil
+	case op == Intersect:
+		return Range{}, fmt.Errorf("cannot intersect indexes that cover different prefix ranges (%s and others)", first)
+	}
+	// A union of partitions: they must be disjoint and tile one node.
+	minBits := uint8(64)
+	for _, x := range inputs {
+		if x.Range().Bits == 0 {
+			return Range{}, nil // a whole index absorbs the rest
+		}
+		minBits = min(minBits, x.Range().Bits)
+	}
+	for i, a := range inputs {
+		for _, b := range inputs[i+1:] {
+			if overlap(a.Range(), b.Range()) && a.Range() != b.Range() {
+				return Range{}, fmt.Errorf("%s (partition %s) and %s (partition %s) overlap without being equal", a.Path(), a.Range(), b.Path(), b.Range())
+			}
+		}
+	}
+	// Distinct partitions' widths must add up to a node's width, and all
+	// lie under that node.
+	seen := map[Range]bool{}
+	total := 0.0
+	for _, x := range inputs {
+		if !seen[x.Range()] {
+			seen[x.Range()] = true
+			total += 1 / float64(uint64(1)<<x.Range().Bits)
+		}
+	}
+	for bits := uint8(0); bits <= minBits; bits++ {
+		if total == 1/float64(uint64(1)<<bits) {
+			r := Range{Bits: bits, Index: first.Index >> (first.Bits - bits)}
+			for _, x := range inputs {
+				if x.Range().Index>>(x.Range().Bits-bits) != r.Index {
+					return Range{}, fmt.Errorf("the partitions do not tile one prefix range")
+				}
+			}
+			return r, nil
+		}
+	}
+	return Range{}, fmt.Errorf("the partitions cover %.6g of the fingerprint space, not one whole prefix range: merge all N partitions of a build", total)
+}
+
+func overlap(a, b Range) bool {
+	bits := min(a.Bits, b.Bits)
+	return a.Index>>(a.Bits-bits) == b.Index>>(b.Bits-bits)
+}
