@@ -150,7 +150,7 @@ func (r *ChunkReader) Next() (*Chunk, error) {
 			return nil, io.EOF // held is 0 here: a final record got its terminator above
 		}
 		scanned = r.held
-		if r.maxRecord > 0 && r.held > r.maxRecord {
+		if r.maxRecord > 0 && r.held-r.openEnd(c) > r.maxRecord {
 			return nil, r.tooLongInBuffer(c)
 		}
 		r.grow(c)
@@ -191,13 +191,23 @@ func (r *ChunkReader) fill(c *Chunk) error {
 	return nil
 }
 
+// openEnd is 1 when c.buf[:held], the start of one record, may be all of
+// it: a csv record with a quote open ends with the input, and a final '\n'
+// would then be its terminator, not counted in its length.
+func (r *ChunkReader) openEnd(c *Chunk) int {
+	if r.csv && r.held > 0 && c.buf[r.held-1] == '\n' {
+		return 1
+	}
+	return 0
+}
+
 // grow makes room in a full buffer holding the start of one record: doubling
-// keeps the copying linear in the record's length, and maxRecord+1 bytes are
-// all it takes to tell that a record is too long.
+// keeps the copying linear in the record's length, and maxRecord+1 bytes
+// (+2 in csv, see openEnd) are all it takes to tell that a record is too long.
 func (r *ChunkReader) grow(c *Chunk) {
 	n := 2 * len(c.buf)
 	if r.maxRecord > 0 {
-		n = min(n, r.maxRecord+1) // > held, as held <= maxRecord here
+		n = min(n, r.maxRecord+1+r.openEnd(c)) // > held, as held-openEnd <= maxRecord here
 	}
 	nb := make([]byte, n)
 	copy(nb, c.buf[:r.held])

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/csv"
 	"io"
 	"math/rand/v2"
 	"reflect"
@@ -176,4 +177,76 @@ func TestCSVWriteReadProperty(t *testing.T) {
 			t.Fatalf("%q in chunks: %q, want %q", data, got, recs)
 		}
 	}
+}
+
+// FuzzKeyCSV splits arbitrary bytes into csv records and takes keys from
+// them: no panic, and where encoding/csv can judge (a record without CR,
+// which it would drop), the same verdict and the same fields.
+func FuzzKeyCSV(f *testing.F) {
+	for _, s := range []string{
+		"a,b,c\n", "\"a\nb\",c\r\n", "\"a\"\"b\",\n", "a\"b,c\n", "\"a\"b\n", "\"abc\n",
+		",,\n\n", "\xef\xbb\xbfa,b\n", "\xff,\"\x00\"\n", "\"\"\"\",\"\"\n",
+	} {
+		f.Add([]byte(s))
+	}
+	var keyers []*Keyer
+	for _, keys := range [][]string{{"1"}, {"2", "1"}, {"3"}} {
+		k, err := NewKeyer(KeySpec{Format: FormatCSV, Keys: keys, Sep: ":"}, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		keyers = append(keyers, k)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		first := true
+		var header []byte
+		SplitFormat(data, FormatCSV, '\n', func(rec []byte) bool {
+			for _, k := range keyers {
+				k.Key(rec, first)
+			}
+			if first {
+				header = rec
+			}
+			first = false
+			line := trimNewline(rec)
+			if len(line) == 0 || bytes.IndexByte(rec, '\r') >= 0 {
+				return true
+			}
+			mine, err := csvSplit(line)
+			rd := csv.NewReader(bytes.NewReader(rec))
+			rd.FieldsPerRecord = -1
+			rows, stdErr := rd.ReadAll()
+			switch {
+			case stdErr != nil && err == nil:
+				t.Fatalf("%q: encoding/csv: %v, ours: %q", rec, stdErr, mine)
+			case stdErr == nil && err != nil:
+				t.Fatalf("%q: encoding/csv: %q, ours: %v", rec, rows, err)
+			case stdErr == nil && len(rows) != 1:
+				t.Fatalf("%q: encoding/csv reads %d records: %q", rec, len(rows), rows)
+			case stdErr == nil:
+				var want [][]byte
+				for _, f := range rows[0] {
+					want = append(want, []byte(f))
+				}
+				if !reflect.DeepEqual(mine, want) {
+					t.Fatalf("%q: fields %q, encoding/csv %q", rec, mine, want)
+				}
+			}
+			return true
+		})
+		if header != nil {
+			// Names from the header resolve to their columns.
+			if names, err := headerNames(FormatCSV, header); err == nil && len(names[0]) > 0 {
+				if _, isNum, _ := columnNumber(string(names[0])); !isNum {
+					spec := KeySpec{Format: FormatCSV, Keys: []string{string(names[0])}, Header: true}
+					k, err := NewKeyer(spec, header)
+					if err == nil {
+						if key, err := k.Key(header, true); err != nil || !bytes.Equal(key, names[0]) {
+							t.Fatalf("header %q: key of itself %q, %v", header, key, err)
+						}
+					}
+				}
+			}
+		}
+	})
 }

@@ -1,9 +1,14 @@
 package ingest
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestKeyJSONL(t *testing.T) {
@@ -92,5 +97,131 @@ func TestKeyJSONL(t *testing.T) {
 		{name: "misspelt literal", keys: "a", rec: `{"a":tru}` + "\n", bad: "invalid JSON"},
 		{name: "misspelt null", keys: "a", rec: `{"a":nul}` + "\n", bad: "invalid JSON"},
 		{name: "NUL outside strings", keys: "a", rec: "{\"a\":1}\x00\n", bad: "invalid JSON"},
+	})
+}
+
+// jsonDuplicates says whether any object in line, valid JSON, has a member
+// name twice, as encoding/json decodes names.
+func jsonDuplicates(line []byte) bool {
+	type frame struct {
+		obj, wantName bool
+		names         map[string]bool
+	}
+	var stack []*frame
+	dec := json.NewDecoder(bytes.NewReader(line))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if name, ok := tok.(string); ok && top != nil && top.obj && top.wantName {
+			if top.names[name] {
+				return true
+			}
+			top.names[name], top.wantName = true, false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, wantName: true, names: map[string]bool{}})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 && stack[len(stack)-1].obj {
+			stack[len(stack)-1].wantName = true
+		}
+	}
+}
+
+// FuzzKeyJSONL checks the JSON scanner against encoding/json: it accepts
+// only what json.Valid accepts; it calls no line invalid that json.Valid
+// accepts and that has no duplicate member; and each top-level member, as a
+// key, gives what encoding/json decodes (strings where the line is valid
+// UTF-8, numbers as written).
+func FuzzKeyJSONL(f *testing.F) {
+	for _, s := range []string{
+		`{"a":"x","b":{"c":1.50}}`, `{"a":"\ud83d\ude00","b":{"c":"\u00e9"}}`, `{"a":"\ud800"}`,
+		`{"a":1,"a":2}`, `{"a":null,"b":[1,{"c":{}}]}`, `[1,"a",{"b":true}]`, "{\"a\":\"\xff\"}",
+		`{"a.b":-0,"x\\":1e3}`, ` {"a" : false , "b" : { "c" : true } } `, `{"a":1}x`, `{"a":01}`,
+	} {
+		f.Add([]byte(s))
+	}
+	fixed, err := NewKeyer(KeySpec{Format: FormatJSONL, Keys: []string{"a", "b.c"}, Sep: ":"}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if bytes.IndexByte(line, '\n') >= 0 {
+			return // one line
+		}
+		rec := append(bytes.Clone(line), '\n')
+		_, err := fixed.Key(rec, false)
+		valid := json.Valid(line)
+		if err == nil && !valid {
+			t.Fatalf("%q: accepted, but json.Valid says it is invalid", line)
+		}
+		var br *BadRecord
+		if err != nil && !errors.As(err, &br) {
+			t.Fatalf("%q: error %v is no BadRecord", line, err)
+		}
+		if !valid || jsonDuplicates(line) {
+			return
+		}
+		if err != nil && strings.HasPrefix(br.Reason, "invalid JSON") {
+			t.Fatalf("%q: %v, but json.Valid accepts it", line, err)
+		}
+		var m map[string]any
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.UseNumber()
+		if dec.Decode(&m) != nil {
+			return // not an object
+		}
+		for name, v := range m {
+			if strings.ContainsRune(name, utf8.RuneError) || name == "" {
+				continue // a lone surrogate or invalid UTF-8 that encoding/json replaced
+			}
+			item := strings.NewReplacer(`\`, `\\`, `.`, `\.`).Replace(name)
+			k, err := NewKeyer(KeySpec{Format: FormatJSONL, Keys: []string{item}}, nil)
+			if err != nil {
+				t.Fatalf("--key %q: %v", item, err)
+			}
+			key, err := k.Key(rec, false)
+			var want string
+			switch v := v.(type) {
+			case string:
+				if err != nil && strings.Contains(err.Error(), "lone surrogate") && strings.ContainsRune(v, utf8.RuneError) {
+					continue
+				}
+				if !utf8.Valid(line) {
+					continue
+				}
+				want = v
+			case json.Number:
+				want = string(v)
+			case bool:
+				want = strconv.FormatBool(v)
+			case nil:
+				if err == nil || !strings.Contains(err.Error(), "is null") {
+					t.Fatalf("%q: key %q of null: %q, %v", line, item, key, err)
+				}
+				continue
+			default:
+				if err == nil {
+					t.Fatalf("%q: key %q of %T: %q, want an error", line, item, v, key)
+				}
+				continue
+			}
+			if err != nil || string(key) != want {
+				t.Fatalf("%q: key %q = %q, %v; encoding/json says %q", line, item, key, err, want)
+			}
+		}
 	})
 }

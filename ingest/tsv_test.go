@@ -1,6 +1,10 @@
 package ingest
 
-import "testing"
+import (
+	"bytes"
+	"strconv"
+	"testing"
+)
 
 func TestKeyTSV(t *testing.T) {
 	runKeyCases(t, FormatTSV, []keyCase{
@@ -22,5 +26,44 @@ func TestKeyTSV(t *testing.T) {
 		{name: "header names", keys: "ts|user", header: "\xef\xbb\xbfuser\t\"ts\"\tts\r\n", rec: "u\tt\tx\n", want: "x:u"},
 		{name: "header name with a quote", keys: "\"ts\"|user", header: "user\t\"ts\"\n", rec: "u\tt\n", want: "t:u"},
 		{name: "missing column by name", keys: "b", header: "a\tb\n", rec: "x\n", bad: `no column 2 ("b"): the record has 1 field`},
+	})
+}
+
+// FuzzKeyTSV splits arbitrary bytes into tsv records: no panic, and each
+// key column is what bytes.Split on TAB gives.
+func FuzzKeyTSV(f *testing.F) {
+	for _, s := range []string{"a\tb\tc\n", "\"a\tb\r\n", "\t\t\n\n", "\xef\xbb\xbfa\tb\n", "\xff\x00\tq\"\n"} {
+		f.Add([]byte(s))
+	}
+	var keyers []*Keyer
+	for c := 1; c <= 3; c++ {
+		k, err := NewKeyer(KeySpec{Format: FormatTSV, Keys: []string{strconv.Itoa(c)}}, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		keyers = append(keyers, k)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		first := true
+		SplitFormat(data, FormatTSV, '\n', func(rec []byte) bool {
+			line := trimNewline(rec)
+			if first {
+				line = bytes.TrimPrefix(line, []byte(bom))
+			}
+			fields := bytes.Split(line, []byte{'\t'})
+			for c, k := range keyers {
+				key, err := k.Key(rec, first)
+				switch {
+				case len(line) == 0 || c >= len(fields):
+					if err == nil {
+						t.Fatalf("%q column %d: %q, want an error", rec, c+1, key)
+					}
+				case err != nil || !bytes.Equal(key, fields[c]):
+					t.Fatalf("%q column %d: %q, %v; want %q", rec, c+1, key, err, fields[c])
+				}
+			}
+			first = false
+			return true
+		})
 	})
 }
