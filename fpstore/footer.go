@@ -52,7 +52,14 @@ func encodeFooter(f footer) []byte {
 		fb.PrependUOffsetT(keys[i])
 	}
 	keyVec := fb.EndVector(len(keys))
+	var format flatbuffers.UOffsetT
+	if f.spec.Format != "" {
+		format = fb.CreateString(f.spec.Format)
+	}
 	schema.SpecStart(fb)
+	if format != 0 {
+		schema.SpecAddFormat(fb, format)
+	}
 	schema.SpecAddHash(fb, hash)
 	schema.SpecAddHashBits(fb, 128)
 	schema.SpecAddKey(fb, keyVec)
@@ -117,6 +124,7 @@ func decodeFooter(buf []byte, footerOffset uint64, headerVersion uint32) (footer
 		f.spec.Key = append(f.spec.Key, string(k))
 	}
 	f.spec.KeySep = string(st.str(3))
+	f.spec.Format = string(st.str(4))
 	if st.err != nil || t.err != nil {
 		return bad("spec: %v", firstErr(st.err, t.err))
 	}

@@ -137,9 +137,13 @@ type Spec struct {
 	Hash   string   // "xxh3" or "sha256"
 	Key    []string // --key items as given; empty: the whole record
 	KeySep string   // joins the key items
+	// Format is where the key items are found (csv, tsv, jsonl): recorded
+	// so that a later run can read records the same way, but provenance
+	// only, not part of Equal.
+	Format string
 }
 
-// Equal reports whether two specs are the same.
+// Equal reports whether two specs are the same (the format aside).
 func (s Spec) Equal(o Spec) bool {
 	if s.Hash != o.Hash || s.KeySep != o.KeySep || len(s.Key) != len(o.Key) {
 		return false

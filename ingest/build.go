@@ -2,9 +2,7 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"sync"
@@ -18,15 +16,12 @@ import (
 type BuildOptions struct {
 	Inputs    []string // file names; "-" is stdin; none: stdin
 	Output    string
-	Term      byte // record terminator: '\n', or 0 for -z
-	HexInput  bool // records are hex fingerprints (--format fp), not keys
-	Hash      Hash
+	Records   RecordOptions
 	Spec      fpstore.Spec
 	Range     fpstore.Range // keep only this partition
 	Threads   int
 	Mem       int64 // bytes of anonymous memory the build may use
 	TmpDir    string
-	MaxRecord int
 	// Progress, when set, is updated with raw input bytes read and
 	// records seen, for a progress display.
 	Progress *Progress
@@ -48,17 +43,10 @@ type BuildStats struct {
 	OutOfRange   int64   `json:"out_of_partition"`
 	Bytes        int64   `json:"bytes"`
 	Spills       int64   `json:"spilled_runs"`
+	BadRecords   int64   `json:"bad_records"`
 	Seconds      float64 `json:"seconds"`
 	IndexBytes   int64   `json:"index_bytes"`
 	MemoryBudget int64   `json:"memory_budget"`
-}
-
-// chunkJob is one chunk of one input on its way to a hashing worker.
-type chunkJob struct {
-	in    int // input index
-	name  string
-	rd    *ChunkReader
-	chunk *Chunk
 }
 
 // builders is how many goroutines build index segments: each holds about
@@ -114,10 +102,11 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	jobs := make(chan chunkJob, 2*opts.Threads)
+	headers := newHeaders()
 	var readErr error
 	go func() {
 		defer close(jobs)
-		readErr = readChunks(ctx, readOptions{opts.Inputs, opts.Term, opts.MaxRecord, opts.Progress}, jobs)
+		readErr = readChunks(ctx, readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers}, jobs)
 		if readErr != nil {
 			cancel(readErr)
 		}
@@ -137,7 +126,7 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 		wg.Add(1)
 		go func(c *fpstore.Collector) {
 			defer wg.Done()
-			if err := hashChunks(ctx, opts, jobs, c, &outOfRange); err != nil {
+			if err := hashChunks(ctx, opts, headers, jobs, c, &outOfRange); err != nil {
 				cancel(err)
 			}
 			for range jobs { // drain so the reader can stop
@@ -171,6 +160,7 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	}
 	stats.Distinct = n
 	stats.Duplicates = stats.Records - stats.OutOfRange - int64(n)
+	stats.BadRecords = opts.Records.OnBad.Count()
 	if st, err := os.Stat(opts.Output); err == nil {
 		stats.IndexBytes = st.Size()
 	}
@@ -178,96 +168,35 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	return stats, nil
 }
 
-// readOptions say what readChunks reads.
-type readOptions struct {
-	Inputs    []string
-	Term      byte
-	MaxRecord int
-	Progress  *Progress
-}
-
-// readChunks opens the inputs one after another and cuts them into chunks.
-func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) error {
-	var total int64
-	for _, name := range opts.Inputs {
-		if name == "-" {
-			total = -1
-			break
-		}
-		if st, err := os.Stat(name); err == nil && st.Mode().IsRegular() && total >= 0 {
-			total += st.Size()
-		}
-	}
-	opts.Progress.Total.Store(total)
-	var before int64
-	for i, name := range opts.Inputs {
-		in, err := Open(name)
-		if err != nil {
-			return err
-		}
-		rd := NewChunkReader(in, in.Name, opts.Term, 1<<20, opts.MaxRecord)
-		for {
-			c, err := rd.Next()
-			opts.Progress.RawBytes.Store(before + in.RawRead())
-			if err != nil {
-				in.Close()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return err
-			}
-			select {
-			case jobs <- chunkJob{in: i, name: in.Name, rd: rd, chunk: c}:
-			case <-ctx.Done():
-				in.Close()
-				return nil
-			}
-		}
-		before += in.RawRead()
-	}
-	return nil
-}
-
-// hashChunks splits chunks into records, fingerprints them and collects
-// the fingerprints.
-func hashChunks(ctx context.Context, opts BuildOptions, jobs <-chan chunkJob, c *fpstore.Collector, outOfRange *atomic.Int64) error {
+// hashChunks keys and fingerprints the records of chunks and collects the
+// fingerprints.
+func hashChunks(ctx context.Context, opts BuildOptions, headers *Headers, jobs <-chan chunkJob, c *fpstore.Collector, outOfRange *atomic.Int64) error {
 	batch := make([]fpstore.Fingerprint, 0, 4096)
+	w := newRecordWorker(&opts.Records, headers)
 	for job := range jobs {
 		if ctx.Err() != nil {
 			return nil
 		}
-		var recErr error
 		records := int64(0)
-		SplitRecords(job.chunk.Data, opts.Term, func(rec []byte) bool {
-			var fp fpstore.Fingerprint
-			if opts.HexInput {
-				var err error
-				if fp, err = fpstore.ParseHex(rec); err != nil {
-					recErr = &RecordError{Name: job.name, Line: job.chunk.FirstLine + records, Record: job.chunk.FirstRecord + records, Err: err}
-					return false
-				}
-			} else {
-				fp = opts.Hash.Sum(rec)
-			}
+		err := w.each(job, func(_ []byte, fp fpstore.Fingerprint) error {
 			records++
 			if !opts.Range.Contains(fp) {
 				outOfRange.Add(1)
-				return true
+				return nil
 			}
 			batch = append(batch, fp)
 			if len(batch) == cap(batch) {
 				if err := c.Add(batch); err != nil {
-					recErr = err
-					return false
+					return err
 				}
 				batch = batch[:0]
 			}
-			return true
+			return nil
 		})
 		job.rd.Release(job.chunk)
 		opts.Progress.Records.Add(records)
-		if recErr != nil {
-			return recErr
+		if err != nil {
+			return err
 		}
 	}
 	if len(batch) > 0 {

@@ -17,8 +17,7 @@ import (
 // DedupOptions configure Dedup.
 type DedupOptions struct {
 	Inputs         []string // none: stdin
-	Term           byte     // lines: '\n' or 0 (-z)
-	Hash           Hash
+	Records        RecordOptions
 	Against        *fpstore.Set // keys already seen, or nil
 	EmitDuplicates bool         // write the records that are not first occurrences instead
 	// Record, when set, is where the fingerprints of the first occurrences
@@ -29,7 +28,6 @@ type DedupOptions struct {
 	Threads    int
 	Mem        int64
 	TmpDir     string
-	MaxRecord  int
 	Progress   *Progress
 }
 
@@ -43,6 +41,7 @@ type DedupStats struct {
 	InAgainst        int64  `json:"in_against"`
 	Distinct         int64  `json:"distinct_in_input"`
 	Bytes            int64  `json:"bytes"`
+	BadRecords       int64  `json:"bad_records"`
 	TableBytes       int64  `json:"table_bytes"`
 	// The bounded (lsm) mode's figures: runs on disk, the bloom's probes,
 	// how many it answered alone (certainly new), its false positives, and
@@ -73,7 +72,7 @@ const (
 // written in input order.
 type dedupChunk struct {
 	job    chunkJob
-	recs   []int32 // end offset of each record in job.chunk.Data
+	recs   [][2]int32 // start and end offsets of each good record in job.chunk.Data
 	fps    []fpstore.Fingerprint
 	state  []uint8
 	err    error
@@ -143,9 +142,10 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	jobs := make(chan chunkJob, opts.Threads)
+	headers := newHeaders()
 	go func() {
 		defer close(jobs)
-		if err := readChunks(ctx, readOptions{opts.Inputs, opts.Term, opts.MaxRecord, opts.Progress}, jobs); err != nil {
+		if err := readChunks(ctx, readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers}, jobs); err != nil {
 			cancel(err)
 		}
 	}()
@@ -183,7 +183,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := dedupParser{opts: &opts}
+			p := dedupParser{opts: &opts, rw: newRecordWorker(&opts.Records, headers)}
 			for c := range toParse {
 				if ctx.Err() == nil {
 					c.err = p.parse(c)
@@ -217,6 +217,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	var err error
 	var first, dups, inAgainst, emitted int64
 	buf := make([]byte, 0, 1<<20)
+	wroteHeader := !opts.Records.Spec.Header
 	for c := range toWrite {
 		<-c.marked
 		if err == nil {
@@ -224,9 +225,13 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 		}
 		if err == nil && ctx.Err() == nil {
 			data := c.job.chunk.Data
-			prev := int32(0)
 			buf = buf[:0]
-			for i, end := range c.recs {
+			if !wroteHeader {
+				// The first input's header, once, as read.
+				buf = append(buf, headers.First()...)
+				wroteHeader = true
+			}
+			for i, r := range c.recs {
 				s := c.state[i]
 				keep := s == stateNew
 				switch s {
@@ -243,10 +248,9 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 					inAgainst++
 				}
 				if keep != opts.EmitDuplicates {
-					buf = append(buf, data[prev:end]...)
+					buf = append(buf, data[r[0]:r[1]]...)
 					emitted++
 				}
-				prev = end
 			}
 			if err == nil && len(buf) > 0 {
 				if _, werr := out.Write(buf); werr != nil {
@@ -264,6 +268,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	st.Records = first + dups + inAgainst
 	st.FirstOccurrences, st.Duplicates, st.InAgainst, st.Emitted = first, dups, inAgainst, emitted
 	st.Distinct = first
+	st.BadRecords = opts.Records.OnBad.Count()
 	st.Bytes = opts.Progress.RawBytes.Load()
 	var keys, blocks int
 	for _, s := range shards {
@@ -307,9 +312,10 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	return st, nil
 }
 
-// dedupParser splits and hashes chunks; one per goroutine.
+// dedupParser keys and hashes chunks; one per goroutine.
 type dedupParser struct {
 	opts  *DedupOptions
+	rw    *recordWorker
 	found []bool
 	tmp   []bool
 }
@@ -317,15 +323,17 @@ type dedupParser struct {
 func (p *dedupParser) parse(c *dedupChunk) error {
 	data := c.job.chunk.Data
 	n := c.job.chunk.Records
-	c.recs = make([]int32, 0, n)
+	c.recs = make([][2]int32, 0, n)
 	c.fps = make([]fpstore.Fingerprint, 0, n)
-	off := int32(0)
-	SplitRecords(data, p.opts.Term, func(rec []byte) bool {
-		off += int32(len(rec)) + 1
-		c.recs = append(c.recs, off)
-		c.fps = append(c.fps, p.opts.Hash.Sum(rec))
-		return true
+	err := p.rw.each(c.job, func(rec []byte, fp fpstore.Fingerprint) error {
+		start := int32(cap(data) - cap(rec)) // rec is a slice of data
+		c.recs = append(c.recs, [2]int32{start, start + int32(len(rec))})
+		c.fps = append(c.fps, fp)
+		return nil
 	})
+	if err != nil {
+		return err
+	}
 	c.state = make([]uint8, len(c.recs))
 	p.opts.Progress.Records.Add(int64(len(c.recs)))
 	if p.opts.Against != nil {

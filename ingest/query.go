@@ -21,14 +21,11 @@ const (
 
 // QueryOptions configure Query.
 type QueryOptions struct {
-	Set       *fpstore.Set
-	Hash      Hash
-	HexInput  bool // keys are hex fingerprints (--fp)
-	Term      byte // '\n' or 0 (-z), for input and output
-	Output    QueryOutput
-	Threads   int
-	MaxRecord int
-	Progress  *Progress
+	Set      *fpstore.Set
+	Records  RecordOptions // Spec.Term ('\n' or 0 for -z) ends output lines too
+	Output   QueryOutput
+	Threads  int
+	Progress *Progress
 }
 
 // QueryStats count the answers.
@@ -52,24 +49,26 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 		opts.Progress = &Progress{}
 	}
 	var present, absent atomic.Int64
+	headers := newHeaders()
+	term := opts.Records.Spec.Term
 	newWork := func() chunkWork {
 		fps := make([]fpstore.Fingerprint, 0, queryBatch)
 		keys := make([][]byte, 0, queryBatch)
 		found := make([]bool, queryBatch)
 		scratch := make([]bool, queryBatch)
+		w := newRecordWorker(&opts.Records, headers)
 		return func(job chunkJob, buf []byte) ([]byte, error) {
-			var err error
 			n := int64(0)
-			flush := func() {
-				if len(fps) == 0 || err != nil {
-					return
+			flush := func() error {
+				if len(fps) == 0 {
+					return nil
 				}
-				if err = opts.Set.ContainsBatch(fps, found[:len(fps)], scratch[:len(fps)]); err != nil {
-					return
+				if err := opts.Set.ContainsBatch(fps, found[:len(fps)], scratch[:len(fps)]); err != nil {
+					return err
 				}
 				p := int64(0)
 				for i, key := range keys {
-					buf = appendAnswer(buf, opts.Output, found[i], key, opts.Term)
+					buf = appendAnswer(buf, opts.Output, found[i], key, term)
 					if found[i] {
 						p++
 					}
@@ -77,27 +76,27 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 				present.Add(p)
 				absent.Add(int64(len(fps)) - p)
 				fps, keys = fps[:0], keys[:0]
+				return nil
 			}
-			SplitRecords(job.chunk.Data, opts.Term, func(rec []byte) bool {
-				fp, perr := keyFingerprint(opts.Hash, opts.HexInput, rec)
-				if perr != nil {
-					err = &RecordError{Name: job.name, Line: job.chunk.FirstLine + n, Record: job.chunk.FirstRecord + n, Err: perr}
-					return false
-				}
+			err := w.each(job, func(rec []byte, fp fpstore.Fingerprint) error {
 				n++
 				fps = append(fps, fp)
-				keys = append(keys, rec)
+				// The record is printed as read, without its terminator.
+				keys = append(keys, trimRecordEnd(rec, opts.Records.Spec))
 				if len(fps) == queryBatch {
-					flush()
+					return flush()
 				}
-				return err == nil
+				return nil
 			})
-			flush()
+			if err == nil {
+				err = flush()
+			}
+			fps, keys = fps[:0], keys[:0]
 			opts.Progress.Records.Add(n)
 			return buf, err
 		}
 	}
-	err := runOrdered(ctx, readOptions{inputs, opts.Term, opts.MaxRecord, opts.Progress}, max(opts.Threads, 1), newWork, func(b []byte) error {
+	err := runOrdered(ctx, readOptions{Inputs: inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers}, max(opts.Threads, 1), newWork, func(b []byte) error {
 		if len(b) == 0 {
 			return nil
 		}
@@ -109,15 +108,19 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 	return st, err
 }
 
-// QueryKeys answers for keys given as arguments.
+// QueryKeys answers for keys given as arguments: each argument is a key
+// (or, with HexInput, a hex fingerprint), never a record to parse.
 func QueryKeys(opts QueryOptions, keys []string, out io.Writer) (QueryStats, error) {
 	var st QueryStats
 	var buf []byte
 	found, scratch := make([]bool, 1), make([]bool, 1)
 	for _, k := range keys {
-		fp, err := keyFingerprint(opts.Hash, opts.HexInput, []byte(k))
-		if err != nil {
-			return st, fmt.Errorf("argument %q: %w", k, err)
+		fp := opts.Records.Hash.Sum([]byte(k))
+		if opts.Records.HexInput {
+			var err error
+			if fp, err = fpstore.ParseHex([]byte(k)); err != nil {
+				return st, fmt.Errorf("argument %q: %w", k, err)
+			}
 		}
 		if err := opts.Set.ContainsBatch([]fpstore.Fingerprint{fp}, found, scratch); err != nil {
 			return st, err
@@ -128,7 +131,7 @@ func QueryKeys(opts QueryOptions, keys []string, out io.Writer) (QueryStats, err
 		} else {
 			st.Absent++
 		}
-		buf = appendAnswer(buf[:0], opts.Output, found[0], []byte(k), opts.Term)
+		buf = appendAnswer(buf[:0], opts.Output, found[0], []byte(k), opts.Records.Spec.Term)
 		if _, err := out.Write(buf); err != nil {
 			return st, err
 		}
@@ -136,11 +139,13 @@ func QueryKeys(opts QueryOptions, keys []string, out io.Writer) (QueryStats, err
 	return st, nil
 }
 
-func keyFingerprint(h Hash, hexInput bool, rec []byte) (fpstore.Fingerprint, error) {
-	if hexInput {
-		return fpstore.ParseHex(rec)
+// trimRecordEnd drops a record's terminator (and, outside lines format,
+// the CR of a CRLF) for printing it on an answer line.
+func trimRecordEnd(rec []byte, spec KeySpec) []byte {
+	if spec.Format == FormatLines {
+		return trimTerm(rec, spec.Term)
 	}
-	return h.Sum(rec), nil
+	return trimNewline(rec)
 }
 
 func appendAnswer(buf []byte, mode QueryOutput, found bool, key []byte, term byte) []byte {

@@ -78,8 +78,16 @@ func (rcv *Spec) KeySep() []byte {
 	return nil
 }
 
+func (rcv *Spec) Format() []byte {
+	o := flatbuffers.UOffsetT(rcv._tab.Offset(12))
+	if o != 0 {
+		return rcv._tab.ByteVector(o + rcv._tab.Pos)
+	}
+	return nil
+}
+
 func SpecStart(builder *flatbuffers.Builder) {
-	builder.StartObject(4)
+	builder.StartObject(5)
 }
 func SpecAddHash(builder *flatbuffers.Builder, hash flatbuffers.UOffsetT) {
 	builder.PrependUOffsetTSlot(0, flatbuffers.UOffsetT(hash), 0)
@@ -95,6 +103,9 @@ func SpecStartKeyVector(builder *flatbuffers.Builder, numElems int) flatbuffers.
 }
 func SpecAddKeySep(builder *flatbuffers.Builder, keySep flatbuffers.UOffsetT) {
 	builder.PrependUOffsetTSlot(3, flatbuffers.UOffsetT(keySep), 0)
+}
+func SpecAddFormat(builder *flatbuffers.Builder, format flatbuffers.UOffsetT) {
+	builder.PrependUOffsetTSlot(4, flatbuffers.UOffsetT(format), 0)
 }
 func SpecEnd(builder *flatbuffers.Builder) flatbuffers.UOffsetT {
 	return builder.EndObject()

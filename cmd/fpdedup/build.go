@@ -13,14 +13,12 @@ import (
 )
 
 type buildOptions struct {
-	output      string
-	format      string
-	nul         bool
-	hash        string
-	files0From  string
-	tmpDir      string
-	partition   string
-	maxRecordSz string
+	output     string
+	records    recordFlags
+	hash       string
+	files0From string
+	tmpDir     string
+	partition  string
 }
 
 func newBuildCommand(g *globals) *cobra.Command {
@@ -55,45 +53,30 @@ published); 130/143 interrupted (nothing is published).`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", "", "the index to write (required)")
-	f.StringVar(&o.format, "format", "lines", "input format: lines (one key per line) or fp (hex fingerprints)")
-	f.BoolVarP(&o.nul, "zero-terminated", "z", false, "records end with NUL, not newline")
+	o.records.add(f, "lines (one key per line), csv, tsv, jsonl, or fp (hex fingerprints)")
 	f.StringVar(&o.hash, "hash", "xxh3", "fingerprint hash: xxh3 (XXH3-128) or sha256 (first 128 bits)")
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for spilled runs")
 	f.StringVar(&o.partition, "partition", "", "keep only prefix range `I/N` (0-based I, N a power of two)")
-	f.StringVar(&o.maxRecordSz, "max-record", "0", "refuse records longer than this size (0: no limit)")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }
 
 func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) error {
-	opts := ingest.BuildOptions{Output: o.output, Term: '\n', Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
-	if o.nul {
-		opts.Term = 0
-	}
-	switch o.format {
-	case "lines":
-	case "fp":
-		opts.HexInput = true
-	default:
-		return usageErrorf("--format %q: build reads lines or fp", o.format)
-	}
+	opts := ingest.BuildOptions{Output: o.output, Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
 	h, err := ingest.ParseHash(o.hash)
 	if err != nil {
 		return usageErrorf("--hash: %v", err)
 	}
-	opts.Hash = h
-	opts.Spec = fpstore.Spec{Hash: h.String()}
+	if opts.Records, err = o.records.options(h, true); err != nil {
+		return err
+	}
+	opts.Spec = recipe(h, opts.Records)
 	if o.partition != "" {
 		if opts.Range, err = parsePartition(o.partition); err != nil {
 			return err
 		}
 	}
-	mr, err := parseSize(o.maxRecordSz)
-	if err != nil {
-		return usageErrorf("--max-record: %v", err)
-	}
-	opts.MaxRecord = int(mr)
 	inputs, err := inputNames(g, o.files0From, args)
 	if err != nil {
 		return err
@@ -103,12 +86,15 @@ func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) er
 	stop := g.showProgress("build", opts.Progress)
 	st, err := ingest.Build(cmd.Context(), opts)
 	stop()
+	if cerr := opts.Records.OnBad.Close(err == nil); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return err
 	}
 	rate := float64(st.Records) / max(st.Seconds, 1e-9)
-	g.summary("build: %d records, %d distinct, %d duplicates, %s read, %.2f s, %s records/s → %s (%s, %.2f bytes/key)",
-		st.Records, st.Distinct, st.Duplicates, formatBytes(st.Bytes), st.Seconds, humanRate(rate),
+	g.summary("build: %d records, %d distinct, %d duplicates, %s, %s read, %.2f s, %s records/s → %s (%s, %.2f bytes/key)",
+		st.Records, st.Distinct, st.Duplicates, badSummary(opts.Records.OnBad), formatBytes(st.Bytes), st.Seconds, humanRate(rate),
 		o.output, formatBytes(st.IndexBytes), float64(st.IndexBytes)/float64(max(st.Distinct, 1)))
 	return g.writeStats(map[string]any{"command": "build", "output": o.output, "hash": h.String(), "build": st, "threads": g.threads})
 }
@@ -154,4 +140,13 @@ func formatFloat(v float64) string {
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+// badSummary is the bad-record part of a summary line.
+func badSummary(p *ingest.BadPolicy) string {
+	n := p.Count()
+	if n == 0 {
+		return "0 bad"
+	}
+	return fmt.Sprintf("%d bad (first: %v)", n, p.First())
 }

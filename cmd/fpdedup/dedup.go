@@ -19,11 +19,10 @@ type dedupOptions struct {
 	emit       string
 	record     string
 	output     string
-	nul        bool
+	records    recordFlags
 	hash       string
 	files0From string
 	tmpDir     string
-	maxRecord  string
 }
 
 func newDedupCommand(g *globals) *cobra.Command {
@@ -56,19 +55,16 @@ ends the run quietly.`,
 	f.StringVar(&o.emit, "emit", "first", "which records to write: first (first occurrences) or duplicates")
 	f.StringVar(&o.record, "record", "", "publish the new first occurrences' fingerprints as an index at `OUT.fpx`")
 	f.StringVarP(&o.output, "output", "o", "", "write records to FILE, published atomically on success (default stdout)")
-	f.BoolVarP(&o.nul, "zero-terminated", "z", false, "records end with NUL, not newline")
+	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl (keyed by --key); default: the --against index's recipe")
+	f.BoolVar(&o.records.assumeRecipe, "assume-recipe", false, "read records with another --key/--key-sep than the --against index's, with a warning")
 	f.StringVar(&o.hash, "hash", "", "fingerprint hash: xxh3 or sha256 (default: the --against index's, else xxh3)")
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for temporary files")
-	f.StringVar(&o.maxRecord, "max-record", "0", "refuse records longer than this size (0: no limit)")
 	return cmd
 }
 
 func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) error {
-	opts := ingest.DedupOptions{Term: '\n', Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Record: o.record, Progress: &ingest.Progress{}}
-	if o.nul {
-		opts.Term = 0
-	}
+	opts := ingest.DedupOptions{Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Record: o.record, Progress: &ingest.Progress{}}
 	switch o.emit {
 	case "first":
 	case "duplicates":
@@ -76,11 +72,7 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	default:
 		return usageErrorf("--emit must be first or duplicates, not %q", o.emit)
 	}
-	mr, err := parseSize(o.maxRecord)
-	if err != nil {
-		return usageErrorf("--max-record: %v", err)
-	}
-	opts.MaxRecord = int(mr)
+	var err error
 	if opts.Inputs, err = inputNames(g, o.files0From, args); err != nil {
 		return err
 	}
@@ -110,10 +102,26 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	if hashName == "" {
 		hashName = "xxh3"
 	}
-	if opts.Hash, err = ingest.ParseHash(hashName); err != nil {
+	h, err := ingest.ParseHash(hashName)
+	if err != nil {
 		return usageErrorf("--hash: %v", err)
 	}
-	opts.RecordSpec = fpstore.Spec{Hash: opts.Hash.String()}
+	// Records are read as the --against index was built unless the
+	// command line says otherwise; then the recipes must agree.
+	if opts.Against != nil && !o.records.given(cmd.Flags()) {
+		o.records.adoptRecipe(opts.Against.Spec())
+	}
+	if opts.Records, err = o.records.options(h, false); err != nil {
+		return err
+	}
+	opts.RecordSpec = recipe(h, opts.Records)
+	if opts.Against != nil {
+		for _, x := range opts.Against.Indexes() {
+			if err := checkRecipe(g, x.Path(), x.Spec(), opts.RecordSpec, o.records.assumeRecipe); err != nil {
+				return err
+			}
+		}
+	}
 
 	var out io.Writer = g.stdout
 	var af *atomicfile.File
@@ -134,12 +142,19 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	if err == nil && af != nil {
 		err = af.Commit()
 	}
+	if cerr := opts.Records.OnBad.Close(err == nil); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return err
 	}
-	g.summary("dedup: %d records, %d first occurrences, %d duplicates, %d in --against, %d written, %s read, %.2f s, %s records/s (mode %s, seen-set %s)",
-		st.Records, st.FirstOccurrences, st.Duplicates, st.InAgainst, st.Emitted, formatBytes(st.Bytes), st.Seconds,
+	g.summary("dedup: %d records, %d first occurrences, %d duplicates, %d in --against, %s, %d written, %s read, %.2f s, %s records/s (mode %s, seen-set %s)",
+		st.Records, st.FirstOccurrences, st.Duplicates, st.InAgainst, badSummary(opts.Records.OnBad), st.Emitted, formatBytes(st.Bytes), st.Seconds,
 		humanRate(float64(st.Records)/max(st.Seconds, 1e-9)), st.Mode, formatBytes(st.TableBytes))
+	if st.Mode == "lsm" {
+		g.summary("dedup: bounded mode: %d runs on disk, bloom %s: %d of %d probes answered by the bloom alone, false positives %.4f%% measured at the final fill vs %.4f%% by the blocked-bloom formula",
+			st.Runs, formatBytes(st.BloomBytes), st.FilterAnswered, st.FilterProbes, 100*st.FilterFPRMeasured, 100*st.FilterFPRFormula)
+	}
 	return g.writeStats(map[string]any{"command": "dedup", "dedup": st, "against": o.against, "record": o.record, "threads": g.threads})
 }
 

@@ -11,12 +11,11 @@ import (
 )
 
 type queryOptions struct {
-	indexes   []string
-	fp        bool
-	only      string
-	count     bool
-	nul       bool
-	maxRecord string
+	indexes []string
+	fp      bool
+	only    string
+	count   bool
+	records recordFlags
 }
 
 func newQueryCommand(g *globals) *cobra.Command {
@@ -48,8 +47,8 @@ code does not depend on --only or --count.`,
 	f.BoolVar(&o.fp, "fp", false, "keys are hex fingerprints")
 	f.StringVar(&o.only, "only", "", "print only the present or absent keys, verbatim")
 	f.BoolVar(&o.count, "count", false, "print only the counts: present<TAB>N and absent<TAB>M")
-	f.BoolVarP(&o.nul, "zero-terminated", "z", false, "keys and output lines end with NUL")
-	f.StringVar(&o.maxRecord, "max-record", "0", "refuse keys longer than this size (0: no limit)")
+	o.records.add(f, "lines (each line is a key), csv, tsv, jsonl (records keyed by --key)")
+	f.BoolVar(&o.records.assumeRecipe, "assume-recipe", false, "read records with another --key/--key-sep than the index's, with a warning")
 	return cmd
 }
 
@@ -68,10 +67,7 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 			paths, args = append([]string{args[0]}, paths...), args[1:]
 		}
 	}
-	opts := ingest.QueryOptions{Term: '\n', HexInput: o.fp, Threads: g.threads, Output: ingest.QueryAll, Progress: &ingest.Progress{}}
-	if o.nul {
-		opts.Term = 0
-	}
+	opts := ingest.QueryOptions{Threads: g.threads, Output: ingest.QueryAll, Progress: &ingest.Progress{}}
 	switch o.only {
 	case "":
 	case "present":
@@ -87,19 +83,30 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 		}
 		opts.Output = ingest.QueryCountOnly
 	}
-	mr, err := parseSize(o.maxRecord)
-	if err != nil {
-		return usageErrorf("--max-record: %v", err)
-	}
-	opts.MaxRecord = int(mr)
-
 	set, err := openSet(paths)
 	if err != nil {
 		return err
 	}
 	defer set.Close()
-	if opts.Hash, err = ingest.ParseHash(set.Spec().Hash); err != nil {
+	h, err := ingest.ParseHash(set.Spec().Hash)
+	if err != nil {
 		return fmt.Errorf("%s: %w", paths[0], err)
+	}
+	if opts.Records, err = o.records.options(h, false); err != nil {
+		return err
+	}
+	opts.Records.HexInput = o.fp
+	if o.fp && o.records.given(cmd.Flags()) {
+		return usageErrorf("--fp reads hex fingerprints: no --format/--key/--header")
+	}
+	// Plain keys and --fp need no recipe; records keyed by --key must be
+	// keyed as the index was.
+	if len(opts.Records.Spec.Keys) > 0 {
+		for _, x := range set.Indexes() {
+			if err := checkRecipe(g, x.Path(), x.Spec(), recipe(h, opts.Records), o.records.assumeRecipe); err != nil {
+				return err
+			}
+		}
 	}
 	opts.Set = set
 
@@ -117,6 +124,9 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 	}
 	if ferr := out.Flush(); err == nil {
 		err = ferr
+	}
+	if cerr := opts.Records.OnBad.Close(err == nil); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		return err

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+// recordFlags are how build, query and dedup read records and their keys
+// (DESIGN section 2), so one record gives one fingerprint in all three.
+type recordFlags struct {
+	format       string
+	keys         []string
+	keySep       string
+	header       bool
+	nul          bool
+	onBad        string
+	maxRecord    string
+	assumeRecipe bool
+}
+
+func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
+	f.StringVar(&r.format, "format", "lines", "record format: "+formats)
+	f.StringSliceVar(&r.keys, "key", nil, "key fields, comma-separated or repeated: csv/tsv column numbers (1-based) or header names, jsonl field paths (a.b nests)")
+	f.StringVar(&r.keySep, "key-sep", ":", "joins the key fields (user_id:device_id:timestamp_ms, as online)")
+	f.BoolVar(&r.header, "header", false, "csv/tsv: the first record of each input is a header (names columns; dedup writes it once)")
+	f.BoolVarP(&r.nul, "zero-terminated", "z", false, "lines format: records end with NUL, not newline")
+	f.StringVar(&r.onBad, "on-bad", "fail", "a bad record: fail (exit 2), skip (count it), or quarantine=FILE (write it there)")
+	f.StringVar(&r.maxRecord, "max-record", "0", "a record longer than this size is bad (0: no limit)")
+}
+
+// given reports whether any record flag was set on the command line.
+func (r *recordFlags) given(f *pflag.FlagSet) bool {
+	for _, n := range []string{"format", "key", "key-sep", "header"} {
+		if f.Changed(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// options resolves the flags; hexOK allows --format fp.
+func (r *recordFlags) options(hash ingest.Hash, hexOK bool) (ingest.RecordOptions, error) {
+	var o ingest.RecordOptions
+	o.Hash = hash
+	if r.format == "fp" {
+		if !hexOK {
+			return o, usageErrorf("--format fp is only for build (query has --fp)")
+		}
+		if len(r.keys) > 0 || r.header {
+			return o, usageErrorf("--format fp reads fingerprints: no --key or --header")
+		}
+		o.HexInput = true
+		r.format = "lines"
+	}
+	f, err := ingest.ParseFormat(r.format)
+	if err != nil {
+		return o, usageErrorf("--format: %v", err)
+	}
+	o.Spec = ingest.KeySpec{Format: f, Keys: r.keys, Sep: r.keySep, Header: r.header, Term: '\n'}
+	if r.nul {
+		if f != ingest.FormatLines {
+			return o, usageErrorf("-z is for the lines format: csv, tsv and jsonl records end with newlines")
+		}
+		o.Spec.Term = 0
+	}
+	if err := o.Spec.Validate(); err != nil {
+		return o, usageErrorf("%v", err)
+	}
+	if o.OnBad, err = ingest.ParseOnBad(r.onBad); err != nil {
+		return o, usageErrorf("%v", err)
+	}
+	mr, err := parseSize(r.maxRecord)
+	if err != nil {
+		return o, usageErrorf("--max-record: %v", err)
+	}
+	o.MaxRecord = int(mr)
+	return o, nil
+}
+
+// recipe is the key recipe an index records for these options.
+func recipe(hash ingest.Hash, o ingest.RecordOptions) fpstore.Spec {
+	s := fpstore.Spec{Hash: hash.String()}
+	if len(o.Spec.Keys) > 0 && !o.HexInput {
+		s.Key = o.Spec.Keys
+		s.KeySep = o.Spec.Sep
+		s.Format = o.Spec.Format.String()
+	}
+	return s
+}
+
+// adoptRecipe makes r read records the way index spec s was built, when
+// the command line said nothing about records.
+func (r *recordFlags) adoptRecipe(s fpstore.Spec) {
+	if len(s.Key) == 0 {
+		return
+	}
+	r.format = s.Format
+	r.keys = s.Key
+	r.keySep = s.KeySep
+	if (s.Format == "csv" || s.Format == "tsv") && !allDigits(s.Key) {
+		r.header = true
+	}
+}
+
+func allDigits(keys []string) bool {
+	for _, k := range keys {
+		if strings.Trim(k, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// checkRecipe refuses to read records into fingerprints that would not
+// match an index's: a different key list or separator would make every
+// answer silently wrong (DESIGN section 2). --assume-recipe overrides it.
+func checkRecipe(g *globals, path string, idx fpstore.Spec, mine fpstore.Spec, assume bool) error {
+	if len(idx.Key) == len(mine.Key) && idx.KeySep == mine.KeySep && strings.Join(idx.Key, "\x00") == strings.Join(mine.Key, "\x00") {
+		return nil
+	}
+	msg := fmt.Sprintf("%s was built with key %s, but these records are keyed by %s", path, describeRecipe(idx), describeRecipe(mine))
+	if assume {
+		fmt.Fprintln(g.stderr, "fpdedup: warning:", msg, "(--assume-recipe)")
+		return nil
+	}
+	return fmt.Errorf("%w: %s; give the same --key/--key-sep, or --assume-recipe if they are the same fields under other names", fpstore.ErrSpecMismatch, msg)
+}
+
+func describeRecipe(s fpstore.Spec) string {
+	if len(s.Key) == 0 {
+		return "(the whole record)"
+	}
+	return fmt.Sprintf("%s joined by %q", strings.Join(s.Key, ","), s.KeySep)
+}
