@@ -243,19 +243,23 @@ func regions(t *testing.T, data []byte, refs []segmentRef) []region {
 			at(uint64(tb.vtable), uint64(tb.vtable)+uint64(tb.vlen), "vtable"),
 			at(uint64(tb.pos), uint64(tb.pos)+objLen, "table"),
 		}
+		// The vectors where the reader finds them (so that the test
+		// follows the schema's field numbers): each after its length word.
+		seg, err := loadSegment(data, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, v := range []struct {
-			field int
-			elem  uint64
-			name  string
-		}{{5, 4, "directory"}, {10, 1, "filter"}, {11, 16, "fingerprints"}} {
-			vat, ok := tb.target(v.field)
-			if !ok {
-				t.Fatalf("segment %d: no field %d", i, v.field)
-			}
-			n := uint64(binary.LittleEndian.Uint32(buf[vat:]))
+			at, bytes uint64
+			name      string
+		}{
+			{seg.dirAt, 4 * uint64(len(seg.dir)), "directory"},
+			{seg.filterAt, 64 * uint64(len(seg.filter)), "filter"},
+			{seg.fpsAt, 16 * uint64(len(seg.fps)), "fingerprints"},
+		} {
 			parts = append(parts,
-				at(uint64(vat), uint64(vat)+4, v.name+" length"),
-				at(uint64(vat)+4, uint64(vat)+4+v.elem*n, v.name))
+				at(v.at-4, v.at, v.name+" length"),
+				at(v.at, v.at+v.bytes, v.name))
 		}
 		// Alignment padding inside the FlatBuffers buffer: what no part
 		// above covers.
@@ -298,12 +302,12 @@ func regions(t *testing.T, data []byte, refs []segmentRef) []region {
 	return slices.DeleteFunc(rs, func(r region) bool { return r.to <= r.from })
 }
 
-// flipPoints picks offsets in a region: its first and last byte, and in
-// long mode the middle and a random one too.
-func flipPoints(r region, rnd *rand.Rand) []uint64 {
+// flipPoints picks offsets in a region: its first and last byte, and
+// unless -short its middle one.
+func flipPoints(r region) []uint64 {
 	pts := []uint64{r.from, r.to - 1}
 	if !testing.Short() {
-		pts = append(pts, r.from+(r.to-r.from)/2, r.from+rnd.Uint64N(r.to-r.from))
+		pts = append(pts, r.from+(r.to-r.from)/2)
 	}
 	slices.Sort(pts)
 	return slices.Compact(pts)
@@ -312,31 +316,37 @@ func flipPoints(r region, rnd *rand.Rand) []uint64 {
 func TestDamageFlipEveryPart(t *testing.T) {
 	f := getDamageFixture(t)
 	rs := regions(t, f.data, f.refs)
-	// Check the small segments 0, 1 (the first two) and a middle one, the
-	// big last one, and every file-level part.
+	// Every file-level part; in segments, every part of the first two small
+	// ones, a middle one and the big last one. Verify rebuilds the big
+	// segment's filter each time (~70 ms), which bounds how many flips fit.
 	keep := map[int]bool{-1: true, 0: true, 1: true, chainSmall / 2: true, len(f.refs) - 1: true}
-	rnd := rand.New(rand.NewPCG(15, 16))
-	dir := t.TempDir()
-	path := filepath.Join(dir, "x.fpx")
-	data := slices.Clone(f.data)
-	cases := 0
-	for _, r := range rs {
-		if !keep[r.seg] {
-			continue
-		}
-		for _, off := range flipPoints(r, rnd) {
-			cases++
-			name := fmt.Sprintf("%s@%d", r.name, off)
-			data[off] ^= 0xff
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			data[off] ^= 0xff
-			t.Run(name, func(t *testing.T) {
-				checkDamaged(t, f, path, r, off)
-			})
-		}
+	if testing.Short() {
+		keep = map[int]bool{-1: true, 1: true, len(f.refs) - 1: true}
 	}
+	dir := t.TempDir()
+	cases := 0
+	t.Run("flips", func(t *testing.T) {
+		for _, r := range rs {
+			if !keep[r.seg] {
+				continue
+			}
+			for _, off := range flipPoints(r) {
+				cases++
+				path := filepath.Join(dir, fmt.Sprintf("x%d.fpx", off))
+				t.Run(fmt.Sprintf("%s@%d", r.name, off), func(t *testing.T) {
+					t.Parallel()
+					data := slices.Clone(f.data)
+					data[off] ^= 0xff
+					if err := os.WriteFile(path, data, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					data = nil
+					checkDamaged(t, f, path, r, off)
+					os.Remove(path)
+				})
+			}
+		}
+	})
 	t.Logf("%d flips in %d regions", cases, len(rs))
 }
 
@@ -619,7 +629,9 @@ func TestDamageTruncatedWhileMapped(t *testing.T) {
 			}); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("Scan: %v, want ErrCorrupt", err)
 			}
-			if _, err := x.Info(1000); !errors.Is(err, ErrCorrupt) {
+			// Info's random probes may all land in segments that
+			// survived; it may succeed, but not panic or misreport.
+			if _, err := x.Info(1000); err != nil && !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("Info: %v, want ErrCorrupt", err)
 			}
 		})

@@ -14,14 +14,14 @@ import (
 
 // BuildOptions configure Build.
 type BuildOptions struct {
-	Inputs    []string // file names; "-" is stdin; none: stdin
-	Output    string
-	Records   RecordOptions
-	Spec      fpstore.Spec
-	Range     fpstore.Range // keep only this partition
-	Threads   int
-	Mem       int64 // bytes of anonymous memory the build may use
-	TmpDir    string
+	Inputs  []string // file names; "-" is stdin; none: stdin
+	Output  string
+	Records RecordOptions
+	Spec    fpstore.Spec
+	Range   fpstore.Range // keep only this partition
+	Threads int
+	Mem     int64 // bytes of anonymous memory the build may use
+	TmpDir  string
 	// Progress, when set, is updated with raw input bytes read and
 	// records seen, for a progress display.
 	Progress *Progress

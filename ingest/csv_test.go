@@ -250,3 +250,33 @@ func FuzzKeyCSV(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkKeyCSV compares the hand-written scanner with encoding/csv
+// (ReuseRecord, FieldsPerRecord -1) on the same events, keyed the same way.
+func BenchmarkKeyCSV(b *testing.B) {
+	for _, quoted := range []bool{false, true} {
+		data := benchEvents(FormatCSV, quoted)
+		name := map[bool]string{false: "plain", true: "quoted"}[quoted]
+		b.Run("hand/"+name, func(b *testing.B) { runKeyBench(b, data, handKeys(b, FormatCSV)) })
+		b.Run("encoding-csv/"+name, func(b *testing.B) {
+			var key []byte
+			runKeyBench(b, data, func(data []byte) int {
+				rd := csv.NewReader(bytes.NewReader(data))
+				rd.ReuseRecord, rd.FieldsPerRecord = true, -1
+				n := 0
+				for {
+					rec, err := rd.Read()
+					if err == io.EOF {
+						return n
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					key = append(append(append(append(append(key[:0], rec[0]...), ':'), rec[1]...), ':'), rec[2]...)
+					benchSink += len(key)
+					n++
+				}
+			})
+		})
+	}
+}

@@ -225,3 +225,66 @@ func FuzzKeyJSONL(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkKeyJSONL compares the hand-written scanner with encoding/json
+// decoding each line into a map (numbers kept as json.Number, their text)
+// and into a map of RawMessage (values undecoded: strings would still need
+// unescaping).
+func BenchmarkKeyJSONL(b *testing.B) {
+	data := benchEvents(FormatJSONL, false)
+	keys := []string{"user_id", "device_id", "timestamp_ms"}
+	b.Run("hand", func(b *testing.B) { runKeyBench(b, data, handKeys(b, FormatJSONL)) })
+	b.Run("encoding-json/map", func(b *testing.B) {
+		var key []byte
+		runKeyBench(b, data, func(data []byte) int {
+			n := 0
+			SplitFormat(data, FormatJSONL, '\n', func(rec []byte) bool {
+				var m map[string]any
+				dec := json.NewDecoder(bytes.NewReader(rec))
+				dec.UseNumber()
+				if err := dec.Decode(&m); err != nil {
+					b.Fatal(err)
+				}
+				key = key[:0]
+				for i, k := range keys {
+					if i > 0 {
+						key = append(key, ':')
+					}
+					switch v := m[k].(type) {
+					case string:
+						key = append(key, v...)
+					case json.Number:
+						key = append(key, v...)
+					}
+				}
+				benchSink += len(key)
+				n++
+				return true
+			})
+			return n
+		})
+	})
+	b.Run("encoding-json/rawmessage", func(b *testing.B) {
+		var key []byte
+		runKeyBench(b, data, func(data []byte) int {
+			n := 0
+			SplitFormat(data, FormatJSONL, '\n', func(rec []byte) bool {
+				var m map[string]json.RawMessage
+				if err := json.Unmarshal(rec, &m); err != nil {
+					b.Fatal(err)
+				}
+				key = key[:0]
+				for i, k := range keys {
+					if i > 0 {
+						key = append(key, ':')
+					}
+					key = append(key, m[k]...)
+				}
+				benchSink += len(key)
+				n++
+				return true
+			})
+			return n
+		})
+	})
+}

@@ -171,23 +171,26 @@ func (k *Keyer) Key(rec []byte, first bool) ([]byte, error) {
 // join returns the fields picked by idx joined by the separator, without
 // copying when there is only one.
 func (k *Keyer) join(line []byte, idx []int, fields []field) []byte {
-	get := func(f field) []byte {
-		if f.scratch {
-			return k.scratch[f.start:f.end]
-		}
-		return line[f.start:f.end]
-	}
 	if len(idx) == 1 {
-		return get(fields[idx[0]])
+		return k.bytes(line, fields[idx[0]])
 	}
-	k.out = k.out[:0]
+	out := k.out[:0]
 	for i, c := range idx {
 		if i > 0 {
-			k.out = append(k.out, k.sep...)
+			out = append(out, k.sep...)
 		}
-		k.out = append(k.out, get(fields[c])...)
+		out = append(out, k.bytes(line, fields[c])...)
 	}
-	return k.out
+	k.out = out
+	return out
+}
+
+// bytes returns the bytes f locates.
+func (k *Keyer) bytes(line []byte, f field) []byte {
+	if f.scratch {
+		return k.scratch[f.start:f.end]
+	}
+	return line[f.start:f.end]
 }
 
 // trimNewline strips a record's "\n" or "\r\n" terminator.

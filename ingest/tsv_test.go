@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/csv"
+	"io"
 	"strconv"
 	"testing"
 )
@@ -64,6 +66,47 @@ func FuzzKeyTSV(f *testing.F) {
 			}
 			first = false
 			return true
+		})
+	})
+}
+
+// BenchmarkKeyTSV compares the hand-written split with bytes.Split and
+// with encoding/csv reading TAB-separated fields.
+func BenchmarkKeyTSV(b *testing.B) {
+	data := benchEvents(FormatTSV, false)
+	b.Run("hand", func(b *testing.B) { runKeyBench(b, data, handKeys(b, FormatTSV)) })
+	b.Run("bytes-split", func(b *testing.B) {
+		var key []byte
+		runKeyBench(b, data, func(data []byte) int {
+			n := 0
+			SplitFormat(data, FormatTSV, '\n', func(rec []byte) bool {
+				f := bytes.Split(trimNewline(rec), []byte{'\t'})
+				key = bytes.Join(f[:3], []byte{':'})
+				benchSink += len(key)
+				n++
+				return true
+			})
+			return n
+		})
+	})
+	b.Run("encoding-csv", func(b *testing.B) {
+		var key []byte
+		runKeyBench(b, data, func(data []byte) int {
+			rd := csv.NewReader(bytes.NewReader(data))
+			rd.Comma, rd.ReuseRecord, rd.FieldsPerRecord = '\t', true, -1
+			n := 0
+			for {
+				rec, err := rd.Read()
+				if err == io.EOF {
+					return n
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				key = append(append(append(append(append(key[:0], rec[0]...), ':'), rec[1]...), ':'), rec[2]...)
+				benchSink += len(key)
+				n++
+			}
 		})
 	})
 }

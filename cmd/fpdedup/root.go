@@ -75,6 +75,7 @@ SIGINT, 143 on SIGTERM.`,
 		newInspectCommand(g),
 		newVerifyCommand(g),
 		newBenchCommand(g),
+		newReconcileCommand(g),
 	)
 	return root
 }
