@@ -22,6 +22,9 @@ type MergeStats struct {
 	InputKeys    uint64 `json:"input_fingerprints"`
 	Fingerprints uint64 `json:"fingerprints"`
 	Range        string `json:"partition"`
+	// Stitched: the inputs were disjoint partitions, whose segments were
+	// copied rather than merged.
+	Stitched bool `json:"stitched"`
 }
 
 // Merge writes op over the input indexes to a new index at out, published
@@ -62,6 +65,17 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 		return st, err
 	}
 	defer w.Abort()
+	if xs, ok := stitchable(inputs, opts.Op); ok {
+		// Disjoint partitions: copy their segments, no k-way merge.
+		st.Stitched = true
+		if err := stitch(w, xs, rng); err != nil {
+			return st, err
+		}
+		if st.Fingerprints, err = w.Commit(); err != nil {
+			return st, err
+		}
+		return st, nil
+	}
 	var written uint64
 	err = MergeCursors(cursors, opts.Op, func(fps []Fingerprint) error {
 		written += uint64(len(fps))

@@ -1,0 +1,152 @@
+package fpstore
+
+import (
+	"fmt"
+	"io"
+	"slices"
+)
+
+// Stitching disjoint partitions (DESIGN section 8). A partition P built
+// alone cuts its segments with P as the trie's root; a whole build cuts
+// the same segments inside P whenever P holds more than SegmentMax
+// fingerprints, since every ancestor of P then holds more too. So such a
+// partition's segments are copied byte for byte (their checksums checked),
+// and only partitions of at most SegmentMax are re-packed: together with
+// their siblings, into the shallowest node that holds at most SegmentMax.
+
+// copySegment appends segment i of x as it is, after checking all its
+// pages. Any pending fingerprints must have been cut first.
+func (w *Writer) copySegment(x *Index, i int) error {
+	var seg builtSegment
+	err := x.guard(func() error {
+		s, err := x.segment(i)
+		if err != nil {
+			return err
+		}
+		if err := s.verifyRange(0, uint64(len(s.buf))); err != nil {
+			return err
+		}
+		ref := x.foot.segments[i]
+		seg = builtSegment{
+			buf:    s.buf,
+			crcs:   x.data[ref.offset+ref.length : ref.end()],
+			length: ref.length,
+			ref:    ref,
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if w.hasLast && !w.last.Less(seg.ref.first) {
+		return fmt.Errorf("%w: segment %d of %s starts at %s, after %s", ErrOrder, i, x.Path(), seg.ref.first, w.last)
+	}
+	w.last, w.hasLast = seg.ref.last, true
+	w.lastEmitted, w.emitted = seg.ref.last, true
+	f := &segmentFuture{seg: seg, done: make(chan struct{})}
+	close(f.done)
+	w.futures <- f
+	return nil
+}
+
+// addNode appends fps (sorted, all in n) as the segment of node n, whatever
+// the trie rule would say from the stream alone: the caller knows n's
+// count in the whole set.
+func (w *Writer) addNode(n node, fps []Fingerprint) error {
+	if err := w.check(fps); err != nil {
+		return err
+	}
+	seg := append(w.getPending()[:0], fps...)
+	w.lastEmitted, w.emitted = seg[len(seg)-1], true
+	f := &segmentFuture{node: n, fps: seg, done: make(chan struct{})}
+	w.futures <- f
+	w.work <- f
+	return nil
+}
+
+// stitchable reports whether a union of inputs is disjoint partitions, and
+// returns them in prefix order.
+func stitchable(inputs []*Index, op SetOp) ([]*Index, bool) {
+	if op != Union || len(inputs) < 2 {
+		return nil, false
+	}
+	xs := slices.Clone(inputs)
+	slices.SortFunc(xs, func(a, b *Index) int {
+		return a.Range().start().Compare(b.Range().start())
+	})
+	for i, x := range xs {
+		if x.Range().Whole() || (i > 0 && overlap(xs[i-1].Range(), x.Range())) {
+			return nil, false
+		}
+	}
+	return xs, true
+}
+
+// start is the smallest fingerprint of the range.
+func (r Range) start() Fingerprint {
+	if r.Bits == 0 {
+		return Fingerprint{}
+	}
+	return Fingerprint{Hi: r.Index << (64 - r.Bits)}
+}
+
+func (r Range) node() node { return node{Prefix: r.start(), Bits: r.Bits} }
+
+// stitch writes the union of disjoint partitions xs (in prefix order) that
+// tile root.
+func stitch(w *Writer, xs []*Index, root Range) error {
+	held := func(n node) uint64 {
+		var c uint64
+		for _, x := range xs {
+			if n.contains(x.Range().start()) {
+				c += x.Len()
+			}
+		}
+		return c
+	}
+	for i := 0; i < len(xs); {
+		x := xs[i]
+		if x.Len() > SegmentMax {
+			for s := range x.foot.segments {
+				if err := w.copySegment(x, s); err != nil {
+					return err
+				}
+			}
+			i++
+			continue
+		}
+		// The shallowest node on x's path (below the root) holding at
+		// most SegmentMax: every partition under it goes in one segment.
+		p := x.Range().node()
+		a := p
+		for d := uint(root.Bits); d <= uint(p.Bits); d++ {
+			if n := nodeOf(p.Prefix, d); held(n) <= SegmentMax {
+				a = n
+				break
+			}
+		}
+		var fps []Fingerprint
+		j := i
+		for ; j < len(xs) && a.contains(xs[j].Range().start()); j++ {
+			c := xs[j].Cursor()
+			buf := make([]Fingerprint, 4096)
+			for {
+				n, err := c.Read(buf)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				fps = append(fps, buf[:n]...)
+			}
+		}
+		if len(fps) > 0 {
+			if err := w.addNode(a, fps); err != nil {
+				return err
+			}
+		}
+		i = j
+	}
+	return nil
+}
