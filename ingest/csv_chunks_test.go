@@ -214,3 +214,50 @@ func FuzzCSVChunks(f *testing.F) {
 		}
 	})
 }
+
+// TestQuoteParityScans checks the word-at-a-time scans against a byte loop
+// over random bytes rich in quotes and newlines, from every start state.
+func TestQuoteParityScans(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	for i := 0; i < 20000; i++ {
+		data := make([]byte, rng.IntN(80))
+		for j := range data {
+			// 0xa2 and 0x8a differ from '"' and '\n' in the top bit only.
+			data[j] = "\"\n\"\nab\x80\xff\xa2\x8a"[rng.IntN(10)]
+			if rng.IntN(3) == 0 {
+				data[j] = 'x'
+			}
+		}
+		start := rng.IntN(len(data) + 1)
+		inQuotes := rng.IntN(2) == 0
+		// The reference: a byte loop.
+		var ends []int
+		in := inQuotes
+		for p := start; p < len(data); p++ {
+			switch data[p] {
+			case '"':
+				in = !in
+			case '\n':
+				if !in {
+					ends = append(ends, p+1)
+				}
+			}
+		}
+		wantEnd, wantLast := -1, 0
+		if len(ends) > 0 {
+			wantEnd, wantLast = ends[0], ends[len(ends)-1]-start
+		}
+		// The state at the end matters only when no record ends.
+		if end, endIn := quotedEnd(data, start, inQuotes); end != wantEnd || end < 0 && endIn != in {
+			t.Fatalf("quotedEnd(%q, %d, %v) = %d, %v; want %d, %v", data, start, inQuotes, end, endIn, wantEnd, in)
+		}
+		var c quoteCursor
+		if end, endIn := c.end(data, start, inQuotes); end != wantEnd || end < 0 && endIn != in {
+			t.Fatalf("end(%q, %d, %v) = %d, %v; want %d, %v", data, start, inQuotes, end, endIn, wantEnd, in)
+		}
+		count, last, endIn := scanRecords(data[start:], inQuotes)
+		if count != len(ends) || last != wantLast || endIn != in {
+			t.Fatalf("scanRecords(%q, %v) = %d, %d, %v; want %d, %d, %v", data[start:], inQuotes, count, last, endIn, len(ends), wantLast, in)
+		}
+	}
+}
