@@ -220,7 +220,7 @@ func (r *ChunkReader) emit(c *Chunk, end, rest int) *Chunk {
 	c.Data = c.buf[:end]
 	c.FirstRecord, c.FirstLine = r.record, r.line
 	if r.csv {
-		c.Records = csvCount(c.Data)
+		c.Records = r.scan.records(c.buf, end)
 	} else {
 		c.Records = bytes.Count(c.Data, []byte{r.term})
 	}

