@@ -60,7 +60,10 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 		cursors[i] = x.Cursor()
 		_ = unix.Madvise(x.data, unix.MADV_SEQUENTIAL)
 	}
-	w, err := Create(out, WriterOptions{Spec: spec, Range: rng, Threads: opts.Threads})
+	// Sequential: the merge's memory is one segment and one batch per
+	// input, whatever the sizes (blocked-bloom filters are cheap to build,
+	// so a second builder would gain little).
+	w, err := Create(out, WriterOptions{Spec: spec, Range: rng, Sequential: true})
 	if err != nil {
 		return st, err
 	}

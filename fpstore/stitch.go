@@ -43,6 +43,11 @@ func (w *Writer) copySegment(x *Index, i int) error {
 	}
 	w.last, w.hasLast = seg.ref.last, true
 	w.lastEmitted, w.emitted = seg.ref.last, true
+	if w.opts.Sequential {
+		seg.buf = append([]byte(nil), seg.buf...) // written outside the guard
+		seg.crcs = append([]byte(nil), seg.crcs...)
+		return w.writeBuilt(&seg)
+	}
 	f := &segmentFuture{seg: seg, done: make(chan struct{})}
 	close(f.done)
 	w.futures <- f
@@ -56,8 +61,11 @@ func (w *Writer) addNode(n node, fps []Fingerprint) error {
 	if err := w.check(fps); err != nil {
 		return err
 	}
+	w.lastEmitted, w.emitted = fps[len(fps)-1], true
+	if w.opts.Sequential {
+		return w.buildNow(n, fps)
+	}
 	seg := append(w.getPending()[:0], fps...)
-	w.lastEmitted, w.emitted = seg[len(seg)-1], true
 	f := &segmentFuture{node: n, fps: seg, done: make(chan struct{})}
 	w.futures <- f
 	w.work <- f

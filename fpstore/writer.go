@@ -18,6 +18,11 @@ type WriterOptions struct {
 	Spec    Spec
 	Range   Range // covered prefix range; zero value: everything
 	Threads int   // segment builders in parallel; 0: GOMAXPROCS
+	// Sequential builds and writes each segment in the caller's goroutine,
+	// holding one segment's fingerprints and one buffer: the least memory
+	// (~34 MiB at most), for merges and temporary runs. Threads is then
+	// ignored.
+	Sequential bool
 }
 
 // Writer writes a new index from fingerprints given in strictly ascending
@@ -46,6 +51,8 @@ type Writer struct {
 	pendings chan []Fingerprint
 	fbs      chan *flatbuffers.Builder
 	huge     hugeBuffers // backs pendings and fbs; freed when done
+
+	sb *segmentBuilder // Sequential's
 
 	bw   *bufio.Writer
 	off  uint64
@@ -96,11 +103,13 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		af.Abort()
 		return nil, err
 	}
-	for i := 0; i < opts.Threads; i++ {
-		w.wg.Add(1)
-		go w.builder()
+	if !opts.Sequential {
+		for i := 0; i < opts.Threads; i++ {
+			w.wg.Add(1)
+			go w.builder()
+		}
 	}
-	go w.writeSegments()
+	go w.writeSegments() // with Sequential it only reports nil at the end
 	return w, nil
 }
 
@@ -149,16 +158,43 @@ func (w *Writer) writeSegments() {
 		if err = w.padTo(alignUp(w.off, PageSize)); err != nil {
 			continue
 		}
-		f.seg.ref.offset = w.off
-		if err = w.write(f.seg.buf); err == nil {
-			err = w.write(f.seg.crcs)
-		}
-		if err == nil {
-			w.refs = append(w.refs, f.seg.ref)
-		}
-		(&segmentBuilder{fbs: w.fbs}).release(&f.seg)
+		err = w.writeBuilt(&f.seg)
 	}
 	w.written <- err
+}
+
+// writeBuilt writes a built segment at the next page boundary and hands its
+// buffer back for reuse.
+func (w *Writer) writeBuilt(seg *builtSegment) error {
+	defer (&segmentBuilder{fbs: w.fbs}).release(seg)
+	if err := w.padTo(alignUp(w.off, PageSize)); err != nil {
+		return err
+	}
+	seg.ref.offset = w.off
+	if err := w.write(seg.buf); err != nil {
+		return err
+	}
+	if err := w.write(seg.crcs); err != nil {
+		return err
+	}
+	w.refs = append(w.refs, seg.ref)
+	return nil
+}
+
+// buildNow builds and writes a segment in the caller's goroutine
+// (Sequential).
+func (w *Writer) buildNow(n node, fps []Fingerprint) error {
+	if w.sb == nil {
+		w.sb = &segmentBuilder{fbs: w.fbs, huge: &w.huge}
+	}
+	seg, err := w.sb.build(n, fps)
+	if err == nil {
+		err = w.writeBuilt(&seg)
+	}
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return err
 }
 
 func (w *Writer) write(b []byte) error {
@@ -263,6 +299,13 @@ func (w *Writer) emit(n node, cnt int) {
 	// The builder keeps seg; later appends go to a fresh array.
 	// Sized so that Add never grows it: it is cut as soon as it holds
 	// SegmentMax+1, so what is left after a cut fits in a new one.
+	if w.opts.Sequential {
+		if w.buildNow(n, seg) == nil {
+			// One buffer: what is left moves to its front.
+			w.pending = w.pending[:copy(w.pending[:cap(w.pending)], w.pending[cnt:])]
+		}
+		return
+	}
 	rest := w.pending[cnt:]
 	w.pending = append(w.getPending(), rest...)
 	f := &segmentFuture{node: n, fps: seg, done: make(chan struct{})}

@@ -196,7 +196,7 @@ func (l *shardSet) mergeRuns() error {
 }
 
 func writeRun(path string, produce func(fn func([]fpstore.Fingerprint) error) error) error {
-	w, err := fpstore.Create(path, fpstore.WriterOptions{Spec: fpstore.Spec{Hash: "run"}, Threads: 1})
+	w, err := fpstore.Create(path, fpstore.WriterOptions{Spec: fpstore.Spec{Hash: "run"}, Sequential: true})
 	if err != nil {
 		return fmt.Errorf("cannot write a seen-set run to --tmpdir: %w", err)
 	}

@@ -30,6 +30,7 @@ type globals struct {
 	mem       int64
 	quiet     bool
 	cpuProf   string
+	rss       *rssSampler
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -111,6 +112,7 @@ func (g *globals) resolve() error {
 			return err
 		}
 	}
+	g.rss = startRSSSampler()
 	// The Go runtime's soft limit keeps the heap inside the budget; the
 	// commands size their tables and spill thresholds from the same figure.
 	debug.SetMemoryLimit(g.mem)
@@ -122,6 +124,10 @@ func (g *globals) resolve() error {
 func (g *globals) writeStats(v map[string]any) error {
 	if g.statsJSON == "" && g.metrics == "" {
 		return nil
+	}
+	if g.rss != nil {
+		v["memory"] = g.rss.peaks()
+		g.rss = nil
 	}
 	m, err := asMap(v)
 	if err != nil {
