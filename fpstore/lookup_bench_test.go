@@ -1,0 +1,140 @@
+package fpstore
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// benchIndex builds, once per test binary, an index of
+// $FPDEDUP_BENCH_KEYS random fingerprints (default 10M; the issue's
+// figure is for 100M: FPDEDUP_BENCH_KEYS=100000000, ~1.7 GB, a minute to
+// build) and returns its path and a sample of its keys.
+var benchIndex = sync.OnceValues(func() (string, []Fingerprint) {
+	n := 10_000_000
+	if s := os.Getenv("FPDEDUP_BENCH_KEYS"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	dir, err := os.MkdirTemp("", "fpdedup-bench-")
+	if err != nil {
+		panic(err)
+	}
+	path := filepath.Join(dir, "bench.fpx")
+	r := rand.New(rand.NewPCG(21, 22))
+	w, err := Create(path, WriterOptions{Spec: Spec{Hash: "xxh3"}, Sequential: true})
+	if err != nil {
+		panic(err)
+	}
+	// Ascending random fingerprints without sorting: uniform gaps.
+	step := ^uint64(0) / uint64(n)
+	var sample []Fingerprint
+	buf := make([]Fingerprint, 0, 1<<16)
+	for i := 0; i < n; i++ {
+		fp := Fingerprint{uint64(i)*step + r.Uint64N(step), r.Uint64()}
+		buf = append(buf, fp)
+		if i%97 == 0 {
+			sample = append(sample, fp)
+		}
+		if len(buf) == cap(buf) {
+			if err := w.Add(buf...); err != nil {
+				panic(err)
+			}
+			buf = buf[:0]
+		}
+	}
+	if err := w.Add(buf...); err != nil {
+		panic(err)
+	}
+	if _, err := w.Commit(); err != nil {
+		panic(err)
+	}
+	return path, sample
+})
+
+// BenchmarkLookup reports per-lookup latency percentiles of single
+// Contains calls, warm (every page touched once before) and cold (the file
+// dropped from the page cache with POSIX_FADV_DONTNEED), and page faults
+// per cold lookup. Present and absent keys alternate.
+func BenchmarkLookup(b *testing.B) {
+	path, sample := benchIndex()
+	defer os.RemoveAll(filepath.Dir(path))
+	r := rand.New(rand.NewPCG(23, 24))
+	keys := func(n int) []Fingerprint {
+		ks := make([]Fingerprint, n)
+		for i := range ks {
+			if i%2 == 0 {
+				ks[i] = sample[r.IntN(len(sample))]
+			} else {
+				ks[i] = Fingerprint{r.Uint64(), r.Uint64()}
+			}
+		}
+		return ks
+	}
+	measure := func(b *testing.B, x *Index, ks []Fingerprint) []time.Duration {
+		lat := make([]time.Duration, len(ks))
+		for i, k := range ks {
+			t := time.Now()
+			if _, err := x.Contains(k); err != nil {
+				b.Fatal(err)
+			}
+			lat[i] = time.Since(t)
+		}
+		slices.Sort(lat)
+		return lat
+	}
+	report := func(b *testing.B, lat []time.Duration) {
+		q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) }
+		b.ReportMetric(q(0.50), "p50-ns")
+		b.ReportMetric(q(0.90), "p90-ns")
+		b.ReportMetric(q(0.99), "p99-ns")
+		b.ReportMetric(q(0.999), "p999-ns")
+	}
+	b.Run("warm", func(b *testing.B) {
+		x, err := Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer x.Close()
+		// Touch and verify every fingerprint page, then warm the filters
+		// and directories.
+		if err := x.Scan(func([]Fingerprint) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+		measure(b, x, keys(200_000))
+		b.ResetTimer()
+		ks := keys(max(b.N, 100_000))
+		report(b, measure(b, x, ks))
+	})
+	b.Run("cold", func(b *testing.B) {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			b.Skipf("cannot drop the page cache: %v", err)
+		}
+		f.Close()
+		x, err := Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer x.Close()
+		ks := keys(max(b.N, 20_000))
+		var before, after unix.Rusage
+		unix.Getrusage(unix.RUSAGE_SELF, &before)
+		b.ResetTimer()
+		lat := measure(b, x, ks)
+		b.StopTimer()
+		unix.Getrusage(unix.RUSAGE_SELF, &after)
+		report(b, lat)
+		b.ReportMetric(float64(after.Majflt-before.Majflt)/float64(len(ks)), "major-faults/lookup")
+		b.ReportMetric(float64(after.Minflt-before.Minflt)/float64(len(ks)), "minor-faults/lookup")
+	})
+}
