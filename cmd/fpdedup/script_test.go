@@ -63,6 +63,7 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"fpxoffset":  cmdFpxOffset,
 	"setversion": cmdSetVersion,
 	"setline":    cmdSetline,
+	"bigline":    cmdBigline,
 }
 
 // exitcode N PROG ARGS... runs PROG (an fpdedup or a system command) and
@@ -344,4 +345,20 @@ func cmdSetline(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s has no line %s", args[1], args[2])
 	}
 	ts.Setenv(args[0], lines[n-1])
+}
+
+// bigline FILE SIZE writes one line of SIZE bytes ('x' then a counter
+// pattern), its newline, and a short line "after".
+func cmdBigline(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: bigline FILE SIZE")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	b := make([]byte, 0, n+7)
+	for i := 0; len(b) < n; i++ {
+		b = append(b, 'a'+byte(i%26))
+	}
+	b = append(b, "\nafter\n"...)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o644))
 }
