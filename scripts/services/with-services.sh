@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# with-services.sh CMD [ARG...] -- run CMD with a throwaway redis-server and
+# mariadbd on loopback, then tear both down (on success, failure or signal).
+#
+#   bash scripts/services/with-services.sh go test -count=1 ./reconcile/
+#
+# On a fresh Debian machine, as root, it installs redis-server, mariadb-server
+# and mariadb-client first, with a policy-rc.d that keeps the packages from
+# starting system services on 6379/3306. It starts Redis on
+# 127.0.0.1:$REDIS_PORT (6390) and MariaDB on 127.0.0.1:$MARIADB_PORT (3390)
+# with redis-up.sh and mariadb-up.sh beside this file, and exports for CMD:
+#
+#   FPDEDUP_REDIS_ADDR=127.0.0.1:6390
+#   FPDEDUP_MYSQL_DSN=fpdedup:fpdedup-Test-pw-7@tcp(127.0.0.1:3390)/fpdedup
+#   FPDEDUP_SERVICES_DIR=$SERVICES_DIR     (datadirs, pidfiles and logs)
+#   FPDEDUP_TEST_KILL=1                    (tests may kill and restart these servers)
+#
+# Teardown stops the servers by the PID in their pidfiles at exit time (a test
+# may have restarted one), never by name. CMD's exit status is returned.
+set -uo pipefail
+[ $# -gt 0 ] || { echo "usage: with-services.sh CMD [ARG...]" >&2; exit 2; }
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REDIS_PORT="${REDIS_PORT:-6390}"
+MARIADB_PORT="${MARIADB_PORT:-3390}"
+export SERVICES_DIR="${SERVICES_DIR:-/tmp/services}"
+# A password unlike the user and database names, so that tests can tell it
+# never shows in messages and reports.
+export DB_USER="${DB_USER:-fpdedup}" DB_NAME="${DB_NAME:-fpdedup}" DB_PASS="${DB_PASS:-fpdedup-Test-pw-7}"
+
+log() { echo "with-services: $*" >&2; }
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v mariadbd >/dev/null || need+=(mariadb-server)
+command -v mariadb >/dev/null || need+=(mariadb-client)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    log "missing ${need[*]}, and cannot install them (not root on Debian)"; exit 2
+  fi
+  log "installing ${need[*]}"
+  # Keep the packages' postinst from starting system services.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+  fi
+  apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    redis-server mariadb-server mariadb-client >/dev/null || { log "apt-get install failed"; exit 2; }
+fi
+
+teardown() {
+  local pid
+  pid=$(cat "$SERVICES_DIR/redis-$REDIS_PORT/redis.pid" 2>/dev/null || true)
+  [ -n "$pid" ] && bash "$HERE/redis-down.sh" "$pid" 2>/dev/null
+  pid=$(cat "$SERVICES_DIR/mariadb-$MARIADB_PORT/mysqld.pid" 2>/dev/null || true)
+  [ -n "$pid" ] && bash "$HERE/mariadb-down.sh" "$pid" 2>/dev/null
+  return 0
+}
+
+REDIS_PID=$(bash "$HERE/redis-up.sh" "$REDIS_PORT") || { log "redis did not start"; exit 2; }
+MARIADB_PID=$(bash "$HERE/mariadb-up.sh" "$MARIADB_PORT") || { log "mariadb did not start"; teardown; exit 2; }
+trap teardown EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+log "redis pid $REDIS_PID on 127.0.0.1:$REDIS_PORT, mariadb pid $MARIADB_PID on 127.0.0.1:$MARIADB_PORT"
+
+export FPDEDUP_REDIS_ADDR="127.0.0.1:$REDIS_PORT"
+export FPDEDUP_MYSQL_DSN="$DB_USER:$DB_PASS@tcp(127.0.0.1:$MARIADB_PORT)/$DB_NAME"
+export FPDEDUP_SERVICES_DIR="$SERVICES_DIR"
+export FPDEDUP_TEST_KILL=1
+"$@"
