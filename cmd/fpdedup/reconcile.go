@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/reconcile"
+)
+
+type reconcileOptions struct {
+	index, online, passwordFile string
+	probe                       bool
+	onlineFormat                string
+	report, missing, extra      string
+	records                     []string
+	backfill                    string
+	nul                         bool
+	maxRecord                   string
+	assumeRecipe                bool
+	apply, dryRun               bool
+	ttl                         time.Duration
+	rate, readRate              string
+	batch, conns, retries       int
+	timeout                     time.Duration
+	checkpoint, tmpDir          string
+	samples                     int
+}
+
+func newReconcileCommand(g *globals) *cobra.Command {
+	o := &reconcileOptions{}
+	cmd := &cobra.Command{
+		Use:   "reconcile --index TRUTH.fpx --online URL [--records FILE...]",
+		Short: "Compare an index with the online dedup store; report, backfill, repair",
+		Long: `Reconcile compares the offline truth (an index built with --hash sha256) with
+the online dedup store, and counts the fingerprints both hold, those only the
+index holds (missing online: to backfill) and those only the online side holds
+(unknown offline: to audit).
+
+Online sources (--online):
+  redis://[user@]host:port/db?match=PREFIX*   keys PREFIX<hex>, found by SCAN
+  redis://[user@]host:port/db?set=KEY         members <hex> of a set, by SSCAN
+      &count=N (SCAN COUNT, default 1000), &hex=32|64 (width of the names
+      when there are none yet to tell)
+  mysql://user@host:port/db?table=T&column=C  C is BINARY(16), BINARY(32),
+      CHAR(32) or CHAR(64) hex; &where=SQL for a slice; &count=0 skips the
+      COUNT(*) check
+  file:PATH                                   one hex fingerprint per line
+      (--online-format key: one key per line); gzip/zstd detected
+Hex names of 64 digits (whole SHA-256 digests) are compared on their first
+128 bits. Passwords come from $FPDEDUP_REDIS_PASSWORD, $FPDEDUP_MYSQL_PASSWORD
+or --password-file, never from the URL, and are never printed.
+
+A MySQL column is read by one streamed SELECT … ORDER BY and merge-joined with
+the index in one pass; a lost connection resumes after the last value read
+(--retries), and the rows read must equal COUNT(*) taken in the same
+snapshot. Redis and files are unsorted: they go through the external sorter,
+within --mem, spilling to --tmpdir. --probe instead looks each offline
+fingerprint up online in pipelined batches (EXISTS, SMISMEMBER, WHERE C IN),
+for audits of a small index; it cannot see what only the online side holds.
+
+Outputs: the summary on stderr; --report FILE.json (counts, spec, source,
+timings, samples of each side); --missing and --extra as indexes; with
+--records FILE... (lines: each line is a key) --backfill OUT gets the records
+whose keys are missing online, in input order, bytes unchanged.
+
+Nothing is written online without --apply: then the missing keys are written
+(Redis SET PREFIX<hex> 1 NX [--ttl], SADD; MySQL INSERT IGNORE) in batches of
+--batch on --conns connections, at most --rate keys/s, retried with backoff;
+--checkpoint FILE records the last key written so an interrupted run resumes
+after it. --dry-run prints the commands instead. Where the online side holds
+whole 32-byte digests, --apply needs --records to compute them.
+
+Exit codes: 0 the sides agree (after --apply); 1 they differ; 2 usage, I/O or
+server error (the report, if asked, says what); 130/143 interrupted.`,
+		Example: `  FPDEDUP_MYSQL_PASSWORD=… fpdedup reconcile --index truth.fpx \
+      --online 'mysql://audit@db1:3306/dedup?table=events&column=fp' \
+      --report audit.json --missing missing.fpx
+  fpdedup reconcile --index truth.fpx --online 'redis://10.0.0.5:6379/0?match=dd:*' \
+      --records events.log --backfill replay.log
+  fpdedup reconcile --index today.fpx --online 'redis://10.0.0.5:6379/0?set=seen' --probe
+  fpdedup reconcile --index truth.fpx --online 'redis://10.0.0.5:6379/0?match=dd:*' \
+      --apply --ttl 72h --rate 50k --checkpoint apply.ckpt`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReconcile(cmd, g, o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.index, "index", "", "the truth `INDEX` (built with --hash sha256)")
+	f.StringVar(&o.online, "online", "", "the online store: redis://…, mysql://… or file:PATH")
+	f.StringVar(&o.passwordFile, "password-file", "", "read the online store's password from `FILE` (first line)")
+	f.BoolVar(&o.probe, "probe", false, "look each offline fingerprint up online instead of reading the online side")
+	f.StringVar(&o.onlineFormat, "online-format", "fp", "file: source lines: fp (hex fingerprints) or key (keys, hashed with SHA-256)")
+	f.StringVar(&o.report, "report", "", "write a JSON report to `FILE`")
+	f.StringVar(&o.missing, "missing", "", "write the fingerprints missing online as an index `OUT.fpx`")
+	f.StringVar(&o.extra, "extra", "", "write the fingerprints unknown offline as an index `OUT.fpx`")
+	f.StringArrayVar(&o.records, "records", nil, "records whose keys the index holds (lines; repeatable; FILE arguments too)")
+	f.StringVar(&o.backfill, "backfill", "", "write the records whose keys are missing online to `OUT`")
+	f.BoolVarP(&o.nul, "zero-terminated", "z", false, "records end with NUL, not newline")
+	f.StringVar(&o.maxRecord, "max-record", "0", "refuse records longer than this size (0: no limit)")
+	f.BoolVar(&o.assumeRecipe, "assume-recipe", false, "read --records as keys even though the index records a key recipe")
+	f.BoolVar(&o.apply, "apply", false, "write the missing keys online (SET NX, SADD, INSERT IGNORE)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print on stdout what --apply would write, write nothing")
+	f.DurationVar(&o.ttl, "ttl", 0, "with --apply to Redis keys: their time to live (e.g. 72h)")
+	f.StringVar(&o.rate, "rate", "0", "with --apply: at most this many keys/s written (e.g. 50k; 0: no limit)")
+	f.StringVar(&o.readRate, "read-rate", "0", "at most this many keys/s read or probed online (0: no limit)")
+	f.IntVar(&o.batch, "batch", 1000, "keys per pipeline, statement or probe")
+	f.IntVar(&o.conns, "conns", 4, "connections used at once by --probe and --apply")
+	f.IntVar(&o.retries, "retries", 5, "retries (with backoff) of a failed read, probe or write before giving up")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "network timeout of one operation")
+	f.StringVar(&o.checkpoint, "checkpoint", "", "with --apply: resume from and record progress in `FILE`")
+	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for sorted runs and temporary indexes")
+	f.IntVar(&o.samples, "samples", 20, "fingerprints of each side listed in the report")
+	return cmd
+}
+
+func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []string) error {
+	if o.index == "" || o.online == "" {
+		return usageErrorf("reconcile needs --index TRUTH.fpx and --online URL")
+	}
+	t, err := reconcile.ParseURL(o.online)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	opts := reconcile.Options{
+		Index: o.index, Target: t, Probe: o.probe, OnlineFormat: o.onlineFormat,
+		Missing: o.missing, Extra: o.extra, Report: o.report,
+		Records: append(o.records, args...), Backfill: o.backfill, Term: '\n', AssumeRecipe: o.assumeRecipe,
+		Apply: o.apply, DryRun: o.dryRun, TTL: o.ttl,
+		Batch: o.batch, Conns: o.conns, Retries: o.retries, Timeout: o.timeout, Checkpoint: o.checkpoint,
+		Mem: g.mem, TmpDir: o.tmpDir, Threads: g.threads, Samples: o.samples,
+		Progress: &ingest.Progress{}, Version: version,
+	}
+	if o.nul {
+		opts.Term = 0
+	}
+	if o.batch < 1 || o.conns < 1 || o.retries < 0 || o.samples < 0 {
+		return usageErrorf("--batch and --conns must be at least 1, --retries and --samples at least 0")
+	}
+	for _, r := range []struct {
+		name string
+		s    string
+		v    *float64
+	}{{"--rate", o.rate, &opts.Rate}, {"--read-rate", o.readRate, &opts.ReadRate}} {
+		n, err := parseCount(r.s)
+		if err != nil {
+			return usageErrorf("%s: %v", r.name, err)
+		}
+		*r.v = float64(n)
+	}
+	mr, err := parseSize(o.maxRecord)
+	if err != nil {
+		return usageErrorf("--max-record: %v", err)
+	}
+	opts.MaxRecord = int(mr)
+	for _, out := range []string{o.missing, o.extra, o.backfill, o.report} {
+		if out != "" && samePath(out, o.index) {
+			return usageErrorf("%s is the --index: write outputs to new files", out)
+		}
+	}
+	if opts.Password, err = password(t, o.passwordFile); err != nil {
+		return err
+	}
+	if o.dryRun {
+		bw := bufio.NewWriterSize(g.stdout, 1<<16)
+		defer bw.Flush()
+		opts.DryRunOut = bw
+	}
+
+	stop := g.showProgress("reconcile", opts.Progress)
+	rep, err := reconcile.Run(cmd.Context(), opts)
+	stop()
+	if err != nil {
+		var ue reconcile.UsageError
+		if errors.As(err, &ue) {
+			return usageErrorf("%s", ue.Msg)
+		}
+		return err
+	}
+	printReconcileSummary(g, rep)
+	if err := g.writeStats(map[string]any{"command": "reconcile", "reconcile": rep}); err != nil {
+		return err
+	}
+	if !rep.Agree {
+		return negativeAnswer{}
+	}
+	return nil
+}
+
+// password reads the online store's password from --password-file or the
+// environment; it is never taken from the URL or the command line.
+func password(t *reconcile.Target, file string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("cannot read --password-file: %w", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		return strings.TrimSuffix(line, "\r"), nil
+	}
+	if env := t.PasswordEnv(); env != "" {
+		return os.Getenv(env), nil
+	}
+	return "", nil
+}
+
+func printReconcileSummary(g *globals, r *reconcile.Report) {
+	online := "not listed (probe)"
+	if r.Counts.OnlyOnline >= 0 {
+		online = fmt.Sprint(r.Counts.OnlyOnline)
+	}
+	g.summary("reconcile (%s): %d offline, %d online values read; both %d, only offline (missing online) %d, only online (unknown offline) %s; %.2f s, %s keys/s",
+		r.Mode, r.Index.Fingerprints, r.Online.Values, r.Counts.Both, r.Counts.OnlyOffline, online,
+		r.Timings.Compare, humanRate(r.Timings.KeysPerSecond))
+	if r.Online.Bad > 0 {
+		g.summary("reconcile: %d online values are not fingerprints, e.g. %s", r.Online.Bad, strings.Join(r.Online.BadSamples[:min(3, len(r.Online.BadSamples))], ", "))
+	}
+	if r.Online.OutsideRange > 0 {
+		g.summary("reconcile: %d online fingerprints lie outside the index's partition %s and were not compared", r.Online.OutsideRange, r.Index.Range)
+	}
+	if r.Online.Note != "" {
+		g.summary("reconcile: %s", r.Online.Note)
+	}
+	if rs := r.Records; rs != nil {
+		g.summary("reconcile: %d records read, %d with keys missing online, %d written to %s", rs.Records, rs.Missing, rs.Written, rs.Backfill)
+	}
+	if a := r.Apply; a != nil {
+		verb := "written"
+		if a.DryRun {
+			verb = "would be written"
+		}
+		g.summary("reconcile: %d keys %s to %s in %d batches, %.2f s, %s keys/s (%d retries, %d skipped by the checkpoint, %d without a record)",
+			a.Written, verb, a.Target, a.Batches, a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.SkippedCheckpoint, a.NotInRecords)
+	}
+	if r.Agree {
+		g.summary("reconcile: the sides agree")
+	} else {
+		g.summary("reconcile: the sides differ (%d missing online after the run)", r.Missing)
+	}
+}

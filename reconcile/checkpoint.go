@@ -1,0 +1,104 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+// Checkpoint records how far an --apply got: every missing key up to and
+// including Last (in fingerprint order) has been written and acknowledged.
+// It is saved (temp file, fsync, rename, directory fsync) about once a
+// second and when the run stops, so after a failure it names the exact
+// last acknowledged batch; after a SIGKILL at most a second of batches is
+// written again, which SET NX / SADD / INSERT IGNORE make harmless. A
+// completed run removes it.
+type Checkpoint struct {
+	Version           int    `json:"version"`
+	Index             string `json:"index"`
+	IndexFingerprints uint64 `json:"index_fingerprints"`
+	Online            string `json:"online"`
+	Last              string `json:"last"`
+	Written           int64  `json:"written"`
+	Updated           string `json:"updated"`
+
+	last    fpstore.Fingerprint
+	hasLast bool
+}
+
+// loadCheckpoint reads path; a file that does not exist is no checkpoint.
+// One written for another index or online side is refused.
+func loadCheckpoint(path string, index string, n uint64, online string) (*Checkpoint, error) {
+	fresh := &Checkpoint{Version: 1, Index: index, IndexFingerprints: n, Online: online}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fresh, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read --checkpoint: %w", err)
+	}
+	var c Checkpoint
+	if err := json.Unmarshal(b, &c); err != nil || c.Version != 1 {
+		return nil, fmt.Errorf("--checkpoint %s is not an fpdedup reconcile checkpoint (remove it to start over)", path)
+	}
+	if c.Online != online || c.IndexFingerprints != n {
+		return nil, fmt.Errorf("--checkpoint %s belongs to another run (%s, index of %d fingerprints), not this one (%s, %d): remove it or name another file",
+			path, c.Online, c.IndexFingerprints, online, n)
+	}
+	if c.Last != "" {
+		fp, ok := parseHex(c.Last)
+		if !ok || len(c.Last) != 32 {
+			return nil, fmt.Errorf("--checkpoint %s: bad last fingerprint %q", path, c.Last)
+		}
+		c.last, c.hasLast = fp, true
+	}
+	return &c, nil
+}
+
+func (c *Checkpoint) advance(fp fpstore.Fingerprint, n int64) {
+	c.last, c.hasLast = fp, true
+	c.Last = fp.String()
+	c.Written += n
+}
+
+// save publishes the checkpoint atomically and durably.
+func (c *Checkpoint) save(path string) error {
+	c.Updated = time.Now().UTC().Format(time.RFC3339Nano)
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("cannot write --checkpoint: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("cannot write --checkpoint %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return fmt.Errorf("cannot fsync the directory of --checkpoint %s: %w", path, err)
+		}
+	}
+	return nil
+}

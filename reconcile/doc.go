@@ -1,0 +1,38 @@
+// Package reconcile compares an offline truth index with the online dedup
+// store (DESIGN section 5): Redis keys named PREFIX<hex> or members of a
+// set, a MySQL/MariaDB table with a BINARY(16|32) or CHAR(32|64) hex
+// fingerprint column, or a plain export file. It counts the fingerprints
+// both sides hold, those only the index holds (missing online: the
+// backfill) and those only the online side holds (unknown offline: the
+// audit), writes them as indexes, extracts the original records of the
+// missing keys for replay, and with Options.Apply writes the missing keys
+// online, idempotently, in bounded batches, rate-limited, resumable from a
+// checkpoint.
+//
+// How the online side is read:
+//
+//   - Sorted sources (a table read by one streamed `SELECT C FROM T ORDER BY
+//     C`) are merge-joined with the index's cursor in one pass. For BINARY
+//     columns the byte order is the fingerprint order; for lowercase hex in
+//     CHAR columns it is too. The join checks the order as it reads, so a
+//     column whose order is not the fingerprint order (mixed-case hex under
+//     a binary collation) is an error, never a wrong count.
+//   - Unsorted sources (SCAN, SSCAN, files) go through fpstore's external
+//     sorter first, in memory bounded by Options.Mem, spilling sorted runs
+//     to Options.TmpDir.
+//   - In probe mode each offline fingerprint is looked up online in
+//     pipelined batches (EXISTS, SMISMEMBER, `WHERE C IN (…)`): for audits
+//     of a slice, when reading the whole online side costs more.
+//
+// Faults (FAULTS.md rows 22, 23): a streamed SELECT whose connection dies
+// shows only in rows.Err(), which is always checked; the read then resumes
+// from the last value (`WHERE C > ?`) with bounded retries and backoff, and
+// the number of rows read is compared with a COUNT(*) taken in the same
+// snapshot. Writes are never classified by SET NX / INSERT IGNORE return
+// values: a retry after a lost reply would call a key this run wrote
+// "already there".
+//
+// Secrets: passwords come in Options.Password, never in a URL; every
+// message and the report name the online side by its redacted URL, and
+// errors are scrubbed of the password in case a driver ever echoes it.
+package reconcile

@@ -1,0 +1,397 @@
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+// mysqlSource reads a fingerprint column with one streamed `SELECT C FROM T
+// ORDER BY C` (sorted: it merge-joins with the index), probes with `WHERE
+// C IN (…)`, and writes with multi-row INSERT IGNORE.
+type mysqlSource struct {
+	t       *Target
+	o       *Options
+	db      *sql.DB
+	table   string // quoted
+	column  string // quoted
+	binary  bool   // BINARY/VARBINARY: raw big-endian bytes; else hex text
+	wide    bool   // 32 bytes / 64 hex digits: whole SHA-256 digests
+	colType string // as information_schema says, for messages
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Print(...any) {}
+
+func quoteIdent(s string) string {
+	parts := strings.Split(s, ".")
+	for i, p := range parts {
+		parts[i] = "`" + p + "`"
+	}
+	return strings.Join(parts, ".")
+}
+
+func openMySQL(ctx context.Context, t *Target, o *Options) (*mysqlSource, error) {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd = t.User, o.Password
+	cfg.Net, cfg.Addr, cfg.DBName = "tcp", t.Addr, t.Name
+	cfg.InterpolateParams = true // one round trip per batch, not prepare+execute
+	cfg.Timeout = min(o.Timeout, 5*time.Second)
+	cfg.ReadTimeout, cfg.WriteTimeout = o.Timeout, o.Timeout
+	cfg.Logger = nopLogger{} // errors are returned, never printed by the driver
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t.Redacted, err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(o.Conns + 2)
+	db.SetMaxIdleConns(o.Conns + 2)
+	m := &mysqlSource{t: t, o: o, db: db, table: quoteIdent(t.Table), column: quoteIdent(t.Column)}
+	if err := retry(ctx, o.Retries, o.Backoff, nil, func() error { return db.PingContext(ctx) }); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("cannot reach %s: %w", t.Redacted, err)
+	}
+	schema, table := t.Name, t.Table
+	if s, tb, ok := strings.Cut(t.Table, "."); ok {
+		schema, table = s, tb
+	}
+	var dataType, columnType string
+	var length sql.NullInt64
+	err = db.QueryRowContext(ctx, `SELECT DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, COLUMN_TYPE FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COLUMN_NAME = ?`, schema, table, t.Column).Scan(&dataType, &length, &columnType)
+	if errors.Is(err, sql.ErrNoRows) {
+		db.Close()
+		return nil, fmt.Errorf("%s: no column %s in table %s.%s (or no privilege to see it)", t.Redacted, t.Column, schema, table)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: cannot read the column's type: %w", t.Redacted, err)
+	}
+	m.colType = columnType
+	switch strings.ToLower(dataType) + fmt.Sprint(length.Int64) {
+	case "binary16", "varbinary16":
+		m.binary = true
+	case "binary32", "varbinary32":
+		m.binary, m.wide = true, true
+	case "char32", "varchar32":
+	case "char64", "varchar64":
+		m.wide = true
+	default:
+		db.Close()
+		return nil, fmt.Errorf("%s: column %s is %s; want BINARY(16), BINARY(32), CHAR(32) or CHAR(64) (a fingerprint or a SHA-256 digest, raw or hex)", t.Redacted, t.Column, columnType)
+	}
+	return m, nil
+}
+
+func (m *mysqlSource) Close() error { return m.db.Close() }
+
+func (m *mysqlSource) Sorted() bool { return true }
+
+func (m *mysqlSource) Wide() (bool, bool) { return m.wide, true }
+
+func (m *mysqlSource) where(and bool) string {
+	switch {
+	case m.t.Where == "":
+		return ""
+	case and:
+		return " AND (" + m.t.Where + ")"
+	}
+	return " WHERE (" + m.t.Where + ")"
+}
+
+// emitError is an error of the consumer, which no retry of the read fixes.
+type emitError struct{ error }
+
+func (e emitError) Unwrap() error { return e.error }
+
+// Read streams the column in its order. A read that fails (the connection
+// killed, the server restarted) resumes after the last value read, `WHERE
+// C > ?`, with bounded retries and backoff: rows.Next returning false is
+// not the end until rows.Err says so (FAULTS.md row 22). With the count
+// check, COUNT(*) and the read run in one consistent snapshot, so the rows
+// read must equal it exactly; after a resume the snapshots differ and the
+// report says the count was not compared.
+func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstore.Fingerprint) error) error {
+	st.Expected = -1
+	var conn *sql.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	connect := func() error {
+		if conn != nil {
+			conn.Close()
+			conn = nil
+		}
+		c, err := m.db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		conn = c
+		return nil
+	}
+	if err := retry(ctx, m.o.Retries, m.o.Backoff, nil, connect); err != nil {
+		return fmt.Errorf("cannot reach %s: %w", m.t.Redacted, err)
+	}
+	if m.t.CountCheck {
+		_, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+		if err == nil {
+			err = conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+m.table+m.where(false)).Scan(&st.Expected)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: counting the rows: %w", m.t.Redacted, err)
+		}
+	}
+	q := "SELECT " + m.column + " FROM " + m.table + m.where(false) + " ORDER BY " + m.column
+	var args []any
+	var last []byte
+	buf := make([]fpstore.Fingerprint, 0, 8192)
+	for attempt := 0; ; attempt++ {
+		err := m.stream(ctx, conn, q, args, st, emit, &last, &buf)
+		if err == nil {
+			break
+		}
+		var ee emitError
+		if errors.As(err, &ee) {
+			return ee.error
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if attempt >= m.o.Retries || !retryable(err) {
+			return fmt.Errorf("reading %s failed after %d rows and %d retries: %w; nothing was published, rerun to read again", m.t.Redacted, st.Values.Load(), st.Retries, err)
+		}
+		st.Retries++
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(min(m.o.Backoff<<attempt, 5*time.Second)):
+		}
+		_ = connect() // a failure shows in the next attempt
+		if conn == nil {
+			continue
+		}
+		if last != nil {
+			q = "SELECT " + m.column + " FROM " + m.table + " WHERE " + m.column + " > ?" + m.where(true) + " ORDER BY " + m.column
+			args = []any{m.resumeArg(last)}
+		}
+	}
+	if m.t.CountCheck {
+		_, _ = conn.ExecContext(ctx, "COMMIT")
+		if st.Retries == 0 {
+			st.Checked = true
+			if got := st.Values.Load(); got != st.Expected {
+				return fmt.Errorf("reading %s: %d rows read but COUNT(*) in the same snapshot says %d: a truncated read; nothing was published, rerun", m.t.Redacted, got, st.Expected)
+			}
+		} else {
+			st.Note = fmt.Sprintf("read resumed %d times on new connections: rows read (%d) not compared with COUNT(*) (%d) of the first snapshot", st.Retries, st.Values.Load(), st.Expected)
+		}
+	}
+	if len(buf) > 0 {
+		if err := emit(buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *mysqlSource) resumeArg(last []byte) any {
+	if m.binary {
+		return last
+	}
+	return string(last)
+}
+
+// stream runs one streamed query; it leaves the last value read in *last
+// and unsent fingerprints in *buf.
+func (m *mysqlSource) stream(ctx context.Context, conn *sql.Conn, q string, args []any, st *ReadStats, emit func([]fpstore.Fingerprint) error, last *[]byte, buf *[]fpstore.Fingerprint) error {
+	rows, err := conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var raw sql.RawBytes
+	b := *buf
+	defer func() { *buf = b }()
+	var n int64
+	defer func() { st.Values.Add(n) }()
+	for rows.Next() {
+		if err := rows.Scan(&raw); err != nil {
+			return err
+		}
+		n++
+		*last = append((*last)[:0], raw...)
+		fp, ok := m.parse(raw, st)
+		if !ok {
+			continue
+		}
+		if b = append(b, fp); len(b) == cap(b) {
+			st.Values.Add(n)
+			n = 0
+			if err := st.wait(ctx, len(b)); err != nil {
+				return emitError{err}
+			}
+			if err := emit(b); err != nil {
+				return emitError{err}
+			}
+			b = b[:0]
+		}
+	}
+	// rows.Next is false at the end and on a lost connection alike: only
+	// rows.Err tells them apart.
+	return rows.Err()
+}
+
+func (m *mysqlSource) parse(raw []byte, st *ReadStats) (fpstore.Fingerprint, bool) {
+	if raw == nil {
+		st.bad("NULL", m.o.Samples)
+		return fpstore.Fingerprint{}, false
+	}
+	if m.binary {
+		switch len(raw) {
+		case 16:
+			st.Narrow++
+		case 32:
+			st.Full++
+		default:
+			st.bad("0x"+hex.EncodeToString(raw), m.o.Samples)
+			return fpstore.Fingerprint{}, false
+		}
+		return fpstore.FromBytes(raw), true
+	}
+	fp, ok := parseHex(raw)
+	if !ok {
+		st.bad(string(raw), m.o.Samples)
+		return fp, false
+	}
+	if len(raw) == 64 {
+		st.Full++
+	} else {
+		st.Narrow++
+	}
+	return fp, true
+}
+
+func (m *mysqlSource) probeArgs(fp fpstore.Fingerprint, fill byte) any {
+	it := Item{FP: fp}
+	if m.wide {
+		b := itemBytes(&it, false)
+		for len(b) < 32 {
+			b = append(b, fill)
+		}
+		if m.binary {
+			return b
+		}
+		return hex.EncodeToString(b)
+	}
+	if m.binary {
+		return itemBytes(&it, false)
+	}
+	return fp.String()
+}
+
+// Probe asks which of fps the column holds: `IN (…)` on 128-bit columns;
+// on whole digests, one index range per fingerprint (its 2^128 digests).
+func (m *mysqlSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error {
+	var q strings.Builder
+	args := make([]any, 0, 2*len(fps))
+	q.WriteString("SELECT " + m.column + " FROM " + m.table + " WHERE (")
+	for i, fp := range fps {
+		if m.wide {
+			if i > 0 {
+				q.WriteString(" OR ")
+			}
+			q.WriteString(m.column + " BETWEEN ? AND ?")
+			args = append(args, m.probeArgs(fp, 0), m.probeArgs(fp, 0xff))
+		} else {
+			if i == 0 {
+				q.WriteString(m.column + " IN (?")
+			} else {
+				q.WriteString(",?")
+			}
+			args = append(args, m.probeArgs(fp, 0))
+		}
+	}
+	if !m.wide {
+		q.WriteString(")")
+	}
+	q.WriteString(")" + m.where(true))
+	clear(present)
+	rows, err := m.db.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var raw sql.RawBytes
+	var st ReadStats
+	for rows.Next() {
+		if err := rows.Scan(&raw); err != nil {
+			return err
+		}
+		fp, ok := m.parse(raw, &st)
+		if !ok {
+			continue
+		}
+		if i, found := slices.BinarySearchFunc(fps, fp, fpstore.Fingerprint.Compare); found {
+			present[i] = true
+		}
+	}
+	return rows.Err()
+}
+
+func (m *mysqlSource) value(it *Item) any {
+	if m.binary {
+		return itemBytes(it, m.wide)
+	}
+	return itemHex(it, m.wide)
+}
+
+// Write inserts items with one multi-row INSERT IGNORE. Its affected-rows
+// count is not used: after a retry it would miss rows this run inserted.
+func (m *mysqlSource) Write(ctx context.Context, items []Item) error {
+	if len(items) == 0 {
+		return nil
+	}
+	var q strings.Builder
+	q.Grow(48 + 4*len(items))
+	q.WriteString("INSERT IGNORE INTO " + m.table + " (" + m.column + ") VALUES (?)")
+	args := make([]any, len(items))
+	for i := range items {
+		if i > 0 {
+			q.WriteString(",(?)")
+		}
+		args[i] = m.value(&items[i])
+	}
+	_, err := m.db.ExecContext(ctx, q.String(), args...)
+	return err
+}
+
+func (m *mysqlSource) Plan(w io.Writer, items []Item) error {
+	var b []byte
+	for i := range items {
+		b = append(b, "INSERT IGNORE INTO "+m.table+" ("+m.column+") VALUES ("...)
+		if m.binary {
+			b = append(b, "0x"...)
+			b = append(b, itemHex(&items[i], m.wide)...)
+		} else {
+			b = append(b, '\'')
+			b = append(b, itemHex(&items[i], m.wide)...)
+			b = append(b, '\'')
+		}
+		b = append(b, ");\n"...)
+	}
+	_, err := w.Write(b)
+	return err
+}

@@ -1,0 +1,189 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+// Item is one key to write online: its fingerprint and, for online sides
+// that hold whole SHA-256 digests, the digest (Full, when HasFull).
+type Item struct {
+	FP      fpstore.Fingerprint
+	Full    [32]byte
+	HasFull bool
+}
+
+// Source is an opened online side.
+type Source interface {
+	// Sorted reports whether Read gives fingerprints in ascending order.
+	Sorted() bool
+	// Read gives every fingerprint the online side holds to emit, in
+	// batches (emit copies what it keeps). A value that is not a
+	// fingerprint is counted in st, not emitted.
+	Read(ctx context.Context, st *ReadStats, emit func([]fpstore.Fingerprint) error) error
+	// Probe sets present[i] to whether fps[i] (ascending) is online.
+	Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error
+	// Wide reports whether the online side holds whole 32-byte digests;
+	// known is false when nothing says yet (an empty key space, hex= not
+	// given).
+	Wide() (wide, known bool)
+	// Write writes items online, idempotently (SET NX, SADD, INSERT IGNORE).
+	Write(ctx context.Context, items []Item) error
+	// Plan prints, one a line, the commands Write would send.
+	Plan(w io.Writer, items []Item) error
+	// Close releases the connections.
+	Close() error
+}
+
+// ReadStats are the figures of reading the online side.
+type ReadStats struct {
+	Values     atomic.Int64 // values read (keys, members, rows), bad ones included
+	Bad        int64        // values that are not fingerprints
+	BadSamples []string     // the first few of them, quoted
+	Retries    int          // reads resumed after a lost connection
+	Expected   int64        // what the store said it holds (COUNT(*), SCARD), -1 unknown
+	Checked    bool         // Values was compared with Expected in one snapshot
+	Note       string       // why the count was not compared, or what it showed
+	Narrow     int64        // values of 16 bytes / 32 hex digits
+	Full       int64        // values of 32 bytes / 64 hex digits
+	limiter    *pacer
+}
+
+func (st *ReadStats) bad(v string, samples int) {
+	st.Bad++
+	if len(st.BadSamples) < samples {
+		if len(v) > 120 {
+			v = v[:120] + "…"
+		}
+		st.BadSamples = append(st.BadSamples, fmt.Sprintf("%q", v))
+	}
+}
+
+// wait paces reading to the --read-rate.
+func (st *ReadStats) wait(ctx context.Context, n int) error {
+	if st.limiter == nil {
+		return nil
+	}
+	return st.limiter.wait(ctx, n)
+}
+
+// parseHex reads 32 or 64 hex digits (either case) as a fingerprint: a
+// 64-digit SHA-256 is compared on its first 128 bits.
+func parseHex[T string | []byte](s T) (fp fpstore.Fingerprint, ok bool) {
+	if len(s) != 32 && len(s) != 64 {
+		return fp, false
+	}
+	var bad byte
+	for i := 0; i < 16; i++ {
+		v := unhex[s[i]]
+		bad |= v
+		fp.Hi = fp.Hi<<4 | uint64(v)
+	}
+	for i := 16; i < 32; i++ {
+		v := unhex[s[i]]
+		bad |= v
+		fp.Lo = fp.Lo<<4 | uint64(v)
+	}
+	for i := 32; i < len(s); i++ {
+		bad |= unhex[s[i]]
+	}
+	return fp, bad&0xf0 == 0
+}
+
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c-'a') + 10
+		t[c-'a'+'A'] = byte(c-'a') + 10
+	}
+	return t
+}()
+
+const hexDigits = "0123456789abcdef"
+
+// itemHex is the item's lowercase hex: 64 digits when full, else 32.
+func itemHex(it *Item, full bool) string {
+	if full {
+		var b [64]byte
+		for i, c := range it.Full {
+			b[2*i], b[2*i+1] = hexDigits[c>>4], hexDigits[c&15]
+		}
+		return string(b[:])
+	}
+	return it.FP.String()
+}
+
+// itemBytes is the item's big-endian bytes: 32 when full, else 16.
+func itemBytes(it *Item, full bool) []byte {
+	if full {
+		return append([]byte(nil), it.Full[:]...)
+	}
+	b := make([]byte, 16)
+	for i := 0; i < 8; i++ {
+		b[i] = byte(it.FP.Hi >> (56 - 8*i))
+		b[8+i] = byte(it.FP.Lo >> (56 - 8*i))
+	}
+	return b
+}
+
+// ErrNeedRecords: the online side holds whole SHA-256 digests, which a
+// 128-bit index cannot give.
+var ErrNeedRecords = errors.New("the online side holds whole 32-byte SHA-256 digests, which a 128-bit index cannot give")
+
+// retry runs fn up to 1+retries times with exponential backoff (capped at
+// 5 s) while it fails with a retryable error and ctx is live; onRetry, if
+// set, is called before each retry.
+func retry(ctx context.Context, retries int, backoff time.Duration, onRetry func(), fn func() error) error {
+	var err error
+	for attempt := 0; ; attempt++ {
+		if err = fn(); err == nil || ctx.Err() != nil || attempt >= retries || !retryable(err) {
+			return err
+		}
+		if onRetry != nil {
+			onRetry()
+		}
+		d := backoff << attempt
+		if d > 5*time.Second {
+			d = 5 * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(d):
+		}
+	}
+}
+
+// retryable tells a lost connection or a timeout, worth retrying, from an
+// answer of the server (a syntax error, a missing table, wrong credentials)
+// that a retry would only repeat.
+func retryable(err error) bool {
+	var perm permanent
+	if errors.As(err, &perm) {
+		return false
+	}
+	s := err.Error()
+	for _, p := range []string{"Error 1045", "Error 1044", "Error 1146", "Error 1054", "Error 1064", "Error 1142", "WRONGPASS", "NOAUTH", "WRONGTYPE", "NOPERM"} {
+		if strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// permanent marks an error that no retry can fix.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }

@@ -1,0 +1,50 @@
+package reconcile
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// pacer limits a rate in keys per second across goroutines: a batch of n
+// keys reserves n/rate seconds of the schedule and waits for its turn.
+// Idle time is not saved up, so there are no bursts after a pause.
+type pacer struct {
+	mu   sync.Mutex
+	rate float64
+	next time.Time
+}
+
+// newPacer returns nil (no limit) for a rate <= 0.
+func newPacer(rate float64) *pacer {
+	if rate <= 0 {
+		return nil
+	}
+	return &pacer{rate: rate}
+}
+
+func (p *pacer) wait(ctx context.Context, n int) error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	now := time.Now()
+	if p.next.Before(now) {
+		p.next = now
+	}
+	at := p.next
+	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
+	p.mu.Unlock()
+	d := time.Until(at)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
