@@ -269,10 +269,12 @@ func firstLong(data []byte, term byte, maxRecord int) int {
 // cutBefore handles a too-long record at off in c.buf[:end] whose end is
 // known: the records before it go out first, the error after them.
 func (r *ChunkReader) cutBefore(c *Chunk, off, end int) (*Chunk, error) {
-	t := off + bytes.IndexByte(c.buf[off:end], r.term)
+	var t int // the long record's terminator
 	if r.csv {
 		var q quoteCursor
 		t = q.recordEnd(c.buf[:end], off) - 1
+	} else {
+		t = off + bytes.IndexByte(c.buf[off:end], r.term)
 	}
 	long := c.buf[off : t+1]
 	if off == 0 {
@@ -316,10 +318,12 @@ func (r *ChunkReader) skipRecord() error {
 				return nil
 			}
 		}
-		end := bytes.IndexByte(c.buf[:r.held], r.term) + 1
+		var end int // just past the record's terminator, or <= 0
 		if r.csv {
 			var q quoteCursor
 			end, r.skipQuoted = q.end(c.buf[:r.held], 0, r.skipQuoted)
+		} else {
+			end = bytes.IndexByte(c.buf[:r.held], r.term) + 1
 		}
 		if end <= 0 {
 			r.line += r.lines(c.buf[:r.held], 0)

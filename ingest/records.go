@@ -165,21 +165,21 @@ func (k *Keyer) Key(rec []byte, first bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return k.join(line, k.cols, k.fields), nil
+	return k.join(line), nil
 }
 
-// join returns the fields picked by idx joined by the separator, without
-// copying when there is only one.
-func (k *Keyer) join(line []byte, idx []int, fields []field) []byte {
-	if len(idx) == 1 {
-		return k.bytes(line, fields[idx[0]])
+// join returns the key fields joined by the separator, without copying
+// when there is only one.
+func (k *Keyer) join(line []byte) []byte {
+	if len(k.cols) == 1 {
+		return k.bytes(line, k.fields[k.cols[0]])
 	}
 	out := k.out[:0]
-	for i, c := range idx {
+	for i, c := range k.cols {
 		if i > 0 {
 			out = append(out, k.sep...)
 		}
-		out = append(out, k.bytes(line, fields[c])...)
+		out = append(out, k.bytes(line, k.fields[c])...)
 	}
 	k.out = out
 	return out

@@ -1,8 +1,8 @@
-//go:build !linux
+//go:build !unix
 
 package ingest
 
 import "time"
 
-// threadCPU is unknown here.
-func threadCPU() time.Duration { return -1 }
+// processCPU is unknown here.
+func processCPU() time.Duration { return -1 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"testing"
 )
 
@@ -55,23 +54,20 @@ func benchKeyer(b *testing.B, f Format) *Keyer {
 }
 
 // runKeyBench runs keyAll, which keys every record of data, and reports the
-// time per record; where the thread's CPU time can be read, also that
-// (cpu-ns/record), which other processes competing for the cores do not
-// inflate (the garbage collector's background work is not in it, which
-// flatters the allocating contenders).
+// time per record; where it can be read, also the process's CPU time per
+// record (cpu-ns/record), which counts the garbage collector's work but not
+// the other processes competing for the cores of a busy machine.
 func runKeyBench(b *testing.B, data []byte, keyAll func(data []byte) int) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	cpu0 := threadCPU()
+	cpu0 := processCPU()
 	n := 0
 	for b.Loop() {
 		if n = keyAll(data); n != benchRecords {
 			b.Fatalf("keyed %d records, want %d", n, benchRecords)
 		}
 	}
-	if cpu := threadCPU() - cpu0; cpu0 >= 0 {
+	if cpu := processCPU() - cpu0; cpu0 >= 0 {
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(benchRecords), "cpu-ns/record")
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(benchRecords), "ns/record")

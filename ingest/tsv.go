@@ -4,9 +4,10 @@ package ingest
 // and so is every byte but TAB and the "\n" or "\r\n" terminator. There is
 // nothing to unescape, so a key field always aliases the record.
 //
-// BenchmarkKeyTSV, 3 key columns of 5, ~45-byte records (this machine):
-// 17 ns/record; bytes.Split would allocate a slice per record, and
-// encoding/csv with Comma '\t' would still treat quotes as quoting.
+// BenchmarkKeyTSV, 100k events of ~40 bytes keyed on 3 of their 5 columns,
+// process CPU per record (as BenchmarkKeyCSV): the hand-written split 38 ns,
+// bytes.Split 219 ns (it allocates a slice a record), encoding/csv with
+// Comma '\t' 176 ns (and it would still treat quotes as quoting).
 
 // splitFields locates the fields of line, a record without its terminator
 // and with no quoting, split on sep, up to the last key column: a tsv
