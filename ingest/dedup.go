@@ -374,7 +374,7 @@ func markShard(l *shardSet, me, mask uint64, c *dedupChunk) error {
 			for _, i := range idx[:n] {
 				sink += s.slots[s.home(c.fps[i])*slotsPerBucket].Hi
 			}
-			_ = sink
+			s.sink += sink // keeps the compiler from dropping the loads
 			for _, i := range idx[:n] {
 				c.state[i] = stateDup
 				if s.insert(c.fps[i]) {

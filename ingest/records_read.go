@@ -183,6 +183,9 @@ func (w *recordWorker) each(job chunkJob, fn func(rec []byte, fp fpstore.Fingerp
 	if job.header {
 		recNo-- // data records are numbered without the header
 	}
+	// A newline-terminated line is one line: no need to count (bytes.Count
+	// per record was 6% of a dedup's CPU time in pprof).
+	oneLine := w.opts.Spec.Format == FormatLines && w.opts.Spec.Term == '\n'
 	var err error
 	SplitFormat(data, w.opts.Spec.Format, w.opts.Spec.Term, func(rec []byte) bool {
 		first := c.FirstRecord == 1 && recNo == 1 && !job.header
@@ -204,7 +207,11 @@ func (w *recordWorker) each(job chunkJob, fn func(rec []byte, fp fpstore.Fingerp
 		} else if err = fn(rec, fp); err != nil {
 			return false
 		}
-		line += int64(CountLines(rec))
+		if oneLine {
+			line++
+		} else {
+			line += int64(CountLines(rec))
+		}
 		recNo++
 		return true
 	})
