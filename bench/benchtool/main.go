@@ -5,7 +5,9 @@
 // or computes lives here, where it is tested.
 //
 //	benchtool gen [--records N] [--seed S] [--repeat F] [--far F] [--format lines|csv|jsonl] [-o FILE] [--stats] [--plan]
-//	benchtool report --meta FILE --rows FILE [--hyperfine JOB=FILE]... [--inspect FILE] [--md OUT] [--json OUT]
+//	benchtool fp [--seed S] [--from I] [--count N] [-o FILE]
+//	benchtool rss -o FILE [--every 10ms] -- COMMAND [ARG...]
+//	benchtool report --meta FILE --rows FILE [--hyperfine JOB=FILE]... [--anon FILE] [--inspect FILE] [--md OUT] [--json OUT]
 package main
 
 import (
@@ -30,6 +32,10 @@ func main() {
 	switch os.Args[1] {
 	case "gen":
 		err = genMain(os.Args[2:], os.Stdout, os.Stderr)
+	case "fp":
+		err = fpMain(os.Args[2:], os.Stdout, os.Stderr)
+	case "rss":
+		rssExit(os.Args[2:])
 	case "report":
 		err = reportMain(os.Args[2:], os.Stdout)
 	default:
@@ -42,7 +48,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: benchtool gen|report [flags] (see -h of each)")
+	fmt.Fprintln(os.Stderr, "usage: benchtool gen|fp|rss|report [flags] (see -h of each)")
 	os.Exit(2)
 }
 
@@ -170,6 +176,7 @@ func reportMain(args []string, stdout io.Writer) error {
 	var hf multiFlag
 	fs.Var(&hf, "hyperfine", "JOB=FILE: hyperfine --export-json of that job (repeatable)")
 	inspectPath := fs.String("inspect", "", "output of fpdedup inspect --json, if any")
+	anonPath := fs.String("anon", "", "TSV: job, name, sampled peak anonymous RSS in KiB (benchtool rss)")
 	peersPath := fs.String("peers", "", "output of peers.sh --check, if any")
 	mdPath := fs.String("md", "", "also write the markdown here")
 	jsonPath := fs.String("json", "", "write the raw JSON here")
@@ -186,6 +193,11 @@ func reportMain(args []string, stdout io.Writer) error {
 	}
 	if in.Rows, err = readRows(*rowsPath); err != nil {
 		return err
+	}
+	if *anonPath != "" {
+		if in.AnonKB, err = readAnon(*anonPath); err != nil {
+			return err
+		}
 	}
 	for _, h := range hf {
 		job, file, ok := strings.Cut(h, "=")

@@ -111,7 +111,7 @@ func TestReport(t *testing.T) {
 		"## build: exact set",
 		"| fpdedup build | 0.400 | 0.390–0.600 | 0.700 | 150 | 1.00× | 6200000 ✓ |",
 		"| sort -u | 4.480 | 4.300–4.600 | 7.500 | — | 11.2× |  |",
-		"| duckdb | 2.000 | 1.900–2.100 | 3.500 | 200 | 5.00× | 6199999 ✗ WRONG |",
+		"| duckdb | 2.000 | 1.900–2.100 | 3.500 | 200 | 5.00× | 6199999 ✗ WRONG (want 6200000) |",
 		"| bloom | missing: bloom not installed (bench/peers.sh) |",
 		"| fpdedup query | failed: exit 1: absent |",
 		"| bloom check | not timed (hyperfine failed) |",
@@ -153,5 +153,53 @@ func TestReport(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "16.50 bytes per distinct key (inspect --json bytes_per_key)") {
 		t.Errorf("inspect's bytes_per_key not used:\n%s", stdout.String())
+	}
+}
+
+// The columns and checks of the dedup and merge benchmarks: a title and a
+// summary of their own, a sampled anonymous peak, GB/s from meta, answers
+// checked per job or per row, and no index section.
+func TestReportExtras(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	meta := write("meta", "date=D\nbench=merge\nsummary=two indexes of 5 keys\nruns=3\n"+
+		"ref.build=fpdedup build\ndistinct=1\ndistinct.build=6200000\nexpect.build.duckdb=6199999\n"+
+		"gbps_bytes.build=800000000\ngbps_bytes.build.sort -u=1600000000\n"+
+		"check.02=second\ncheck.01=first\n")
+	rows := write("rows", strings.Join([]string{
+		"build\tfpdedup build\tok\t153600\t6200000\tfpdedup build -o X F",
+		"build\tsort -u\tok\t\t6200001\tsort -u F",
+		"build\tduckdb\tok\t204800\t6199999\tnode d.mjs F",
+		"build\tbloom\tmissing: no bloom\t\t\tbloom …",
+	}, "\n")+"\n")
+	anon := write("anon", "build\tfpdedup build\t51200\nbuild\tduckdb\t\n")
+	hf := write("hf.json", hyperfineJSON)
+	var stdout bytes.Buffer
+	if err := reportMain([]string{"--meta", meta, "--rows", rows, "--hyperfine", "build=" + hf, "--anon", anon}, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"# fpdedup merge benchmark, D\n\ntwo indexes of 5 keys  \n",
+		"| tool | median wall s | min–max s | user+sys s | peak RSS MB | peak anon MB | GB/s | ÷ fpdedup build | answer |\n" +
+			"| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+		"| fpdedup build | 0.400 | 0.390–0.600 | 0.700 | 150 | 50 | 2.00 | 1.00× | 6200000 ✓ |",
+		"| sort -u | 4.480 | 4.300–4.600 | 7.500 | — | — | 0.36 | 11.2× | 6200001 ✗ WRONG (want 6200000) |",
+		"| duckdb | 2.000 | 1.900–2.100 | 3.500 | 200 | — | 0.40 | 5.00× | 6199999 ✓ |",
+		"| bloom | missing: no bloom | | | — | — | | |  |",
+		"\n## checks (untimed)\n\n- first\n- second\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "index size") || strings.Contains(out, "records (") {
+		t.Errorf("report has the foundation's index section or records line:\n%s", out)
 	}
 }
