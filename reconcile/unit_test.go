@@ -1,0 +1,224 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+func TestParseURL(t *testing.T) {
+	ok := []struct {
+		in   string
+		want Target
+	}{
+		{"redis://127.0.0.1:6390/3?match=dd:*", Target{Kind: RedisKeys, Addr: "127.0.0.1:6390", DB: 3, Prefix: "dd:", ScanCount: 1000}},
+		{"redis://audit@cache?set=seen&count=5000&hex=64", Target{Kind: RedisSet, Addr: "cache:6379", User: "audit", Set: "seen", ScanCount: 5000, HexDigits: 64}},
+		{"redis://h:1/0?match=*", Target{Kind: RedisKeys, Addr: "h:1", ScanCount: 1000}},
+		{"mysql://u@db1/dedup?table=events&column=fp", Target{Kind: MySQL, Addr: "db1:3306", User: "u", Name: "dedup", Table: "events", Column: "fp", CountCheck: true}},
+		{"mysql://u@db1:3307/d?table=other.t&column=c&where=c%20%3E%200&count=0", Target{Kind: MySQL, Addr: "db1:3307", User: "u", Name: "d", Table: "other.t", Column: "c", Where: "c > 0"}},
+		{"file:/tmp/x.txt", Target{Kind: File, Path: "/tmp/x.txt"}},
+		{"file:///tmp/x.txt", Target{Kind: File, Path: "/tmp/x.txt"}},
+		{"file:rel.txt.gz", Target{Kind: File, Path: "rel.txt.gz"}},
+	}
+	for _, c := range ok {
+		got, err := ParseURL(c.in)
+		if err != nil {
+			t.Errorf("%s: %v", c.in, err)
+			continue
+		}
+		got.Redacted = ""
+		if *got != c.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", c.in, *got, c.want)
+		}
+	}
+	bad := []struct{ in, msg string }{
+		{"redis://u:hunter2@h/0?match=a*", "holds a password"},
+		{"mysql://u:hunter2@h/d?table=t&column=c", "FPDEDUP_MYSQL_PASSWORD"},
+		{"redis://h/0", "say which keys"},
+		{"redis://h/0?match=a*b*", "literal prefix"},
+		{"redis://h/0?match=abc", "literal prefix"},
+		{"redis://h/0?match=a*&set=s", "exclude each other"},
+		{"redis://h1:1,h2:2/0?match=a*", "Cluster"},
+		{"redis://h/x?match=a*", "database number"},
+		{"redis://h/0?match=a*&hex=40", "hex="},
+		{"redis://h/0?match=a*&cnt=4", `unknown parameter "cnt"`},
+		{"mysql://u@h/d?table=t;drop&column=c", "plain identifiers"},
+		{"mysql://h/d?table=t&column=c", "mysql://user@"},
+		{"postgres://u@h/d", "unknown scheme"},
+		{"file:", "needs a path"},
+	}
+	for _, c := range bad {
+		_, err := ParseURL(c.in)
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: error %v, want one saying %q", c.in, err, c.msg)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error shows the password: %v", c.in, err)
+		}
+	}
+}
+
+func TestParseHex(t *testing.T) {
+	fp := fpstore.Fingerprint{Hi: 0x0123456789abcdef, Lo: 0xfedcba9876543210}
+	for _, s := range []string{"0123456789abcdeffedcba9876543210", "0123456789ABCDEFFEDCBA9876543210",
+		"0123456789abcdeffedcba9876543210" + strings.Repeat("7", 32)} {
+		got, ok := parseHex(s)
+		if !ok || got != fp {
+			t.Errorf("%s: %v %v", s, got, ok)
+		}
+		if got2, ok2 := parseHex([]byte(s)); got2 != got || ok2 != ok {
+			t.Errorf("%s: string and bytes differ", s)
+		}
+	}
+	for _, s := range []string{"", "0123", "0123456789abcdeffedcba987654321g", "0123456789abcdeffedcba9876543210" + strings.Repeat("x", 32),
+		"0123456789abcdeffedcba98765432100", " 123456789abcdeffedcba9876543210"} {
+		if _, ok := parseHex(s); ok {
+			t.Errorf("%q parsed", s)
+		}
+	}
+}
+
+type sliceReader struct {
+	fps   []fpstore.Fingerprint
+	batch int
+}
+
+func (r *sliceReader) next() ([]fpstore.Fingerprint, error) {
+	if len(r.fps) == 0 {
+		return nil, nil
+	}
+	n := min(len(r.fps), r.batch)
+	b := r.fps[:n]
+	r.fps = r.fps[n:]
+	return b, nil
+}
+
+// mergeJoin against a map, with batches of every size on both sides.
+func TestMergeJoin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var off, on []fpstore.Fingerprint
+	inOff := map[fpstore.Fingerprint]bool{}
+	for i := 0; i < 5000; i++ {
+		fp := fpstore.Fingerprint{Hi: rng.Uint64() >> 52, Lo: rng.Uint64()}
+		switch rng.IntN(3) {
+		case 0:
+			off = append(off, fp)
+			inOff[fp] = true
+		case 1:
+			on = append(on, fp)
+		default:
+			off = append(off, fp)
+			on = append(on, fp)
+			inOff[fp] = true
+		}
+	}
+	less := func(a, b fpstore.Fingerprint) int { return a.Compare(b) }
+	slices.SortFunc(off, less)
+	slices.SortFunc(on, less)
+	off, on = slices.Compact(off), slices.Compact(on)
+	var wantBoth, wantMissing, wantExtra int64
+	inOn := map[fpstore.Fingerprint]bool{}
+	for _, fp := range on {
+		inOn[fp] = true
+		if inOff[fp] {
+			wantBoth++
+		} else {
+			wantExtra++
+		}
+	}
+	for _, fp := range off {
+		if !inOn[fp] {
+			wantMissing++
+		}
+	}
+	for _, bs := range [][2]int{{1, 1}, {1, 7}, {100, 3}, {8192, 8192}, {5000, 1}} {
+		var both int64
+		missing, extra := newSink(3, nil), newSink(3, nil)
+		err := mergeJoin(context.Background(), &sliceReader{off, bs[0]}, &sliceReader{on, bs[1]}, &both, missing, extra)
+		if err != nil || both != wantBoth || missing.n != wantMissing || extra.n != wantExtra {
+			t.Fatalf("batches %v: both %d missing %d extra %d (%v), want %d %d %d", bs, both, missing.n, extra.n, err, wantBoth, wantMissing, wantExtra)
+		}
+	}
+}
+
+// The checker drops repeats and what lies outside the range, and refuses
+// a stream out of order.
+func TestChecker(t *testing.T) {
+	var got []fpstore.Fingerprint
+	c := &checker{rng: fpstore.Range{Bits: 1, Index: 0}, what: "test", downstrm: func(b []fpstore.Fingerprint) error {
+		got = append(got, b...)
+		return nil
+	}}
+	fp := func(hi uint64) fpstore.Fingerprint { return fpstore.Fingerprint{Hi: hi} }
+	if err := c.emit([]fpstore.Fingerprint{fp(1), fp(1), fp(2), fp(1 << 63), fp(3)}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []fpstore.Fingerprint{fp(1), fp(2), fp(3)}) || c.repeats != 1 || c.outside != 1 || c.distinct != 3 {
+		t.Fatalf("got %v, repeats %d, outside %d", got, c.repeats, c.outside)
+	}
+	if err := c.emit([]fpstore.Fingerprint{fp(2)}); !errors.Is(err, ErrUnsorted) {
+		t.Fatalf("out of order: %v", err)
+	}
+}
+
+func TestPacer(t *testing.T) {
+	p := newPacer(20000)
+	start := time.Now()
+	for i := 0; i < 11; i++ {
+		if err := p.wait(context.Background(), 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 11 batches of 1000 at 20k/s: the first goes at once, the last 0.5 s later.
+	if d := time.Since(start); d < 450*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("11k keys at 20k/s took %v", d)
+	}
+	if newPacer(0) != nil {
+		t.Fatal("rate 0 should be no limit")
+	}
+}
+
+func TestScrub(t *testing.T) {
+	base := errors.New("dial mysql://u@h/d?table=t: access denied for pw=hunter2")
+	err := scrub(base, "hunter2", "")
+	if strings.Contains(err.Error(), "hunter2") || !errors.Is(err, base) {
+		t.Fatalf("%v", err)
+	}
+	// A password that happens to occur in the redacted URL leaves the URL be.
+	url := "mysql://fpdedup@h:3306/fpdedup?table=t&column=c"
+	err = scrub(errors.New("cannot reach "+url+": Error 1045: Access denied for user 'fpdedup'"), "fpdedup", url)
+	if err.Error() != "cannot reach "+url+": Error 1045: Access denied for user '*****'" {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestCheckpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.ckpt")
+	c, err := loadCheckpoint(path, "a.fpx", 10, "redis://h/0?match=a*")
+	if err != nil || c.hasLast {
+		t.Fatalf("fresh: %+v %v", c, err)
+	}
+	c.advance(fpstore.Fingerprint{Hi: 5, Lo: 6}, 100)
+	if err := c.save(path); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := loadCheckpoint(path, "a.fpx", 10, "redis://h/0?match=a*")
+	if err != nil || !c2.hasLast || c2.last != (fpstore.Fingerprint{Hi: 5, Lo: 6}) || c2.Written != 100 {
+		t.Fatalf("reloaded: %+v %v", c2, err)
+	}
+	if _, err := loadCheckpoint(path, "a.fpx", 10, "redis://h/0?match=b*"); err == nil || !strings.Contains(err.Error(), "another run") {
+		t.Fatalf("another online side: %v", err)
+	}
+	os.WriteFile(path, []byte("junk"), 0o644)
+	if _, err := loadCheckpoint(path, "a.fpx", 10, "redis://h/0?match=a*"); err == nil {
+		t.Fatal("junk checkpoint accepted")
+	}
+}
