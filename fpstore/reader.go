@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -171,7 +172,15 @@ func (x *Index) guard(fn func() error) (err error) {
 			err = fmt.Errorf("%w: reading %s failed: %v", ErrCorrupt, x.path, r)
 		}
 	}()
-	return fn()
+	// Damage found in a lookup names the file: with several indexes in a
+	// set, the user must know which one to rebuild.
+	if err := fn(); err != nil {
+		if errors.Is(err, ErrCorrupt) && !strings.Contains(err.Error(), x.path) {
+			return fmt.Errorf("%s: %w", x.path, err)
+		}
+		return err
+	}
+	return nil
 }
 
 // find returns the segment that would hold fp, or -1: the last segment
@@ -231,7 +240,11 @@ func (x *Index) segment(i int) (*segment, error) {
 	}
 	s, err := loadSegment(x.data, x.foot.segments[i])
 	if err != nil {
-		slot.err = fmt.Errorf("%w: segment %d at offset %d: %v", ErrCorrupt, i, x.foot.segments[i].offset, err)
+		if errors.Is(err, ErrCorrupt) {
+			slot.err = fmt.Errorf("segment %d at offset %d: %w", i, x.foot.segments[i].offset, err)
+		} else {
+			slot.err = fmt.Errorf("%w: segment %d at offset %d: %v", ErrCorrupt, i, x.foot.segments[i].offset, err)
+		}
 		return nil, slot.err
 	}
 	slot.seg.Store(s)

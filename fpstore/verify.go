@@ -78,6 +78,13 @@ func (x *Index) verifyAll(rep *VerifyReport) {
 	}
 	footerAt := uint64(x.size) - TrailerSize - x.footerLen()
 	checkGap(footerAt)
+	// The footer is canonical too: where it starts and every byte of it.
+	if want := alignUp(gapStart, 8); footerAt != want {
+		rep.add("footer at offset %d, canonical offset %d", footerAt, want)
+	}
+	if want := encodeFooter(x.foot); !bytes.Equal(x.data[footerAt:footerAt+x.footerLen()], want) {
+		rep.add("footer at offset %d is not the canonical encoding of its contents", footerAt)
+	}
 
 	var sb segmentBuilder
 	for i, ref := range segs {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -61,9 +62,9 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 		paths, args = args[:1], args[1:]
 	} else if len(args) > 0 {
 		// With --index the positional index is optional: the first
-		// argument is one only if it opens as an index.
-		if x, err := fpstore.Open(args[0]); err == nil {
-			x.Close()
+		// argument is one when it names an existing file (which must then
+		// open as an index: a damaged one is an error, not a key).
+		if st, err := os.Stat(args[0]); err == nil && st.Mode().IsRegular() {
 			paths, args = append([]string{args[0]}, paths...), args[1:]
 		}
 	}

@@ -30,7 +30,7 @@ func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
 	f.BoolVar(&r.header, "header", false, "csv/tsv: the first record of each input is a header (names columns; dedup writes it once)")
 	f.BoolVarP(&r.nul, "zero-terminated", "z", false, "lines format: records end with NUL, not newline")
 	f.StringVar(&r.onBad, "on-bad", "fail", "a bad record: fail (exit 2), skip (count it), or quarantine=FILE (write it there)")
-	f.StringVar(&r.maxRecord, "max-record", "0", "a record longer than this size is bad (0: no limit)")
+	f.StringVar(&r.maxRecord, "max-record", "64MiB", "a record longer than this size is bad (0: no limit); bounds memory when a csv quote is never closed")
 }
 
 // given reports whether any record flag was set on the command line.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -111,6 +112,20 @@ func (g *globals) resolve() error {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
+	}
+	// Output files for figures are checked before any work: a command
+	// that publishes its result must not fail afterwards for want of a
+	// writable --stats-json.
+	for flag, path := range map[string]string{"--stats-json": g.statsJSON, "--metrics": g.metrics} {
+		if path == "" {
+			continue
+		}
+		f, err := os.CreateTemp(filepath.Dir(path), ".fpdedup-check-*")
+		if err != nil {
+			return usageErrorf("%s %s: cannot write there: %v", flag, path, err)
+		}
+		f.Close()
+		os.Remove(f.Name())
 	}
 	g.rss = startRSSSampler()
 	// The Go runtime's soft limit keeps the heap inside the budget; the
