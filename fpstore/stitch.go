@@ -133,20 +133,25 @@ func stitch(w *Writer, xs []*Index, root Range) error {
 				break
 			}
 		}
-		var fps []Fingerprint
+		// At most SegmentMax: read straight into a pending buffer of the
+		// writer (huge pages, reused), not a growing slice (pprof: half
+		// of a small stitch went to memmove and GC).
+		fps := w.getPending()[:0]
 		j := i
 		for ; j < len(xs) && a.contains(xs[j].Range().start()); j++ {
 			c := xs[j].Cursor()
-			buf := make([]Fingerprint, 4096)
 			for {
-				n, err := c.Read(buf)
+				if len(fps) == cap(fps) {
+					return fmt.Errorf("BUG: partitions under %s/%d hold more than SegmentMax", a.Prefix, a.Bits)
+				}
+				n, err := c.Read(fps[len(fps):cap(fps)])
 				if err == io.EOF {
 					break
 				}
 				if err != nil {
 					return err
 				}
-				fps = append(fps, buf[:n]...)
+				fps = fps[:len(fps)+n]
 			}
 		}
 		if len(fps) > 0 {
@@ -154,6 +159,7 @@ func stitch(w *Writer, xs []*Index, root Range) error {
 				return err
 			}
 		}
+		w.putPending(fps[:0])
 		i = j
 	}
 	return nil
