@@ -124,10 +124,10 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	for nshards < opts.Threads {
 		nshards *= 2
 	}
-	// A third of --mem for the tables, a third for the blooms of the
-	// bounded mode, the rest for chunks in flight, the --record sorter and
-	// the runtime.
-	tableBudget := opts.Mem / 3
+	// A quarter of --mem for the tables, a quarter for the blooms of the
+	// bounded mode, the rest for a run being written (~34 MiB), chunks in
+	// flight, the --record sorter and the runtime.
+	tableBudget := opts.Mem / 4
 	shards := make([]*shardSet, nshards)
 	est := estimateRecords(opts.Inputs)
 	slots := min(est/int64(nshards), tableBudget/int64(nshards)/16)

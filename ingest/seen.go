@@ -152,6 +152,28 @@ func (s *seenShard) fingerprints(dst []fpstore.Fingerprint) []fpstore.Fingerprin
 	return dst
 }
 
+// compact moves the shard's fingerprints to the front of its slots and
+// returns them; the shard is unusable until reset.
+func (s *seenShard) compact() []fpstore.Fingerprint {
+	n := 0
+	for _, fp := range s.slots {
+		if fp != (fpstore.Fingerprint{}) {
+			s.slots[n] = fp
+			n++
+		}
+	}
+	out := s.slots[:n]
+	if s.zero {
+		// The zero fingerprint marks empty slots; it goes in last (it is
+		// the smallest, and the caller sorts).
+		if n < len(s.slots) {
+			out = s.slots[:n+1]
+			out[n] = fpstore.Fingerprint{}
+		}
+	}
+	return out
+}
+
 // reset empties the shard, keeping its memory.
 func (s *seenShard) reset() {
 	clear(s.slots)

@@ -150,7 +150,9 @@ func (l *shardSet) rebuildBloom(capacity int) error {
 
 // flush writes the table as a sorted run and empties it.
 func (l *shardSet) flush() error {
-	fps := l.table.fingerprints(nil)
+	// Sorted in place in the table's own memory (no copy: the bounded
+	// mode must stay inside --mem), which reset then clears.
+	fps := l.table.compact()
 	slices.SortFunc(fps, fpstore.Fingerprint.Compare)
 	l.nrun++
 	path := filepath.Join(l.tmpDir, fmt.Sprintf("fpdedup-seen-%d-%s-%d.fpx", os.Getpid(), l.name, l.nrun))
