@@ -52,6 +52,13 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	fpdedupBin = filepath.Join(dir, "fpdedup")
+	if bin := os.Getenv("FPDEDUP_BIN"); bin != "" {
+		// A binary built already (by CI, or to test another build).
+		fpdedupBin = bin
+		code := m.Run()
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")

@@ -24,6 +24,7 @@ type redisSource struct {
 	narrow  int64 // values of each width seen by Read
 	full    int64
 	samples int
+	raw     *respPool // --apply's writes
 }
 
 func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error) {
@@ -42,7 +43,7 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 		PoolSize:                 o.Conns + 2,
 		MaxRetries:               1, // ours (retry) are on top, with their own backoff
 	})
-	r := &redisSource{t: t, c: c, o: o, samples: o.Samples}
+	r := &redisSource{t: t, c: c, o: o, samples: o.Samples, raw: newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns)}
 	err := retry(ctx, o.Retries, o.Backoff, nil, func() error { return c.Ping(ctx).Err() })
 	if err != nil {
 		c.Close()
@@ -107,7 +108,10 @@ func (r *redisSource) sampleWidth(ctx context.Context) error {
 	return nil
 }
 
-func (r *redisSource) Close() error { return r.c.Close() }
+func (r *redisSource) Close() error {
+	r.raw.close()
+	return r.c.Close()
+}
 
 func (r *redisSource) Sorted() bool { return false }
 
@@ -267,23 +271,61 @@ func (r *redisSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 	return nil
 }
 
+// Write sends one pipeline: SET PREFIX<hex> 1 NX [EX|PX ttl] per item, or
+// one SADD of them all. The replies (set or not) are not used: after a
+// retried pipeline they would call this run's own writes "existing"
+// (FAULTS.md row 23); only error replies count.
 func (r *redisSource) Write(ctx context.Context, items []Item) error {
 	full, _ := r.Wide()
+	var b []byte
+	var hexb [64]byte
+	n := 0
 	if r.t.Kind == RedisSet {
-		members := make([]any, len(items))
+		b = append(b, '*')
+		b = strconv.AppendInt(b, int64(2+len(items)), 10)
+		b = append(b, "\r\n"...)
+		b = appendBulk(b, "SADD")
+		b = appendBulk(b, r.t.Set)
 		for i := range items {
-			members[i] = itemHex(&items[i], full)
+			b = appendBulk(b, appendItemHex(hexb[:0], &items[i], full))
 		}
-		return r.c.SAdd(ctx, r.t.Set, members...).Err()
+		n = 1
+	} else {
+		var ttl []string
+		switch {
+		case r.o.TTL <= 0:
+		case r.o.TTL%time.Second == 0:
+			ttl = []string{"EX", strconv.FormatInt(int64(r.o.TTL/time.Second), 10)}
+		default:
+			ttl = []string{"PX", strconv.FormatInt(r.o.TTL.Milliseconds(), 10)}
+		}
+		key := []byte(r.t.Prefix)
+		for i := range items {
+			b = append(b, '*')
+			b = strconv.AppendInt(b, int64(4+len(ttl)), 10)
+			b = append(b, "\r\n"...)
+			b = appendBulk(b, "SET")
+			b = appendBulk(b, appendItemHex(key[:len(r.t.Prefix)], &items[i], full))
+			b = appendBulk(b, "1")
+			for _, a := range ttl {
+				b = appendBulk(b, a)
+			}
+			b = appendBulk(b, "NX")
+		}
+		n = len(items)
 	}
-	pipe := r.c.Pipeline()
-	for i := range items {
-		// SET NX: idempotent in state. Its reply (set or not) is not used:
-		// after a retried pipeline it would call our own writes "existing".
-		pipe.SetNX(ctx, r.name(&items[i], full), 1, r.o.TTL)
+	return r.raw.pipeline(ctx, b, n)
+}
+
+// appendItemHex appends the item's lowercase hex: 64 digits when full.
+func appendItemHex(dst []byte, it *Item, full bool) []byte {
+	if full {
+		for _, c := range it.Full {
+			dst = append(dst, hexDigits[c>>4], hexDigits[c&15])
+		}
+		return dst
 	}
-	_, err := pipe.Exec(ctx)
-	return err
+	return it.FP.AppendHex(dst)
 }
 
 func (r *redisSource) Plan(w io.Writer, items []Item) error {

@@ -215,6 +215,11 @@ func TestRedisPasswordNeverPrinted(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(d.dir, "ok.json")); strings.Contains(string(b)+r.stderr, secret) {
 		t.Fatal("the password shows in a successful run")
 	}
+	// --apply's own connections authenticate as the user too.
+	fpdedup(t, d.dir, []string{"FPDEDUP_REDIS_PASSWORD=" + secret}, "reconcile", "--index", d.index, "--online", url, "--apply").want(t, 1)
+	if n := c.DBSize(ctx).Val(); n != 101 {
+		t.Fatalf("%d keys after --apply as %s, want 101", n, user)
+	}
 }
 
 // Connections killed (CLIENT KILL) again and again while --apply writes:

@@ -111,7 +111,7 @@ server error (the report, if asked, says what); 130/143 interrupted.`,
 	f.StringVar(&o.rate, "rate", "0", "with --apply: at most this many keys/s written (e.g. 50k; 0: no limit)")
 	f.StringVar(&o.readRate, "read-rate", "0", "at most this many keys/s read or probed online (0: no limit)")
 	f.IntVar(&o.batch, "batch", 1000, "keys per pipeline, statement or probe")
-	f.IntVar(&o.conns, "conns", 4, "connections used at once by --probe and --apply")
+	f.IntVar(&o.conns, "conns", 8, "connections used at once by --probe and --apply")
 	f.IntVar(&o.retries, "retries", 5, "retries (with backoff) of a failed read, probe or write before giving up")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "network timeout of one operation")
 	f.StringVar(&o.checkpoint, "checkpoint", "", "with --apply: resume from and record progress in `FILE`")
