@@ -39,8 +39,8 @@ mysql_() { MYSQL_PWD="$MY_PASS" mariadb --no-defaults -h "$MY_HOST" -P "$MY_PORT
 redis_() { redis-cli -h "$R_HOST" -p "$R_PORT" -n "$RDB" "$@"; }
 
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"; redis_ FLUSHDB >/dev/null 2>&1 || true; mysql_ -e "DROP TABLE IF EXISTS fpdedup_bench" 2>/dev/null || true' EXIT
-go build -o "$tmp/fpdedup" ./cmd/fpdedup
-F="$tmp/fpdedup"
+F="${FPDEDUP_BIN:-$tmp/fpdedup}"   # FPDEDUP_BIN: a binary built already
+[ -n "${FPDEDUP_BIN:-}" ] || go build -o "$F" ./cmd/fpdedup
 
 now() { date +%s.%N; }
 # median of RUNS wall times of "$@" (stdout discarded)
