@@ -69,7 +69,7 @@ func (c *Checkpoint) advance(fp fpstore.Fingerprint, n int64) {
 // save publishes the checkpoint atomically and durably.
 func (c *Checkpoint) save(path string) error {
 	c.Updated = time.Now().UTC().Format(time.RFC3339Nano)
-	b, err := json.MarshalIndent(c, "", "  ")
+	b, err := marshal(c)
 	if err != nil {
 		return err
 	}

@@ -206,8 +206,14 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 			continue
 		}
 		if last != nil {
-			q = "SELECT " + m.column + " FROM " + m.table + " WHERE " + m.column + " > ?" + m.where(true) + " ORDER BY " + m.column
-			args = []any{m.resumeArg(last)}
+			if m.safeLiteral(last) {
+				q = "SELECT " + m.column + " FROM " + m.table + " WHERE " + m.column + " > " + string(m.literal(nil, last)) + m.where(true) + " ORDER BY " + m.column
+				args = nil
+			} else {
+				// A value that is no hex (counted as bad): bound, as it may hold anything.
+				q = "SELECT " + m.column + " FROM " + m.table + " WHERE " + m.column + " > ?" + m.where(true) + " ORDER BY " + m.column
+				args = []any{string(last)}
+			}
 		}
 	}
 	if m.t.CountCheck {
@@ -227,13 +233,6 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		}
 	}
 	return nil
-}
-
-func (m *mysqlSource) resumeArg(last []byte) any {
-	if m.binary {
-		return last
-	}
-	return string(last)
 }
 
 // stream runs one streamed query; it leaves the last value read in *last
@@ -306,52 +305,87 @@ func (m *mysqlSource) parse(raw []byte, st *ReadStats) (fpstore.Fingerprint, boo
 	return fp, true
 }
 
-func (m *mysqlSource) probeArgs(fp fpstore.Fingerprint, fill byte) any {
-	it := Item{FP: fp}
+// literal is a value as SQL text: x'<hex>' for a BINARY column, '<hex>'
+// for a CHAR one. Values are inlined rather than bound: with placeholders,
+// the driver would also substitute a '?' inside a --online &where= string.
+func (m *mysqlSource) literal(b []byte, raw []byte) []byte {
+	if m.binary {
+		b = append(b, "x'"...)
+		b = hex.AppendEncode(b, raw)
+	} else {
+		b = append(b, '\'')
+		b = append(b, raw...)
+	}
+	return append(b, '\'')
+}
+
+// itemLiteral is an item's value: 16 or 32 bytes, or 32 or 64 hex digits.
+func (m *mysqlSource) itemLiteral(b []byte, it *Item) []byte {
+	var buf [64]byte
+	if m.binary {
+		return m.literal(b, itemBytes(it, m.wide))
+	}
+	return m.literal(b, appendItemHex(buf[:0], it, m.wide))
+}
+
+// probeLiteral is fp's value on a 128-bit column, or on a 256-bit one the
+// lowest (fill 0) or highest (fill 0xff) digest that starts with fp.
+func (m *mysqlSource) probeLiteral(b []byte, fp fpstore.Fingerprint, fill byte) []byte {
+	raw := itemBytes(&Item{FP: fp}, false)
 	if m.wide {
-		b := itemBytes(&it, false)
-		for len(b) < 32 {
-			b = append(b, fill)
+		for len(raw) < 32 {
+			raw = append(raw, fill)
 		}
-		if m.binary {
-			return b
-		}
-		return hex.EncodeToString(b)
 	}
 	if m.binary {
-		return itemBytes(&it, false)
+		return m.literal(b, raw)
 	}
-	return fp.String()
+	return m.literal(b, hex.AppendEncode(nil, raw))
+}
+
+// safeLiteral reports whether a value read from the column can be inlined
+// as it is: hex digits only (any fingerprint, any value of a BINARY column).
+func (m *mysqlSource) safeLiteral(raw []byte) bool {
+	if m.binary {
+		return true
+	}
+	for _, c := range raw {
+		if unhex[c] == 0xff {
+			return false
+		}
+	}
+	return true
 }
 
 // Probe asks which of fps the column holds: `IN (…)` on 128-bit columns;
 // on whole digests, one index range per fingerprint (its 2^128 digests).
 func (m *mysqlSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error {
-	var q strings.Builder
-	args := make([]any, 0, 2*len(fps))
-	q.WriteString("SELECT " + m.column + " FROM " + m.table + " WHERE (")
+	q := make([]byte, 0, 64+len(fps)*(40+len(m.column)))
+	q = append(q, "SELECT "+m.column+" FROM "+m.table+" WHERE ("...)
 	for i, fp := range fps {
 		if m.wide {
 			if i > 0 {
-				q.WriteString(" OR ")
+				q = append(q, " OR "...)
 			}
-			q.WriteString(m.column + " BETWEEN ? AND ?")
-			args = append(args, m.probeArgs(fp, 0), m.probeArgs(fp, 0xff))
+			q = append(q, m.column+" BETWEEN "...)
+			q = m.probeLiteral(q, fp, 0)
+			q = append(q, " AND "...)
+			q = m.probeLiteral(q, fp, 0xff)
 		} else {
 			if i == 0 {
-				q.WriteString(m.column + " IN (?")
+				q = append(q, m.column+" IN ("...)
 			} else {
-				q.WriteString(",?")
+				q = append(q, ',')
 			}
-			args = append(args, m.probeArgs(fp, 0))
+			q = m.probeLiteral(q, fp, 0)
 		}
 	}
 	if !m.wide {
-		q.WriteString(")")
+		q = append(q, ')')
 	}
-	q.WriteString(")" + m.where(true))
+	q = append(q, ")"+m.where(true)...)
 	clear(present)
-	rows, err := m.db.QueryContext(ctx, q.String(), args...)
+	rows, err := m.db.QueryContext(ctx, string(q))
 	if err != nil {
 		return err
 	}
@@ -373,30 +407,23 @@ func (m *mysqlSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 	return rows.Err()
 }
 
-func (m *mysqlSource) value(it *Item) any {
-	if m.binary {
-		return itemBytes(it, m.wide)
-	}
-	return itemHex(it, m.wide)
-}
-
 // Write inserts items with one multi-row INSERT IGNORE. Its affected-rows
 // count is not used: after a retry it would miss rows this run inserted.
 func (m *mysqlSource) Write(ctx context.Context, items []Item) error {
 	if len(items) == 0 {
 		return nil
 	}
-	var q strings.Builder
-	q.Grow(48 + 4*len(items))
-	q.WriteString("INSERT IGNORE INTO " + m.table + " (" + m.column + ") VALUES (?)")
-	args := make([]any, len(items))
+	q := make([]byte, 0, 64+len(items)*72)
+	q = append(q, "INSERT IGNORE INTO "+m.table+" ("+m.column+") VALUES "...)
 	for i := range items {
 		if i > 0 {
-			q.WriteString(",(?)")
+			q = append(q, ',')
 		}
-		args[i] = m.value(&items[i])
+		q = append(q, '(')
+		q = m.itemLiteral(q, &items[i])
+		q = append(q, ')')
 	}
-	_, err := m.db.ExecContext(ctx, q.String(), args...)
+	_, err := m.db.ExecContext(ctx, string(q))
 	return err
 }
 
@@ -404,14 +431,7 @@ func (m *mysqlSource) Plan(w io.Writer, items []Item) error {
 	var b []byte
 	for i := range items {
 		b = append(b, "INSERT IGNORE INTO "+m.table+" ("+m.column+") VALUES ("...)
-		if m.binary {
-			b = append(b, "0x"...)
-			b = append(b, itemHex(&items[i], m.wide)...)
-		} else {
-			b = append(b, '\'')
-			b = append(b, itemHex(&items[i], m.wide)...)
-			b = append(b, '\'')
-		}
+		b = m.itemLiteral(b, &items[i])
 		b = append(b, ");\n"...)
 	}
 	_, err := w.Write(b)

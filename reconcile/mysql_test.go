@@ -65,7 +65,7 @@ func TestMySQLBinary16(t *testing.T) {
 	}
 
 	r := fpdedup(t, d.dir, env, "reconcile", "-q", "--index", d.index, "--online", url, "--dry-run").want(t, 1)
-	if first := strings.SplitN(r.stdout, "\n", 2)[0]; first != "INSERT IGNORE INTO `rc_bin16` (`fp`) VALUES (0x"+d.missingFPs()[0]+");" {
+	if first := strings.SplitN(r.stdout, "\n", 2)[0]; first != "INSERT IGNORE INTO `rc_bin16` (`fp`) VALUES (x'"+d.missingFPs()[0]+"');" {
 		t.Fatalf("dry run: %q", first)
 	}
 	if n := countRows(t, db, "rc_bin16"); n != 91_000 {
@@ -125,13 +125,16 @@ func TestMySQLSlice(t *testing.T) {
 		}
 	}
 	env := mysqlEnv(t)
-	url := mysqlURL(t, "rc_slice", "fp", "where="+urlEscape("fp < x'80000000000000000000000000000000'"))
+	// (A '?' in the WHERE must stay a '?': values are inlined, not bound.)
+	url := mysqlURL(t, "rc_slice", "fp", "where="+urlEscape("fp < x'80000000000000000000000000000000' AND 'a?b' <> ''"))
 	fpdedup(t, d.dir, env, "reconcile", "--index", half, "--online", url, "--report", "w.json").want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "w.json"))
 	wantCounts(t, rep, both, missing, extra)
 	if rep.Online.OutsideRange != 0 || rep.Online.Expected != both+extra {
 		t.Fatalf("with where: %+v", rep.Online)
 	}
+	fpdedup(t, d.dir, env, "reconcile", "--index", half, "--online", url, "--probe", "--report", "wp.json").want(t, 1)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "wp.json")), both, missing, -1)
 	fpdedup(t, d.dir, env, "reconcile", "--index", half, "--online", mysqlURL(t, "rc_slice", "fp", ""), "--report", "all.json").want(t, 1)
 	rep = readReport(t, filepath.Join(d.dir, "all.json"))
 	wantCounts(t, rep, both, missing, extra)

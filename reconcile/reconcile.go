@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -611,8 +612,20 @@ type scrubbed struct {
 func (s scrubbed) Error() string { return s.msg }
 func (s scrubbed) Unwrap() error { return s.err }
 
+// marshal indents and keeps & < > as they are (URLs read better).
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
 func writeReport(path string, rep *Report) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
+	b, err := marshal(rep)
 	if err != nil {
 		return err
 	}
