@@ -399,6 +399,14 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 		rep.Counts.OnlyOnline = -1
 		rep.Online.Distinct = -1
 	}
+	if t.Kind == RedisSet && !o.Probe && st.Expected >= 0 {
+		// SSCAN returns every member present for the whole scan at least
+		// once; SCARD was taken before it. A difference means the set
+		// changed meanwhile (or members are not fingerprints).
+		if got := chk.distinct + chk.outside + st.Bad; got != st.Expected && err == nil {
+			rep.Online.Note = fmt.Sprintf("SCARD said %d members before the scan, %d distinct were read: the set changed during the scan?", st.Expected, got)
+		}
+	}
 	rep.Missing = missing.n
 	secs := max(rep.Timings.Compare, 1e-9)
 	rep.Timings.OnlinePerSecond = float64(rep.Online.Values) / secs
