@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/fpdedup/fpdedup/fpstore"
 )
 
@@ -174,8 +176,22 @@ func retryable(err error) bool {
 	if errors.As(err, &perm) {
 		return false
 	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		// An answer of a live server: only these pass with time.
+		switch me.Number {
+		case 1040, // too many connections
+			1053, // server shutdown in progress
+			1205, // lock wait timeout
+			1213, // deadlock
+			1317, // query execution was interrupted
+			1927: // connection was killed
+			return true
+		}
+		return false
+	}
 	s := err.Error()
-	for _, p := range []string{"Error 1045", "Error 1044", "Error 1146", "Error 1054", "Error 1064", "Error 1142", "WRONGPASS", "NOAUTH", "WRONGTYPE", "NOPERM"} {
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "WRONGTYPE", "NOPERM", "ERR unknown command"} {
 		if strings.Contains(s, p) {
 			return false
 		}

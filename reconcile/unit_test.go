@@ -3,6 +3,8 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 )
@@ -220,5 +224,25 @@ func TestCheckpoint(t *testing.T) {
 	os.WriteFile(path, []byte("junk"), 0o644)
 	if _, err := loadCheckpoint(path, "a.fpx", 10, "redis://h/0?match=a*"); err == nil {
 		t.Fatal("junk checkpoint accepted")
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{io.ErrUnexpectedEOF, true},
+		{&mysql.MySQLError{Number: 1213, Message: "Deadlock found"}, true},
+		{fmt.Errorf("writing: %w", &mysql.MySQLError{Number: 1927}), true},
+		{&mysql.MySQLError{Number: 1146, Message: "Table doesn't exist"}, false},
+		{&mysql.MySQLError{Number: 1045, Message: "Access denied"}, false},
+		{respError{"redis: WRONGTYPE Operation against a key holding the wrong kind of value"}, false},
+		{respError{"redis: OOM command not allowed"}, true},
+		{permanent{errors.New("no")}, false},
+	} {
+		if got := retryable(c.err); got != c.want {
+			t.Errorf("retryable(%v) = %v", c.err, got)
+		}
 	}
 }
