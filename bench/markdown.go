@@ -102,6 +102,21 @@ func (r *Report) Markdown() string {
 	}
 
 	r.markdownFigures(&b)
+	if len(r.Targets) > 0 {
+		p("## Targets of the issues\n\n| issue | goal | measured | met |\n| --- | --- | --- | --- |\n")
+		for _, t := range r.Targets {
+			met := "not measured"
+			if t.Met != nil {
+				met = map[bool]string{true: "yes", false: "**no**"}[*t.Met]
+			}
+			m := cell(t.Measured)
+			if t.Caveat != "" {
+				m += " (" + cell(t.Caveat) + ")"
+			}
+			p("| %d | %s | %s | %s |\n", t.Issue, cell(t.Goal), m, met)
+		}
+		p("\n")
+	}
 	r.markdownCapacity(&b)
 	if r.Compare != nil {
 		p("## Compared with %s\n\n", r.Compare.OldStarted.Format("2006-01-02 15:04 UTC"))

@@ -31,6 +31,7 @@ type Report struct {
 	Index    *fpstore.Info   `json:"index"`
 	Bounded  *BoundedFigures `json:"dedup_bounded"`
 	Capacity *Capacity       `json:"capacity"`
+	Targets  []Target        `json:"targets"`
 	Compare  *Comparison     `json:"compare,omitempty"`
 	Notes    []string        `json:"notes"`
 }

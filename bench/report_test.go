@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"image/png"
 	"io"
 	"math"
@@ -57,6 +58,7 @@ func sampleReport() *Report {
 	}
 	finishJob(&r.Jobs[0], 620)
 	r.Capacity = estimateCapacity(r)
+	r.Targets = judgeTargets(r)
 	return r
 }
 
@@ -357,6 +359,33 @@ func TestShellQuote(t *testing.T) {
 	} {
 		if got := shellQuote(in); got != want {
 			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestTargets(t *testing.T) {
+	got := map[string]*bool{}
+	for _, tg := range sampleReport().Targets {
+		got[tg.Goal] = tg.Met
+	}
+	for goal, want := range map[string]string{
+		"build ≥ 8× faster than LC_ALL=C sort -u":                                      "false", // 2×
+		"build ≥ 2× faster than DuckDB count(DISTINCT hash(l))":                        "nil",   // no such row
+		"index ≤ 17.5 bytes per distinct key, filters and directories included":        "false", // 17.7
+		"warm lookup p50 under 300 ns":                                                 "true",
+		"bounded mode's bloom: measured false-positive rate within 10% of the formula": "true", // ×0.91
+	} {
+		m, ok := got[goal]
+		if !ok {
+			t.Errorf("no target %q", goal)
+			continue
+		}
+		s := "nil"
+		if m != nil {
+			s = fmt.Sprint(*m)
+		}
+		if s != want {
+			t.Errorf("%s: met = %s, want %s", goal, s, want)
 		}
 	}
 }

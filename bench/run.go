@@ -197,10 +197,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	b.rep.Capacity = estimateCapacity(b.rep)
+	b.rep.Targets = judgeTargets(b.rep)
 	if o.Compare != nil {
 		b.rep.Compare = compareReports(o.Compare, b.rep)
 	}
 	b.rep.Machine.LoadAfter = loadAvg()
+	if l := max(b.rep.Machine.LoadBefore[0], b.rep.Machine.LoadAfter[0], b.rep.Machine.LoadBefore[1]); l > float64(b.rep.Machine.Cores) {
+		b.note("The load average (%.1f) exceeded the %d cores: other processes competed for the CPU during the run, so absolute times are pessimistic and vary between runs; the ratios, from interleaved runs, hold better.", l, b.rep.Machine.Cores)
+	}
 	b.rep.Seconds = time.Since(start).Seconds()
 	return b.rep, nil
 }

@@ -64,6 +64,20 @@ func (r *Report) SummaryLines() []string {
 			}
 		}
 	}
+	met, missed, unknown := 0, 0, 0
+	for _, t := range r.Targets {
+		switch {
+		case t.Met == nil:
+			unknown++
+		case *t.Met:
+			met++
+		default:
+			missed++
+		}
+	}
+	if len(r.Targets) > 0 {
+		add("  targets of the issues: %d met, %d not met, %d not measured (report.md lists them)", met, missed, unknown)
+	}
 	for _, j := range r.Jobs {
 		for _, row := range j.Rows {
 			if row.CheckOK != nil && !*row.CheckOK {

@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Target is a performance goal of an issue, judged on this run. Met is nil
+// when the run lacks a figure it needs (a peer missing, a row failed).
+type Target struct {
+	Issue    int    `json:"issue"`
+	Goal     string `json:"goal"`
+	Measured string `json:"measured"`
+	Met      *bool  `json:"met"`
+	Caveat   string `json:"caveat,omitempty"` // where this run differs from the issue's setting
+}
+
+// judgeTargets checks the goals the issues set (DESIGN section 7: "targets
+// are in the issues") against this run's figures. The goals are copied
+// here; when an issue changes its numbers, this list changes with it.
+func judgeTargets(r *Report) []Target {
+	ts := []Target{}
+	add := func(issue int, goal, caveat string, f func() (string, *bool)) {
+		t := Target{Issue: issue, Goal: goal, Caveat: caveat}
+		t.Measured, t.Met = f()
+		ts = append(ts, t)
+	}
+	// faster: fpdedup's row in job against a peer, wanting at least x.
+	faster := func(job, peer string, x float64) func() (string, *bool) {
+		return func() (string, *bool) {
+			j := r.job(job)
+			ref, p := j.ref(), j.row(peer)
+			if ref == nil || p == nil || p.Median == nil {
+				return "not measured (" + rowStatus(p) + ")", nil
+			}
+			return fmt.Sprintf("%s vs %s: %.2f×", fmtSeconds(ref.Median.WallS), fmtSeconds(p.Median.WallS), p.Ratio), truth(p.Ratio >= x)
+		}
+	}
+	anonUnder := func(job string, limit float64, what string) func() (string, *bool) {
+		return func() (string, *bool) {
+			ref := r.job(job).ref()
+			if ref == nil || ref.PeakAnon <= 0 {
+				return "not measured", nil
+			}
+			return fmt.Sprintf("%s (%s = %s)", fmtMiB(ref.PeakAnon), what, fmtMiB(int64(limit))), truth(float64(ref.PeakAnon) <= limit)
+		}
+	}
+	small := ""
+	if r.Data.Records < DefaultRecords {
+		small = fmt.Sprintf("this run has %s records; the issues' figures are for 10M", commas(r.Data.Records))
+	}
+
+	add(2, "build ≥ 8× faster than LC_ALL=C sort -u", small, faster("build", "sort -u", 8))
+	add(2, "build ≥ 2× faster than DuckDB count(DISTINCT hash(l))", small, faster("build", duckHashTool, 2))
+	add(2, "build: anonymous peak RSS under 400 MB", small, anonUnder("build", 400e6, "limit"))
+	add(2, "index ≤ 17.5 bytes per distinct key, filters and directories included", "", func() (string, *bool) {
+		if r.Index == nil {
+			return "not measured", nil
+		}
+		return fmt.Sprintf("%.2f bytes/key", r.Index.BytesPerKey), truth(r.Index.BytesPerKey <= 17.5)
+	})
+	add(2, "query of every line ≥ 10× faster than bloom check", small, faster("query-present", "bloom check", 10))
+	add(2, "warm lookup p50 under 300 ns", fmt.Sprintf("on this run's %s-key index; the issue's is 100M keys (go test -bench BenchmarkLookup in fpstore)", fmtCount(float64(r.Data.Distinct))), func() (string, *bool) {
+		lk := r.Lookup
+		if lk == nil || lk.Warm.Present == nil || lk.Warm.Absent == nil {
+			return "not measured", nil
+		}
+		p50 := max(lk.Warm.Present.P50Ns, lk.Warm.Absent.P50Ns)
+		return fmt.Sprintf("present %s, absent %s", fmtNs(lk.Warm.Present.P50Ns), fmtNs(lk.Warm.Absent.P50Ns)), truth(p50 < 300)
+	})
+	add(3, "dedup (lines) ≥ 5× faster than the faster of DuckDB and sort -u", small, func() (string, *bool) {
+		j := r.job("dedup-lines")
+		ref := j.ref()
+		var best *Row
+		for _, name := range []string{"sort -u", "duckdb SELECT DISTINCT"} {
+			if p := j.row(name); p != nil && p.Median != nil && (best == nil || p.Median.WallS < best.Median.WallS) {
+				best = p
+			}
+		}
+		if ref == nil || best == nil {
+			return "not measured", nil
+		}
+		return fmt.Sprintf("%s vs %s %s: %.2f×", fmtSeconds(ref.Median.WallS), best.Tool, fmtSeconds(best.Median.WallS), best.Ratio), truth(best.Ratio >= 5)
+	})
+	add(3, "dedup --format csv --key 1,2,3 ≥ 3× faster than DuckDB SELECT DISTINCT * FROM read_csv", small, faster("dedup-csv", "duckdb SELECT DISTINCT * FROM read_csv", 3))
+	add(3, "dedup of the zstd CSV within 2× of zstd -dc alone", small, func() (string, *bool) {
+		j := r.job("dedup-zstd")
+		ref, z := j.ref(), j.row("floor: zstd -dc")
+		if ref == nil || z == nil || z.Median == nil {
+			return "not measured", nil
+		}
+		x := ref.Median.WallS / z.Median.WallS
+		return fmt.Sprintf("%s vs %s: %.2f× its time", fmtSeconds(ref.Median.WallS), fmtSeconds(z.Median.WallS), x), truth(x <= 2)
+	})
+	add(3, "dedup in memory: anonymous peak RSS ≤ 32 bytes per distinct key + 64 MiB", small,
+		anonUnder("dedup-lines", 32*float64(r.Data.Distinct)+64<<20, "32 B × "+commas(r.Data.Distinct)+" + 64 MiB"))
+	add(3, "dedup --mem M: anonymous peak RSS under M + 64 MiB", "the issue asks it of --mem 128MiB on 50M lines; this run's is --mem "+r.Options.BoundedMem+" on "+commas(r.Data.BoundedRecords)+" lines",
+		func() (string, *bool) {
+			m, ok := parseMiB(r.Options.BoundedMem)
+			if !ok {
+				return "not measured", nil
+			}
+			return anonUnder("dedup-bounded", float64(m+64<<20), r.Options.BoundedMem+" + 64 MiB")()
+		})
+	add(3, "bounded mode's bloom: measured false-positive rate within 10% of the formula", "", func() (string, *bool) {
+		bf := r.Bounded
+		if bf == nil || bf.Status != "ok" || bf.FilterFPRFormula <= 0 {
+			return "not measured", nil
+		}
+		x := bf.FilterFPRMeasured / bf.FilterFPRFormula
+		return fmt.Sprintf("%.4f%% vs %.4f%%: ×%.3f", 100*bf.FilterFPRMeasured, 100*bf.FilterFPRFormula, x), truth(x >= 0.9 && x <= 1.1)
+	})
+	add(6, "merge ≥ 10× faster than LC_ALL=C sort -m -u of the hex dumps", "the issue asks it of two 50M-key indexes; this run merges the two halves of its own index", faster("merge", "sort -m -u (hex)", 10))
+	add(6, "merge: anonymous peak RSS under 64 MiB", "", anonUnder("merge", 64<<20, "limit"))
+	return ts
+}
+
+// parseMiB reads the MiB and GiB sizes --bounded-mem takes.
+func parseMiB(s string) (int64, bool) {
+	var n int64
+	var unit string
+	if _, err := fmt.Sscanf(s, "%d%s", &n, &unit); err != nil {
+		return 0, false
+	}
+	switch strings.ToLower(unit) {
+	case "mib", "m":
+		return n << 20, true
+	case "gib", "g":
+		return n << 30, true
+	}
+	return 0, false
+}
