@@ -28,9 +28,9 @@
 // shows only in rows.Err(), which is always checked; the read then resumes
 // from the last value (`WHERE C > ?`) with bounded retries and backoff, and
 // the number of rows read is compared with a COUNT(*) taken in the same
-// snapshot. Writes are never classified by SET NX / INSERT IGNORE return
-// values: a retry after a lost reply would call a key this run wrote
-// "already there".
+// snapshot where that is cheap (tables of up to ~2M rows, or &count=1).
+// Writes are never classified by SET NX / INSERT IGNORE return values: a
+// retry after a lost reply would call a key this run wrote "already there".
 //
 // Secrets: passwords come in Options.Password, never in a URL; every
 // message and the report name the online side by its redacted URL, and

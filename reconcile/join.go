@@ -162,17 +162,22 @@ type Counts struct {
 	OnlyOnline  int64 `json:"only_online"`
 }
 
+// adder takes fingerprints in ascending order: an index writer, a spool.
+type adder interface {
+	Add(fps ...fpstore.Fingerprint) error
+}
+
 // sink collects one side's fingerprints: a count, the first samples, and
-// an optional index writer, in batches.
+// an optional adder (nil: none), in batches.
 type sink struct {
 	n       int64
 	samples []string
 	max     int
-	w       *fpstore.Writer
+	w       adder
 	buf     []fpstore.Fingerprint
 }
 
-func newSink(max int, w *fpstore.Writer) *sink {
+func newSink(max int, w adder) *sink {
 	return &sink{max: max, w: w, buf: make([]fpstore.Fingerprint, 0, 4096), samples: []string{}}
 }
 

@@ -167,7 +167,22 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 	if err := retry(ctx, m.o.Retries, m.o.Backoff, nil, connect); err != nil {
 		return fmt.Errorf("cannot reach %s: %w", m.t.Redacted, err)
 	}
-	if m.t.CountCheck {
+	count := m.t.Count == CountAlways
+	switch m.t.Count {
+	case CountNever:
+		st.Note = "rows read not compared with COUNT(*) (&count=0)"
+	case CountAuto:
+		var est sql.NullInt64
+		schema, table := m.t.Name, m.t.Table
+		if s, tb, ok := strings.Cut(m.t.Table, "."); ok {
+			schema, table = s, tb
+		}
+		_ = conn.QueryRowContext(ctx, "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, table).Scan(&est)
+		if count = est.Valid && est.Int64 <= countAutoMax; !count {
+			st.Note = fmt.Sprintf("rows read not compared with COUNT(*): the table holds ~%d rows, too many for a cheap count (&count=1 forces it); rows.Err() still guards the read", est.Int64)
+		}
+	}
+	if count {
 		_, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
 		if err == nil {
 			err = conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+m.table+m.where(false)).Scan(&st.Expected)
@@ -216,7 +231,7 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 			}
 		}
 	}
-	if m.t.CountCheck {
+	if count {
 		_, _ = conn.ExecContext(ctx, "COMMIT")
 		if st.Retries == 0 {
 			st.Checked = true

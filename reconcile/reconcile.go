@@ -290,7 +290,14 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 		}
 	}()
 	missingPath := o.Missing
-	if missingPath == "" && (len(o.Records) > 0 || o.Apply || o.DryRun) {
+	var spl *spool
+	if missingPath == "" && len(o.Records) == 0 && (o.Apply || o.DryRun) {
+		if spl, err = newSpool(o.TmpDir); err != nil {
+			return err
+		}
+		defer spl.close()
+	}
+	if missingPath == "" && len(o.Records) > 0 {
 		if tmpDir, err = os.MkdirTemp(o.TmpDir, "fpdedup-reconcile-*"); err != nil {
 			return fmt.Errorf("cannot make a temp directory in --tmpdir: %w", err)
 		}
@@ -317,7 +324,18 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 			return err
 		}
 	}
-	missing, extra := newSink(o.Samples, mw), newSink(o.Samples, ew)
+	// (A nil *Writer in an interface is not a nil interface.)
+	var madd, eadd adder
+	switch {
+	case mw != nil:
+		madd = mw
+	case spl != nil:
+		madd = spl
+	}
+	if ew != nil {
+		eadd = ew
+	}
+	missing, extra := newSink(o.Samples, madd), newSink(o.Samples, eadd)
 
 	st := &ReadStats{limiter: newPacer(o.ReadRate)}
 	chk := &checker{rng: x.Range(), what: t.Redacted}
@@ -490,7 +508,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 				return err
 			}
 		}
-		if err := apply(ctx, o, rep, src, ck, mx, wide, digests); err != nil {
+		if err := apply(ctx, o, rep, src, ck, mx, spl, wide, digests); err != nil {
 			return err
 		}
 	}
@@ -499,7 +517,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 }
 
 // apply writes the missing keys online (or prints them, dry run).
-func apply(ctx context.Context, o *Options, rep *Report, src Source, ck *Checkpoint, mx *fpstore.Index, wide bool, digests [][32]byte) error {
+func apply(ctx context.Context, o *Options, rep *Report, src Source, ck *Checkpoint, mx *fpstore.Index, spl *spool, wide bool, digests [][32]byte) error {
 	t, as := o.Target, rep.Apply
 	if missing := rep.Counts.OnlyOffline; missing > 0 {
 		a := &applier{src: src, o: o, ck: ck, st: as, pace: newPacer(o.Rate)}
@@ -521,7 +539,15 @@ func apply(ctx context.Context, o *Options, rep *Report, src Source, ck *Checkpo
 			}
 		} else {
 			items = func(emit func([]Item) error) error {
-				cr := newCursorReader(mx)
+				var cr batchReader
+				if mx != nil {
+					cr = newCursorReader(mx)
+				} else {
+					var err error
+					if cr, err = spl.reader(); err != nil {
+						return err
+					}
+				}
 				b := make([]Item, 0, 8192)
 				for {
 					fps, err := cr.next()

@@ -123,13 +123,22 @@ func (c *respConn) do(cmds []byte, n int, timeout time.Duration) error {
 	if err := c.c.SetDeadline(time.Now().Add(timeout)); err != nil {
 		return err
 	}
-	// Write and read at once: a pipeline larger than the socket buffers
-	// would otherwise stall both sides.
+	// A pipeline larger than the socket buffers could stall both sides if
+	// written before its replies are read: write those from another
+	// goroutine. Usual batches (~55 KiB for 1000 SET NX) go in one write.
 	werr := make(chan error, 1)
-	go func() {
-		_, err := c.c.Write(cmds)
-		werr <- err
-	}()
+	if len(cmds) <= 256<<10 {
+		if _, err := c.c.Write(cmds); err != nil {
+			c.c.Close()
+			return err
+		}
+		werr <- nil
+	} else {
+		go func() {
+			_, err := c.c.Write(cmds)
+			werr <- err
+		}()
+	}
 	var first error
 	for i := 0; i < n; i++ {
 		if err := c.reply(); err != nil {

@@ -49,8 +49,8 @@ Online sources (--online):
       &count=N (SCAN COUNT, default 1000), &hex=32|64 (width of the names
       when there are none yet to tell)
   mysql://user@host:port/db?table=T&column=C  C is BINARY(16), BINARY(32),
-      CHAR(32) or CHAR(64) hex; &where=SQL for a slice; &count=0 skips the
-      COUNT(*) check
+      CHAR(32) or CHAR(64) hex; &where=SQL for a slice; &count=auto|1|0:
+      compare the rows read with COUNT(*) (auto: up to ~2M rows, where cheap)
   file:PATH                                   one hex fingerprint per line
       (--online-format key: one key per line); gzip/zstd detected
 Hex names of 64 digits (whole SHA-256 digests) are compared on their first
@@ -59,9 +59,9 @@ or --password-file, never from the URL, and are never printed.
 
 A MySQL column is read by one streamed SELECT … ORDER BY and merge-joined with
 the index in one pass; a lost connection resumes after the last value read
-(--retries), and the rows read must equal COUNT(*) taken in the same
-snapshot. Redis and files are unsorted: they go through the external sorter,
-within --mem, spilling to --tmpdir. --probe instead looks each offline
+(--retries), and the rows read must equal a COUNT(*) taken in the same
+snapshot (where that is cheap). Redis and files are unsorted: they go through
+the external sorter, within --mem, spilling to --tmpdir. --probe instead looks each offline
 fingerprint up online in pipelined batches (EXISTS, SMISMEMBER, WHERE C IN),
 for audits of a small index; it cannot see what only the online side holds.
 

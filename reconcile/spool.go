@@ -1,0 +1,82 @@
+package reconcile
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+// spool keeps the missing fingerprints for --apply when no index of them
+// is wanted: 16 big-endian bytes each in an unlinked temp file, written
+// once in order and read back once. Building a temporary index instead
+// (segments, filters, checksums) cost CPU that the writes then lacked.
+type spool struct {
+	f *os.File
+	w *bufio.Writer
+	n int64
+}
+
+func newSpool(dir string) (*spool, error) {
+	f, err := os.CreateTemp(dir, "fpdedup-missing-*.tmp")
+	if err != nil {
+		return nil, fmt.Errorf("cannot make a temp file in --tmpdir: %w", err)
+	}
+	os.Remove(f.Name()) // gone when closed, whatever happens
+	return &spool{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
+}
+
+// Add appends fingerprints.
+func (s *spool) Add(fps ...fpstore.Fingerprint) error {
+	var rec [16]byte
+	for _, fp := range fps {
+		binary.BigEndian.PutUint64(rec[:8], fp.Hi)
+		binary.BigEndian.PutUint64(rec[8:], fp.Lo)
+		if _, err := s.w.Write(rec[:]); err != nil {
+			return fmt.Errorf("cannot write to --tmpdir: %w", err)
+		}
+	}
+	s.n += int64(len(fps))
+	return nil
+}
+
+// reader flushes the spool and reads it from the start.
+func (s *spool) reader() (batchReader, error) {
+	if err := s.w.Flush(); err != nil {
+		return nil, fmt.Errorf("cannot write to --tmpdir: %w", err)
+	}
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return &spoolReader{r: bufio.NewReaderSize(s.f, 1<<20), buf: make([]fpstore.Fingerprint, 8192), raw: make([]byte, 16*8192)}, nil
+}
+
+func (s *spool) close() { s.f.Close() }
+
+type spoolReader struct {
+	r   *bufio.Reader
+	buf []fpstore.Fingerprint
+	raw []byte
+}
+
+func (r *spoolReader) next() ([]fpstore.Fingerprint, error) {
+	n, err := io.ReadFull(r.r, r.raw)
+	if errors.Is(err, io.EOF) {
+		return nil, nil
+	}
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, err
+	}
+	if n%16 != 0 {
+		return nil, errors.New("spool: truncated record")
+	}
+	out := r.buf[:n/16]
+	for i := range out {
+		out[i] = fpstore.Fingerprint{Hi: binary.BigEndian.Uint64(r.raw[16*i:]), Lo: binary.BigEndian.Uint64(r.raw[16*i+8:])}
+	}
+	return out, nil
+}
