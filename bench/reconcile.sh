@@ -83,7 +83,7 @@ row "reconcile mysql (merge-join, COUNT(*) check)" "$t" "$ONLINE" "$(ratio "$bar
 t=$(timeit "$F" reconcile -q --index "$tmp/truth.fpx" --online "$MYURL&count=0" --report "$tmp/my0.json")
 row "reconcile mysql (merge-join, &count=0)" "$t" "$ONLINE" "$(ratio "$bare" "$t")" "$(peak "$tmp/my0.json")"
 t=$(timeit "$F" reconcile -q --index "$tmp/truth.fpx" --online "$MYURL" --probe --report "$tmp/myp.json")
-row "reconcile mysql --probe (IN of 1000, 4 conns)" "$t" "$N" "$(ratio "$bare" "$t")" "$(peak "$tmp/myp.json")"
+row "reconcile mysql --probe (IN of 1000, 8 conns)" "$t" "$N" "$(ratio "$bare" "$t")" "$(peak "$tmp/myp.json")"
 
 # Debian's redis-cli 7.0 has no --count (its --scan asks COUNT 10); newer
 # ones do. The reference is then the plain --scan, and the report's own
@@ -102,7 +102,7 @@ row "  of which the SCAN loop (online_read_seconds, last run)" "$rt" "$ONLINE" "
 t=$(timeit "$F" reconcile -q --index "$tmp/truth.fpx" --online "$RURL&count=5000" --report "$tmp/r5.json")
 row "reconcile redis (SCAN 5000, sort, merge-join)" "$t" "$ONLINE" "$(ratio "$bare" "$t")" "$(peak "$tmp/r5.json")"
 t=$(timeit "$F" reconcile -q --index "$tmp/truth.fpx" --online "$RURL" --probe --report "$tmp/rp.json")
-row "reconcile redis --probe (EXISTS pipelines, 4 conns)" "$t" "$N" "$(ratio "$bare" "$t")" "$(peak "$tmp/rp.json")"
+row "reconcile redis --probe (EXISTS pipelines, 8 conns)" "$t" "$N" "$(ratio "$bare" "$t")" "$(peak "$tmp/rp.json")"
 
 # --apply of N missing keys into an empty database, against redis-benchmark's
 # pipelined SET NX on the same server (4 connections, pipelines of 1000).
@@ -116,7 +116,7 @@ redis_ FLUSHDB >/dev/null
 t0=$(now)
 "$F" reconcile -q --index "$tmp/truth.fpx" --online "$RURL&hex=32" --apply --report "$tmp/apply.json" || [ $? = 1 ]
 t=$(echo "$(now) - $t0" | bc)
-row "reconcile --apply, whole run (SET NX, 4 conns, batch 1000)" "$t" "$N" "$(ratio "$bare" "$t")" "$(peak "$tmp/apply.json")"
+row "reconcile --apply, whole run (SET NX, 8 conns, batch 1000)" "$t" "$N" "$(ratio "$bare" "$t")" "$(peak "$tmp/apply.json")"
 at=$(sed -n 's/.*"apply_seconds": *\([0-9.e+-]*\).*/\1/p' "$tmp/apply.json")
 row "  of which the writes (apply phase)" "$at" "$N" "$(ratio "$bare" "$at")"
 echo "Redis keys after --apply: $(redis_ DBSIZE) (want $N)"
