@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# demo.sh -- build fpdedup and run its main jobs on the bundled example
+# demo.sh -- build fpdedup and run its main jobs (dedup, build, query,
+# inspect, verify) on the bundled example
 # (testdata/example/events.txt: 2000 login/payment events, 1240 distinct).
 # Needs only Go; no server. Leaves its files in ${DEMO_DIR:-/tmp/fpdedup-demo}.
 set -euo pipefail
@@ -13,6 +14,13 @@ events=testdata/example/events.txt
 key=$(sed -n 2p "$events")
 
 step() { printf '\n$ %s\n' "$*"; "$@"; }
+# The main job: keep each record's first occurrence, in input order.
+step "$fp" dedup -o "$out/unique.txt" --record "$out/day1.fpx" "$events"
+printf '$ wc -l unique.txt; same as awk '"'"'!s[$0]++'"'"'?\n'
+wc -l < "$out/unique.txt"
+awk '!s[$0]++' "$events" | cmp - "$out/unique.txt" && echo "identical to awk"
+# Tomorrow's run against today's fingerprints writes nothing new here.
+step "$fp" dedup --against "$out/day1.fpx" -o "$out/new.txt" "$events"
 step "$fp" build -o "$out/events.fpx" "$events"
 step "$fp" query "$out/events.fpx" "$key" 'u1,dnope,1,login,0.00' || true
 echo "(exit 1: one key is absent)"
