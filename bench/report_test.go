@@ -389,3 +389,27 @@ func TestTargets(t *testing.T) {
 		}
 	}
 }
+
+// The reference runs committed under bench/results/DATE/ stay readable by
+// this code: a schema change that breaks them must bump SchemaID.
+func TestCommittedReportsValidate(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("results", "*", "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		r, err := ReadReport(p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if r.Schema != SchemaID {
+			t.Errorf("%s: schema %q, this code writes %q", p, r.Schema, SchemaID)
+		}
+		// Redrawing the committed report works (report.md is regenerated
+		// from report.json alone).
+		if md := r.Markdown(); !strings.Contains(md, "## Targets of the issues") {
+			t.Errorf("%s: report.md redrawn without its targets", p)
+		}
+	}
+}
