@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,15 +68,7 @@ func sorterBudget(threads int, mem int64) int64 {
 // happens. ctx cancels it (temp files removed, nothing published).
 func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	start := time.Now()
-	if opts.Threads <= 0 {
-		opts.Threads = runtime.GOMAXPROCS(0)
-	}
-	if len(opts.Inputs) == 0 {
-		opts.Inputs = []string{"-"}
-	}
-	if opts.Progress == nil {
-		opts.Progress = &Progress{}
-	}
+	opts.Threads, opts.Inputs, opts.Progress = runDefaults(opts.Threads, opts.Inputs, opts.Progress)
 	stats := BuildStats{Inputs: len(opts.Inputs)}
 
 	stats.MemoryBudget = opts.Mem

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,15 +90,7 @@ type dedupChunk struct {
 // owners in input order, so "first" is the first in the input.
 func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, error) {
 	start := time.Now()
-	if opts.Threads <= 0 {
-		opts.Threads = runtime.GOMAXPROCS(0)
-	}
-	if len(opts.Inputs) == 0 {
-		opts.Inputs = []string{"-"}
-	}
-	if opts.Progress == nil {
-		opts.Progress = &Progress{}
-	}
+	opts.Threads, opts.Inputs, opts.Progress = runDefaults(opts.Threads, opts.Inputs, opts.Progress)
 	st := DedupStats{Mode: "memory"}
 
 	var recWriter *fpstore.Writer

@@ -42,12 +42,7 @@ const queryBatch = 256
 // Query answers for every key read from the inputs (stdin when none), in
 // input order, writing to out as opts.Output says.
 func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Writer) (QueryStats, error) {
-	if len(inputs) == 0 {
-		inputs = []string{"-"}
-	}
-	if opts.Progress == nil {
-		opts.Progress = &Progress{}
-	}
+	opts.Threads, inputs, opts.Progress = runDefaults(opts.Threads, inputs, opts.Progress)
 	var present, absent atomic.Int64
 	headers := newHeaders()
 	term := opts.Records.Spec.Term

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -324,4 +325,19 @@ func (p *BadPolicy) Close(success bool) error {
 		return nil
 	}
 	return p.file.Commit()
+}
+
+// runDefaults fills what a pipeline's options leave unset: all cores,
+// stdin, a progress that nobody reads.
+func runDefaults(threads int, inputs []string, p *Progress) (int, []string, *Progress) {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	if len(inputs) == 0 {
+		inputs = []string{"-"}
+	}
+	if p == nil {
+		p = &Progress{}
+	}
+	return threads, inputs, p
 }
