@@ -33,6 +33,14 @@
 //   - duckdb-distinct.mjs counts distinct lines of a file with DuckDB.
 //   - foundation.sh runs fpdedup build/query and the peers in one hyperfine
 //     run per job and writes a markdown table of ratios to bench/results.
+//   - dedup.sh, merge.sh and reconcile.sh do the same for dedup (lines, csv,
+//     zstd, bounded memory), merge (two-way, partitions stitched, partitioned
+//     builds) and reconcile (against the real servers of scripts/services).
 //   - benchtool (a command) generates data without the fpdedup CLI and turns
 //     hyperfine's JSON into that table, so no parsing is done in shell.
+//
+// Run (run.go and the files beside it) is `fpdedup bench`: every job as a
+// whole process beside the installed peers, medians, CPU and peak RSS,
+// in-process lookup latency warm and cold, report.json (schema.json),
+// report.md, charts, the issues' targets judged, and a capacity estimate.
 package bench
