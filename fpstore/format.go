@@ -10,7 +10,7 @@ import (
 const (
 	// FormatVersion is the version this package writes.
 	//   1: first version (header, page-aligned FlatBuffers segments with a
-	//      bucket directory and a binary fuse8 filter, page CRC tables,
+	//      bucket directory and a cache-line blocked bloom filter, page CRC tables,
 	//      FlatBuffers footer, trailer).
 	FormatVersion = 1
 	// MinFormatVersion is the oldest version this package reads.

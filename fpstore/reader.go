@@ -356,7 +356,7 @@ func (s *segment) verifyRange(from, to uint64) error {
 }
 
 // contains answers for one fingerprint of this segment: the filter first
-// (three bytes), then the directory (two entries) and one bucket.
+// (one 64-byte block), then the directory (two entries) and one bucket.
 func (s *segment) contains(fp Fingerprint) (bool, error) {
 	if ok, err := s.mayContain(fp); !ok || err != nil {
 		return false, err

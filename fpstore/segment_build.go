@@ -44,7 +44,7 @@ func (a Fingerprint) truncate(n uint) Fingerprint {
 // directoryBits sizes the bucket directory: a bucket of 16 to 32
 // fingerprints on average (256-512 bytes, a few adjacent cache lines) keeps
 // the directory at 0.125-0.25 bytes a key, so with the 16-byte fingerprint
-// and the 1.13-byte filter an index stays under 17.5 bytes a key.
+// and the 1.25-byte filter (10 bits) an index stays under 17.5 bytes a key.
 func directoryBits(count int) uint8 {
 	if count < 32 {
 		return 0
