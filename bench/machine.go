@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/sysinfo"
 )
 
 // Machine is where the figures were measured. A shared machine's load
@@ -36,7 +38,7 @@ func probeMachine() Machine {
 	m := Machine{
 		CPU:       cpuModel(),
 		Cores:     runtime.NumCPU(),
-		RAMBytes:  memTotal(),
+		RAMBytes:  sysinfo.MemTotal(),
 		OS:        runtime.GOOS,
 		Arch:      runtime.GOARCH,
 		GoVersion: runtime.Version(),
@@ -69,22 +71,6 @@ func cpuModel() string {
 		}
 	}
 	return "unknown"
-}
-
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
 }
 
 // loadAvg is /proc/loadavg's three figures (1, 5 and 15 minutes).

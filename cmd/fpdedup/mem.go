@@ -1,16 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/fpdedup/fpdedup/internal/sysinfo"
 )
 
 // defaultMem is half of min(physical RAM, cgroup memory limit): the rest is
 // left to the page cache that the mapped indexes and the inputs live in.
 func defaultMem() int64 {
-	limit := memTotal()
+	limit := sysinfo.MemTotal()
 	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -24,21 +25,4 @@ func defaultMem() int64 {
 		return 1 << 30
 	}
 	return limit / 2
-}
-
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(fields[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

@@ -1,0 +1,28 @@
+// Package sysinfo reads facts about the machine that more than one part of
+// fpdedup needs: the default --mem and the benchmark's machine line.
+package sysinfo
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// MemTotal is the physical memory in bytes from /proc/meminfo, or 0 when it
+// cannot be read.
+func MemTotal() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
