@@ -64,55 +64,17 @@ stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
 # The CSV key, by header names (the same as --key 1,2,3).
 csv_key=user_id,device_id,timestamp_ms
 
-log() { printf 'dedup: %s\n' "$*" >&2; }
-die() {
-	log "$*"
-	exit 2
-}
-have() { command -v "$1" >/dev/null 2>&1; }
-
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+bench_name=dedup
 [[ $bounded_mem =~ ^([1-9][0-9]*)(MiB|GiB)$ ]] || die "BOUNDED_MEM=$bounded_mem: want a number of MiB or GiB, e.g. 128MiB"
 bounded_kb=$((BASH_REMATCH[1] * 1024))
 [[ ${BASH_REMATCH[2]} == GiB ]] && bounded_kb=$((bounded_kb * 1024))
 
-have go || die "go is not on PATH"
-have hyperfine || die "hyperfine is not installed: run bench/peers.sh as root"
-
-mkdir -p "$peers_dir" "$results_dir"
-work=$(mktemp -d "${TMPDIR:-/tmp}/fpdedup-dedup.XXXXXX")
-cleanup() { rm -rf -- "$work"; }
-trap cleanup EXIT
-# The EXIT trap runs on these too; the codes are the conventional ones.
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-notes=()
-checks=()
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-
-log "building bench/benchtool"
-go build -o "$work/benchtool" ./bench/benchtool
-BT="$work/benchtool"
-
-# The tool under test. Until it builds, its rows are "missing" and the peers
-# are still measured.
-fp=""
-fp_missing=""
-if [[ -n ${FPDEDUP:-} ]]; then
-	[[ -x $FPDEDUP ]] || die "FPDEDUP=$FPDEDUP is not an executable"
-	fp=$(cd "$(dirname "$FPDEDUP")" && pwd)/$(basename "$FPDEDUP")
-	notes+=("fpdedup binary from FPDEDUP=$FPDEDUP, not built from this tree.")
-else
-	log "building fpdedup"
-	if go build -o "$peers_dir/fpdedup" ./cmd/fpdedup 2>"$work/build.log"; then
-		fp="$peers_dir/fpdedup"
-	else
-		why=$(grep -v '^#' "$work/build.log" | head -n1 | cut -c1-160)
-		fp_missing="missing: go build ./cmd/fpdedup failed: ${why:-no output}"
-		notes+=("fpdedup did not build (${why:-no output}); its rows are missing.")
-		log "$fp_missing"
-	fi
-fi
+bench_init dedup
+# Until it builds, fpdedup's rows are "missing" and the peers are still
+# measured.
+bench_fpdedup optional
 
 # What the generator promises: the exact distinct count every row's output
 # is checked against, and the bytes, which tell whether the file that

@@ -40,54 +40,17 @@ seed=${SEED:-1}
 sort_mem=${SORT_MEM:-8G}
 stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
 
-log() { printf 'foundation: %s\n' "$*" >&2; }
-die() {
-	log "$*"
-	exit 2
-}
-have() { command -v "$1" >/dev/null 2>&1; }
-
-have go || die "go is not on PATH"
-have hyperfine || die "hyperfine is not installed: run bench/peers.sh as root"
-
-mkdir -p "$peers_dir" "$results_dir"
-work=$(mktemp -d "${TMPDIR:-/tmp}/fpdedup-foundation.XXXXXX")
-cleanup() { rm -rf -- "$work"; }
-trap cleanup EXIT
-# The EXIT trap runs on these too; the codes are the conventional ones.
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-notes=()
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-
-log "building bench/benchtool"
-go build -o "$work/benchtool" ./bench/benchtool
-
-# The tool under test. Until it builds, its rows are "missing" and the peers
-# are still measured.
-fp=""
-fp_missing=""
-if [[ -n ${FPDEDUP:-} ]]; then
-	[[ -x $FPDEDUP ]] || die "FPDEDUP=$FPDEDUP is not an executable"
-	fp=$(cd "$(dirname "$FPDEDUP")" && pwd)/$(basename "$FPDEDUP")
-	notes+=("fpdedup binary from FPDEDUP=$FPDEDUP, not built from this tree.")
-else
-	log "building fpdedup"
-	if go build -o "$peers_dir/fpdedup" ./cmd/fpdedup 2>"$work/build.log"; then
-		fp="$peers_dir/fpdedup"
-	else
-		why=$(grep -v '^#' "$work/build.log" | head -n1 | cut -c1-160)
-		fp_missing="missing: go build ./cmd/fpdedup failed: ${why:-no output}"
-		notes+=("fpdedup did not build (${why:-no output}); its rows are missing.")
-		log "$fp_missing"
-	fi
-fi
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+bench_init foundation
+# Until it builds, fpdedup's rows are "missing" and the peers are still
+# measured.
+bench_fpdedup optional
 
 # What the generator promises for these options: the distinct count the
 # answers are checked against, and the bytes, which tell whether the file
 # that `fpdedup bench gen` wrote is the same data.
-plan=$("$work/benchtool" gen --records "$records" --seed "$seed" --format lines --plan)
+plan=$("$BT" gen --records "$records" --seed "$seed" --format lines --plan)
 field() { sed -nE "s/.*\"$1\":([0-9]+).*/\\1/p" <<<"$plan"; }
 distinct=$(field distinct)
 plan_bytes=$(field bytes)
@@ -111,7 +74,7 @@ if [[ -n $fp ]]; then
 fi
 if [[ -z $generator ]]; then
 	log "generating $records records with bench/benchtool gen"
-	"$work/benchtool" gen --records "$records" --seed "$seed" --format lines -o "$data"
+	"$BT" gen --records "$records" --seed "$seed" --format lines -o "$data"
 	generator="bench/benchtool gen"
 fi
 bytes=$(stat -c %s "$data")
@@ -295,7 +258,7 @@ inspect_arg=()
 if [[ -s $work/inspect.json ]]; then
 	inspect_arg=(--inspect "$work/inspect.json")
 fi
-"$work/benchtool" report --meta "$work/meta" --rows "$work/rows.tsv" \
+"$BT" report --meta "$work/meta" --rows "$work/rows.tsv" \
 	"${hf_files[@]}" "${inspect_arg[@]}" --peers "$work/peers.txt" \
 	--md "$out.md" --json "$out.json"
 log "wrote $out.md and $out.json"

@@ -66,47 +66,16 @@ overlap=${OVERLAP:-20}
 parts=4
 stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
 
-log() { printf 'merge: %s\n' "$*" >&2; }
-die() {
-	log "$*"
-	exit 2
-}
-have() { command -v "$1" >/dev/null 2>&1; }
-
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+bench_name=merge
 if [[ ! $overlap =~ ^[0-9]+$ ]] || ((overlap >= 100)); then
 	die "OVERLAP=$overlap: want a percentage, 0 to 99"
 fi
-have go || die "go is not on PATH"
-have hyperfine || die "hyperfine is not installed: run bench/peers.sh as root"
-
-mkdir -p "$peers_dir" "$results_dir"
-work=$(mktemp -d "${TMPDIR:-/tmp}/fpdedup-merge.XXXXXX")
-cleanup() { rm -rf -- "$work"; }
-trap cleanup EXIT
-# The EXIT trap runs on these too; the codes are the conventional ones.
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-notes=()
-checks=()
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-
-log "building bench/benchtool"
-go build -o "$work/benchtool" ./bench/benchtool
-BT="$work/benchtool"
-
+bench_init merge
 # The tool under test makes the data too (build --format fp, dump): without
 # it there is nothing to measure.
-if [[ -n ${FPDEDUP:-} ]]; then
-	[[ -x $FPDEDUP ]] || die "FPDEDUP=$FPDEDUP is not an executable"
-	fp=$(cd "$(dirname "$FPDEDUP")" && pwd)/$(basename "$FPDEDUP")
-	notes+=("fpdedup binary from FPDEDUP=$FPDEDUP, not built from this tree.")
-else
-	log "building fpdedup"
-	go build -o "$peers_dir/fpdedup" ./cmd/fpdedup 2>"$work/build.log" ||
-		die "go build ./cmd/fpdedup failed: $(grep -v '^#' "$work/build.log" | head -n1 | cut -c1-160)"
-	fp="$peers_dir/fpdedup"
-fi
+bench_fpdedup required
 
 # Disk: per key, the two indexes (~17.4 B each) and their hex dumps (33 B
 # each), the merged output and the floor's file of its size, the hex of the

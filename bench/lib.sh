@@ -1,0 +1,62 @@
+# shellcheck shell=bash
+# The scripts that source this set peers_dir and results_dir, and read
+# notes, checks, load_before, work, BT, fp and fp_missing.
+# shellcheck disable=SC2034,SC2154
+# lib.sh -- the setup the side-by-side scripts (foundation.sh, dedup.sh,
+# merge.sh) share; sourced, not run. Each script parses its own arguments,
+# sets here, peers_dir and results_dir, then calls bench_init and
+# bench_fpdedup.
+
+log() { printf '%s: %s\n' "$bench_name" "$*" >&2; }
+die() {
+	log "$*"
+	exit 2
+}
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# bench_init NAME: the tools every script needs, a work directory removed
+# whatever happens (the EXIT trap runs on INT and TERM too, with the
+# conventional codes), the notes and checks of the report, the load before
+# the run, and benchtool built as $BT.
+bench_init() {
+	bench_name=$1
+	have go || die "go is not on PATH"
+	have hyperfine || die "hyperfine is not installed: run bench/peers.sh as root"
+	mkdir -p "$peers_dir" "$results_dir"
+	work=$(mktemp -d "${TMPDIR:-/tmp}/fpdedup-$bench_name.XXXXXX")
+	trap 'rm -rf -- "$work"' EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	notes=()
+	checks=()
+	load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+	log "building bench/benchtool"
+	go build -o "$work/benchtool" ./bench/benchtool
+	BT="$work/benchtool"
+}
+
+# bench_fpdedup required|optional: the tool under test as $fp: $FPDEDUP, or built
+# from this tree. If it does not build, with "required" the script stops;
+# otherwise $fp is empty, $fp_missing says why, and the script still
+# measures the peers.
+bench_fpdedup() {
+	fp=""
+	fp_missing=""
+	if [[ -n ${FPDEDUP:-} ]]; then
+		[[ -x $FPDEDUP ]] || die "FPDEDUP=$FPDEDUP is not an executable"
+		fp=$(cd "$(dirname "$FPDEDUP")" && pwd)/$(basename "$FPDEDUP")
+		notes+=("fpdedup binary from FPDEDUP=$FPDEDUP, not built from this tree.")
+		return
+	fi
+	log "building fpdedup"
+	if go build -o "$peers_dir/fpdedup" ./cmd/fpdedup 2>"$work/build.log"; then
+		fp="$peers_dir/fpdedup"
+		return
+	fi
+	local why
+	why=$(grep -v '^#' "$work/build.log" | head -n1 | cut -c1-160)
+	[[ ${1:-} != required ]] || die "go build ./cmd/fpdedup failed: ${why:-no output}"
+	fp_missing="missing: go build ./cmd/fpdedup failed: ${why:-no output}"
+	notes+=("fpdedup did not build (${why:-no output}); its rows are missing.")
+	log "$fp_missing"
+}
