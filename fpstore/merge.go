@@ -60,18 +60,22 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 		cursors[i] = x.Cursor()
 		_ = unix.Madvise(x.data, unix.MADV_SEQUENTIAL)
 	}
-	// Sequential: the merge's memory is one segment and one batch per
-	// input, whatever the sizes (blocked-bloom filters are cheap to build,
-	// so a second builder would gain little).
-	w, err := Create(out, WriterOptions{Spec: spec, Range: rng, Sequential: true})
+	// The merge's memory is a few segments and one batch per input,
+	// whatever the sizes: Sequential for a stitch (segments are copied),
+	// Pipelined for a k-way merge, whose segments are built and written
+	// on the second core while this goroutine merges the next (pprof on a
+	// two-way merge: half the CPU in the merge and the input checks, half
+	// in the filter and directory builds, page checksums and writes).
+	xs, stitch := stitchable(inputs, opts.Op)
+	w, err := Create(out, WriterOptions{Spec: spec, Range: rng, Sequential: stitch, Pipelined: !stitch})
 	if err != nil {
 		return st, err
 	}
 	defer w.Abort()
-	if xs, ok := stitchable(inputs, opts.Op); ok {
+	if stitch {
 		// Disjoint partitions: copy their segments, no k-way merge.
 		st.Stitched = true
-		if err := stitch(w, xs, rng); err != nil {
+		if err := stitchSegments(w, xs, rng); err != nil {
 			return st, err
 		}
 		if st.Fingerprints, err = w.Commit(); err != nil {

@@ -107,7 +107,7 @@ func (r Range) node() node { return node{Prefix: r.start(), Bits: r.Bits} }
 
 // stitch writes the union of disjoint partitions xs (in prefix order) that
 // tile root.
-func stitch(w *Writer, xs []*Index, root Range) error {
+func stitchSegments(w *Writer, xs []*Index, root Range) error {
 	held := func(n node) uint64 {
 		var c uint64
 		for _, x := range xs {

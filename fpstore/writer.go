@@ -23,6 +23,11 @@ type WriterOptions struct {
 	// (~34 MiB at most), for merges and temporary runs. Threads is then
 	// ignored.
 	Sequential bool
+	// Pipelined builds and writes each segment on a goroutine of its own
+	// while the caller fills the next one: two segments' fingerprints and
+	// one buffer (~52 MiB at most), with the caller's work (a merge's)
+	// overlapping the segment builds. Threads is then ignored.
+	Pipelined bool
 }
 
 // Writer writes a new index from fingerprints given in strictly ascending
@@ -52,13 +57,33 @@ type Writer struct {
 	fbs      chan *flatbuffers.Builder
 	huge     hugeBuffers // backs pendings and fbs; freed when done
 
-	sb *segmentBuilder // Sequential's
+	sb *segmentBuilder // Sequential's and Pipelined's
+
+	// Pipelined's: the segment being built waits in pipe; the builder
+	// hands each fingerprint buffer back through spare, and at most
+	// pipeBuffers exist.
+	pipe       chan pipeJob
+	pipeDone   chan struct{}
+	pipeClosed bool
+	spare      chan []Fingerprint
+	pipeMade   int
+	pipeMu     sync.Mutex
+	pipeErr    error
 
 	bw   *bufio.Writer
 	off  uint64
 	refs []segmentRef
 	err  error
 }
+
+type pipeJob struct {
+	n    node
+	fps  []Fingerprint // the segment
+	base []Fingerprint // the whole buffer, handed back when written
+}
+
+// pipeBuffers: one being filled, one being built.
+const pipeBuffers = 2
 
 type segmentFuture struct {
 	node node
@@ -103,6 +128,14 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		af.Abort()
 		return nil, err
 	}
+	if opts.Pipelined {
+		opts.Sequential = true
+		w.opts.Sequential = true
+		w.pipe = make(chan pipeJob)
+		w.pipeDone = make(chan struct{})
+		w.spare = make(chan []Fingerprint, pipeBuffers)
+		go w.pipeline()
+	}
 	if !opts.Sequential {
 		for i := 0; i < opts.Threads; i++ {
 			w.wg.Add(1)
@@ -124,9 +157,57 @@ func (w *Writer) builder() {
 	}
 }
 
+// pipeline builds and writes the segments handed to it, in order; after an
+// error it only hands buffers back, so the caller never waits forever.
+func (w *Writer) pipeline() {
+	defer close(w.pipeDone)
+	sb := &segmentBuilder{fbs: w.fbs, huge: &w.huge}
+	for j := range w.pipe {
+		if w.pipeError() == nil {
+			seg, err := sb.build(j.n, j.fps)
+			if err == nil {
+				err = w.writeBuilt(&seg)
+			}
+			if err != nil {
+				w.pipeMu.Lock()
+				w.pipeErr = err
+				w.pipeMu.Unlock()
+			}
+		}
+		w.spare <- j.base[:0]
+	}
+}
+
+func (w *Writer) pipeError() error {
+	w.pipeMu.Lock()
+	defer w.pipeMu.Unlock()
+	return w.pipeErr
+}
+
+// closePipe ends the pipeline and waits for it; its error becomes the
+// writer's.
+func (w *Writer) closePipe() {
+	if w.pipe == nil || w.pipeClosed {
+		return
+	}
+	w.pipeClosed = true
+	close(w.pipe)
+	<-w.pipeDone
+	if err := w.pipeError(); err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
 // getPending returns an empty buffer of SegmentMax+1 fingerprints, reused
 // when one is free (see segmentBuilder.fbs for why).
 func (w *Writer) getPending() []Fingerprint {
+	if w.pipe != nil {
+		if w.pipeMade < pipeBuffers {
+			w.pipeMade++
+			return w.huge.fingerprints(SegmentMax + 1)
+		}
+		return <-w.spare
+	}
 	select {
 	case b := <-w.pendings:
 		return b
@@ -223,6 +304,12 @@ func (w *Writer) Add(fps ...Fingerprint) error {
 	if w.err != nil {
 		return w.err
 	}
+	if w.pipe != nil {
+		if err := w.pipeError(); err != nil {
+			w.err = err
+			return err
+		}
+	}
 	for len(fps) > 0 {
 		if w.pending == nil {
 			w.pending = w.getPending()
@@ -299,6 +386,12 @@ func (w *Writer) emit(n node, cnt int) {
 	// The builder keeps seg; later appends go to a fresh array.
 	// Sized so that Add never grows it: it is cut as soon as it holds
 	// SegmentMax+1, so what is left after a cut fits in a new one.
+	if w.pipe != nil {
+		base := w.pending
+		w.pending = append(w.getPending(), base[cnt:]...)
+		w.pipe <- pipeJob{n: n, fps: seg, base: base}
+		return
+	}
 	if w.opts.Sequential {
 		if w.buildNow(n, seg) == nil {
 			// One buffer: what is left moves to its front.
@@ -319,6 +412,7 @@ func (w *Writer) Commit() (uint64, error) {
 	if w.err == nil {
 		w.cut(true)
 	}
+	w.closePipe()
 	close(w.work)
 	close(w.futures)
 	w.wg.Wait()
@@ -368,6 +462,7 @@ func (w *Writer) Abort() {
 		w.err = fmt.Errorf("aborted")
 	}
 	w.pending = nil
+	w.closePipe()
 	close(w.work)
 	close(w.futures)
 	w.wg.Wait()
