@@ -83,9 +83,18 @@ func TestSpecSafety(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "e.csv"), []byte("u,d,t\nu1,d1,1\n"), 0o644)
 	fpdedup(t, dir, nil, "build", "-q", "--hash", "sha256", "--format", "csv", "--header", "--key", "u,d,t", "-o", "csv.fpx", "e.csv").want(t, 0)
-	r = fpdedup(t, dir, nil, "reconcile", "--index", "csv.fpx", "--online", "file:k.txt", "--records", "k.txt", "--backfill", "bf").want(t, 2)
+	// --records are read with the index's recipe: k.txt is no such csv.
+	r = fpdedup(t, dir, nil, "reconcile", "--index", "csv.fpx", "--online", "file:k.txt", "--online-format", "key", "--records", "k.txt", "--backfill", "bf").want(t, 2)
+	if !strings.Contains(r.stderr, `--key "u": no such column in the header`) {
+		t.Fatalf("stderr: %s", r.stderr)
+	}
+	// Read as lines, they are not the index's records.
+	r = fpdedup(t, dir, nil, "reconcile", "--index", "csv.fpx", "--online", "file:k.txt", "--online-format", "key", "--records", "k.txt", "--backfill", "bf", "--format", "lines").want(t, 2)
 	if !strings.Contains(r.stderr, "--assume-recipe") {
 		t.Fatalf("stderr: %s", r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bf")); !os.IsNotExist(err) {
+		t.Fatalf("a refused run left its backfill: %v", err)
 	}
 }
 
@@ -102,6 +111,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--index", d.index, "--online", "redis://u:pw@h/0?match=a*"}, "holds a password"},
 		{[]string{"--index", d.index, "--online", "file:x", "--missing", d.index}, "is the --index"},
 		{[]string{"--index", d.index, "--online", "file:x", "--online-format", "csv"}, "--online-format"},
+		{[]string{"--index", d.index, "--online", "file:x", "--format", "csv", "--key", "1"}, "give the records too"},
+		{[]string{"--index", d.index, "--online", "file:x", "--records", "r", "--backfill", "b", "--on-bad", "drop"}, "--on-bad"},
 	} {
 		r := fpdedup(t, d.dir, nil, append([]string{"reconcile"}, c.args...)...).want(t, 2)
 		if !strings.Contains(r.stderr, c.msg) {

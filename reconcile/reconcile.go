@@ -31,9 +31,15 @@ type Options struct {
 	Report         string // JSON report to write (optional)
 	Records        []string
 	Backfill       string
-	Term           byte // record terminator of --records ('\n' or 0)
-	MaxRecord      int
-	AssumeRecipe   bool
+	// RecordOptions says how --records are read and keyed (format, key
+	// recipe, header, terminator, size limit) given the index's spec,
+	// whose recorded recipe it may adopt; the CLI resolves it from the
+	// record flags build, query and dedup share. nil: lines, each line a
+	// key, refused for an index that records a key recipe.
+	RecordOptions func(index fpstore.Spec) (ingest.RecordOptions, error)
+	// BadRecords is --on-bad for --records: "fail" (or ""), "skip", or
+	// "quarantine=FILE".
+	BadRecords string
 
 	Apply      bool
 	DryRun     bool
@@ -190,6 +196,9 @@ func (o *Options) check() error {
 	if len(o.Records) > 0 && o.Backfill == "" && !o.Apply && !o.DryRun {
 		return usagef("--records is read for --backfill OUT or for --apply (whole digests); give one of them")
 	}
+	if _, err := newBadRecords(o.BadRecords); err != nil {
+		return err
+	}
 	if o.Checkpoint != "" && !o.Apply {
 		return usagef("--checkpoint goes with --apply")
 	}
@@ -264,9 +273,11 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 		return fmt.Errorf("%w: %s holds %s fingerprints, but the online side keys events by SHA-256 of user_id:device_id:timestamp_ms; rebuild the index from the same records with --hash sha256 (fpdedup build --hash sha256 -o %s …)",
 			ErrWrongHash, o.Index, spec.Hash, filepath.Base(o.Index))
 	}
-	if len(o.Records) > 0 && len(spec.Key) > 0 && !o.AssumeRecipe {
-		return fmt.Errorf("%w: %s was built from records keyed by --key %s --key-sep %q, but --records is read in lines format (each line is the key); pass --assume-recipe if those lines are the joined keys",
-			fpstore.ErrSpecMismatch, o.Index, strings.Join(spec.Key, ","), spec.KeySep)
+	var ro ingest.RecordOptions
+	if len(o.Records) > 0 {
+		if ro, err = recordReading(o, o.Index, spec); err != nil {
+			return err
+		}
 	}
 
 	src, err := open(ctx, o)
@@ -486,7 +497,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 		if wide && (o.Apply || o.DryRun) {
 			collect = &digests
 		}
-		err := recordsPass(ctx, o, mx, bf, collect, rs)
+		err := recordsPass(ctx, o, ro, mx, bf, collect, rs)
 		rep.Timings.Records = rs.Seconds
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
@@ -18,108 +19,230 @@ import (
 
 // RecordStats are the figures of the pass over --records.
 type RecordStats struct {
-	Inputs   int     `json:"inputs"`
-	Records  int64   `json:"records"`
-	Bytes    int64   `json:"bytes"`
-	Missing  int64   `json:"missing_records"` // records whose key is missing online (repeats included)
-	Backfill string  `json:"backfill,omitempty"`
-	Written  int64   `json:"backfill_records"`
-	Digests  int64   `json:"digests,omitempty"` // distinct whole digests collected for --apply
-	Seconds  float64 `json:"seconds"`
+	Inputs   int      `json:"inputs"`
+	Format   string   `json:"format"`
+	Key      []string `json:"key"`
+	KeySep   string   `json:"key_sep,omitempty"`
+	Header   bool     `json:"header"`
+	Records  int64    `json:"records"` // data records (headers not counted), bad ones included
+	Bad      int64    `json:"bad_records"`
+	Bytes    int64    `json:"bytes"`
+	Missing  int64    `json:"missing_records"` // records whose key is missing online (repeats included)
+	Backfill string   `json:"backfill,omitempty"`
+	Written  int64    `json:"backfill_records"`
+	Digests  int64    `json:"digests,omitempty"` // distinct whole digests collected for --apply
+	Seconds  float64  `json:"seconds"`
 }
 
-// recordsPass reads the --records inputs (lines format: each line is a
-// key, byte for byte) and, for each record whose fingerprint is in
+// recordReading resolves how --records are read: by o.RecordOptions from
+// the index's spec, or else as lines (each line is a key), which an index
+// that records a key recipe refuses.
+func recordReading(o *Options, index string, spec fpstore.Spec) (ingest.RecordOptions, error) {
+	if o.RecordOptions != nil {
+		ro, err := o.RecordOptions(spec)
+		if err != nil {
+			return ro, err
+		}
+		if ro.Hash != ingest.SHA256 || ro.HexInput {
+			return ro, fmt.Errorf("--records are keyed and hashed with SHA-256 as the online side is, not %v", ro.Hash)
+		}
+		return ro, ro.Spec.Validate()
+	}
+	if len(spec.Key) > 0 {
+		return ingest.RecordOptions{}, fmt.Errorf("%w: %s was built from records keyed by --key %s --key-sep %q, but --records would be read in lines format (each line is the key)",
+			fpstore.ErrSpecMismatch, index, strings.Join(spec.Key, ","), spec.KeySep)
+	}
+	return ingest.RecordOptions{Hash: ingest.SHA256, Spec: ingest.KeySpec{Format: ingest.FormatLines, Term: '\n'}}, nil
+}
+
+// badRecords applies Options.BadRecords to records that have no key.
+type badRecords struct {
+	mode string // fail, skip, quarantine
+	path string
+	file *atomicfile.File
+	w    *bufio.Writer
+}
+
+func newBadRecords(s string) (*badRecords, error) {
+	switch {
+	case s == "" || s == "fail":
+		return &badRecords{mode: "fail"}, nil
+	case s == "skip":
+		return &badRecords{mode: "skip"}, nil
+	case strings.HasPrefix(s, "quarantine=") && len(s) > len("quarantine="):
+		return &badRecords{mode: "quarantine", path: strings.TrimPrefix(s, "quarantine=")}, nil
+	}
+	return nil, usagef("--on-bad must be fail, skip or quarantine=FILE, not %q", s)
+}
+
+// handle returns re under fail; else counts the record (st.Bad) and, under
+// quarantine, writes it there unchanged.
+func (b *badRecords) handle(re *ingest.RecordError, rec []byte, st *RecordStats) error {
+	if b.mode == "fail" {
+		return re
+	}
+	st.Bad++
+	if b.mode != "quarantine" || rec == nil {
+		return nil
+	}
+	if b.file == nil {
+		f, err := atomicfile.Create(b.path)
+		if err != nil {
+			return fmt.Errorf("--on-bad quarantine: %w", err)
+		}
+		b.file, b.w = f, bufio.NewWriter(f)
+	}
+	if _, err := b.w.Write(rec); err != nil {
+		return fmt.Errorf("--on-bad quarantine: cannot write %s: %w", b.path, err)
+	}
+	return nil
+}
+
+// close publishes the quarantine file when the pass succeeded.
+func (b *badRecords) close(ok bool) error {
+	if b.file == nil {
+		return nil
+	}
+	if !ok {
+		b.file.Abort()
+		return nil
+	}
+	if err := b.w.Flush(); err != nil {
+		b.file.Abort()
+		return fmt.Errorf("--on-bad quarantine: cannot write %s: %w", b.path, err)
+	}
+	return b.file.Commit()
+}
+
+// recordsPass reads the --records inputs with the ingest record layer
+// (format, key recipe and header as ro says, the same reading as build,
+// query and dedup) and, for each record whose key's fingerprint is in
 // missing, writes the record unchanged, terminator included, to the
-// backfill output (in input order), and collects its whole SHA-256 digest
-// when collect is set.
-func recordsPass(ctx context.Context, o *Options, missing *fpstore.Index, bf *atomicfile.File, collect *[][32]byte, st *RecordStats) error {
+// backfill output in input order, and collects its whole SHA-256 digest
+// when collect is set. With csv/tsv headers, the first input's header
+// starts the backfill (once, as read), so it is read back with the same
+// recipe; every input's header must be the first's.
+func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missing *fpstore.Index, bf *atomicfile.File, collect *[][32]byte, st *RecordStats) (err error) {
 	start := time.Now()
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
+	spec := ro.Spec
+	st.Format, st.Key, st.KeySep, st.Header = spec.Format.String(), spec.Keys, spec.Sep, spec.Header
+	if st.Key == nil {
+		st.Key = []string{}
+	}
+	if spec.Format == ingest.FormatLines {
+		st.KeySep = ""
+	}
+	bad, err := newBadRecords(o.BadRecords)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := bad.close(err == nil); err == nil {
+			err = cerr
+		}
+	}()
 	var bw *bufio.Writer
 	if bf != nil {
 		bw = bufio.NewWriterSize(bf, 1<<20)
 	}
 	maxDigests := max(o.Mem/2/32, 1<<16)
-	var (
-		fps    []fpstore.Fingerprint
-		digs   [][32]byte
-		recs   [][]byte
-		found  []bool
-		noKeys = missing.Len() == 0
-	)
+	p := &recordBatch{missing: missing}
+	var header []byte // the first input's header, as read
 	for _, name := range o.Records {
 		st.Inputs++
 		in, err := ingest.Open(name)
 		if err != nil {
 			return err
 		}
-		cr := ingest.NewChunkReader(in, in.Name, o.Term, 1<<20, o.MaxRecord)
-		for {
-			c, err := cr.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				in.Close()
-				return err
-			}
-			st.Records += int64(c.Records)
-			st.Bytes += int64(len(c.Data))
-			if noKeys {
-				cr.Release(c)
-				continue
-			}
-			fps, digs, recs = fps[:0], digs[:0], recs[:0]
-			ingest.SplitFormat(c.Data, ingest.FormatLines, o.Term, func(rec []byte) bool {
-				key := rec
-				if n := len(key); n > 0 && key[n-1] == o.Term {
-					key = key[:n-1]
+		err = func() error {
+			cr := ingest.NewFormatChunkReader(in, in.Name, spec.Format, spec.Term, 1<<20, ro.MaxRecord)
+			var keyer *ingest.Keyer
+			first := true
+			for {
+				c, err := cr.Next()
+				if errors.Is(err, io.EOF) {
+					break
 				}
-				d := sha256.Sum256(key)
-				fps = append(fps, fpstore.FromBytes(d[:16]))
-				digs = append(digs, d)
-				recs = append(recs, rec)
-				return true
-			})
-			if cap(found) < len(fps) {
-				found = make([]bool, len(fps))
-			}
-			found = found[:len(fps)]
-			if err := missing.ContainsBatch(fps, found); err != nil {
-				in.Close()
-				return err
-			}
-			for i, ok := range found {
-				if !ok {
-					continue
-				}
-				st.Missing++
-				if bw != nil {
-					if _, err := bw.Write(recs[i]); err != nil {
-						in.Close()
-						return fmt.Errorf("cannot write --backfill: %w", err)
-					}
-					st.Written++
-				}
-				if collect != nil {
-					if int64(len(*collect)) >= maxDigests {
-						*collect = sortUnique(*collect)
-						if int64(len(*collect)) >= maxDigests {
-							in.Close()
-							return fmt.Errorf("more than %d whole digests to write do not fit in --mem: apply a slice at a time (mysql …&where=, or a partitioned index)", maxDigests)
+				if err != nil {
+					var re *ingest.RecordError
+					if errors.As(err, &re) && errors.Is(err, ingest.ErrRecordTooLong) {
+						// Its bytes were never held: counted, not quarantined.
+						st.Records++
+						if herr := bad.handle(re, nil, st); herr != nil {
+							return herr
 						}
+						continue
 					}
-					*collect = append(*collect, digs[i])
+					return err
+				}
+				st.Bytes += int64(len(c.Data))
+				data := c.Data
+				line, recNo := c.FirstLine, c.FirstRecord
+				if first {
+					var hdr []byte
+					if spec.Header {
+						ingest.SplitFormat(data, spec.Format, spec.Term, func(rec []byte) bool { hdr = rec; return false })
+						if header == nil {
+							header = append([]byte{}, hdr...)
+							if bw != nil {
+								if _, err := bw.Write(header); err != nil {
+									return fmt.Errorf("cannot write --backfill: %w", err)
+								}
+							}
+						} else if !sameHeader(header, hdr) {
+							return fmt.Errorf("%s:1: header differs from the first input's (%q vs %q); headed inputs must share one header", in.Name, trimEOL(hdr), trimEOL(header))
+						}
+						data = data[len(hdr):]
+						line += int64(ingest.CountLines(hdr))
+					}
+					if keyer, err = ingest.NewKeyer(spec, hdr); err != nil {
+						return fmt.Errorf("%s: %w", in.Name, err)
+					}
+				}
+				if spec.Header {
+					recNo-- // data records are numbered without the header
+					if first {
+						recNo++
+					}
+				}
+				err = p.run(data, spec, keyer, first && !spec.Header, in.Name, line, recNo, bad, st)
+				first = false
+				if err != nil {
+					cr.Release(c)
+					return err
+				}
+				for _, i := range p.hits {
+					st.Missing++
+					if bw != nil {
+						if _, err := bw.Write(p.recs[i]); err != nil {
+							cr.Release(c)
+							return fmt.Errorf("cannot write --backfill: %w", err)
+						}
+						st.Written++
+					}
+					if collect != nil {
+						if int64(len(*collect)) >= maxDigests {
+							*collect = sortUnique(*collect)
+							if int64(len(*collect)) >= maxDigests {
+								cr.Release(c)
+								return fmt.Errorf("more than %d whole digests to write do not fit in --mem: apply a slice at a time (mysql …&where=, or a partitioned index)", maxDigests)
+							}
+						}
+						*collect = append(*collect, p.digs[i])
+					}
+				}
+				cr.Release(c)
+				if err := ctx.Err(); err != nil {
+					return context.Cause(ctx)
 				}
 			}
-			cr.Release(c)
-			if err := ctx.Err(); err != nil {
-				in.Close()
-				return context.Cause(ctx)
-			}
+			return nil
+		}()
+		if cerr := in.Close(); err == nil {
+			err = cerr
 		}
-		if err := in.Close(); err != nil {
+		if err != nil {
 			return err
 		}
 	}
@@ -133,6 +256,75 @@ func recordsPass(ctx context.Context, o *Options, missing *fpstore.Index, bf *at
 		}
 	}
 	return nil
+}
+
+// recordBatch keys the records of one chunk and looks their fingerprints
+// up in the missing index.
+type recordBatch struct {
+	missing *fpstore.Index
+	fps     []fpstore.Fingerprint
+	digs    [][32]byte
+	recs    [][]byte // aliases the chunk: valid until it is released
+	found   []bool
+	hits    []int // indexes of the records whose key is missing online
+}
+
+// run keys every record of data (firstBOM: the first may start with a
+// BOM to skip), a bad record going to bad; line and recNo are where data
+// starts, for messages. The records it keeps alias data.
+func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer, firstBOM bool, name string, line, recNo int64, bad *badRecords, st *RecordStats) error {
+	p.fps, p.digs, p.recs, p.hits = p.fps[:0], p.digs[:0], p.recs[:0], p.hits[:0]
+	oneLine := spec.Format == ingest.FormatLines && spec.Term == '\n'
+	var err error
+	ingest.SplitFormat(data, spec.Format, spec.Term, func(rec []byte) bool {
+		st.Records++
+		key, kerr := keyer.Key(rec, firstBOM && recNo == 1)
+		if kerr != nil {
+			if err = bad.handle(&ingest.RecordError{Name: name, Line: line, Record: recNo, Err: kerr}, rec, st); err != nil {
+				return false
+			}
+		} else {
+			d := sha256.Sum256(key)
+			p.fps = append(p.fps, fpstore.FromBytes(d[:16]))
+			p.digs = append(p.digs, d)
+			p.recs = append(p.recs, rec)
+		}
+		if oneLine {
+			line++
+		} else {
+			line += int64(ingest.CountLines(rec))
+		}
+		recNo++
+		return true
+	})
+	if err != nil || p.missing.Len() == 0 || len(p.fps) == 0 {
+		return err
+	}
+	if cap(p.found) < len(p.fps) {
+		p.found = make([]bool, len(p.fps))
+	}
+	p.found = p.found[:len(p.fps)]
+	if err := p.missing.ContainsBatch(p.fps, p.found); err != nil {
+		return err
+	}
+	for i, ok := range p.found {
+		if ok {
+			p.hits = append(p.hits, i)
+		}
+	}
+	return nil
+}
+
+// sameHeader compares two header records as ingest does: a BOM and the
+// line ending aside.
+func sameHeader(a, b []byte) bool {
+	const bom = "\xef\xbb\xbf"
+	return bytes.Equal(bytes.TrimPrefix(trimEOL(a), []byte(bom)), bytes.TrimPrefix(trimEOL(b), []byte(bom)))
+}
+
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
 func sortUnique(d [][32]byte) [][32]byte {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/reconcile"
 )
@@ -20,10 +21,8 @@ type reconcileOptions struct {
 	onlineFormat                string
 	report, missing, extra      string
 	records                     []string
+	recs                        recordFlags
 	backfill                    string
-	nul                         bool
-	maxRecord                   string
-	assumeRecipe                bool
 	apply, dryRun               bool
 	ttl                         time.Duration
 	rate, readRate              string
@@ -67,8 +66,12 @@ for audits of a small index; it cannot see what only the online side holds.
 
 Outputs: the summary on stderr; --report FILE.json (counts, spec, source,
 timings, samples of each side); --missing and --extra as indexes; with
---records FILE... (lines: each line is a key) --backfill OUT gets the records
-whose keys are missing online, in input order, bytes unchanged.
+--records FILE... --backfill OUT gets the records whose keys are missing
+online, in input order, bytes unchanged (a csv/tsv header once, first).
+--records are read as the index was built: its recorded --format, --key,
+--key-sep and --header, unless the record flags say otherwise (then they must
+give the same recipe, or --assume-recipe); --on-bad says what a record
+without a key does.
 
 Nothing is written online without --apply: then the missing keys are written
 (Redis SET PREFIX<hex> 1 NX [--ttl], SADD; MySQL INSERT IGNORE) in batches of
@@ -100,11 +103,10 @@ server error (the report, if asked, says what); 130/143 interrupted.`,
 	f.StringVar(&o.report, "report", "", "write a JSON report to `FILE`")
 	f.StringVar(&o.missing, "missing", "", "write the fingerprints missing online as an index `OUT.fpx`")
 	f.StringVar(&o.extra, "extra", "", "write the fingerprints unknown offline as an index `OUT.fpx`")
-	f.StringArrayVar(&o.records, "records", nil, "records whose keys the index holds (lines; repeatable; FILE arguments too)")
+	f.StringArrayVar(&o.records, "records", nil, "records whose keys the index holds (repeatable; FILE arguments too), read with the index's recipe")
 	f.StringVar(&o.backfill, "backfill", "", "write the records whose keys are missing online to `OUT`")
-	f.BoolVarP(&o.nul, "zero-terminated", "z", false, "records end with NUL, not newline")
-	f.StringVar(&o.maxRecord, "max-record", "0", "refuse records longer than this size (0: no limit)")
-	f.BoolVar(&o.assumeRecipe, "assume-recipe", false, "read --records as keys even though the index records a key recipe")
+	o.recs.add(f, "lines (the whole record is the key), csv, tsv, jsonl (keyed by --key); default: the --index's recipe")
+	f.BoolVar(&o.recs.assumeRecipe, "assume-recipe", false, "read --records with another --key/--key-sep than the index's, with a warning")
 	f.BoolVar(&o.apply, "apply", false, "write the missing keys online (SET NX, SADD, INSERT IGNORE)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print on stdout what --apply would write, write nothing")
 	f.DurationVar(&o.ttl, "ttl", 0, "with --apply to Redis keys: their time to live (e.g. 72h)")
@@ -131,14 +133,27 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 	opts := reconcile.Options{
 		Index: o.index, Target: t, Probe: o.probe, OnlineFormat: o.onlineFormat,
 		Missing: o.missing, Extra: o.extra, Report: o.report,
-		Records: append(o.records, args...), Backfill: o.backfill, Term: '\n', AssumeRecipe: o.assumeRecipe,
+		Records: append(o.records, args...), Backfill: o.backfill, BadRecords: o.recs.onBad,
 		Apply: o.apply, DryRun: o.dryRun, TTL: o.ttl,
 		Batch: o.batch, Conns: o.conns, Retries: o.retries, Timeout: o.timeout, Checkpoint: o.checkpoint,
 		Mem: g.mem, TmpDir: o.tmpDir, Threads: g.threads, Samples: o.samples,
 		Progress: &ingest.Progress{}, Version: version,
 	}
-	if o.nul {
-		opts.Term = 0
+	// --records are read as the index was built (its recorded format and
+	// key recipe) unless the record flags say otherwise; then the recipes
+	// must agree, as for dedup --against.
+	if len(opts.Records) == 0 && (o.recs.given(cmd.Flags()) || cmd.Flags().Changed("zero-terminated")) {
+		return usageErrorf("--format, --key, --key-sep, --header and -z describe --records: give the records too")
+	}
+	opts.RecordOptions = func(idx fpstore.Spec) (ingest.RecordOptions, error) {
+		if !o.recs.given(cmd.Flags()) {
+			o.recs.adoptRecipe(idx)
+		}
+		ro, err := o.recs.options(ingest.SHA256, false)
+		if err != nil {
+			return ro, err
+		}
+		return ro, checkRecipe(g, o.index, idx, recipe(ingest.SHA256, ro), o.recs.assumeRecipe)
 	}
 	if o.batch < 1 || o.conns < 1 || o.retries < 0 || o.samples < 0 {
 		return usageErrorf("--batch and --conns must be at least 1, --retries and --samples at least 0")
@@ -154,11 +169,6 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 		}
 		*r.v = float64(n)
 	}
-	mr, err := parseSize(o.maxRecord)
-	if err != nil {
-		return usageErrorf("--max-record: %v", err)
-	}
-	opts.MaxRecord = int(mr)
 	for _, out := range []string{o.missing, o.extra, o.backfill, o.report} {
 		if out != "" && samePath(out, o.index) {
 			return usageErrorf("%s is the --index: write outputs to new files", out)
@@ -228,7 +238,10 @@ func printReconcileSummary(g *globals, r *reconcile.Report) {
 		g.summary("reconcile: %s", r.Online.Note)
 	}
 	if rs := r.Records; rs != nil {
-		g.summary("reconcile: %d records read, %d with keys missing online, %d written to %s", rs.Records, rs.Missing, rs.Written, rs.Backfill)
+		g.summary("reconcile: %d records read (%s), %d with keys missing online, %d written to %s", rs.Records, rs.Format, rs.Missing, rs.Written, rs.Backfill)
+		if rs.Bad > 0 {
+			g.summary("reconcile: %d records without a key were skipped (--on-bad)", rs.Bad)
+		}
 	}
 	if a := r.Apply; a != nil {
 		verb := "written"

@@ -1,0 +1,219 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// keyParts are the fields of key(i): user_id, device_id, timestamp_ms.
+func keyParts(i int) (string, string, string) {
+	f := strings.Split(key(i), ":")
+	return f[0], f[1], f[2]
+}
+
+// csvRecords writes the dataset's records as csv with a header, keyed by
+// user_id,device_id,timestamp_ms (so each record's key is key(i)), in two
+// inputs that share the header, with the traps of a real export: a BOM,
+// CRLF and LF endings, quoted fields holding commas, quotes and line feeds,
+// a final record without its newline, a missing record repeated later.
+// It returns the input names and the backfill expected byte for byte.
+func csvRecords(t *testing.T, d *dataset) ([]string, string) {
+	t.Helper()
+	const header = "event,user_id,device_id,timestamp_ms,payload\r\n"
+	missing := map[int]bool{}
+	for _, i := range d.missing {
+		missing[i] = true
+	}
+	var files [2]strings.Builder
+	var want strings.Builder
+	want.WriteString("\xef\xbb\xbf" + header)
+	files[0].WriteString("\xef\xbb\xbf" + header)
+	files[1].WriteString(header)
+	half := len(d.keys) / 2
+	for i := range d.keys {
+		u, dev, ts := keyParts(i)
+		var rec string
+		switch i % 4 {
+		case 0:
+			rec = fmt.Sprintf("click,%s,%s,%s,plain\n", u, dev, ts)
+		case 1:
+			rec = fmt.Sprintf("view,%s,\"%s\",%s,\"a, b and \"\"c\"\"\"\r\n", u, dev, ts)
+		case 2:
+			rec = fmt.Sprintf("buy,\"%s\",%s,%s,\"two\nlines\"\n", u, dev, ts)
+		default:
+			rec = fmt.Sprintf("%d,%s,%s,%s,\n", i, u, dev, ts)
+		}
+		f := 0
+		if i >= half {
+			f = 1
+		}
+		files[f].WriteString(rec)
+		if missing[i] {
+			want.WriteString(rec)
+		}
+	}
+	// A missing key seen again (another event of the same user, device and
+	// time): both of its records are backfilled, in input order.
+	u, dev, ts := keyParts(d.missing[0])
+	again := fmt.Sprintf("again,%s,%s,%s,repeat", u, dev, ts)
+	files[1].WriteString(again) // no final newline: still a record
+	want.WriteString(again + "\n")
+	var names []string
+	for i := range files {
+		name := filepath.Join(d.dir, fmt.Sprintf("events-%d.csv", i))
+		if err := os.WriteFile(name, []byte(files[i].String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	return names, want.String()
+}
+
+// A csv index (built with --format csv --header --key …) against Redis:
+// --records are read with the index's own recipe, without any record flag,
+// and the backfill holds the header once and then the missing records
+// byte for byte, in input order, repeats included. A mismatched recipe is
+// refused, and --on-bad skip counts the records that have no key.
+func TestRecordsCSVRedis(t *testing.T) {
+	c := redisDB(t, 7)
+	d := newDataset(t, 20_000)
+	files, want := csvRecords(t, d)
+	fpdedup(t, d.dir, nil, append([]string{"build", "-q", "--hash", "sha256", "--format", "csv", "--header",
+		"--key", "user_id,device_id,timestamp_ms", "-o", "csv.fpx"}, files...)...).want(t, 0)
+	if got, want := dump(t, d.dir, "csv.fpx"), dump(t, d.dir, d.index); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatal("the csv index does not hold the keys' fingerprints")
+	}
+	loadRedisKeys(t, c, "ev:", hexes(d.onlineKeys(), fpHex))
+	url := redisURL(t, 7, "match=ev:*")
+
+	args := []string{"reconcile", "--index", "csv.fpx", "--online", url, "--report", "r.json", "--backfill", "bf.csv"}
+	for _, f := range files {
+		args = append(args, "--records", f)
+	}
+	fpdedup(t, d.dir, nil, args...).want(t, 1)
+	rep := readReport(t, filepath.Join(d.dir, "r.json"))
+	wantCounts(t, rep, 18_000, 2_000, 200)
+	if got := string(must(os.ReadFile(filepath.Join(d.dir, "bf.csv")))); got != want {
+		t.Fatalf("backfill: %d bytes, want %d\n got %.300q\nwant %.300q", len(got), len(want), got, want)
+	}
+	rs := rep.Records
+	if rs == nil || rs.Format != "csv" || !rs.Header || strings.Join(rs.Key, ",") != "user_id,device_id,timestamp_ms" ||
+		rs.Records != 20_001 || rs.Missing != 2_001 || rs.Written != 2_001 || rs.Bad != 0 || rs.Inputs != 2 {
+		t.Fatalf("records: %+v", rs)
+	}
+	// The backfill reads back with the same recipe: a build of it holds
+	// exactly the missing fingerprints.
+	fpdedup(t, d.dir, nil, "build", "-q", "--hash", "sha256", "--format", "csv", "--header",
+		"--key", "user_id,device_id,timestamp_ms", "-o", "bf.fpx", "bf.csv").want(t, 0)
+	if got := dump(t, d.dir, "bf.fpx"); strings.Join(got, " ") != strings.Join(d.missingFPs(), " ") {
+		t.Fatalf("the backfill holds %d fingerprints, want %d", len(got), len(d.missingFPs()))
+	}
+
+	// The same recipe given explicitly (by column numbers) is another
+	// recipe for the index: refused, unless --assume-recipe.
+	explicit := append(args[:len(args):len(args)], "--format", "csv", "--header", "--key", "2,3,4")
+	r := fpdedup(t, d.dir, nil, explicit...).want(t, 2)
+	if !strings.Contains(r.stderr, "--assume-recipe") {
+		t.Fatalf("stderr: %s", r.stderr)
+	}
+	r = fpdedup(t, d.dir, nil, append(explicit, "--assume-recipe", "--backfill", "bf2.csv")...).want(t, 1)
+	if !strings.Contains(r.stderr, "warning") || string(must(os.ReadFile(filepath.Join(d.dir, "bf2.csv")))) != want {
+		t.Fatalf("--assume-recipe: %s", r.stderr)
+	}
+	// Lines are not the index's records.
+	r = fpdedup(t, d.dir, nil, "reconcile", "--index", "csv.fpx", "--online", url, "--records", d.records, "--backfill", "x", "--format", "lines").want(t, 2)
+	if !strings.Contains(r.stderr, "--assume-recipe") {
+		t.Fatalf("stderr: %s", r.stderr)
+	}
+
+	// A record without the key's fields: an error naming file and line
+	// (fail, the default), or counted with --on-bad skip.
+	bad := filepath.Join(d.dir, "bad.csv")
+	os.WriteFile(bad, []byte("event,user_id,device_id,timestamp_ms,payload\nx,u1\n"), 0o644)
+	r = fpdedup(t, d.dir, nil, "reconcile", "--index", "csv.fpx", "--online", url, "--records", bad, "--backfill", "x").want(t, 2)
+	if !strings.Contains(r.stderr, "bad.csv:2") {
+		t.Fatalf("stderr: %s", r.stderr)
+	}
+	fpdedup(t, d.dir, nil, "reconcile", "--index", "csv.fpx", "--online", url, "--records", bad, "--backfill", "x",
+		"--on-bad", "quarantine=q.csv", "--report", "b.json").want(t, 1)
+	if rs := readReport(t, filepath.Join(d.dir, "b.json")).Records; rs.Bad != 1 || rs.Records != 1 {
+		t.Fatalf("records: %+v", rs)
+	}
+	if q := string(must(os.ReadFile(filepath.Join(d.dir, "q.csv")))); q != "x,u1\n" {
+		t.Fatalf("quarantine: %q", q)
+	}
+	if n := c.DBSize(context.Background()).Val(); n != 18_200 {
+		t.Fatalf("an audit wrote to Redis: %d keys", n)
+	}
+}
+
+// A jsonl index against a MariaDB table of whole SHA-256 digests
+// (BINARY(32)): the backfill is the missing records byte for byte, and
+// --apply computes the digests from the records' keys with the index's
+// recipe, after which nothing is missing.
+func TestRecordsJSONLMySQL(t *testing.T) {
+	db := mysqlDB(t)
+	d := newDataset(t, 20_000)
+	var recs, want strings.Builder
+	missing := map[int]bool{}
+	for _, i := range d.missing {
+		missing[i] = true
+	}
+	for i := range d.keys {
+		u, dev, ts := keyParts(i)
+		var rec string
+		switch i % 3 {
+		case 0:
+			rec = fmt.Sprintf(`{"id":%d,"user":{"id":"%s"},"device_id":"%s","timestamp_ms":%s}`+"\n", i, u, dev, ts)
+		case 1:
+			rec = fmt.Sprintf(`{ "timestamp_ms" : %s, "device_id":"%s", "user":{"name":"x\"y","id":"%s"}, "tags":["a","b"] }`+"\r\n", ts, dev, u)
+		default:
+			rec = fmt.Sprintf(`{"user":{"id":"\u0075%s"},"device_id":"%s","timestamp_ms":%s,"note":"caf\u00e9"}`+"\n", u[1:], dev, ts)
+		}
+		recs.WriteString(rec)
+		if missing[i] {
+			want.WriteString(rec)
+		}
+	}
+	name := filepath.Join(d.dir, "events.jsonl")
+	os.WriteFile(name, []byte(recs.String()), 0o644)
+	fpdedup(t, d.dir, nil, "build", "-q", "--hash", "sha256", "--format", "jsonl", "--key", "user.id,device_id,timestamp_ms",
+		"-o", "jsonl.fpx", name).want(t, 0)
+	if got, want := dump(t, d.dir, "jsonl.fpx"), dump(t, d.dir, d.index); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatal("the jsonl index does not hold the keys' fingerprints")
+	}
+	createTable(t, db, "rc_jsonl", "BINARY(32)")
+	loadRows(t, db, "rc_jsonl", rowValues(d.onlineKeys(), bin32))
+	url := mysqlURL(t, "rc_jsonl", "fp", "")
+	env := mysqlEnv(t)
+
+	fpdedup(t, d.dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--records", name, "--backfill", "bf.jsonl",
+		"--report", "r.json").want(t, 1)
+	rep := readReport(t, filepath.Join(d.dir, "r.json"))
+	wantCounts(t, rep, 18_000, 2_000, 200)
+	if got := string(must(os.ReadFile(filepath.Join(d.dir, "bf.jsonl")))); got != want.String() {
+		t.Fatalf("backfill: %d bytes, want %d", len(got), want.Len())
+	}
+	if rs := rep.Records; rs.Format != "jsonl" || rs.Records != 20_000 || rs.Written != 2_000 {
+		t.Fatalf("records: %+v", rs)
+	}
+
+	fpdedup(t, d.dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--records", name, "--apply",
+		"--report", "a.json").want(t, 1)
+	rep = readReport(t, filepath.Join(d.dir, "a.json"))
+	if rep.Apply == nil || rep.Apply.Written != 2_000 || rep.Apply.NotInRecords != 0 || rep.Records.Digests != 2_000 {
+		t.Fatalf("apply %+v, records %+v", rep.Apply, rep.Records)
+	}
+	for _, i := range d.missing[:50] {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM rc_jsonl WHERE fp = ?", bin32(d.keys[i])).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("digest of %q not inserted (%v)", d.keys[i], err)
+		}
+	}
+	fpdedup(t, d.dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--report", "b.json").want(t, 1)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")), 20_000, 0, 200)
+}
