@@ -322,7 +322,9 @@ func (w *Writer) Add(fps ...Fingerprint) error {
 		w.pending = append(w.pending, fps[:n]...)
 		fps = fps[n:]
 		if len(w.pending) > SegmentMax {
-			w.cut(false)
+			if w.cut(false); w.err != nil {
+				return w.err
+			}
 		}
 	}
 	return nil
@@ -359,8 +361,11 @@ func (w *Writer) check(fps []Fingerprint) error {
 // that holds an emitted one has a child that is a smaller segment, so it
 // holds more than SegmentMax). With SegmentMax+1 pending fingerprints, or
 // at the end of input, every such node's count is known.
+//
+// It stops at the first error: a Sequential emit that fails to write
+// leaves pending as it was (once, that was a spin forever on a full disk).
 func (w *Writer) cut(eof bool) {
-	for len(w.pending) > SegmentMax || (eof && len(w.pending) > 0) {
+	for w.err == nil && (len(w.pending) > SegmentMax || (eof && len(w.pending) > 0)) {
 		k0 := w.pending[0]
 		for d := uint(w.opts.Range.Bits); d <= 128; d++ {
 			n := nodeOf(k0, d)

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+// These tests run the fpdedup process itself (the test binary under the
+// name fpdedup, see TestMain) where a script cannot: a signal sent while a
+// merge is writing, and a file system that fills up under it.
+
+// fpdedupBin links the test binary as dir/fpdedup, which TestMain runs as
+// the command.
+func fpdedupBin(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "fpdedup")
+	if err := os.Symlink(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// randomIndex writes an index of n random fingerprints (seeded) at path.
+func randomIndex(t *testing.T, path string, n int, seed uint64) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 1))
+	fps := make([]fpstore.Fingerprint, n)
+	for i := range fps {
+		fps[i] = fpstore.Fingerprint{Hi: r.Uint64(), Lo: r.Uint64()}
+	}
+	slices.SortFunc(fps, func(x, y fpstore.Fingerprint) int { return x.Compare(y) })
+	fps = slices.Compact(fps)
+	w, err := fpstore.Create(path, fpstore.WriterOptions{Spec: fpstore.Spec{Hash: "xxh3-128"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	if err := w.Add(fps...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// entries lists dir's names.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
+}
+
+// TestMergeInterrupted: SIGINT while the merged index is being written
+// exits 130 and leaves neither the output nor its temp or lock file.
+func TestMergeInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two 3M-key indexes")
+	}
+	bin := fpdedupBin(t)
+	in := t.TempDir()
+	a, b := filepath.Join(in, "a.fpx"), filepath.Join(in, "b.fpx")
+	randomIndex(t, a, 3_000_000, 1)
+	randomIndex(t, b, 3_000_000, 2)
+	out := t.TempDir()
+	cmd := exec.Command(bin, "merge", "-o", filepath.Join(out, "ab.fpx"), a, b)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The temp file appears once the writer exists, after the signal
+	// handler is installed; the merge then runs for a fraction of a second
+	// at least.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		names := entries(t, out)
+		if len(names) > 0 && strings.Contains(strings.Join(names, " "), ".tmp-") {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("no temp file appeared in %s: %v", out, names)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupt {
+		t.Fatalf("merge interrupted: %v, want exit %d; stderr:\n%s", err, exitInterrupt, stderr.String())
+	}
+	if names := entries(t, out); len(names) != 0 {
+		t.Fatalf("left behind after SIGINT: %v", names)
+	}
+	if !strings.Contains(stderr.String(), "interrupt") {
+		t.Errorf("stderr does not say it was interrupted:\n%s", stderr.String())
+	}
+}
+
+// TestOutputDiskFull: merge (k-way and stitched) and build onto a file
+// system too small for the output, or spilling sorted runs to one, exit 2
+// saying so, and leave nothing there. A 2 MiB tmpfs needs
+// root (CI runs as root); elsewhere the test is skipped.
+func TestOutputDiskFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two 200k-key indexes")
+	}
+	full := t.TempDir()
+	if err := syscall.Mount("tmpfs", full, "tmpfs", 0, "size=2m"); err != nil {
+		t.Skipf("cannot mount a small tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(full, 0) })
+	bin := fpdedupBin(t)
+	in := t.TempDir()
+	a, b := filepath.Join(in, "a.fpx"), filepath.Join(in, "b.fpx")
+	randomIndex(t, a, 200_000, 1)
+	randomIndex(t, b, 200_000, 2)
+	keys := filepath.Join(in, "keys.txt")
+	var sb strings.Builder
+	for i := range 200_000 {
+		sb.WriteString("key-")
+		sb.WriteString(strings.Repeat("x", i%7))
+		sb.WriteString(time.Duration(i).String())
+		sb.WriteByte('\n')
+	}
+	if err := os.WriteFile(keys, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for i := range 2 {
+		p := filepath.Join(in, fmt.Sprintf("p%d.fpx", i))
+		if out, err := exec.Command(bin, "build", "--partition", fmt.Sprintf("%d/2", i), "-o", p, keys).CombinedOutput(); err != nil {
+			t.Fatalf("build --partition %d/2: %v\n%s", i, err, out)
+		}
+		parts = append(parts, p)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // in stderr; "" for ENOSPC's message
+	}{
+		{"merge partitions (stitch)", append([]string{"merge", "-o", filepath.Join(full, "p.fpx")}, parts...), ""},
+		{"build spilling to a full --tmpdir", []string{"build", "--mem", "16MiB", "--tmpdir", full, "-o", filepath.Join(in, "spilled.fpx"), keys}, "not enough space in --tmpdir"},
+		{"merge", []string{"merge", "-o", filepath.Join(full, "ab.fpx"), a, b}, ""},
+		{"merge --subtract", []string{"merge", "--subtract", "-o", filepath.Join(full, "ab.fpx"), a, b}, ""},
+		{"build", []string{"build", "-o", filepath.Join(full, "keys.fpx"), keys}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, tc.args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != exitError {
+				t.Fatalf("%v on a full disk: %v, want exit %d; stderr:\n%s", tc.args, err, exitError, stderr.String())
+			}
+			want := tc.want
+			if want == "" {
+				want = "no space left on device"
+			}
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("stderr does not say the disk is full:\n%s", stderr.String())
+			}
+			if names := entries(t, full); len(names) != 0 {
+				t.Fatalf("left behind on the full file system: %v", names)
+			}
+		})
+	}
+}
