@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# with-services.sh CMD [ARG...] -- run CMD with a throwaway redis-server and
-# mariadbd on loopback, then tear both down (on success, failure or signal).
+# with-services.sh CMD [ARG...] -- run CMD with a throwaway redis-server, a
+# 3-master Redis Cluster and mariadbd on loopback, then tear them all down
+# (on success, failure or signal).
 #
 #   bash scripts/services/with-services.sh go test -count=1 ./reconcile/
 #
 # On a fresh Debian machine, as root, it installs redis-server, mariadb-server
 # and mariadb-client first, with a policy-rc.d that keeps the packages from
 # starting system services on 6379/3306. It starts Redis on
-# 127.0.0.1:$REDIS_PORT (6390) and MariaDB on 127.0.0.1:$MARIADB_PORT (3390)
-# with redis-up.sh and mariadb-up.sh beside this file, and exports for CMD:
+# 127.0.0.1:$REDIS_PORT (6390), a Redis Cluster of three masters on
+# 127.0.0.1:$REDIS_CLUSTER_PORTS (7391 7392 7393) and MariaDB on
+# 127.0.0.1:$MARIADB_PORT (3390) with redis-up.sh, redis-cluster-up.sh and
+# mariadb-up.sh beside this file, and exports for CMD:
 #
 #   FPDEDUP_REDIS_ADDR=127.0.0.1:6390
+#   FPDEDUP_REDIS_CLUSTER=127.0.0.1:7391,127.0.0.1:7392,127.0.0.1:7393
 #   FPDEDUP_MYSQL_DSN=fpdedup:fpdedup-Test-pw-7@tcp(127.0.0.1:3390)/fpdedup
 #   FPDEDUP_SERVICES_DIR=$SERVICES_DIR     (datadirs, pidfiles and logs)
 #   FPDEDUP_TEST_KILL=1                    (tests may kill and restart these servers)
@@ -22,6 +26,7 @@ set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REDIS_PORT="${REDIS_PORT:-6390}"
 MARIADB_PORT="${MARIADB_PORT:-3390}"
+read -r -a CLUSTER_PORTS <<<"${REDIS_CLUSTER_PORTS:-7391 7392 7393}"
 export SERVICES_DIR="${SERVICES_DIR:-/tmp/services}"
 # A password unlike the user and database names, so that tests can tell it
 # never shows in messages and reports.
@@ -51,6 +56,7 @@ teardown() {
   local pid
   pid=$(cat "$SERVICES_DIR/redis-$REDIS_PORT/redis.pid" 2>/dev/null || true)
   [ -n "$pid" ] && bash "$HERE/redis-down.sh" "$pid" 2>/dev/null
+  bash "$HERE/redis-cluster-down.sh" "${CLUSTER_PORTS[@]}" 2>/dev/null
   pid=$(cat "$SERVICES_DIR/mariadb-$MARIADB_PORT/mysqld.pid" 2>/dev/null || true)
   [ -n "$pid" ] && bash "$HERE/mariadb-down.sh" "$pid" 2>/dev/null
   return 0
@@ -58,12 +64,16 @@ teardown() {
 
 REDIS_PID=$(bash "$HERE/redis-up.sh" "$REDIS_PORT") || { log "redis did not start"; exit 2; }
 MARIADB_PID=$(bash "$HERE/mariadb-up.sh" "$MARIADB_PORT") || { log "mariadb did not start"; teardown; exit 2; }
+CLUSTER_PIDS=$(bash "$HERE/redis-cluster-up.sh" "${CLUSTER_PORTS[@]}") || { log "the redis cluster did not start"; teardown; exit 2; }
 trap teardown EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-log "redis pid $REDIS_PID on 127.0.0.1:$REDIS_PORT, mariadb pid $MARIADB_PID on 127.0.0.1:$MARIADB_PORT"
+log "redis pid $REDIS_PID on 127.0.0.1:$REDIS_PORT, mariadb pid $MARIADB_PID on 127.0.0.1:$MARIADB_PORT, redis cluster pids $CLUSTER_PIDS on 127.0.0.1:${CLUSTER_PORTS[*]}"
 
+seeds=()
+for p in "${CLUSTER_PORTS[@]}"; do seeds+=("127.0.0.1:$p"); done
 export FPDEDUP_REDIS_ADDR="127.0.0.1:$REDIS_PORT"
+export FPDEDUP_REDIS_CLUSTER="$(IFS=,; echo "${seeds[*]}")"
 export FPDEDUP_MYSQL_DSN="$DB_USER:$DB_PASS@tcp(127.0.0.1:$MARIADB_PORT)/$DB_NAME"
 export FPDEDUP_SERVICES_DIR="$SERVICES_DIR"
 export FPDEDUP_TEST_KILL=1
