@@ -3,6 +3,7 @@ package fpstore
 import (
 	"container/heap"
 	"io"
+	"math/bits"
 )
 
 // mergeBatch is how many fingerprints a merge reads from each input at a
@@ -75,6 +76,9 @@ const (
 // the result to fn in ascending batches (fn's slice is reused after it
 // returns). Memory is one batch per input.
 func MergeCursors(cursors []*Cursor, op SetOp, fn func([]Fingerprint) error) error {
+	if len(cursors) == 2 {
+		return merge2(cursors[0], cursors[1], op, make([]Fingerprint, mergeBatch), fn)
+	}
 	h := make(mergeHeap, 0, len(cursors))
 	for i, c := range cursors {
 		m := &mergeInput{c: c, buf: make([]Fingerprint, mergeBatch), pos: -1, idx: i}
@@ -187,4 +191,100 @@ func mergeLinear(ins []*mergeInput, total int, op SetOp, out []Fingerprint, fn f
 		return fn(out)
 	}
 	return nil
+}
+
+// merge2 runs op over two cursors, the common case (a day into history, A
+// minus B), merging from the cursors' chunks rather than copying batches
+// out, with a branch-free step: on random fingerprints which input goes next is
+// a coin toss, and the branchy loop paid a misprediction on every other
+// fingerprint (pprof: mergeLinear 11 ns a fingerprint on a 2x20M-key
+// merge, as much as the filter builds and writes of the output together).
+func merge2(ca, cb *Cursor, op SetOp, out []Fingerprint, fn func([]Fingerprint) error) error {
+	{
+		k := 0
+		flush := func() error {
+			if k == 0 {
+				return nil
+			}
+			err := fn(out[:k])
+			k = 0
+			return err
+		}
+		for {
+			a, err := ca.span()
+			if err != nil {
+				return err
+			}
+			b, err := cb.span()
+			if err != nil {
+				return err
+			}
+			if len(a) == 0 || len(b) == 0 {
+				// One side is done: the other's rest is the union's
+				// tail, or the difference's, or nothing.
+				rest, c := a, ca
+				if len(a) == 0 {
+					rest, c = b, cb
+				}
+				if op == Intersect || op == Subtract && c == cb {
+					return flush()
+				}
+				for len(rest) > 0 {
+					n := copy(out[k:], rest)
+					k += n
+					c.skip(n)
+					if k == len(out) {
+						if err := flush(); err != nil {
+							return err
+						}
+					}
+					if rest, err = c.span(); err != nil {
+						return err
+					}
+				}
+				return flush()
+			}
+			i, j, n := step2(a, b, out[k:], op)
+			ca.skip(i)
+			cb.skip(j)
+			k += n
+			if len(out)-k < 1 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// step2 merges a and b into out until one of the three runs out and
+// returns how many it took of each and wrote. Union writes the smaller
+// head (both heads when equal are one), Subtract a's heads below b's,
+// Intersect the equal ones; the comparison is two subtractions' borrows.
+func step2(a, b, out []Fingerprint, op SetOp) (i, j, k int) {
+	for i < len(a) && j < len(b) && k < len(out) {
+		x, y := a[i], b[j]
+		_, c := bits.Sub64(x.Lo, y.Lo, 0)
+		_, lt := bits.Sub64(x.Hi, y.Hi, c) // x < y
+		_, c = bits.Sub64(y.Lo, x.Lo, 0)
+		_, gt := bits.Sub64(y.Hi, x.Hi, c) // x > y
+		switch op {
+		case Union:
+			hi, lo := x.Hi, x.Lo
+			if gt != 0 {
+				hi, lo = y.Hi, y.Lo
+			}
+			out[k] = Fingerprint{Hi: hi, Lo: lo}
+			k++
+		case Subtract:
+			out[k] = x
+			k += int(lt)
+		default:
+			out[k] = x
+			k += int(1 - lt - gt)
+		}
+		i += int(1 - gt)
+		j += int(1 - lt)
+	}
+	return i, j, k
 }

@@ -58,7 +58,7 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 	for i, x := range inputs {
 		st.InputKeys += x.Len()
 		cursors[i] = x.Cursor()
-		_ = unix.Madvise(x.data, unix.MADV_SEQUENTIAL)
+		_ = unix.Fadvise(int(x.file.Fd()), 0, 0, unix.FADV_SEQUENTIAL)
 	}
 	// The merge's memory is a few segments and one batch per input,
 	// whatever the sizes: Sequential for a stitch (segments are copied),

@@ -25,6 +25,7 @@ type Index struct {
 	path string
 	size int64
 	data []byte // the whole file, mapped read-only
+	file *os.File
 	foot footer
 	segs []segSlot
 
@@ -64,7 +65,14 @@ func Open(path string) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open index: %w", err)
 	}
-	defer f.Close()
+	// Kept open for streaming reads (Cursor), which must read the file
+	// that was mapped even if its name is replaced meanwhile.
+	keep := false
+	defer func() {
+		if !keep {
+			f.Close()
+		}
+	}()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("cannot stat index %s: %w", path, err)
@@ -114,7 +122,8 @@ func Open(path string) (*Index, error) {
 		return nil, fmt.Errorf("cannot map index %s: %w", path, err)
 	}
 	_ = unix.Madvise(data, unix.MADV_RANDOM)
-	x := &Index{path: path, size: size, data: data, foot: ft}
+	x := &Index{path: path, size: size, data: data, file: f, foot: ft}
+	keep = true
 	x.segs = make([]segSlot, len(x.foot.segments))
 	x.buildLUT()
 	return x, nil
@@ -132,6 +141,9 @@ func (x *Index) Close() error {
 	}
 	err := unix.Munmap(x.data)
 	x.data = nil
+	if cerr := x.file.Close(); err == nil {
+		err = cerr
+	}
 	return err
 }
 

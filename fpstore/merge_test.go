@@ -1,0 +1,189 @@
+package fpstore
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// setRef is the reference for the set algebra: a Go map per input.
+func setRef(op SetOp, sets [][]Fingerprint) []Fingerprint {
+	count := map[Fingerprint]int{}
+	first := map[Fingerprint]bool{}
+	for i, s := range sets {
+		for _, fp := range s {
+			count[fp]++
+			if i == 0 {
+				first[fp] = true
+			}
+		}
+	}
+	var out []Fingerprint
+	for fp, n := range count {
+		switch {
+		case op == Union,
+			op == Subtract && first[fp] && n == 1,
+			op == Intersect && n == len(sets):
+			out = append(out, fp)
+		}
+	}
+	slices.SortFunc(out, Fingerprint.Compare)
+	return out
+}
+
+// mergeShapes makes k input sets of one kind from a pool of fingerprints.
+// The segment boundaries fall differently in each (sizes from a few to a
+// few segments), which the two-way merge's per-segment spans must cross.
+func mergeShapes(r *rand.Rand, shape string, k, n int) [][]Fingerprint {
+	pool := sortUnique(randomFPs(r, n))
+	sets := make([][]Fingerprint, k)
+	for i := range sets {
+		switch shape {
+		case "random": // overlapping at random
+			for _, fp := range pool {
+				if r.IntN(3) == 0 {
+					sets[i] = append(sets[i], fp)
+				}
+			}
+		case "identical":
+			sets[i] = slices.Clone(pool)
+		case "disjoint": // interleaved, no fingerprint in two
+			for j, fp := range pool {
+				if j%k == i {
+					sets[i] = append(sets[i], fp)
+				}
+			}
+		case "nested": // each input a subset of the one before
+			prev := pool
+			if i > 0 {
+				prev = sets[i-1]
+			}
+			for _, fp := range prev {
+				if i == 0 || r.IntN(4) != 0 {
+					sets[i] = append(sets[i], fp)
+				}
+			}
+		case "blocks": // long runs from one input, then another
+			for j, fp := range pool {
+				if (j/50_000)%k == i || r.IntN(50) == 0 {
+					sets[i] = append(sets[i], fp)
+				}
+			}
+		case "empty-some":
+			if i%2 == 0 {
+				sets[i] = slices.Clone(pool[:n/(i+2)])
+			}
+		}
+	}
+	return sets
+}
+
+// TestMergeAgainstMap runs union, subtract and intersect through Merge
+// (the two-way in-place loop, the linear scan, the heap) and compares the
+// result with a Go map, and with the bytes of one build of the expected
+// set (the result is canonical).
+func TestMergeAgainstMap(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	dir := t.TempDir()
+	type tc struct {
+		shape string
+		k, n  int
+	}
+	var cases []tc
+	for _, shape := range []string{"random", "identical", "disjoint", "nested", "blocks", "empty-some"} {
+		for _, k := range []int{1, 2, 3, 9, 64} {
+			n := 60_000
+			if k == 2 {
+				n = 1_500_000 // two segments or more in each input
+			}
+			if k == 64 && shape != "random" {
+				continue
+			}
+			cases = append(cases, tc{shape, k, n})
+		}
+	}
+	if testing.Short() {
+		cases = cases[:4]
+	}
+	for _, c := range cases {
+		sets := mergeShapes(r, c.shape, c.k, c.n)
+		var paths []string
+		for i, s := range sets {
+			p := filepath.Join(dir, fmt.Sprintf("in%d.fpx", i))
+			writeIndex(t, p, s, WriterOptions{})
+			paths = append(paths, p)
+		}
+		for _, op := range []SetOp{Union, Subtract, Intersect} {
+			t.Run(fmt.Sprintf("%s/k=%d/op=%d", c.shape, c.k, op), func(t *testing.T) {
+				inputs := make([]*Index, len(paths))
+				for i, p := range paths {
+					x, err := Open(p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer x.Close()
+					inputs[i] = x
+				}
+				out := filepath.Join(dir, "out.fpx")
+				st, err := Merge(out, inputs, MergeOptions{Op: op})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := setRef(op, sets)
+				if st.Fingerprints != uint64(len(want)) {
+					t.Fatalf("merged %d fingerprints, the map has %d", st.Fingerprints, len(want))
+				}
+				x, err := Open(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer x.Close()
+				got := make([]Fingerprint, 0, len(want))
+				buf := make([]Fingerprint, 1000)
+				for c := x.Cursor(); ; {
+					n, err := c.Read(buf)
+					if n == 0 || err != nil {
+						break
+					}
+					got = append(got, buf[:n]...)
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("merged set differs from the map's (%d vs %d fingerprints)", len(got), len(want))
+				}
+				ref := filepath.Join(dir, "ref.fpx")
+				writeIndex(t, ref, want, WriterOptions{})
+				a, _ := os.ReadFile(out)
+				b, _ := os.ReadFile(ref)
+				if !bytes.Equal(a, b) {
+					t.Fatal("merge output is not byte-identical to a build of the same set")
+				}
+			})
+		}
+	}
+}
+
+// TestStep2 checks the branch-free two-way step on every relation of two
+// heads, including equal ones and the shared high word, against the map.
+func TestStep2(t *testing.T) {
+	a := []Fingerprint{{1, 1}, {1, 5}, {2, 0}, {3, 3}, {^uint64(0), ^uint64(0)}}
+	b := []Fingerprint{{0, 9}, {1, 5}, {1, 6}, {3, 2}, {3, 3}, {^uint64(0), 0}}
+	for _, op := range []SetOp{Union, Subtract, Intersect} {
+		out := make([]Fingerprint, 20)
+		i, j, k := step2(a, b, out, op)
+		got := out[:k]
+		// Finish the tails as merge2 does.
+		if op == Union || op == Subtract {
+			got = append(got, a[i:]...)
+		}
+		if op == Union {
+			got = append(got, b[j:]...)
+		}
+		if want := setRef(op, [][]Fingerprint{a, b}); !slices.Equal(got, want) {
+			t.Errorf("op %d: got %v, want %v", op, got, want)
+		}
+	}
+}
