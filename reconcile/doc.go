@@ -1,11 +1,12 @@
 // Package reconcile compares an offline truth index with the online dedup
 // store (DESIGN section 5): Redis keys named PREFIX<hex> or members of a
-// set, a MySQL/MariaDB table with a BINARY(16|32) or CHAR(32|64) hex
+// set, on one server or in a Redis Cluster, a MySQL/MariaDB table with a BINARY(16|32) or CHAR(32|64) hex
 // fingerprint column, or a plain export file. It counts the fingerprints
 // both sides hold, those only the index holds (missing online: the
 // backfill) and those only the online side holds (unknown offline: the
 // audit), writes them as indexes, extracts the original records of the
-// missing keys for replay, and with Options.Apply writes the missing keys
+// missing keys for replay (read with the index's key recipe through the
+// ingest record layer: lines, csv, tsv, jsonl), and with Options.Apply writes the missing keys
 // online, idempotently, in bounded batches, rate-limited, resumable from a
 // checkpoint.
 //
@@ -19,7 +20,12 @@
 //     a binary collation) is an error, never a wrong count.
 //   - Unsorted sources (SCAN, SSCAN, files) go through fpstore's external
 //     sorter first, in memory bounded by Options.Mem, spilling sorted runs
-//     to Options.TmpDir.
+//     to Options.TmpDir. In a Redis Cluster SCAN runs on every master at
+//     once and their pages make one stream; the slot map (CLUSTER SLOTS)
+//     taken before and after must match the masters scanned, so a failover
+//     or resharding during the scan (FAULTS.md row 24) is an error rather
+//     than keys silently missed. Probes and writes go through go-redis's
+//     cluster pipelines, which split a batch by node and follow MOVED/ASK.
 //   - In probe mode each offline fingerprint is looked up online in
 //     pipelined batches (EXISTS, SMISMEMBER, `WHERE C IN (…)`): for audits
 //     of a slice, when reading the whole online side costs more.

@@ -55,6 +55,7 @@ type ReadStats struct {
 	Note       string       // why the count was not compared, or what it showed
 	Narrow     int64        // values of 16 bytes / 32 hex digits
 	Full       int64        // values of 32 bytes / 64 hex digits
+	Masters    []string     // Redis Cluster: the masters scanned
 	limiter    *pacer
 }
 

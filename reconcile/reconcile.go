@@ -110,6 +110,7 @@ type OnlineInfo struct {
 	Retries      int      `json:"retries"`
 	Note         string   `json:"note,omitempty"`
 	Spills       int64    `json:"sorter_spills"`
+	Masters      []string `json:"cluster_masters,omitempty"` // Redis Cluster: the masters scanned
 }
 
 // Samples are the first fingerprints (in order) of each side.
@@ -421,6 +422,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 		rep.Online.BadSamples = []string{}
 	}
 	rep.Online.Expected, rep.Online.CountChecked, rep.Online.Retries, rep.Online.Note = st.Expected, st.Checked, st.Retries, st.Note
+	rep.Online.Masters = st.Masters
 	rep.Online.Distinct, rep.Online.Repeats, rep.Online.OutsideRange = chk.distinct, chk.repeats, chk.outside
 	rep.Counts = Counts{Both: both, OnlyOffline: missing.n, OnlyOnline: extra.n}
 	rep.Samples = Samples{OnlyOffline: missing.samples, OnlyOnline: extra.samples}

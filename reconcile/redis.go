@@ -2,10 +2,14 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,46 +21,87 @@ import (
 // redisSource reads keys PREFIX<hex> by SCAN, or the members of a set by
 // SSCAN; probes with pipelined EXISTS or SMISMEMBER; writes with pipelined
 // SET NX (optionally with a TTL) or SADD.
+//
+// A Redis Cluster (Target.Cluster) is read through go-redis's
+// ClusterClient: SCAN runs on every master at once (ForEachMaster), their
+// pages merged into one stream, and the slot map must be the same before
+// and after the scan; a set, SSCAN, SMISMEMBER and SADD go to the master
+// owning its slot; EXISTS probes and SET NX writes go in cluster pipelines,
+// which split each batch by node and follow MOVED/ASK redirections.
 type redisSource struct {
 	t       *Target
-	c       *redis.Client
+	c       redis.UniversalClient
+	cc      *redis.ClusterClient // a Redis Cluster; nil for one server
 	o       *Options
 	narrow  int64 // values of each width seen by Read
 	full    int64
 	samples int
-	raw     *respPool // --apply's writes
+	raw     *respPool // --apply's writes to one server
 }
 
+// quietLog drops go-redis's own log lines ("failed to dial after 5
+// attempts" …): the error that ends the run says what failed, once, and
+// the CLI's stderr is for the summary.
+type quietLog struct{}
+
+func (quietLog) Printf(context.Context, string, ...any) {}
+
+var quietOnce sync.Once
+
 func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error) {
-	c := redis.NewClient(&redis.Options{
-		Addr:            t.Addr,
-		Username:        t.User,
-		Password:        o.Password,
-		DB:              t.DB,
-		Protocol:        2,
-		DisableIdentity: true,
-		// Redis 7.0 does not know CLIENT MAINT_NOTIFICATIONS.
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-		DialTimeout:              min(o.Timeout, 5*time.Second),
-		ReadTimeout:              o.Timeout,
-		WriteTimeout:             o.Timeout,
-		PoolSize:                 o.Conns + 2,
-		MaxRetries:               1, // ours (retry) are on top, with their own backoff
-	})
-	r := &redisSource{t: t, c: c, o: o, samples: o.Samples, raw: newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns)}
+	quietOnce.Do(func() { redis.SetLogger(quietLog{}) })
+	r := &redisSource{t: t, o: o, samples: o.Samples}
+	if t.Cluster {
+		r.cc = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                    t.Seeds,
+			Username:                 t.User,
+			Password:                 o.Password,
+			Protocol:                 2,
+			DisableIdentity:          true,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+			DialTimeout:              min(o.Timeout, 5*time.Second),
+			ReadTimeout:              o.Timeout,
+			WriteTimeout:             o.Timeout,
+			PoolSize:                 o.Conns + 2, // per node
+			MaxRetries:               1,
+			MaxRedirects:             8, // MOVED/ASK while slots migrate
+		})
+		r.c = r.cc
+	} else {
+		r.c = redis.NewClient(&redis.Options{
+			Addr:            t.Addr,
+			Username:        t.User,
+			Password:        o.Password,
+			DB:              t.DB,
+			Protocol:        2,
+			DisableIdentity: true,
+			// Redis 7.0 does not know CLIENT MAINT_NOTIFICATIONS.
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+			DialTimeout:              min(o.Timeout, 5*time.Second),
+			ReadTimeout:              o.Timeout,
+			WriteTimeout:             o.Timeout,
+			PoolSize:                 o.Conns + 2,
+			MaxRetries:               1, // ours (retry) are on top, with their own backoff
+		})
+		r.raw = newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns)
+	}
+	c := r.c
 	err := retry(ctx, o.Retries, o.Backoff, nil, func() error { return c.Ping(ctx).Err() })
+	if err == nil {
+		err = r.checkTopology(ctx)
+	}
 	if err != nil {
-		c.Close()
+		r.Close()
 		return nil, fmt.Errorf("cannot reach %s: %w", t.Redacted, err)
 	}
 	if t.Kind == RedisSet {
 		typ, err := c.Type(ctx, t.Set).Result()
 		if err != nil {
-			c.Close()
+			r.Close()
 			return nil, fmt.Errorf("%s: %w", t.Redacted, err)
 		}
 		if typ != "set" && typ != "none" {
-			c.Close()
+			r.Close()
 			return nil, fmt.Errorf("%s: key %q holds a %s, not a set", t.Redacted, t.Set, typ)
 		}
 	}
@@ -65,7 +110,7 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 		// them: 32-digit names asked of a store of 64-digit ones would all
 		// be "missing". Look at a few names.
 		if err := r.sampleWidth(ctx); err != nil {
-			c.Close()
+			r.Close()
 			return nil, fmt.Errorf("%s: %w", t.Redacted, err)
 		}
 	}
@@ -82,18 +127,28 @@ func (r *redisSource) sampleWidth(ctx context.Context) error {
 			return err
 		}
 	} else {
-		var cursor uint64
-		for i := 0; i < 16 && len(names) < 16; i++ {
-			keys, next, err := r.c.Scan(ctx, cursor, escapeGlob(r.t.Prefix)+"*", 1000).Result()
-			if err != nil {
-				return err
+		var mu sync.Mutex
+		err := r.eachNode(ctx, func(ctx context.Context, node *redis.Client) error {
+			var cursor uint64
+			for i := 0; i < 16; i++ {
+				keys, next, err := node.Scan(ctx, cursor, escapeGlob(r.t.Prefix)+"*", 1000).Result()
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				for _, k := range keys {
+					names = append(names, k[len(r.t.Prefix):])
+				}
+				enough := len(names) >= 16
+				mu.Unlock()
+				if cursor = next; cursor == 0 || enough {
+					break
+				}
 			}
-			for _, k := range keys {
-				names = append(names, k[len(r.t.Prefix):])
-			}
-			if cursor = next; cursor == 0 {
-				break
-			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	for _, n := range names {
@@ -109,8 +164,75 @@ func (r *redisSource) sampleWidth(ctx context.Context) error {
 }
 
 func (r *redisSource) Close() error {
-	r.raw.close()
+	if r.raw != nil {
+		r.raw.close()
+	}
 	return r.c.Close()
+}
+
+// eachNode runs fn on the server, or on every master of a cluster at once.
+func (r *redisSource) eachNode(ctx context.Context, fn func(ctx context.Context, node *redis.Client) error) error {
+	if r.cc == nil {
+		return fn(ctx, r.c.(*redis.Client))
+	}
+	return r.cc.ForEachMaster(ctx, fn)
+}
+
+// checkTopology makes sure a cluster is whole (every slot served), and
+// that a single server is not a node of a cluster: a SCAN there would see
+// only the keys of its own slots, and call all the others missing.
+func (r *redisSource) checkTopology(ctx context.Context) error {
+	if r.cc == nil {
+		info, err := r.c.Info(ctx, "cluster").Result()
+		if err == nil && strings.Contains(info, "cluster_enabled:1") {
+			return permanent{fmt.Errorf("%s is a node of a Redis Cluster, where a SCAN sees only the keys of the node's own slots: add cluster=1 to the URL (or list several seed addresses, host1:port1,host2:port2) to read every master", r.t.Addr)}
+		}
+		return nil
+	}
+	info, err := r.cc.ClusterInfo(ctx).Result()
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_state:"); ok && v != "ok" {
+			return fmt.Errorf("the cluster's state is %q, not ok: a master is down or slots are not served", v)
+		}
+	}
+	_, _, err = r.slotMap(ctx)
+	return err
+}
+
+// slotMap describes which master serves which slots (CLUSTER SLOTS), as a
+// string to compare, and lists the masters; every one of the 16384 slots
+// must be served.
+func (r *redisSource) slotMap(ctx context.Context) (string, []string, error) {
+	slots, err := r.cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return "", nil, err
+	}
+	slices.SortFunc(slots, func(a, b redis.ClusterSlot) int { return a.Start - b.Start })
+	var b strings.Builder
+	var masters []string
+	next := 0
+	for _, sl := range slots {
+		if len(sl.Nodes) == 0 {
+			continue
+		}
+		if sl.Start != next {
+			return "", nil, fmt.Errorf("slots %d-%d are served by no master: the cluster is not whole", next, sl.Start-1)
+		}
+		next = sl.End + 1
+		m := sl.Nodes[0]
+		fmt.Fprintf(&b, "%d-%d=%s/%s ", sl.Start, sl.End, m.Addr, m.ID)
+		if !slices.Contains(masters, m.Addr) {
+			masters = append(masters, m.Addr)
+		}
+	}
+	if next != 16384 {
+		return "", nil, fmt.Errorf("slots %d-16383 are served by no master: the cluster is not whole", next)
+	}
+	slices.Sort(masters)
+	return b.String(), masters, nil
 }
 
 func (r *redisSource) Sorted() bool { return false }
@@ -140,42 +262,58 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 			st.Expected = n
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	pages := make(chan []string, 4)
 	errc := make(chan error, 1)
-	go func() {
-		defer close(pages)
+	var retries atomic.Int64
+	defer func() { st.Retries += int(retries.Load()) }()
+	// scan walks one cursor: the set's (SSCAN, on whichever node owns it),
+	// or one node's key space (SCAN).
+	scan := func(ctx context.Context, node *redis.Client, where string) error {
 		var cursor uint64
 		match := escapeGlob(r.t.Prefix) + "*"
 		for {
 			var keys []string
 			var next uint64
-			err := retry(ctx, r.o.Retries, r.o.Backoff, func() { st.Retries++ }, func() error {
+			err := retry(ctx, r.o.Retries, r.o.Backoff, func() { retries.Add(1) }, func() error {
 				var err error
 				if r.t.Kind == RedisSet {
 					keys, next, err = r.c.SScan(ctx, r.t.Set, cursor, "", int64(r.t.ScanCount)).Result()
 				} else {
-					keys, next, err = r.c.Scan(ctx, cursor, match, int64(r.t.ScanCount)).Result()
+					keys, next, err = node.Scan(ctx, cursor, match, int64(r.t.ScanCount)).Result()
 				}
 				return err
 			})
 			if err != nil {
-				errc <- fmt.Errorf("reading %s: %w (after %d values; rerun to read again)", r.t.Redacted, err, st.Values.Load())
-				return
+				if ctx.Err() != nil {
+					return context.Cause(ctx)
+				}
+				return fmt.Errorf("reading %s: %s%w (after %d values; rerun to read again)", r.t.Redacted, where, err, st.Values.Load())
 			}
 			if len(keys) > 0 {
 				select {
 				case pages <- keys:
 				case <-ctx.Done():
-					return
+					return context.Cause(ctx)
 				}
 			}
 			if cursor = next; cursor == 0 {
-				errc <- nil
-				return
+				return nil
 			}
 		}
+	}
+	go func() {
+		defer close(pages)
+		if r.cc == nil || r.t.Kind == RedisSet {
+			var node *redis.Client
+			if r.cc == nil {
+				node = r.c.(*redis.Client)
+			}
+			errc <- scan(ctx, node, "")
+			return
+		}
+		errc <- r.scanCluster(ctx, cancel, scan, &st.Masters)
 	}()
 	buf := make([]fpstore.Fingerprint, 0, 8192)
 	plen := len(r.t.Prefix)
@@ -204,17 +342,62 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 			}
 		}
 	}
-	select {
-	case err := <-errc:
-		if err != nil {
-			return err
-		}
-	default:
-		return context.Cause(ctx) // the producer stopped on a cancelled context
+	if err := <-errc; err != nil {
+		return err // the producer's error, or the cause of a cancelled context
 	}
 	st.Narrow, st.Full = r.narrow, r.full
 	if len(buf) > 0 {
 		return emit(buf)
+	}
+	return nil
+}
+
+// scanCluster runs scan on every master of the cluster at once; the first
+// that fails stops the others. The masters scanned must be the masters of
+// the slot map before and after: a failover, a master added or removed or
+// slots moved during the scan could have hidden keys from it (SCAN runs
+// per node), so that is an error, never a short count.
+func (r *redisSource) scanCluster(ctx context.Context, cancel context.CancelCauseFunc, scan func(context.Context, *redis.Client, string) error, done *[]string) error {
+	before, masters, err := r.slotMap(ctx)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", r.t.Redacted, err)
+	}
+	var mu sync.Mutex
+	var scanned []string
+	var first error
+	err = r.cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		addr := node.Options().Addr
+		mu.Lock()
+		scanned = append(scanned, addr)
+		mu.Unlock()
+		err := scan(ctx, node, "master "+addr+": ")
+		if err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+			cancel(err)
+		}
+		return err
+	})
+	if first != nil {
+		return first
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", r.t.Redacted, err)
+	}
+	after, _, err := r.slotMap(ctx)
+	if err != nil {
+		return fmt.Errorf("reading %s after the scan: %w", r.t.Redacted, err)
+	}
+	slices.Sort(scanned)
+	*done = scanned
+	switch {
+	case after != before:
+		return fmt.Errorf("reading %s: the cluster's slot map changed during the scan (a failover or slots moved), so keys may have been missed: rerun when it is stable", r.t.Redacted)
+	case !slices.Equal(scanned, masters):
+		return fmt.Errorf("reading %s: scanned the masters %v, but the slots are served by %v: rerun", r.t.Redacted, scanned, masters)
 	}
 	return nil
 }
@@ -277,6 +460,9 @@ func (r *redisSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 // (FAULTS.md row 23); only error replies count.
 func (r *redisSource) Write(ctx context.Context, items []Item) error {
 	full, _ := r.Wide()
+	if r.cc != nil {
+		return r.writeCluster(ctx, items, full)
+	}
 	var b []byte
 	var hexb [64]byte
 	n := 0
@@ -315,6 +501,36 @@ func (r *redisSource) Write(ctx context.Context, items []Item) error {
 		n = len(items)
 	}
 	return r.raw.pipeline(ctx, b, n)
+}
+
+// writeCluster sends the same commands as Write through a cluster
+// pipeline, which sends each node its share and follows redirections. A
+// SET NX that found the key answers nil: not an error.
+func (r *redisSource) writeCluster(ctx context.Context, items []Item, full bool) error {
+	pipe := r.cc.Pipeline()
+	var hexb [64]byte
+	if r.t.Kind == RedisSet {
+		members := make([]any, len(items))
+		for i := range items {
+			members[i] = string(appendItemHex(hexb[:0], &items[i], full))
+		}
+		pipe.SAdd(ctx, r.t.Set, members...)
+	} else {
+		args := redis.SetArgs{Mode: "NX", TTL: r.o.TTL}
+		for i := range items {
+			pipe.SetArgs(ctx, r.t.Prefix+string(appendItemHex(hexb[:0], &items[i], full)), 1, args)
+		}
+	}
+	cmds, err := pipe.Exec(ctx)
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil && !errors.Is(cerr, redis.Nil) {
+			return cerr
+		}
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	return nil
 }
 
 // appendItemHex appends the item's lowercase hex: 64 digits when full.

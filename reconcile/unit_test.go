@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -31,6 +32,11 @@ func TestParseURL(t *testing.T) {
 		{"file:/tmp/x.txt", Target{Kind: File, Path: "/tmp/x.txt"}},
 		{"file:///tmp/x.txt", Target{Kind: File, Path: "/tmp/x.txt"}},
 		{"file:rel.txt.gz", Target{Kind: File, Path: "rel.txt.gz"}},
+		{"redis://h1:1,h2:2/0?match=a*", Target{Kind: RedisKeys, Addr: "h1:1", Seeds: []string{"h1:1", "h2:2"}, Cluster: true, Prefix: "a", ScanCount: 1000}},
+		{"redis://audit@h1:1,h2?set=s", Target{Kind: RedisSet, Addr: "h1:1", User: "audit", Seeds: []string{"h1:1", "h2:6379"}, Cluster: true, Set: "s", ScanCount: 1000}},
+		{"redis://h1:1?match=a*&addr=h2:2&addr=h3:3", Target{Kind: RedisKeys, Addr: "h1:1", Seeds: []string{"h1:1", "h2:2", "h3:3"}, Cluster: true, Prefix: "a", ScanCount: 1000}},
+		{"redis://h1:1/?match=a*&cluster=1", Target{Kind: RedisKeys, Addr: "h1:1", Seeds: []string{"h1:1"}, Cluster: true, Prefix: "a", ScanCount: 1000}},
+		{"redis://h1:1/2?match=a*&cluster=0", Target{Kind: RedisKeys, Addr: "h1:1", DB: 2, Prefix: "a", ScanCount: 1000}},
 	}
 	for _, c := range ok {
 		got, err := ParseURL(c.in)
@@ -39,7 +45,7 @@ func TestParseURL(t *testing.T) {
 			continue
 		}
 		got.Redacted = ""
-		if *got != c.want {
+		if !reflect.DeepEqual(*got, c.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.in, *got, c.want)
 		}
 	}
@@ -50,7 +56,11 @@ func TestParseURL(t *testing.T) {
 		{"redis://h/0?match=a*b*", "literal prefix"},
 		{"redis://h/0?match=abc", "literal prefix"},
 		{"redis://h/0?match=a*&set=s", "exclude each other"},
-		{"redis://h1:1,h2:2/0?match=a*", "Cluster"},
+		{"redis://h1:1,h2:2/3?match=a*", "only database 0"},
+		{"redis://h1:1?match=a*&addr=h2:2&cluster=0", "contradicts"},
+		{"redis://u:hunter2@h1,h2:2/0?match=a*", "holds a password"},
+		{"redis://h1:1?match=a*&cluster=maybe", "cluster= must be"},
+		{"redis://h1:1,,h2:2?match=a*", "empty address"},
 		{"redis://h/x?match=a*", "database number"},
 		{"redis://h/0?match=a*&hex=40", "hex="},
 		{"redis://h/0?match=a*&cnt=4", `unknown parameter "cnt"`},

@@ -41,16 +41,18 @@ type Target struct {
 	Redacted string // the URL as printed in messages and reports
 
 	// Redis and MySQL.
-	Addr string
+	Addr string // the (first) server
 	User string
 	DB   int    // Redis database number
 	Name string // MySQL database
 
 	// Redis.
-	Prefix    string // keys are Prefix + hex
-	Set       string // the set's key
-	ScanCount int    // SCAN/SSCAN COUNT
-	HexDigits int    // 32 or 64 when given by hex=; 0: from what is read
+	Seeds     []string // Redis Cluster: the seed addresses (Addr is the first)
+	Cluster   bool     // a Redis Cluster, read and written through its masters
+	Prefix    string   // keys are Prefix + hex
+	Set       string   // the set's key
+	ScanCount int      // SCAN/SSCAN COUNT
+	HexDigits int      // 32 or 64 when given by hex=; 0: from what is read
 
 	// MySQL.
 	Table, Column, Where string
@@ -99,6 +101,8 @@ var identRE = regexp.MustCompile(`^[A-Za-z0-9_$]+(\.[A-Za-z0-9_$]+)?$`)
 //
 //	redis://[user@]host:port/db?match=PREFIX*[&count=N][&hex=32|64]
 //	redis://[user@]host:port/db?set=KEY[&count=N][&hex=32|64]
+//	redis://[user@]host1:port1,host2:port2/?match=PREFIX*   (Redis Cluster)
+//	redis://[user@]host1:port1/?match=PREFIX*&addr=host2:port2&cluster=1
 //	mysql://user@host:port/db?table=T&column=C[&where=SQL][&count=0]
 //	file:PATH
 func ParseURL(s string) (*Target, error) {
@@ -112,30 +116,77 @@ func ParseURL(s string) (*Target, error) {
 		}
 		return &Target{Kind: File, Path: p, Redacted: "file:" + p}, nil
 	}
+	// A host list (h1:p1,h2,h3:p3) is not a host url.Parse accepts when a
+	// name before the last lacks its port: parse with a stand-in host.
+	hostList := ""
+	if rest, ok := strings.CutPrefix(s, "redis://"); ok {
+		auth := rest[:strings.IndexFunc(rest+"/", func(r rune) bool { return r == '/' || r == '?' || r == '#' })]
+		at := strings.LastIndex(auth, "@")
+		if hosts := auth[at+1:]; strings.Contains(hosts, ",") {
+			hostList = hosts
+			s = "redis://" + auth[:at+1] + seedsStandIn + rest[len(auth):]
+		}
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		// url's errors quote the whole input, password included.
 		return nil, fmt.Errorf("--online: not a URL (want redis://, mysql:// or file:)")
 	}
+	withHosts := func(s string) string { return strings.Replace(s, seedsStandIn, hostList, 1) }
 	if _, has := u.User.Password(); has {
 		return nil, fmt.Errorf("--online %s holds a password, which would be visible in ps and shell history: remove it and put it in $%s or a --password-file",
-			u.Redacted(), map[string]string{"redis": RedisPasswordEnv, "mysql": MySQLPasswordEnv}[u.Scheme])
+			withHosts(u.Redacted()), map[string]string{"redis": RedisPasswordEnv, "mysql": MySQLPasswordEnv}[u.Scheme])
 	}
-	t := &Target{Redacted: u.String()}
+	t := &Target{Redacted: withHosts(u.String())}
 	q := u.Query()
 	known := map[string]bool{}
 	get := func(k string) string { known[k] = true; return q.Get(k) }
 	switch u.Scheme {
 	case "redis":
-		if strings.Contains(u.Host, ",") {
-			return nil, fmt.Errorf("--online %s: several seed addresses (Redis Cluster) are not supported yet; reconcile each master, or use one node", t.Redacted)
+		// Several seed addresses, listed in the host or (as go-redis's
+		// ParseClusterURL reads them) in addr= parameters, name a Redis
+		// Cluster; cluster=1 says so of a single seed.
+		hosts := u.Host
+		if hostList != "" {
+			hosts = hostList
 		}
-		t.Addr = hostPort(u.Host, "6379")
+		for _, h := range strings.Split(hosts, ",") {
+			if h == "" {
+				return nil, fmt.Errorf("--online %s: an empty address in the host list", t.Redacted)
+			}
+			t.Seeds = append(t.Seeds, hostPort(h, "6379"))
+		}
+		known["addr"] = true
+		for _, a := range q["addr"] {
+			if a == "" {
+				return nil, fmt.Errorf("--online %s: addr= needs host:port", t.Redacted)
+			}
+			t.Seeds = append(t.Seeds, hostPort(a, "6379"))
+		}
+		switch c := get("cluster"); c {
+		case "":
+			t.Cluster = len(t.Seeds) > 1
+		case "1", "true", "yes":
+			t.Cluster = true
+		case "0", "false", "no":
+			if len(t.Seeds) > 1 {
+				return nil, fmt.Errorf("--online %s: several addresses are the seeds of a Redis Cluster; cluster=0 contradicts them", t.Redacted)
+			}
+		default:
+			return nil, fmt.Errorf("--online %s: cluster= must be 1 or 0", t.Redacted)
+		}
+		t.Addr = t.Seeds[0]
+		if !t.Cluster {
+			t.Seeds = nil
+		}
 		t.User = u.User.Username()
 		if db := strings.Trim(u.Path, "/"); db != "" {
 			if t.DB, err = strconv.Atoi(db); err != nil || t.DB < 0 {
 				return nil, fmt.Errorf("--online %s: the path is the database number, not %q", t.Redacted, db)
 			}
+		}
+		if t.Cluster && t.DB != 0 {
+			return nil, fmt.Errorf("--online %s: a Redis Cluster has only database 0", t.Redacted)
 		}
 		match, set := get("match"), get("set")
 		switch {
@@ -196,6 +247,10 @@ func ParseURL(s string) (*Target, error) {
 	}
 	return t, nil
 }
+
+// seedsStandIn stands for a Redis Cluster's host list while url.Parse
+// reads the rest of the URL.
+const seedsStandIn = "fpdedup-seeds.invalid"
 
 func hostPort(host, defPort string) string {
 	if host == "" {

@@ -47,6 +47,14 @@ Online sources (--online):
   redis://[user@]host:port/db?set=KEY         members <hex> of a set, by SSCAN
       &count=N (SCAN COUNT, default 1000), &hex=32|64 (width of the names
       when there are none yet to tell)
+  redis://[user@]host1:port1,host2:port2/?match=PREFIX*   a Redis Cluster:
+      several seed addresses, in the host or as &addr=host:port (go-redis's
+      ParseClusterURL form); &cluster=1 with a single seed. SCAN runs on every
+      master at once (the slot map must not change meanwhile: a failover or
+      resharding during the scan is an error); ?set=KEY, probes and --apply
+      go to the masters owning the slots (cluster pipelines). Database 0 only.
+      A single node of a cluster without cluster=1 is refused: its SCAN would
+      see only its own slots.
   mysql://user@host:port/db?table=T&column=C  C is BINARY(16), BINARY(32),
       CHAR(32) or CHAR(64) hex; &where=SQL for a slice; &count=auto|1|0:
       compare the rows read with COUNT(*) (auto: up to ~2M rows, where cheap)
@@ -88,6 +96,8 @@ server error (the report, if asked, says what); 130/143 interrupted.`,
   fpdedup reconcile --index truth.fpx --online 'redis://10.0.0.5:6379/0?match=dd:*' \
       --records events.log --backfill replay.log
   fpdedup reconcile --index today.fpx --online 'redis://10.0.0.5:6379/0?set=seen' --probe
+  fpdedup reconcile --index truth.fpx --online 'redis://10.0.1.1:7000,10.0.1.2:7000,10.0.1.3:7000/?match=dd:*' \
+      --records events.csv.gz --backfill replay.csv
   fpdedup reconcile --index truth.fpx --online 'redis://10.0.0.5:6379/0?match=dd:*' \
       --apply --ttl 72h --rate 50k --checkpoint apply.ckpt`,
 		RunE: func(cmd *cobra.Command, args []string) error {
