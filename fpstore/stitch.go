@@ -29,7 +29,7 @@ func (w *Writer) copySegment(x *Index, i int) error {
 		}
 		ref := x.foot.segments[i]
 		seg = builtSegment{
-			buf:    s.buf,
+			head:   s.buf,
 			crcs:   x.data[ref.offset+ref.length : ref.end()],
 			length: ref.length,
 			ref:    ref,
@@ -71,7 +71,7 @@ func (w *Writer) addNode(n node, fps []Fingerprint) error {
 		return w.buildNow(n, fps)
 	}
 	seg := append(w.getPending()[:0], fps...)
-	f := &segmentFuture{node: n, fps: seg, done: make(chan struct{})}
+	f := &segmentFuture{node: n, fps: seg, base: seg, done: make(chan struct{})}
 	w.futures <- f
 	w.work <- f
 	return nil

@@ -148,7 +148,8 @@ func (x *Index) verifySegment(rep *VerifyReport, i int, s *segment, sb *segmentB
 		rep.add("%s: cannot rebuild: %v", where, err)
 		return
 	}
-	if !bytes.Equal(want.buf, s.buf) {
+	hl := len(want.head)
+	if len(s.buf) != hl+len(want.tail) || !bytes.Equal(want.head, s.buf[:hl]) || !bytes.Equal(want.tail, s.buf[hl:]) {
 		if !slices.Equal(s.dir, buildDirectory(ref.node, s.fps)) {
 			rep.add("%s: bucket directory is inconsistent with the fingerprints", where)
 		}

@@ -88,6 +88,7 @@ const pipeBuffers = 2
 type segmentFuture struct {
 	node node
 	fps  []Fingerprint
+	base []Fingerprint // the buffer fps lies in: reused once the segment is written (its bytes are written from it)
 	seg  builtSegment
 	err  error
 	done chan struct{}
@@ -151,8 +152,6 @@ func (w *Writer) builder() {
 	sb := segmentBuilder{fbs: w.fbs, huge: &w.huge}
 	for f := range w.work {
 		f.seg, f.err = sb.build(f.node, f.fps)
-		w.putPending(f.fps[:0])
-		f.fps = nil
 		close(f.done)
 	}
 }
@@ -230,16 +229,16 @@ func (w *Writer) writeSegments() {
 	var err error
 	for f := range w.futures {
 		<-f.done
-		if err != nil {
-			continue // drain
+		if err == nil {
+			err = f.err
 		}
-		if err = f.err; err != nil {
-			continue
+		if err == nil {
+			err = w.writeBuilt(&f.seg)
 		}
-		if err = w.padTo(alignUp(w.off, PageSize)); err != nil {
-			continue
+		if f.base != nil {
+			w.putPending(f.base[:0])
 		}
-		err = w.writeBuilt(&f.seg)
+		f.fps, f.base = nil, nil
 	}
 	w.written <- err
 }
@@ -252,7 +251,10 @@ func (w *Writer) writeBuilt(seg *builtSegment) error {
 		return err
 	}
 	seg.ref.offset = w.off
-	if err := w.write(seg.buf); err != nil {
+	if err := w.write(seg.head); err != nil {
+		return err
+	}
+	if err := w.write(seg.tail); err != nil {
 		return err
 	}
 	if err := w.write(seg.crcs); err != nil {
@@ -404,9 +406,9 @@ func (w *Writer) emit(n node, cnt int) {
 		}
 		return
 	}
-	rest := w.pending[cnt:]
-	w.pending = append(w.getPending(), rest...)
-	f := &segmentFuture{node: n, fps: seg, done: make(chan struct{})}
+	base := w.pending
+	w.pending = append(w.getPending(), base[cnt:]...)
+	f := &segmentFuture{node: n, fps: seg, base: base, done: make(chan struct{})}
 	w.futures <- f
 	w.work <- f
 }
