@@ -87,12 +87,13 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 	}
 	c := r.c
 	err := retry(ctx, o.Retries, o.Backoff, nil, func() error { return c.Ping(ctx).Err() })
-	if err == nil {
-		err = r.checkTopology(ctx)
-	}
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("cannot reach %s: %w", t.Redacted, err)
+	}
+	if err := r.checkTopology(ctx); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("%s: %w", t.Redacted, err)
 	}
 	if t.Kind == RedisSet {
 		typ, err := c.Type(ctx, t.Set).Result()
@@ -185,7 +186,7 @@ func (r *redisSource) checkTopology(ctx context.Context) error {
 	if r.cc == nil {
 		info, err := r.c.Info(ctx, "cluster").Result()
 		if err == nil && strings.Contains(info, "cluster_enabled:1") {
-			return permanent{fmt.Errorf("%s is a node of a Redis Cluster, where a SCAN sees only the keys of the node's own slots: add cluster=1 to the URL (or list several seed addresses, host1:port1,host2:port2) to read every master", r.t.Addr)}
+			return fmt.Errorf("%s is a node of a Redis Cluster, where a SCAN sees only the keys of the node's own slots: add cluster=1 to the URL (or list several seed addresses, host1:port1,host2:port2) to read every master", r.t.Addr)
 		}
 		return nil
 	}
