@@ -28,7 +28,7 @@ type Cursor struct {
 
 // cursorChunk is how much a cursor reads at a time: large enough that a
 // read's cost is the copy, small enough to stay in L2 while merged.
-const cursorChunk = 1 << 20
+const cursorChunk = 256 << 10
 
 // Cursor starts a cursor at the smallest fingerprint.
 func (x *Index) Cursor() *Cursor { return &Cursor{x: x} }

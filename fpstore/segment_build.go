@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/bits"
+	"slices"
 	"unsafe"
 
 	flatbuffers "github.com/google/flatbuffers/go"
@@ -56,8 +57,14 @@ func directoryBits(count int) uint8 {
 // buildDirectory gives, for each bucket of the directory bits after the
 // node's prefix, the index of its first fingerprint, plus a final count.
 func buildDirectory(n node, fps []Fingerprint) []uint32 {
+	return fillDirectory(nil, n, fps)
+}
+
+// fillDirectory is buildDirectory into dst's memory when it is large
+// enough.
+func fillDirectory(dst []uint32, n node, fps []Fingerprint) []uint32 {
 	dirBits := directoryBits(len(fps))
-	dir := make([]uint32, (1<<dirBits)+1)
+	dir := slices.Grow(dst[:0], (1<<dirBits)+1)[:(1<<dirBits)+1]
 	b := 0
 	for i, fp := range fps {
 		for bucket := int(fp.bits(uint(n.Bits), uint(dirBits))); b <= bucket; b++ {
@@ -78,6 +85,9 @@ type segmentBuilder struct {
 	// new builder per segment was a large share of a build's system time.
 	fbs  chan *flatbuffers.Builder
 	huge *hugeBuffers // backs new builders when set
+
+	filter []byte
+	dir    []uint32
 }
 
 func (sb *segmentBuilder) builder(size int) *flatbuffers.Builder {
@@ -93,17 +103,18 @@ func (sb *segmentBuilder) builder(size int) *flatbuffers.Builder {
 		return flatbuffers.NewBuilder(size)
 	}
 	// A builder over our own buffer: Reset makes the whole buffer its room.
-	// Room for a full segment, so that it is reused for every later one.
+	// Room for the largest head, so that it is reused for every later one.
 	fb := flatbuffers.NewBuilder(0)
-	fb.Bytes = sb.huge.get(max(size, maxSegmentBytes))
+	fb.Bytes = sb.huge.get(max(size, maxHeadBytes))
 	fb.Reset()
 	return fb
 }
 
-// maxSegmentBytes bounds a segment buffer: SegmentMax fingerprints, the
-// largest filter (10 bits a key) and directory
-// (4 bytes per 16 keys), and the table.
-const maxSegmentBytes = 16*SegmentMax + SegmentMax*5/4 + SegmentMax/4 + 4096
+// maxHeadBytes bounds a segment buffer without its fingerprints (see
+// build): the largest filter (10 bits a key) and directory (4 bytes per
+// 16 keys), three stand-in fingerprints and the table. Below 2 MiB, the
+// mapping gets no huge page, so only what a head touches is resident.
+const maxHeadBytes = SegmentMax*5/4 + SegmentMax/4 + 16*3 + 4096
 
 // release hands a written segment's builder back for reuse.
 func (sb *segmentBuilder) release(seg *builtSegment) {
@@ -135,10 +146,18 @@ func (sb *segmentBuilder) build(n node, fps []Fingerprint) (builtSegment, error)
 		panic(fmt.Sprintf("BUG: segment of %d fingerprints", count))
 	}
 	dirBits := directoryBits(count)
-	dir := buildDirectory(n, fps)
+	// Scratch reused from segment to segment: the filter and directory
+	// are copied into the buffer, and a fresh 1.3 MB filter a segment
+	// was most of a merge's garbage (its Go heap grew to ~9 MB).
+	dir := fillDirectory(sb.dir, n, fps)
+	sb.dir = dir
 
 	nblocks := BloomBlocks(count, bloomBitsPerKey)
-	filter := make([]byte, 64*nblocks)
+	if cap(sb.filter) < 64*nblocks {
+		sb.filter = make([]byte, 64*nblocks)
+	}
+	filter := sb.filter[:64*nblocks]
+	clear(filter)
 	blocks := unsafe.Slice((*[8]uint64)(unsafe.Pointer(unsafe.SliceData(filter))), nblocks)
 	for _, fp := range fps {
 		BloomAdd(&blocks[BloomBlock(fp, uint64(nblocks))], fp)

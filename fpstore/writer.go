@@ -23,10 +23,11 @@ type WriterOptions struct {
 	// (~34 MiB at most), for merges and temporary runs. Threads is then
 	// ignored.
 	Sequential bool
-	// Pipelined builds and writes each segment on a goroutine of its own
-	// while the caller fills the next one: two segments' fingerprints and
-	// one buffer (~52 MiB at most), with the caller's work (a merge's)
-	// overlapping the segment builds. Threads is then ignored.
+	// Pipelined builds each segment on a goroutine of its own and writes
+	// it on another while the caller fills the next one: three segments'
+	// fingerprints (48 MiB at most) and two small buffers, with the
+	// caller's work (a merge's) overlapping the builds and writes. Threads
+	// is then ignored.
 	Pipelined bool
 }
 
@@ -82,8 +83,8 @@ type pipeJob struct {
 	base []Fingerprint // the whole buffer, handed back when written
 }
 
-// pipeBuffers: one being filled, one being built.
-const pipeBuffers = 2
+// pipeBuffers: one being filled, one being built, one being written.
+const pipeBuffers = 3
 
 type segmentFuture struct {
 	node node
@@ -156,24 +157,53 @@ func (w *Writer) builder() {
 	}
 }
 
-// pipeline builds and writes the segments handed to it, in order; after an
-// error it only hands buffers back, so the caller never waits forever.
+// pipeline builds the segments handed to it on one goroutine and writes
+// them, in order, on another: with the caller's merge that is three stages
+// on two cores (pprof of a two-way merge: merging ~0.5 CPU-s, building
+// ~0.6, writing ~0.4; two stages left one core waiting on the other).
+// After an error it only hands buffers back, so the caller never waits
+// forever.
 func (w *Writer) pipeline() {
 	defer close(w.pipeDone)
-	sb := &segmentBuilder{fbs: w.fbs, huge: &w.huge}
-	for j := range w.pipe {
-		if w.pipeError() == nil {
-			seg, err := sb.build(j.n, j.fps)
-			if err == nil {
-				err = w.writeBuilt(&seg)
+	type built struct {
+		seg  builtSegment
+		base []Fingerprint
+		ok   bool
+	}
+	toWrite := make(chan built)
+	go func() {
+		defer close(toWrite)
+		sb := &segmentBuilder{fbs: w.fbs, huge: &w.huge}
+		for j := range w.pipe {
+			b := built{base: j.base}
+			if w.pipeError() == nil {
+				var err error
+				if b.seg, err = sb.build(j.n, j.fps); err != nil {
+					w.setPipeError(err)
+				} else {
+					b.ok = true
+				}
 			}
-			if err != nil {
-				w.pipeMu.Lock()
-				w.pipeErr = err
-				w.pipeMu.Unlock()
-			}
+			toWrite <- b
 		}
-		w.spare <- j.base[:0]
+	}()
+	for b := range toWrite {
+		if b.ok && w.pipeError() == nil {
+			if err := w.writeBuilt(&b.seg); err != nil {
+				w.setPipeError(err)
+			}
+		} else if b.ok {
+			(&segmentBuilder{fbs: w.fbs}).release(&b.seg)
+		}
+		w.spare <- b.base[:0]
+	}
+}
+
+func (w *Writer) setPipeError(err error) {
+	w.pipeMu.Lock()
+	defer w.pipeMu.Unlock()
+	if w.pipeErr == nil {
+		w.pipeErr = err
 	}
 }
 
