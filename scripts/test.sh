@@ -32,8 +32,9 @@ if command -v flatc >/dev/null && [ -d .git ]; then
   go generate ./schema
   git diff --quiet -- schema || { git diff --stat -- schema; echo "schema/*.go were not what flatc generates from fpx.fbs: regenerated them; commit the result"; exit 1; }
 fi
-echo "== go test (with real Redis and MariaDB on loopback for reconcile)"
+echo "== go test (with real Redis, a 3-master Redis Cluster and MariaDB on loopback for reconcile)"
 # with-services.sh installs redis-server and mariadb-server from Debian when
-# missing (as root), starts them on 127.0.0.1:6390/3390, exports
-# FPDEDUP_REDIS_ADDR / FPDEDUP_MYSQL_DSN, runs the tests and tears down.
+# missing (as root), starts them on 127.0.0.1:6390/3390 and the cluster on
+# 7391-7393, exports FPDEDUP_REDIS_ADDR / FPDEDUP_REDIS_CLUSTER /
+# FPDEDUP_MYSQL_DSN, runs the tests and tears down.
 bash scripts/services/with-services.sh go test -count=1 ${GOTEST_FLAGS:-} ./...
