@@ -18,8 +18,11 @@ func newMergeCommand(g *globals) *cobra.Command {
 		Short: "Union, subtract or intersect indexes into a new one",
 		Long: `Merge writes the union of the IDX indexes (default), the first minus all the
 others (--subtract), or what all hold (--intersect) as a new index, published
-atomically. It streams each input once through mmap, with memory independent
-of their sizes. OUT may name an input (fold a day into history in place).
+atomically. It reads each input once, in order, checking every page's
+checksum (a damaged input is an error, never a wrong result), and merges on one
+core while the new segments are built and written on the other, in under
+64 MiB whatever the sizes. OUT may name an input (fold a day into history in
+place).
 
 The result is canonical: merging the indexes of parts of a data set gives the
 same bytes as one build over all of it, and merging the N partitions of a
