@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"sort"
 	"unsafe"
 )
 
@@ -24,6 +25,13 @@ type Cursor struct {
 	buf      []byte        // the chunk read last
 	chunk    []Fingerprint // segment seg's fingerprints [chunkAt, chunkAt+len) in buf
 	chunkAt  int
+
+	// A cursor over a prefix range reads only the fingerprints in
+	// [lo, hi]: segments outside are never read, the edge ones from and
+	// to a binary search.
+	bounded bool
+	lo, hi  Fingerprint
+	end     int // segment seg's fingerprints before end are the cursor's; -1 until known
 }
 
 // cursorChunk is how much a cursor reads at a time: large enough that a
@@ -31,7 +39,17 @@ type Cursor struct {
 const cursorChunk = 256 << 10
 
 // Cursor starts a cursor at the smallest fingerprint.
-func (x *Index) Cursor() *Cursor { return &Cursor{x: x} }
+func (x *Index) Cursor() *Cursor { return &Cursor{x: x, end: -1} }
+
+// RangeCursor starts a cursor at the smallest fingerprint of prefix range
+// r; it ends after the largest.
+func (x *Index) RangeCursor(r Range) *Cursor {
+	c := x.Cursor()
+	if !r.Whole() {
+		c.bounded, c.lo, c.hi = true, r.start(), r.last()
+	}
+	return c
+}
 
 // Read copies the next fingerprints into dst and returns how many; at the
 // end it returns 0, io.EOF.
@@ -62,10 +80,32 @@ func (c *Cursor) span() ([]Fingerprint, error) {
 		if i := c.pos - c.chunkAt; i >= 0 && i < len(c.chunk) {
 			return c.chunk[i:], nil
 		}
+		if c.bounded {
+			ref := c.x.foot.segments[c.seg]
+			if c.hi.Less(ref.first) {
+				c.seg = len(c.x.foot.segments) // past the range: done
+				break
+			}
+			if ref.last.Less(c.lo) {
+				c.seg, c.pos, c.end = c.seg+1, 0, -1
+				continue
+			}
+		}
 		var s *segment
 		err := c.x.guard(func() (err error) {
-			s, err = c.x.segment(c.seg)
-			return err
+			if s, err = c.x.segment(c.seg); err != nil {
+				return err
+			}
+			if c.end < 0 {
+				c.end = len(s.fps)
+				if c.bounded {
+					// The searches read a few mapped pages (checked
+					// below with all the others before any is used).
+					c.pos = sort.Search(len(s.fps), func(i int) bool { return !s.fps[i].Less(c.lo) })
+					c.end = sort.Search(len(s.fps), func(i int) bool { return c.hi.Less(s.fps[i]) })
+				}
+			}
+			return nil
 		})
 		if err != nil {
 			return nil, err
@@ -81,13 +121,13 @@ func (c *Cursor) span() ([]Fingerprint, error) {
 			}
 			c.headDone = true
 		}
-		if c.pos < len(s.fps) {
+		if c.pos < c.end {
 			if err := c.readChunk(s); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		c.seg, c.pos, c.headDone, c.chunk, c.chunkAt = c.seg+1, 0, false, nil, 0
+		c.seg, c.pos, c.end, c.headDone, c.chunk, c.chunkAt = c.seg+1, 0, -1, false, nil, 0
 	}
 	return nil, nil
 }
@@ -99,7 +139,7 @@ func (c *Cursor) skip(n int) { c.pos += n }
 // fingerprints from c.pos on.
 func (c *Cursor) readChunk(s *segment) error {
 	i0 := c.pos
-	i1 := min(i0+cursorChunk/16, len(s.fps))
+	i1 := min(i0+cursorChunk/16, c.end)
 	b0, b1 := s.fpsAt+16*uint64(i0), s.fpsAt+16*uint64(i1)
 	p0 := b0 / PageSize
 	data, err := c.readPages(s, p0, alignUp(b1, PageSize)/PageSize)

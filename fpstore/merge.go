@@ -11,6 +11,10 @@ import (
 type MergeOptions struct {
 	Op      SetOp
 	Threads int // segment builders
+	// Partition, when not whole, keeps only the fingerprints of that prefix
+	// range (merge --partition I/N): one of N machines merging its share
+	// of the same inputs; the N results stitch into the whole merge.
+	Partition Range
 	// Progress, when set, is called with the fingerprints written so far;
 	// an error from it (an interrupt) stops the merge, publishing nothing.
 	Progress func(written uint64) error
@@ -49,15 +53,38 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 				ErrSpecMismatch, inputs[0].Path(), describeSpec(spec), x.Path(), describeSpec(x.Spec()))
 		}
 	}
+	part := opts.Partition
+	if !part.Whole() {
+		// Inputs outside the partition add nothing (a subtraction's
+		// first input must reach it); the others must cover it.
+		var in []*Index
+		for i, x := range inputs {
+			if overlap(x.Range(), part) {
+				in = append(in, x)
+			} else if i == 0 && opts.Op != Union {
+				return st, fmt.Errorf("%s covers partition %s, outside --partition %s", x.Path(), x.Range(), part)
+			}
+		}
+		if len(in) == 0 {
+			return st, fmt.Errorf("no input covers any of partition %s", part)
+		}
+		inputs = in
+	}
 	rng, err := mergedRange(inputs, opts.Op)
 	if err != nil {
 		return st, err
+	}
+	if !part.Whole() {
+		if !overlap(rng, part) || rng.Bits > part.Bits {
+			return st, fmt.Errorf("the inputs cover partition %s, not all of --partition %s", rng, part)
+		}
+		rng = part
 	}
 	st.Range = rng.String()
 	cursors := make([]*Cursor, len(inputs))
 	for i, x := range inputs {
 		st.InputKeys += x.Len()
-		cursors[i] = x.Cursor()
+		cursors[i] = x.RangeCursor(part)
 		_ = unix.Fadvise(int(x.file.Fd()), 0, 0, unix.FADV_SEQUENTIAL)
 	}
 	// The merge's memory is a few segments and one batch per input,
@@ -67,6 +94,7 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 	// two-way merge: half the CPU in the merge and the input checks, half
 	// in the filter and directory builds, page checksums and writes).
 	xs, stitch := stitchable(inputs, opts.Op)
+	stitch = stitch && part.Whole()
 	w, err := Create(out, WriterOptions{Spec: spec, Range: rng, Sequential: stitch, Pipelined: !stitch})
 	if err != nil {
 		return st, err

@@ -119,6 +119,14 @@ func (r Range) start() Fingerprint {
 	return Fingerprint{Hi: r.Index << (64 - r.Bits)}
 }
 
+// last is the largest fingerprint of the range.
+func (r Range) last() Fingerprint {
+	if r.Bits == 0 {
+		return Fingerprint{Hi: ^uint64(0), Lo: ^uint64(0)}
+	}
+	return Fingerprint{Hi: r.start().Hi | ^uint64(0)>>r.Bits, Lo: ^uint64(0)}
+}
+
 func (r Range) node() node { return node{Prefix: r.start(), Bits: r.Bits} }
 
 // stitch writes the union of disjoint partitions xs (in prefix order) that

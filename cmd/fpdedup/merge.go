@@ -13,6 +13,7 @@ import (
 func newMergeCommand(g *globals) *cobra.Command {
 	var output string
 	var subtract, intersect bool
+	var partition string
 	cmd := &cobra.Command{
 		Use:   "merge -o OUT.fpx IDX...",
 		Short: "Union, subtract or intersect indexes into a new one",
@@ -29,11 +30,17 @@ same bytes as one build over all of it, and merging the N partitions of a
 partitioned build (build --partition I/N) gives the bytes of the single build.
 Inputs with different specs (hash, key recipe) are refused.
 
+With --partition I/N only prefix range I of N is merged (the inputs' other
+ranges are never read), so N machines can each merge their share of the same
+inputs; merging the N results stitches them into the whole merge, byte for
+byte.
+
 Exit codes: 0 done; 2 bad usage, a spec mismatch, a damaged input or an I/O
 error (nothing is published); 130/143 interrupted (nothing is published).`,
 		Example: `  fpdedup merge -o history.fpx history.fpx today.fpx
   fpdedup merge --subtract -o new.fpx today.fpx history.fpx
-  fpdedup merge -o all.fpx part-*.fpx`,
+  fpdedup merge -o all.fpx part-*.fpx
+  fpdedup merge --partition 3/8 -o day-3.fpx slice-*.fpx   # machine 3 of 8`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output == "" {
@@ -41,6 +48,13 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 			}
 			if subtract && intersect {
 				return usageErrorf("--subtract and --intersect exclude each other")
+			}
+			var part fpstore.Range
+			if partition != "" {
+				var err error
+				if part, err = parsePartition(partition); err != nil {
+					return err
+				}
 			}
 			op := fpstore.Union
 			name := "union"
@@ -69,7 +83,7 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 			prog := &ingest.Progress{}
 			prog.Total.Store(total)
 			stop := g.showProgress("merge", prog)
-			st, err := fpstore.Merge(output, xs, fpstore.MergeOptions{Op: op, Threads: g.threads, Progress: func(n uint64) error {
+			st, err := fpstore.Merge(output, xs, fpstore.MergeOptions{Op: op, Threads: g.threads, Partition: part, Progress: func(n uint64) error {
 				prog.RawBytes.Store(int64(n))
 				prog.Records.Store(int64(n))
 				return context.Cause(cmd.Context())
@@ -88,5 +102,6 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 	f.StringVarP(&output, "output", "o", "", "the index to write (required; may name an input)")
 	f.BoolVar(&subtract, "subtract", false, "the first index minus all the others")
 	f.BoolVar(&intersect, "intersect", false, "what every index holds")
+	f.StringVar(&partition, "partition", "", "keep only prefix range `I/N` (0-based I, N a power of two): one of N machines' share; the N results merge by stitching")
 	return cmd
 }
