@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/fnv"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -142,6 +143,32 @@ func checkFuzzedIndex(t *testing.T, dir, path string, data []byte) {
 	if _, err := x.Info(1000); err != nil && !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Info: %v", err)
 	}
+	// Cursors (merge, dump, the LSM runs) stream with pread and check
+	// every page: whole, and over the two halves of the space, which
+	// together must give what the whole one gives.
+	readAll := func(c *Cursor) ([]Fingerprint, error) {
+		var got []Fingerprint
+		buf := make([]Fingerprint, 777)
+		for {
+			n, err := c.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				return got, nil
+			}
+			if err != nil {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("Cursor.Read: %v", err)
+				}
+				return got, err
+			}
+		}
+	}
+	cursored, cursorErr := readAll(x.Cursor())
+	lo, loErr := readAll(x.RangeCursor(Range{Bits: 1, Index: 0}))
+	hi, hiErr := readAll(x.RangeCursor(Range{Bits: 1, Index: 1}))
+	if cursorErr == nil && loErr == nil && hiErr == nil && !slices.Equal(cursored, append(lo, hi...)) {
+		t.Fatalf("the two half-range cursors give %d+%d fingerprints, the whole cursor %d, not the same", len(lo), len(hi), len(cursored))
+	}
 
 	rep, err := Verify(path)
 	if err != nil {
@@ -154,6 +181,9 @@ func checkFuzzedIndex(t *testing.T, dir, path string, data []byte) {
 	// with the fingerprints Scan gives.
 	if scanErr != nil || containsErr {
 		t.Fatalf("Verify finds nothing wrong, but Scan: %v, Contains failed: %v", scanErr, containsErr)
+	}
+	if cursorErr != nil || !slices.Equal(cursored, scanned) {
+		t.Fatalf("Verify finds nothing wrong, but the cursor gives %d fingerprints (%v), Scan %d", len(cursored), cursorErr, len(scanned))
 	}
 	if uint64(len(scanned)) != x.Len() {
 		t.Fatalf("Scan gives %d fingerprints, Len %d", len(scanned), x.Len())
