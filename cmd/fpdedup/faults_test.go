@@ -21,21 +21,6 @@ import (
 // name fpdedup, see TestMain) where a script cannot: a signal sent while a
 // merge is writing, and a file system that fills up under it.
 
-// fpdedupBin links the test binary as dir/fpdedup, which TestMain runs as
-// the command.
-func fpdedupBin(t *testing.T) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "fpdedup")
-	if err := os.Symlink(self, bin); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
 // randomIndex writes an index of n random fingerprints (seeded) at path.
 func randomIndex(t *testing.T, path string, n int, seed uint64) {
 	t.Helper()
@@ -79,7 +64,7 @@ func TestMergeInterrupted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two 3M-key indexes")
 	}
-	bin := fpdedupBin(t)
+	bin := fpdedupLink(t)
 	in := t.TempDir()
 	a, b := filepath.Join(in, "a.fpx"), filepath.Join(in, "b.fpx")
 	randomIndex(t, a, 3_000_000, 1)
@@ -135,7 +120,7 @@ func TestOutputDiskFull(t *testing.T) {
 		t.Skipf("cannot mount a small tmpfs (needs root): %v", err)
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(full, 0) })
-	bin := fpdedupBin(t)
+	bin := fpdedupLink(t)
 	in := t.TempDir()
 	a, b := filepath.Join(in, "a.fpx"), filepath.Join(in, "b.fpx")
 	randomIndex(t, a, 200_000, 1)
