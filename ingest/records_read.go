@@ -202,7 +202,7 @@ func (w *recordWorker) each(job chunkJob, fn func(rec []byte, fp fpstore.Fingerp
 		}
 		if kerr != nil {
 			re := &RecordError{Name: job.name, Line: line, Record: recNo, Err: kerr}
-			if err = w.opts.OnBad.handle(re, rec); err != nil {
+			if err = w.opts.OnBad.Handle(re, rec); err != nil {
 				return false
 			}
 		} else if err = fn(rec, fp); err != nil {
@@ -285,8 +285,10 @@ func (p *BadPolicy) count(re *RecordError, _ []byte) {
 	}
 }
 
-// handle applies the policy to one bad record.
-func (p *BadPolicy) handle(re *RecordError, rec []byte) error {
+// Handle applies the policy to one bad record: re under fail; else the
+// record is counted and, under quarantine, written there unchanged (rec
+// may be nil: a bad record with no bytes to keep).
+func (p *BadPolicy) Handle(re *RecordError, rec []byte) error {
 	if !p.tolerates() {
 		return re
 	}

@@ -197,8 +197,8 @@ func (o *Options) check() error {
 	if len(o.Records) > 0 && o.Backfill == "" && !o.Apply && !o.DryRun {
 		return usagef("--records is read for --backfill OUT or for --apply (whole digests); give one of them")
 	}
-	if _, err := newBadRecords(o.BadRecords); err != nil {
-		return err
+	if _, err := ingest.ParseOnBad(o.BadRecords); err != nil {
+		return usagef("%v", err)
 	}
 	if o.Checkpoint != "" && !o.Apply {
 		return usagef("--checkpoint goes with --apply")

@@ -55,65 +55,6 @@ func recordReading(o *Options, index string, spec fpstore.Spec) (ingest.RecordOp
 	return ingest.RecordOptions{Hash: ingest.SHA256, Spec: ingest.KeySpec{Format: ingest.FormatLines, Term: '\n'}}, nil
 }
 
-// badRecords applies Options.BadRecords to records that have no key.
-type badRecords struct {
-	mode string // fail, skip, quarantine
-	path string
-	file *atomicfile.File
-	w    *bufio.Writer
-}
-
-func newBadRecords(s string) (*badRecords, error) {
-	switch {
-	case s == "" || s == "fail":
-		return &badRecords{mode: "fail"}, nil
-	case s == "skip":
-		return &badRecords{mode: "skip"}, nil
-	case strings.HasPrefix(s, "quarantine=") && len(s) > len("quarantine="):
-		return &badRecords{mode: "quarantine", path: strings.TrimPrefix(s, "quarantine=")}, nil
-	}
-	return nil, usagef("--on-bad must be fail, skip or quarantine=FILE, not %q", s)
-}
-
-// handle returns re under fail; else counts the record (st.Bad) and, under
-// quarantine, writes it there unchanged.
-func (b *badRecords) handle(re *ingest.RecordError, rec []byte, st *RecordStats) error {
-	if b.mode == "fail" {
-		return re
-	}
-	st.Bad++
-	if b.mode != "quarantine" || rec == nil {
-		return nil
-	}
-	if b.file == nil {
-		f, err := atomicfile.Create(b.path)
-		if err != nil {
-			return fmt.Errorf("--on-bad quarantine: %w", err)
-		}
-		b.file, b.w = f, bufio.NewWriter(f)
-	}
-	if _, err := b.w.Write(rec); err != nil {
-		return fmt.Errorf("--on-bad quarantine: cannot write %s: %w", b.path, err)
-	}
-	return nil
-}
-
-// close publishes the quarantine file when the pass succeeded.
-func (b *badRecords) close(ok bool) error {
-	if b.file == nil {
-		return nil
-	}
-	if !ok {
-		b.file.Abort()
-		return nil
-	}
-	if err := b.w.Flush(); err != nil {
-		b.file.Abort()
-		return fmt.Errorf("--on-bad quarantine: cannot write %s: %w", b.path, err)
-	}
-	return b.file.Commit()
-}
-
 // recordsPass reads the --records inputs with the ingest record layer
 // (format, key recipe and header as ro says, the same reading as build,
 // query and dedup) and, for each record whose key's fingerprint is in
@@ -133,12 +74,13 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	if spec.Format == ingest.FormatLines {
 		st.KeySep = ""
 	}
-	bad, err := newBadRecords(o.BadRecords)
+	bad, err := ingest.ParseOnBad(o.BadRecords)
 	if err != nil {
-		return err
+		return usagef("%v", err)
 	}
 	defer func() {
-		if cerr := bad.close(err == nil); err == nil {
+		st.Bad = bad.Count()
+		if cerr := bad.Close(err == nil); err == nil {
 			err = cerr
 		}
 	}()
@@ -169,7 +111,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 					if errors.As(err, &re) && errors.Is(err, ingest.ErrRecordTooLong) {
 						// Its bytes were never held: counted, not quarantined.
 						st.Records++
-						if herr := bad.handle(re, nil, st); herr != nil {
+						if herr := bad.Handle(re, nil); herr != nil {
 							return herr
 						}
 						continue
@@ -272,7 +214,7 @@ type recordBatch struct {
 // run keys every record of data (firstBOM: the first may start with a
 // BOM to skip), a bad record going to bad; line and recNo are where data
 // starts, for messages. The records it keeps alias data.
-func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer, firstBOM bool, name string, line, recNo int64, bad *badRecords, st *RecordStats) error {
+func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer, firstBOM bool, name string, line, recNo int64, bad *ingest.BadPolicy, st *RecordStats) error {
 	p.fps, p.digs, p.recs, p.hits = p.fps[:0], p.digs[:0], p.recs[:0], p.hits[:0]
 	oneLine := spec.Format == ingest.FormatLines && spec.Term == '\n'
 	var err error
@@ -280,7 +222,7 @@ func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer,
 		st.Records++
 		key, kerr := keyer.Key(rec, firstBOM && recNo == 1)
 		if kerr != nil {
-			if err = bad.handle(&ingest.RecordError{Name: name, Line: line, Record: recNo, Err: kerr}, rec, st); err != nil {
+			if err = bad.Handle(&ingest.RecordError{Name: name, Line: line, Record: recNo, Err: kerr}, rec); err != nil {
 				return false
 			}
 		} else {
