@@ -237,28 +237,10 @@ fi
 	echo "ref.query=fpdedup query"
 	echo "title.build=an exact set of the distinct lines (bloom: approximate)"
 	echo "title.query=look every line up (all present)"
-	if ((${#notes[@]})); then
-		echo "note=${notes[*]}"
-	fi
+	bench_meta_notes
 } >"$work/meta"
-# Commands as the report shows them: the temporary directory as $WORK, the
-# repository as a relative path.
-display() {
-	local c=${1//"$work"/\$WORK}
-	echo "${c//"$root/"/}"
-}
-for i in "${!job_of[@]}"; do
-	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "${job_of[i]}" "${name_of[i]}" "${status_of[i]}" \
-		"${rss_of[i]:-}" "${answer_of[i]:-}" "$(display "${cmd_of[i]}")"
-done >"$work/rows.tsv"
-"$here/peers.sh" --check >"$work/peers.txt" 2>&1 || true
-
-out="$results_dir/foundation-$stamp"
 inspect_arg=()
 if [[ -s $work/inspect.json ]]; then
 	inspect_arg=(--inspect "$work/inspect.json")
 fi
-"$BT" report --meta "$work/meta" --rows "$work/rows.tsv" \
-	"${hf_files[@]}" "${inspect_arg[@]}" --peers "$work/peers.txt" \
-	--md "$out.md" --json "$out.json"
-log "wrote $out.md and $out.json"
+bench_report "${inspect_arg[@]}"

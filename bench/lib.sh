@@ -60,3 +60,45 @@ bench_fpdedup() {
 	notes+=("fpdedup did not build (${why:-no output}); its rows are missing.")
 	log "$fp_missing"
 }
+
+# bench_report [ARGS...]: writes the report of the rows (job_of, name_of,
+# status_of, rss_of, answer_of, cmd_of and, when set, anon_of) with the
+# meta file $work/meta and hyperfine's hf_files, through benchtool report
+# (ARGS are passed on), to $results_dir/$bench_name-$stamp.{md,json}.
+# Commands show the temporary directory as $WORK and the repository as a
+# relative path.
+bench_report() {
+	local i c out
+	for i in "${!job_of[@]}"; do
+		c=${cmd_of[i]//"$work"/\$WORK}
+		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "${job_of[i]}" "${name_of[i]}" "${status_of[i]}" \
+			"${rss_of[i]:-}" "${answer_of[i]:-}" "${c//"$root/"/}"
+	done >"$work/rows.tsv"
+	local anon=()
+	if declare -p anon_of &>/dev/null; then
+		for i in "${!job_of[@]}"; do
+			printf '%s\t%s\t%s\n' "${job_of[i]}" "${name_of[i]}" "${anon_of[i]:-}"
+		done >"$work/anon.tsv"
+		anon=(--anon "$work/anon.tsv")
+	fi
+	"$here/peers.sh" --check >"$work/peers.txt" 2>&1 || true
+	out="$results_dir/$bench_name-$stamp"
+	"$BT" report --meta "$work/meta" --rows "$work/rows.tsv" "${anon[@]}" \
+		"${hf_files[@]}" "$@" --peers "$work/peers.txt" \
+		--md "$out.md" --json "$out.json"
+	log "wrote $out.md and $out.json"
+}
+
+# bench_meta_notes: the meta lines of the notes (with $NOTE) and checks.
+bench_meta_notes() {
+	local k
+	if [[ -n ${NOTE:-} ]]; then
+		notes+=("$NOTE")
+	fi
+	if ((${#notes[@]})); then
+		echo "note=${notes[*]}"
+	fi
+	for k in "${!checks[@]}"; do
+		printf 'check.%03d=%s\n' "$k" "${checks[k]}"
+	done
+}

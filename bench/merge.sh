@@ -323,31 +323,7 @@ summary="Random 128-bit fingerprints (seed $seed, bench/benchtool fp). merge: tw
 	echo "gbps_bytes.build=$all_hex_bytes"
 	notes+=("GB/s is each row's input bytes over its median (the indexes; sort: the hex dumps; build: the hex file, read once per process).")
 	notes+=("Peak RSS is GNU time's %M (total, the largest process); peak anon is benchtool rss's sampled sum of RssAnon over the command's processes (a lower bound; the kernel keeps no anonymous peak).")
-	if [[ -n ${NOTE:-} ]]; then
-		notes+=("$NOTE")
-	fi
-	echo "note=${notes[*]}"
-	for k in "${!checks[@]}"; do
-		printf 'check.%03d=%s\n' "$k" "${checks[k]}"
-	done
+	bench_meta_notes
 } >"$work/meta"
-# Commands as the report shows them: the temporary directory as $WORK, the
-# repository as a relative path.
-display() {
-	local c=${1//"$work"/\$WORK}
-	echo "${c//"$root/"/}"
-}
-for i in "${!job_of[@]}"; do
-	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "${job_of[i]}" "${name_of[i]}" "${status_of[i]}" \
-		"${rss_of[i]:-}" "${answer_of[i]:-}" "$(display "${cmd_of[i]}")"
-done >"$work/rows.tsv"
-for i in "${!job_of[@]}"; do
-	printf '%s\t%s\t%s\n' "${job_of[i]}" "${name_of[i]}" "${anon_of[i]:-}"
-done >"$work/anon.tsv"
-"$here/peers.sh" --check >"$work/peers.txt" 2>&1 || true
-
-out="$results_dir/merge-$stamp"
-"$BT" report --meta "$work/meta" --rows "$work/rows.tsv" --anon "$work/anon.tsv" \
-	"${hf_files[@]}" --peers "$work/peers.txt" \
-	--md "$out.md" --json "$out.json"
-log "wrote $out.md and $out.json"
+# shellcheck disable=SC2119 # no arguments to pass on
+bench_report
