@@ -87,15 +87,14 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 		cursors[i] = x.RangeCursor(part)
 		_ = unix.Fadvise(int(x.file.Fd()), 0, 0, unix.FADV_SEQUENTIAL)
 	}
-	// The merge's memory is a few segments and one batch per input,
+	// The merge's memory is a few segments and one chunk per input,
 	// whatever the sizes: Sequential for a stitch (segments are copied),
-	// Pipelined for a k-way merge, whose segments are built and written
-	// on the second core while this goroutine merges the next (pprof on a
-	// two-way merge: half the CPU in the merge and the input checks, half
-	// in the filter and directory builds, page checksums and writes).
+	// one builder for a k-way merge, whose segments are built and written
+	// on other goroutines while this one merges the next (pprof of a
+	// two-way merge: merging ~0.5 CPU-s, building ~0.6, writing ~0.4).
 	xs, stitch := stitchable(inputs, opts.Op)
 	stitch = stitch && part.Whole()
-	w, err := Create(out, WriterOptions{Spec: spec, Range: rng, Sequential: stitch, Pipelined: !stitch})
+	w, err := Create(out, WriterOptions{Spec: spec, Range: rng, Sequential: stitch, Threads: 1})
 	if err != nil {
 		return st, err
 	}

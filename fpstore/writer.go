@@ -15,20 +15,19 @@ import (
 
 // WriterOptions configure a Writer.
 type WriterOptions struct {
-	Spec    Spec
-	Range   Range // covered prefix range; zero value: everything
-	Threads int   // segment builders in parallel; 0: GOMAXPROCS
+	Spec  Spec
+	Range Range // covered prefix range; zero value: everything
+	// Threads is the number of segment builders, 0 for GOMAXPROCS. They
+	// build while the caller fills the next segment and another goroutine
+	// writes the last, in order; Threads+2 fingerprint buffers of 16 MiB
+	// exist at most (Threads 1: 48 MiB, a merge's three stages on two
+	// cores).
+	Threads int
 	// Sequential builds and writes each segment in the caller's goroutine,
 	// holding one segment's fingerprints and one buffer: the least memory
-	// (~34 MiB at most), for merges and temporary runs. Threads is then
+	// (~34 MiB at most), for stitches and temporary runs. Threads is then
 	// ignored.
 	Sequential bool
-	// Pipelined builds each segment on a goroutine of its own and writes
-	// it on another while the caller fills the next one: three segments'
-	// fingerprints (48 MiB at most) and two small buffers, with the
-	// caller's work (a merge's) overlapping the builds and writes. Threads
-	// is then ignored.
-	Pipelined bool
 }
 
 // Writer writes a new index from fingerprints given in strictly ascending
@@ -58,33 +57,19 @@ type Writer struct {
 	fbs      chan *flatbuffers.Builder
 	huge     hugeBuffers // backs pendings and fbs; freed when done
 
-	sb *segmentBuilder // Sequential's and Pipelined's
+	made int             // fingerprint buffers mapped; at most cap(pendings) unless Sequential
+	sb   *segmentBuilder // Sequential's
 
-	// Pipelined's: the segment being built waits in pipe; the builder
-	// hands each fingerprint buffer back through spare, and at most
-	// pipeBuffers exist.
-	pipe       chan pipeJob
-	pipeDone   chan struct{}
-	pipeClosed bool
-	spare      chan []Fingerprint
-	pipeMade   int
-	pipeMu     sync.Mutex
-	pipeErr    error
+	// The first build or write error of the goroutines, seen by Add so
+	// that the caller stops early rather than at Commit.
+	asyncMu  sync.Mutex
+	asyncErr error
 
 	bw   *bufio.Writer
 	off  uint64
 	refs []segmentRef
 	err  error
 }
-
-type pipeJob struct {
-	n    node
-	fps  []Fingerprint // the segment
-	base []Fingerprint // the whole buffer, handed back when written
-}
-
-// pipeBuffers: one being filled, one being built, one being written.
-const pipeBuffers = 3
 
 type segmentFuture struct {
 	node node
@@ -130,14 +115,6 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		af.Abort()
 		return nil, err
 	}
-	if opts.Pipelined {
-		opts.Sequential = true
-		w.opts.Sequential = true
-		w.pipe = make(chan pipeJob)
-		w.pipeDone = make(chan struct{})
-		w.spare = make(chan []Fingerprint, pipeBuffers)
-		go w.pipeline()
-	}
 	if !opts.Sequential {
 		for i := 0; i < opts.Threads; i++ {
 			w.wg.Add(1)
@@ -157,92 +134,35 @@ func (w *Writer) builder() {
 	}
 }
 
-// pipeline builds the segments handed to it on one goroutine and writes
-// them, in order, on another: with the caller's merge that is three stages
-// on two cores (pprof of a two-way merge: merging ~0.5 CPU-s, building
-// ~0.6, writing ~0.4; two stages left one core waiting on the other).
-// After an error it only hands buffers back, so the caller never waits
-// forever.
-func (w *Writer) pipeline() {
-	defer close(w.pipeDone)
-	type built struct {
-		seg  builtSegment
-		base []Fingerprint
-		ok   bool
-	}
-	toWrite := make(chan built)
-	go func() {
-		defer close(toWrite)
-		sb := &segmentBuilder{fbs: w.fbs, huge: &w.huge}
-		for j := range w.pipe {
-			b := built{base: j.base}
-			if w.pipeError() == nil {
-				var err error
-				if b.seg, err = sb.build(j.n, j.fps); err != nil {
-					w.setPipeError(err)
-				} else {
-					b.ok = true
-				}
-			}
-			toWrite <- b
-		}
-	}()
-	for b := range toWrite {
-		if b.ok && w.pipeError() == nil {
-			if err := w.writeBuilt(&b.seg); err != nil {
-				w.setPipeError(err)
-			}
-		} else if b.ok {
-			(&segmentBuilder{fbs: w.fbs}).release(&b.seg)
-		}
-		w.spare <- b.base[:0]
-	}
-}
-
-func (w *Writer) setPipeError(err error) {
-	w.pipeMu.Lock()
-	defer w.pipeMu.Unlock()
-	if w.pipeErr == nil {
-		w.pipeErr = err
-	}
-}
-
-func (w *Writer) pipeError() error {
-	w.pipeMu.Lock()
-	defer w.pipeMu.Unlock()
-	return w.pipeErr
-}
-
-// closePipe ends the pipeline and waits for it; its error becomes the
-// writer's.
-func (w *Writer) closePipe() {
-	if w.pipe == nil || w.pipeClosed {
-		return
-	}
-	w.pipeClosed = true
-	close(w.pipe)
-	<-w.pipeDone
-	if err := w.pipeError(); err != nil && w.err == nil {
-		w.err = err
-	}
-}
-
 // getPending returns an empty buffer of SegmentMax+1 fingerprints, reused
-// when one is free (see segmentBuilder.fbs for why).
+// when one is free (see segmentBuilder.fbs for why). Beyond cap(pendings)
+// buffers it waits for the writer to hand one back: that bounds the
+// memory, and the writer always does, error or not.
 func (w *Writer) getPending() []Fingerprint {
-	if w.pipe != nil {
-		if w.pipeMade < pipeBuffers {
-			w.pipeMade++
-			return w.huge.fingerprints(SegmentMax + 1)
-		}
-		return <-w.spare
-	}
 	select {
 	case b := <-w.pendings:
 		return b
 	default:
+	}
+	if w.opts.Sequential || w.made < cap(w.pendings) {
+		w.made++
 		return w.huge.fingerprints(SegmentMax + 1)
 	}
+	return <-w.pendings
+}
+
+func (w *Writer) setAsyncErr(err error) {
+	w.asyncMu.Lock()
+	defer w.asyncMu.Unlock()
+	if w.asyncErr == nil {
+		w.asyncErr = err
+	}
+}
+
+func (w *Writer) asyncError() error {
+	w.asyncMu.Lock()
+	defer w.asyncMu.Unlock()
+	return w.asyncErr
 }
 
 func (w *Writer) putPending(b []Fingerprint) {
@@ -264,6 +184,9 @@ func (w *Writer) writeSegments() {
 		}
 		if err == nil {
 			err = w.writeBuilt(&f.seg)
+		}
+		if err != nil {
+			w.setAsyncErr(err)
 		}
 		if f.base != nil {
 			w.putPending(f.base[:0])
@@ -336,11 +259,9 @@ func (w *Writer) Add(fps ...Fingerprint) error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.pipe != nil {
-		if err := w.pipeError(); err != nil {
-			w.err = err
-			return err
-		}
+	if err := w.asyncError(); err != nil {
+		w.err = err
+		return err
 	}
 	for len(fps) > 0 {
 		if w.pending == nil {
@@ -423,12 +344,6 @@ func (w *Writer) emit(n node, cnt int) {
 	// The builder keeps seg; later appends go to a fresh array.
 	// Sized so that Add never grows it: it is cut as soon as it holds
 	// SegmentMax+1, so what is left after a cut fits in a new one.
-	if w.pipe != nil {
-		base := w.pending
-		w.pending = append(w.getPending(), base[cnt:]...)
-		w.pipe <- pipeJob{n: n, fps: seg, base: base}
-		return
-	}
 	if w.opts.Sequential {
 		if w.buildNow(n, seg) == nil {
 			// One buffer: what is left moves to its front.
@@ -449,7 +364,6 @@ func (w *Writer) Commit() (uint64, error) {
 	if w.err == nil {
 		w.cut(true)
 	}
-	w.closePipe()
 	close(w.work)
 	close(w.futures)
 	w.wg.Wait()
@@ -499,7 +413,6 @@ func (w *Writer) Abort() {
 		w.err = fmt.Errorf("aborted")
 	}
 	w.pending = nil
-	w.closePipe()
 	close(w.work)
 	close(w.futures)
 	w.wg.Wait()

@@ -97,7 +97,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	var recSorter *fpstore.Sorter
 	var recCollector *fpstore.Collector
 	if opts.Record != "" {
-		w, err := fpstore.Create(opts.Record, fpstore.WriterOptions{Spec: opts.RecordSpec, Pipelined: true})
+		w, err := fpstore.Create(opts.Record, fpstore.WriterOptions{Spec: opts.RecordSpec, Threads: 1})
 		if err != nil {
 			return st, err
 		}
