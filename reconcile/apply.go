@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -40,113 +39,68 @@ type applier struct {
 
 // run writes what items produces (ascending by fingerprint).
 func (a *applier) run(ctx context.Context, items func(emit func([]Item) error) error) error {
-	type job struct {
-		items []Item
-		err   error
-		done  chan struct{}
-	}
 	start := time.Now()
 	defer func() {
 		a.st.Seconds = time.Since(start).Seconds()
 		a.st.KeysPerSecond = float64(a.st.Written) / max(a.st.Seconds, 1e-9)
 	}()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	conns := max(a.o.Conns, 1)
+	conns := a.o.Conns
 	if a.o.DryRun {
 		conns = 1
 	}
-	jobs := make(chan *job, conns)
-	results := make(chan *job, 2*conns)
 	var retries atomic.Int64
-	var wg sync.WaitGroup
-	for w := 0; w < conns; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				if a.o.DryRun {
-					j.err = a.src.Plan(a.o.DryRunOut, j.items)
-				} else if j.err = a.pace.wait(ctx, len(j.items)); j.err == nil {
-					j.err = retry(ctx, a.o.Retries, a.o.Backoff, func() { retries.Add(1) }, func() error {
-						return a.src.Write(ctx, j.items)
-					})
-				}
-				close(j.done)
-			}
-		}()
-	}
-	var feedErr error
-	go func() {
-		defer close(results)
-		defer close(jobs)
-		var pending []Item
-		send := func(b []Item) bool {
-			j := &job{items: b, done: make(chan struct{})}
-			select {
-			case results <- j:
-			case <-ctx.Done():
-				return false
-			}
-			select {
-			case jobs <- j:
-				return true
-			case <-ctx.Done():
-				j.err = context.Cause(ctx)
-				close(j.done)
-				return false
-			}
-		}
-		feedErr = items(func(its []Item) error {
-			for _, it := range its {
-				if a.ck.hasLast && it.FP.Compare(a.ck.last) <= 0 {
-					a.st.SkippedCheckpoint++
-					continue
-				}
-				a.st.Keys++
-				pending = append(pending, it)
-				if len(pending) == a.o.Batch {
-					if !send(pending) {
-						return context.Cause(ctx)
+	err := ordered(ctx, conns,
+		func(ctx context.Context, send func([]Item) bool) error {
+			var pending []Item
+			err := items(func(its []Item) error {
+				for _, it := range its {
+					if a.ck.hasLast && it.FP.Compare(a.ck.last) <= 0 {
+						a.st.SkippedCheckpoint++
+						continue
 					}
-					pending = nil
+					a.st.Keys++
+					pending = append(pending, it)
+					if len(pending) == a.o.Batch {
+						if !send(pending) {
+							return context.Cause(ctx)
+						}
+						pending = nil
+					}
 				}
+				return nil
+			})
+			if err == nil && len(pending) > 0 {
+				send(pending)
 			}
-			return nil
-		})
-		if feedErr == nil && len(pending) > 0 {
-			send(pending)
-		}
-	}()
-	var err error
-	for j := range results {
-		<-j.done
-		if err != nil {
-			continue
-		}
-		if j.err != nil {
-			err = j.err
-			cancel(err)
-			continue
-		}
-		a.st.Batches++
-		a.st.Written += int64(len(j.items))
-		if !a.o.DryRun {
-			a.ck.advance(j.items[len(j.items)-1].FP, int64(len(j.items)))
+			return err
+		},
+		func(ctx context.Context, b []Item) error {
+			if a.o.DryRun {
+				return a.src.Plan(a.o.DryRunOut, b)
+			}
+			if err := a.pace.wait(ctx, len(b)); err != nil {
+				return err
+			}
+			return retry(ctx, a.o.Retries, a.o.Backoff, func() { retries.Add(1) }, func() error {
+				return a.src.Write(ctx, b)
+			})
+		},
+		func(b []Item) error {
+			a.st.Batches++
+			a.st.Written += int64(len(b))
+			if a.o.DryRun {
+				return nil
+			}
+			a.ck.advance(b[len(b)-1].FP, int64(len(b)))
 			if a.o.Checkpoint != "" && time.Since(a.saved) > time.Second {
-				if err = a.ck.save(a.o.Checkpoint); err != nil {
-					cancel(err)
-					continue
+				if err := a.ck.save(a.o.Checkpoint); err != nil {
+					return err
 				}
 				a.saved = time.Now()
 			}
-		}
-	}
-	wg.Wait()
+			return nil
+		})
 	a.st.Retries = retries.Load()
-	if err == nil && feedErr != nil {
-		err = feedErr
-	}
 	a.st.CheckpointLast = a.ck.Last
 	if a.o.DryRun || a.o.Checkpoint == "" {
 		return err
