@@ -30,7 +30,8 @@
 //
 //   - peers.sh installs the peer tools (hyperfine, zstd, the DCSO bloom CLI,
 //     awk, DuckDB through npm into bench/.peers).
-//   - duckdb-distinct.mjs counts distinct lines of a file with DuckDB.
+//   - duckdb-distinct.mjs counts distinct lines of a file with DuckDB
+//     (duckdb-peer.mjs: what the DuckDB scripts share).
 //   - foundation.sh runs fpdedup build/query and the peers in one hyperfine
 //     run per job and writes a markdown table of ratios to bench/results.
 //   - dedup.sh, merge.sh and reconcile.sh do the same for dedup (lines, csv,

@@ -18,9 +18,8 @@
 // skips blank lines. It needs @duckdb/node-api, which bench/peers.sh installs
 // into bench/.peers.
 
-import { createRequire } from 'node:module';
-import { pathToFileURL } from 'node:url';
 import { existsSync } from 'node:fs';
+import { connect, lit } from './duckdb-peer.mjs';
 
 function usage(msg) {
   if (msg) process.stderr.write(`duckdb-distinct: ${msg}\n`);
@@ -47,33 +46,7 @@ if (file === null) usage('no FILE');
 if (file === '-') usage('stdin is not supported: DuckDB reads a file by name');
 if (!existsSync(file)) usage(`${file}: no such file`);
 
-// The package lives in bench/.peers (kept out of the repository), not in a
-// node_modules on the import path, so resolve it from there first.
-async function loadDuckDB() {
-  const fromPeers = createRequire(new URL('./.peers/package.json', import.meta.url));
-  let path;
-  try {
-    path = fromPeers.resolve('@duckdb/node-api');
-  } catch {
-    try {
-      return await import('@duckdb/node-api');
-    } catch {
-      process.stderr.write('duckdb-distinct: @duckdb/node-api is not installed; run bench/peers.sh\n');
-      process.exit(2);
-    }
-  }
-  return import(pathToFileURL(path).href);
-}
-
-const { DuckDBInstance } = await loadDuckDB();
-
-// SQL string literal: the only escape is a doubled quote.
-const lit = (s) => `'${s.replaceAll("'", "''")}'`;
-
-const opts = {};
-if (threads !== null) opts.threads = threads;
-const instance = await DuckDBInstance.create(':memory:', opts);
-const conn = await instance.connect();
+const conn = await connect('duckdb-distinct', threads);
 // A line that is exactly the NULL string (\x02, the least likely one-byte
 // line; DuckDB has no "no NULL string" setting) reads as NULL: coalesce
 // gives it back its bytes, so it is counted like any other line.
