@@ -76,19 +76,9 @@ bench_init dedup
 # measured.
 bench_fpdedup optional
 
-# What the generator promises: the exact distinct count every row's output
-# is checked against, and the bytes, which tell whether the file that
-# `fpdedup bench gen` wrote is the same data.
-plan=$("$BT" gen --records "$records" --seed "$seed" --format lines --plan)
-field() { sed -nE "s/.*\"$1\":([0-9]+).*/\\1/p" <<<"$plan"; }
-distinct=$(field distinct)
-plan_bytes=$(field bytes)
-
 # Lines and CSV (~1x each), their zstd copies, up to five kept outputs of
 # ~0.6x each, sort -u spilling when the file exceeds SORT_MEM: ask for 6x.
-free_kb=$(df -Pk "$work" | awk 'NR == 2 { print $4 }')
-need_kb=$((plan_bytes * 6 / 1024))
-((free_kb >= need_kb)) || die "need ~$((need_kb / 1024)) MiB free in $work, have $((free_kb / 1024)) MiB: use fewer RECORDS"
+bench_plan 6
 
 data="$work/events.txt"
 csv="$work/events.csv"

@@ -47,19 +47,9 @@ bench_init foundation
 # measured.
 bench_fpdedup optional
 
-# What the generator promises for these options: the distinct count the
-# answers are checked against, and the bytes, which tell whether the file
-# that `fpdedup bench gen` wrote is the same data.
-plan=$("$BT" gen --records "$records" --seed "$seed" --format lines --plan)
-field() { sed -nE "s/.*\"$1\":([0-9]+).*/\\1/p" <<<"$plan"; }
-distinct=$(field distinct)
-plan_bytes=$(field bytes)
-
 # The data, its zstd copy and the index: ~1.5x the file; sort -u spills to
 # $TMPDIR too when the file exceeds SORT_MEM. Ask for 3x.
-free_kb=$(df -Pk "$work" | awk 'NR == 2 { print $4 }')
-need_kb=$((plan_bytes * 3 / 1024))
-((free_kb >= need_kb)) || die "need ~$((need_kb / 1024)) MiB free in $work, have $((free_kb / 1024)) MiB"
+bench_plan 3
 
 data="$work/events.txt"
 generator=""

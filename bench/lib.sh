@@ -102,3 +102,17 @@ bench_meta_notes() {
 		printf 'check.%03d=%s\n' "$k" "${checks[k]}"
 	done
 }
+
+# bench_plan FACTOR: what the generator promises for $records lines of
+# $seed: $distinct, the count the answers are checked against, and
+# $plan_bytes, which tell whether the file `fpdedup bench gen` wrote is the
+# same data. Stops unless FACTOR times the file's size is free in $work.
+bench_plan() {
+	local plan free_kb need_kb
+	plan=$("$BT" gen --records "$records" --seed "$seed" --format lines --plan)
+	distinct=$(sed -nE 's/.*"distinct":([0-9]+).*/\1/p' <<<"$plan")
+	plan_bytes=$(sed -nE 's/.*"bytes":([0-9]+).*/\1/p' <<<"$plan")
+	free_kb=$(df -Pk "$work" | awk 'NR == 2 { print $4 }')
+	need_kb=$((plan_bytes * $1 / 1024))
+	((free_kb >= need_kb)) || die "need ~$((need_kb / 1024)) MiB free in $work, have $((free_kb / 1024)) MiB: use fewer RECORDS"
+}
