@@ -1,0 +1,62 @@
+package reconcile
+
+import (
+	"encoding/hex"
+	"strings"
+	"testing"
+)
+
+// FuzzParseURL: any --online string is a Target or an error, never a
+// panic; a password in it is refused (passwords come from the environment
+// or a file), so none reaches the redacted form; a cluster has its first
+// seed as Addr.
+//
+//	go test -run XXX -fuzz FuzzParseURL -fuzztime 60s ./reconcile
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{
+		"redis://127.0.0.1:6390/3?match=dd:*", "redis://audit@cache?set=seen&count=5000&hex=64",
+		"redis://h1:1,h2:2/0?match=a*", "redis://h1:1?match=a*&addr=h2:2&addr=h3:3",
+		"redis://h1:1/?match=a*&cluster=1", "redis://u:secret@h/0?match=a*",
+		"mysql://u@db1:3307/d?table=other.t&column=c&where=c%20%3E%200&count=0",
+		"mysql://u:pw@db/d?table=t&column=c", "file:/tmp/x.txt", "file:///x", "", "redis://", "redis://[::1]:1/0?match=*",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tg, err := ParseURL(s)
+		if err != nil {
+			if tg != nil {
+				t.Fatalf("%q: an error (%v) and a target", s, err)
+			}
+			return
+		}
+		if tg.Cluster && (len(tg.Seeds) == 0 || tg.Seeds[0] != tg.Addr) {
+			t.Fatalf("%q: cluster seeds %v, Addr %q", s, tg.Seeds, tg.Addr)
+		}
+		if i := strings.Index(s, "://"); i >= 0 {
+			userinfo, _, found := strings.Cut(s[i+3:], "@")
+			if found && strings.Contains(userinfo, ":") && !strings.ContainsAny(userinfo, "/?#") {
+				t.Fatalf("%q: a password in the URL was accepted", s)
+			}
+		}
+	})
+}
+
+// FuzzParseHex: parseHex accepts exactly 32 or 64 hex digits, either case,
+// and reads the first 32 as the fingerprint, as encoding/hex does.
+func FuzzParseHex(f *testing.F) {
+	for _, s := range []string{"00112233445566778899aabbccddeeff", strings.Repeat("F", 64), "0011", strings.Repeat("g", 32), ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fp, ok := parseHex(s)
+		raw, err := hex.DecodeString(s)
+		want := err == nil && (len(s) == 32 || len(s) == 64)
+		if ok != want {
+			t.Fatalf("%q: parseHex ok=%v, want %v", s, ok, want)
+		}
+		if ok && (fp.String() != strings.ToLower(s[:32]) || len(raw) != len(s)/2) {
+			t.Fatalf("%q: parsed %s", s, fp)
+		}
+	})
+}
