@@ -178,8 +178,13 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		if s, tb, ok := strings.Cut(m.t.Table, "."); ok {
 			schema, table = s, tb
 		}
-		_ = conn.QueryRowContext(ctx, "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, table).Scan(&est)
-		if count = est.Valid && est.Int64 <= countAutoMax; !count {
+		err := conn.QueryRowContext(ctx, "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, table).Scan(&est)
+		switch count = err == nil && est.Valid && est.Int64 <= countAutoMax; {
+		case count:
+		case err != nil || !est.Valid:
+			// (A lost connection shows again, and is retried, in the read.)
+			st.Note = "rows read not compared with COUNT(*): the table's size could not be read (&count=1 forces the count); rows.Err() still guards the read"
+		default:
 			st.Note = fmt.Sprintf("rows read not compared with COUNT(*): the table holds ~%d rows, too many for a cheap count (&count=1 forces it); rows.Err() still guards the read", est.Int64)
 		}
 	}
@@ -196,8 +201,16 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 	var args []any
 	var last []byte
 	buf := make([]fpstore.Fingerprint, 0, 8192)
+	var connErr error // why the last reconnect failed, while conn is nil
 	for attempt := 0; ; attempt++ {
-		err := m.stream(ctx, conn, q, args, st, emit, &last, &buf)
+		var err error
+		if conn == nil {
+			// The reconnect after the last failure failed too: that is
+			// this attempt's failure (a nil conn is never used).
+			err = connErr
+		} else {
+			err = m.stream(ctx, conn, q, args, st, emit, &last, &buf)
+		}
 		if err == nil {
 			break
 		}
@@ -217,9 +230,9 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 			return context.Cause(ctx)
 		case <-time.After(min(m.o.Backoff<<attempt, 5*time.Second)):
 		}
-		_ = connect() // a failure shows in the next attempt
-		if conn == nil {
-			continue
+		if err := connect(); err != nil {
+			// Counted as the next attempt's failure, with its retries.
+			connErr = fmt.Errorf("reconnecting: %w", err)
 		}
 		if last != nil {
 			if m.safeLiteral(last) {
