@@ -69,8 +69,8 @@ func (a *applier) run(ctx context.Context, items func(emit func([]Item) error) e
 				}
 				return nil
 			})
-			if err == nil && len(pending) > 0 {
-				send(pending)
+			if err == nil && len(pending) > 0 && !send(pending) {
+				return context.Cause(ctx)
 			}
 			return err
 		},
@@ -102,6 +102,18 @@ func (a *applier) run(ctx context.Context, items func(emit func([]Item) error) e
 		})
 	a.st.Retries = retries.Load()
 	a.st.CheckpointLast = a.ck.Last
+	if !a.o.DryRun && ctx.Err() != nil {
+		// Interrupted (also if the last batch was acknowledged just
+		// before): keys may be online, and the checkpoint says up to where.
+		ie := &ApplyInterruptedError{Target: a.o.Target.Redacted, Written: a.st.Written, Checkpoint: a.o.Checkpoint,
+			CheckpointLast: a.ck.Last, Cause: context.Cause(ctx), ctxErr: ctx.Err()}
+		if a.o.Checkpoint != "" {
+			if ie.CheckpointErr = a.ck.save(a.o.Checkpoint); ie.CheckpointErr == nil {
+				ie.CheckpointSaved = true
+			}
+		}
+		return ie
+	}
 	if a.o.DryRun || a.o.Checkpoint == "" {
 		return err
 	}

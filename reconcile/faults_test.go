@@ -2,7 +2,12 @@ package reconcile_test
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,5 +96,188 @@ func TestMySQLReadResumesAfterRefusedReconnect(t *testing.T) {
 	// Retries: the stream cut, then the refused reconnect.
 	if rep.Online.Retries < 2 || rep.Online.CountChecked || rep.Online.Note == "" || rep.Online.Distinct != 91_000 {
 		t.Fatalf("after a refused reconnect and a resumed read: %+v", rep.Online)
+	}
+}
+
+// sigCause stands for the CLI's signal cause of a cancelled context.
+type sigCause struct{ sig string }
+
+func (s sigCause) Error() string { return "interrupted by " + s.sig }
+
+// --apply cancelled through its context (as SIGINT/SIGTERM do in the CLI)
+// while keys are being written to Redis: Run returns an
+// *ApplyInterruptedError saying how many keys were written, to where, and
+// the checkpoint saved at that point, wrapping the cause and
+// context.Canceled. Every key up to the checkpoint is online; the rerun
+// skips nothing it should write and writes the rest, so that over both
+// runs each missing key got exactly one SET.
+func TestRedisApplyCancelled(t *testing.T) {
+	c := redisDB(t, 7)
+	d := newDataset(t, 50_000)
+	loadRedisKeys(t, c, "dd:", hexes(d.onlineKeys(), fpHex))
+	tg, err := reconcile.ParseURL(redisURL(t, 7, "match=dd:*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckpt := filepath.Join(d.dir, "apply.ckpt")
+	opts := reconcile.Options{Index: d.index, Target: tg, Apply: true, Checkpoint: ckpt,
+		Batch: 100, Conns: 2, Rate: 2000, TmpDir: d.dir, Report: filepath.Join(d.dir, "a.json")}
+	sets := redisCalls(t, c, "set")
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		if waitFor(20*time.Second, func() bool { _, err := os.Stat(ckpt); return err == nil }) {
+			time.Sleep(500 * time.Millisecond)
+		}
+		cancel(sigCause{"SIGINT"})
+	}()
+	rep, err := reconcile.Run(ctx, opts)
+	var ie *reconcile.ApplyInterruptedError
+	var sig sigCause
+	if !errors.As(err, &ie) || !errors.Is(err, context.Canceled) || !errors.As(err, &sig) || sig.sig != "SIGINT" {
+		t.Fatalf("cancelled apply returned %T %v", err, err)
+	}
+	if ie.Written <= 0 || ie.Written >= 5_000 || ie.Written != rep.Apply.Written || ie.Target != tg.Redacted ||
+		ie.Checkpoint != ckpt || !ie.CheckpointSaved || ie.CheckpointErr != nil || len(ie.CheckpointLast) != 32 {
+		t.Fatalf("ApplyInterruptedError %+v (report: %+v)", ie, rep.Apply)
+	}
+	want := fmt.Sprintf("after writing %d keys to %s; rerun with --checkpoint %s to resume", ie.Written, tg.Redacted, ckpt)
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q lacks %q", err, want)
+	}
+	if rep.Agree || rep.ExitCode != 2 || !strings.Contains(readReport(t, opts.Report).Error, want) {
+		t.Fatalf("report after the interruption: agree %v, exit %d, error %q", rep.Agree, rep.ExitCode, rep.Error)
+	}
+	var ck reconcile.Checkpoint
+	if err := json.Unmarshal(must(os.ReadFile(ckpt)), &ck); err != nil || ck.Last != ie.CheckpointLast || ck.Written != ie.Written {
+		t.Fatalf("checkpoint %+v (%v), error says last %s, %d written", ck, err, ie.CheckpointLast, ie.Written)
+	}
+	for _, fp := range d.missingFPs() {
+		if fp > ck.Last {
+			break
+		}
+		if c.Exists(context.Background(), "dd:"+fp).Val() != 1 {
+			t.Fatalf("checkpoint at %s but %s is not online", ck.Last, fp)
+		}
+	}
+
+	opts.Report = filepath.Join(d.dir, "b.json")
+	rep, err = reconcile.Run(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	as := rep.Apply
+	if as.SkippedCheckpoint != 0 || as.Written != rep.Counts.OnlyOffline || as.Written == 0 || rep.Missing != 0 || !as.CheckpointRemoved {
+		t.Fatalf("resume: %+v, %d still missing", as, rep.Counts.OnlyOffline)
+	}
+	if got := redisCalls(t, c, "set") - sets; got != 5_000 {
+		t.Fatalf("%d SETs over the interrupted run and its resume, for 5000 missing keys", got)
+	}
+	if _, err := os.Stat(ckpt); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("checkpoint left after the resume: %v", err)
+	}
+}
+
+// SIGINT to the CLI while --apply writes to MariaDB: exit 130, the report
+// names the keys written and the checkpoint; the same command resumes and
+// the table ends up with every key.
+func TestMySQLApplyInterruptedBySIGINT(t *testing.T) {
+	db := mysqlDB(t)
+	d := newDataset(t, 50_000)
+	createTable(t, db, "rc_sigint", "BINARY(16)")
+	loadRows(t, db, "rc_sigint", rowValues(d.onlineKeys(), bin16))
+	url := mysqlURL(t, "rc_sigint", "fp", "")
+	ckpt := filepath.Join(d.dir, "apply.ckpt")
+	args := []string{"reconcile", "--index", d.index, "--online", url, "--apply", "--batch", "100", "--conns", "2", "--checkpoint", ckpt}
+	cmd := exec.Command(fpdedupBin, append(args, "--rate", "2k", "--report", "a.json")...)
+	cmd.Dir, cmd.Env = d.dir, append(os.Environ(), mysqlEnv(t)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(20*time.Second, func() bool { _, err := os.Stat(ckpt); return err == nil }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("no checkpoint appeared")
+	}
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("after SIGINT: %v, want exit 130\n%s", err, stderr.String())
+	}
+	rep := readReport(t, filepath.Join(d.dir, "a.json"))
+	var ck reconcile.Checkpoint
+	if err := json.Unmarshal(must(os.ReadFile(ckpt)), &ck); err != nil || ck.Written == 0 || ck.Written >= 5_000 || ck.Written != rep.Apply.Written {
+		t.Fatalf("checkpoint %+v (%v), report %+v", ck, err, rep.Apply)
+	}
+	if want := fmt.Sprintf("after writing %d keys to %s; rerun with --checkpoint %s to resume", ck.Written, url, ckpt); !strings.Contains(rep.Error, want) {
+		t.Fatalf("report error %q lacks %q", rep.Error, want)
+	}
+	for _, fp := range d.missingFPs() {
+		if fp > ck.Last {
+			break
+		}
+		var n int
+		b, _ := hex.DecodeString(fp)
+		if db.QueryRow("SELECT COUNT(*) FROM rc_sigint WHERE fp = ?", b).Scan(&n); n != 1 {
+			t.Fatalf("checkpoint at %s, but %s is not in the table", ck.Last, fp)
+		}
+	}
+	before := countRows(t, db, "rc_sigint")
+	fpdedup(t, d.dir, mysqlEnv(t), append(args, "--report", "b.json")...).want(t, 1)
+	rep = readReport(t, filepath.Join(d.dir, "b.json"))
+	if rep.Apply.Written != 50_500-before || rep.Apply.Written != rep.Counts.OnlyOffline || rep.Apply.SkippedCheckpoint != 0 || rep.Missing != 0 {
+		t.Fatalf("resume: %+v, %d still missing, %d rows before", rep.Apply, rep.Counts.OnlyOffline, before)
+	}
+	if n := countRows(t, db, "rc_sigint"); n != 50_500 {
+		t.Fatalf("%d rows, want 50500", n)
+	}
+}
+
+// Cancelled anywhere but --apply's writes (here: the streamed read, and
+// the probes), Run returns an error wrapping the cause and
+// context.Canceled, not an ApplyInterruptedError (nothing was written
+// online), and the report is no success.
+func TestCancelledBeforeApply(t *testing.T) {
+	db := mysqlDB(t)
+	c := redisDB(t, 8)
+	d := newDataset(t, 50_000)
+	createTable(t, db, "rc_cancel", "BINARY(16)")
+	loadRows(t, db, "rc_cancel", rowValues(d.onlineKeys(), bin16))
+	loadRedisKeys(t, c, "dd:", hexes(d.onlineKeys(), fpHex))
+	for _, tc := range []struct {
+		name, url string
+		probe     bool
+	}{
+		{"mysql read", mysqlURL(t, "rc_cancel", "fp", ""), false},
+		{"mysql probe", mysqlURL(t, "rc_cancel", "fp", ""), true},
+		{"redis scan", redisURL(t, 8, "match=dd:*&count=100"), false},
+		{"redis probe", redisURL(t, 8, "match=dd:*"), true},
+	} {
+		tg, err := reconcile.ParseURL(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw := ""
+		if tg.Kind == reconcile.MySQL {
+			pw = mysqlDSN(t).Passwd
+		}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(700*time.Millisecond, func() { cancel(sigCause{"SIGTERM"}) })
+		rep, err := reconcile.Run(ctx, reconcile.Options{Index: d.index, Target: tg, Password: pw, Probe: tc.probe,
+			Apply: true, ReadRate: 20_000, Batch: 500, TmpDir: d.dir})
+		cancel(nil)
+		var ie *reconcile.ApplyInterruptedError
+		var sig sigCause
+		if err == nil || !errors.Is(err, context.Canceled) || !errors.As(err, &sig) || errors.As(err, &ie) {
+			t.Fatalf("%s: cancelled run returned %T %v", tc.name, err, err)
+		}
+		if rep.Agree || rep.ExitCode != 2 || rep.Apply != nil || rep.Online.Values >= 50_000 {
+			t.Fatalf("%s: report after the cancel: agree %v, exit %d, apply %+v, %d values", tc.name, rep.Agree, rep.ExitCode, rep.Apply, rep.Online.Values)
+		}
 	}
 }

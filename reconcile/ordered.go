@@ -11,6 +11,9 @@ import (
 // server busy on several connections). send reports false once the run is
 // stopping. The first error of work or done cancels the rest and is
 // returned; feed's error is returned after the batches sent before it.
+// Once send has reported false the result is never nil: with no error of
+// work, done or feed, it is the cause of ctx's cancellation (a feed that
+// stopped early must not pass for a complete run).
 func ordered[T any](ctx context.Context, conns int,
 	feed func(ctx context.Context, send func(T) bool) error,
 	work func(ctx context.Context, b T) error,
@@ -36,7 +39,7 @@ func ordered[T any](ctx context.Context, conns int,
 			}
 		}()
 	}
-	var feedErr error
+	var feedErr, stopped error
 	go func() {
 		defer close(results)
 		defer close(jobs)
@@ -45,6 +48,7 @@ func ordered[T any](ctx context.Context, conns int,
 			select {
 			case results <- j:
 			case <-ctx.Done():
+				stopped = context.Cause(ctx)
 				return false
 			}
 			select {
@@ -53,6 +57,7 @@ func ordered[T any](ctx context.Context, conns int,
 			case <-ctx.Done():
 				j.err = context.Cause(ctx)
 				close(j.done)
+				stopped = j.err
 				return false
 			}
 		})
@@ -74,6 +79,9 @@ func ordered[T any](ctx context.Context, conns int,
 	wg.Wait()
 	if err == nil {
 		err = feedErr
+	}
+	if err == nil {
+		err = stopped
 	}
 	return err
 }

@@ -222,7 +222,11 @@ var ErrWrongHash = errors.New("the index's hash is not the online side's")
 // Run reconciles the index with the online side. The report is returned
 // filled as far as the run got, also with an error; with Options.Report it
 // is written there in either case. The password never appears in the
-// error or the report.
+// error or the report. A run whose ctx is done when it ends never returns
+// nil: once --apply has written (or was writing) keys online the error is
+// an *ApplyInterruptedError (keys written, checkpoint, target); otherwise
+// it wraps context.Cause(ctx) and ctx.Err(), so errors.Is(err,
+// context.Canceled) holds and errors.As finds the cause's type.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	start := time.Now()
 	rep := &Report{Command: "reconcile", Version: o.Version, Started: start.UTC().Format(time.RFC3339), Memory: Memory{Budget: o.Mem}}
@@ -235,6 +239,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if err == nil {
 		err = run(ctx, &o, rep)
+	}
+	if ctx.Err() != nil {
+		err = cancelled(ctx, &o, rep, err)
 	}
 	rep.Timings.Total = time.Since(start).Seconds()
 	rep.Memory = readMemory(o.Mem)
@@ -256,6 +263,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	return rep, err
+}
+
+// cancelled is the error of a run whose context is done, whatever the
+// run itself returned (nil included: a part that stopped early must never
+// pass for a complete run). Once --apply has written keys it is an
+// *ApplyInterruptedError; otherwise it wraps the context's cause and
+// ctx.Err() (errors.Is(err, context.Canceled)), and what the run stopped
+// with.
+func cancelled(ctx context.Context, o *Options, rep *Report, err error) error {
+	var ie *ApplyInterruptedError
+	if errors.As(err, &ie) {
+		return err
+	}
+	if as := rep.Apply; as != nil && !o.DryRun && as.Written > 0 {
+		// Cancelled after the apply returned, or as it returned with
+		// another error: keys were written all the same.
+		return &ApplyInterruptedError{Target: o.Target.Redacted, Written: as.Written, Checkpoint: o.Checkpoint,
+			CheckpointSaved: o.Checkpoint != "" && !as.CheckpointRemoved, CheckpointLast: as.CheckpointLast,
+			Cause: context.Cause(ctx), ctxErr: ctx.Err()}
+	}
+	return interrupted(ctx, err)
 }
 
 func run(ctx context.Context, o *Options, rep *Report) error {
@@ -579,9 +607,13 @@ func apply(ctx context.Context, o *Options, rep *Report, src Source, ck *Checkpo
 		}
 		err := a.run(ctx, items)
 		rep.Timings.Apply = as.Seconds
+		var ie *ApplyInterruptedError
+		if errors.As(err, &ie) {
+			return err
+		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return context.Cause(ctx)
+				return interrupted(ctx, err)
 			}
 			msg := fmt.Sprintf("writing to %s failed: %v (%d retries in all, at most %d per batch); %d keys written in this run", t.Redacted, err, as.Retries, o.Retries, as.Written)
 			if o.Checkpoint != "" {
