@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
 // MergeOptions configure Merge.
@@ -18,6 +20,8 @@ type MergeOptions struct {
 	// Progress, when set, is called with the fingerprints written so far;
 	// an error from it (an interrupt) stops the merge, publishing nothing.
 	Progress func(written uint64) error
+	// Group, if set, publishes the output at the command's commit point.
+	Group *atomicfile.Group
 }
 
 // MergeStats are a merge's figures.
@@ -94,7 +98,7 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 	// two-way merge: merging ~0.5 CPU-s, building ~0.6, writing ~0.4).
 	xs, stitch := stitchable(inputs, opts.Op)
 	stitch = stitch && part.Whole()
-	w, err := Create(out, WriterOptions{Spec: spec, Range: rng, Sequential: stitch, Threads: 1})
+	w, err := Create(out, WriterOptions{Spec: spec, Range: rng, Sequential: stitch, Threads: 1, Group: opts.Group})
 	if err != nil {
 		return st, err
 	}

@@ -23,6 +23,9 @@ type WriterOptions struct {
 	// exist at most (Threads 1: 48 MiB, a merge's three stages on two
 	// cores).
 	Threads int
+	// Group, if set, publishes the file with the command's other outputs at
+	// its commit point: Commit then only makes it durable.
+	Group *atomicfile.Group
 	// Sequential builds and writes each segment in the caller's goroutine,
 	// holding one segment's fingerprints and one buffer: the least memory
 	// (~34 MiB at most), for stitches and temporary runs. Threads is then
@@ -65,10 +68,11 @@ type Writer struct {
 	asyncMu  sync.Mutex
 	asyncErr error
 
-	bw   *bufio.Writer
-	off  uint64
-	refs []segmentRef
-	err  error
+	bw       *bufio.Writer
+	off      uint64
+	refs     []segmentRef
+	err      error
+	finished bool // Commit or Abort ran
 }
 
 type segmentFuture struct {
@@ -358,9 +362,14 @@ func (w *Writer) emit(n node, cnt int) {
 	w.work <- f
 }
 
-// Commit finishes the file and publishes it. It returns the number of
+// Commit finishes the file and publishes it (with WriterOptions.Group:
+// makes it durable, for the group to publish). It returns the number of
 // fingerprints written.
 func (w *Writer) Commit() (uint64, error) {
+	if w.finished {
+		return 0, errors.New("BUG: index writer committed twice")
+	}
+	w.finished = true
 	if w.err == nil {
 		w.cut(true)
 	}
@@ -398,7 +407,7 @@ func (w *Writer) Commit() (uint64, error) {
 		w.af.Abort()
 		return 0, err
 	}
-	if err := w.af.Commit(); err != nil {
+	if err := w.opts.Group.Finish(w.af); err != nil {
 		return 0, err
 	}
 	return total, nil
@@ -406,9 +415,10 @@ func (w *Writer) Commit() (uint64, error) {
 
 // Abort stops writing and removes the temp file; the target is untouched.
 func (w *Writer) Abort() {
-	if w.af.Done() {
+	if w.finished {
 		return
 	}
+	w.finished = true
 	if w.err == nil {
 		w.err = fmt.Errorf("aborted")
 	}

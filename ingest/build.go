@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
 // BuildOptions configure Build.
@@ -24,6 +25,8 @@ type BuildOptions struct {
 	// Progress, when set, is updated with raw input bytes read and
 	// records seen, for a progress display.
 	Progress *Progress
+	// Group, if set, publishes the index at the command's commit point.
+	Group *atomicfile.Group
 }
 
 // Progress is read by a display while a job runs.
@@ -79,7 +82,7 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	// same output fails at once, not after reading its input. It builds
 	// segments in this goroutine while the sorter's workers sort the next
 	// partitions.
-	w, err := fpstore.Create(opts.Output, fpstore.WriterOptions{Spec: opts.Spec, Range: opts.Range, Sequential: true})
+	w, err := fpstore.Create(opts.Output, fpstore.WriterOptions{Spec: opts.Spec, Range: opts.Range, Sequential: true, Group: opts.Group})
 	if err != nil {
 		return stats, err
 	}

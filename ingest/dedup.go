@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
 // DedupOptions configure Dedup.
@@ -28,6 +29,8 @@ type DedupOptions struct {
 	Mem        int64
 	TmpDir     string
 	Progress   *Progress
+	// Group, if set, publishes Record at the command's commit point.
+	Group *atomicfile.Group
 }
 
 // DedupStats are the figures of a dedup run.
@@ -97,7 +100,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	var recSorter *fpstore.Sorter
 	var recCollector *fpstore.Collector
 	if opts.Record != "" {
-		w, err := fpstore.Create(opts.Record, fpstore.WriterOptions{Spec: opts.RecordSpec, Threads: 1})
+		w, err := fpstore.Create(opts.Record, fpstore.WriterOptions{Spec: opts.RecordSpec, Threads: 1, Group: opts.Group})
 		if err != nil {
 			return st, err
 		}

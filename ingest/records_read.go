@@ -311,9 +311,17 @@ func (p *BadPolicy) Handle(re *RecordError, rec []byte) error {
 	return nil
 }
 
-// Close publishes the quarantine file (when the run succeeded) or removes
-// it.
-func (p *BadPolicy) Close(success bool) error {
+// Quarantine is the quarantine=FILE path, "" under fail and skip.
+func (p *BadPolicy) Quarantine() string {
+	if p == nil {
+		return ""
+	}
+	return p.path
+}
+
+// Close hands the quarantine file to g, to be published with the run's
+// other outputs, when the run succeeded, and removes it otherwise.
+func (p *BadPolicy) Close(g *atomicfile.Group, success bool) error {
 	if p == nil {
 		return nil
 	}
@@ -322,11 +330,13 @@ func (p *BadPolicy) Close(success bool) error {
 	if p.file == nil {
 		return nil
 	}
+	f := p.file
+	p.file = nil
 	if !success {
-		p.file.Abort()
+		f.Abort()
 		return nil
 	}
-	return p.file.Commit()
+	return g.Finish(f)
 }
 
 // runDefaults fills what a pipeline's options leave unset: all cores,

@@ -109,7 +109,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--index", d.index, "--online", "file:x", "--backfill", "o"}, "--backfill needs --records"},
 		{[]string{"--index", d.index, "--online", "file:x", "--checkpoint", "c"}, "--checkpoint goes with --apply"},
 		{[]string{"--index", d.index, "--online", "redis://u:pw@h/0?match=a*"}, "holds a password"},
-		{[]string{"--index", d.index, "--online", "file:x", "--missing", d.index}, "is the --index"},
+		{[]string{"--index", d.index, "--online", "file:x", "--missing", d.index}, "is also an input (--index"},
 		{[]string{"--index", d.index, "--online", "file:x", "--online-format", "csv"}, "--online-format"},
 		{[]string{"--index", d.index, "--online", "file:x", "--format", "csv", "--key", "1"}, "give the records too"},
 		{[]string{"--index", d.index, "--online", "file:x", "--records", "r", "--backfill", "b", "--on-bad", "drop"}, "--on-bad"},

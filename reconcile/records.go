@@ -80,7 +80,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	}
 	defer func() {
 		st.Bad = bad.Count()
-		if cerr := bad.Close(err == nil); err == nil {
+		if cerr := bad.Close(nil, err == nil); err == nil {
 			err = cerr
 		}
 	}()

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fpdedup/fpdedup/bench"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
 // benchOptions are the flags of `fpdedup bench`.
@@ -152,7 +153,7 @@ func runBench(ctx context.Context, g *globals, o benchOptions) error {
 			return err
 		}
 	}
-	if err := g.writeStats(map[string]any{"command": "bench", "out": out, "seconds": rep.Seconds, "records": rep.Data.Records, "problems": rep.Problems()}); err != nil {
+	if err := g.commit(context.WithoutCancel(ctx), &atomicfile.Group{}, map[string]any{"command": "bench", "out": out, "seconds": rep.Seconds, "records": rep.Data.Records, "problems": rep.Problems()}); err != nil {
 		return err
 	}
 	if n := rep.Problems(); n > 0 {
@@ -254,13 +255,20 @@ The summary on stderr gives the exact number of distinct records.`,
 			if err != nil {
 				return usageErrorf("--records: %v", err)
 			}
+			files := &ioPaths{}
+			files.output("-o", output)
+			if err := g.checkPaths(files); err != nil {
+				return err
+			}
+			grp := &atomicfile.Group{}
+			defer grp.Abort()
 			w := g.stdout
-			var f *os.File
+			var f *atomicfile.File
 			if output != "" && output != "-" {
-				if f, err = os.Create(output); err != nil {
+				if f, err = atomicfile.Create(output); err != nil {
 					return err
 				}
-				defer f.Close()
+				defer f.Abort()
 				w = f
 			}
 			// GenOptions reads 0 as "the default" and a negative value as
@@ -276,19 +284,17 @@ The summary on stderr gives the exact number of distinct records.`,
 			if err == nil {
 				err = bw.Flush()
 			}
-			if f != nil {
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					os.Remove(output) // no partial data file
-				}
+			if err == nil && f != nil {
+				err = grp.Finish(f)
+			}
+			if err == nil {
+				err = g.commit(cmd.Context(), grp, map[string]any{"command": "bench gen", "records": st.Records, "distinct": st.Distinct, "bytes": st.Bytes})
 			}
 			if err != nil {
 				return err
 			}
 			g.summary("gen: %d records, %d distinct, %s", st.Records, st.Distinct, formatBytes(st.Bytes))
-			return g.writeStats(map[string]any{"command": "bench gen", "records": st.Records, "distinct": st.Distinct, "bytes": st.Bytes})
+			return nil
 		},
 	}
 	f := cmd.Flags()

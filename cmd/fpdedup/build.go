@@ -10,6 +10,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
 type buildOptions struct {
@@ -82,12 +83,27 @@ func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) er
 		return err
 	}
 	opts.Inputs = inputs
+	paths := &ioPaths{}
+	paths.input("FILE", kindRecords, inputs...)
+	paths.input("--files0-from", kindOther, o.files0From)
+	paths.output("-o", o.output)
+	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
+	if err := g.checkPaths(paths); err != nil {
+		return err
+	}
+	grp := &atomicfile.Group{}
+	defer grp.Abort()
+	opts.Group = grp
 
+	hook("work")
 	stop := g.showProgress("build", opts.Progress)
 	st, err := ingest.Build(cmd.Context(), opts)
 	stop()
-	if cerr := opts.Records.OnBad.Close(err == nil); err == nil {
+	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = g.commit(cmd.Context(), grp, map[string]any{"command": "build", "output": o.output, "hash": h.String(), "build": st, "threads": g.threads})
 	}
 	if err != nil {
 		return err
@@ -96,7 +112,7 @@ func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) er
 	g.summary("build: %d records, %d distinct, %d duplicates, %s, %s read, %.2f s, %s records/s → %s (%s, %.2f bytes/key)",
 		st.Records, st.Distinct, st.Duplicates, badSummary(opts.Records.OnBad), formatBytes(st.Bytes), st.Seconds, humanRate(rate),
 		o.output, formatBytes(st.IndexBytes), float64(st.IndexBytes)/float64(max(st.Distinct, 1)))
-	return g.writeStats(map[string]any{"command": "build", "output": o.output, "hash": h.String(), "build": st, "threads": g.threads})
+	return nil
 }
 
 // inputNames resolves FILE arguments and --files0-from into input names.

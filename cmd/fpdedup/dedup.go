@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -77,13 +76,17 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	if opts.Inputs, err = inputNames(g, o.files0From, args); err != nil {
 		return err
 	}
-	for _, a := range o.against {
-		if o.record != "" && samePath(a, o.record) {
-			return usageErrorf("--record %s names an --against index; record to a new file and merge it later", o.record)
-		}
-	}
-	if o.output != "" && o.record != "" && samePath(o.output, o.record) {
-		return usageErrorf("-o and --record name the same file")
+	paths := &ioPaths{}
+	paths.input("FILE", kindRecords, opts.Inputs...)
+	paths.input("--files0-from", kindOther, o.files0From)
+	paths.input("--against", kindIndex, o.against...)
+	// -o may replace the records it reads (written to a temp file, renamed
+	// at the end); --record may not: it is an index, they are records.
+	paths.output("-o", o.output, kindRecords)
+	paths.output("--record", o.record)
+	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
+	if err := g.checkPaths(paths); err != nil {
+		return err
 	}
 
 	hashName := o.hash
@@ -124,6 +127,9 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 		}
 	}
 
+	grp := &atomicfile.Group{}
+	defer grp.Abort()
+	opts.Group = grp
 	var out io.Writer = g.stdout
 	var af *atomicfile.File
 	if o.output != "" && o.output != "-" {
@@ -139,6 +145,7 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	// as its own (measured: 62 MB of heap for 37 live under --mem 64MiB).
 	debug.SetMemoryLimit(max(g.mem/4, 16<<20))
 	bw := bufio.NewWriterSize(out, 1<<20)
+	hook("work")
 	stop := g.showProgress("dedup", opts.Progress)
 	st, err := ingest.Dedup(cmd.Context(), opts, bw)
 	stop()
@@ -146,10 +153,13 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 		err = bw.Flush()
 	}
 	if err == nil && af != nil {
-		err = af.Commit()
+		err = grp.Finish(af)
 	}
-	if cerr := opts.Records.OnBad.Close(err == nil); err == nil {
+	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = g.commit(cmd.Context(), grp, map[string]any{"command": "dedup", "dedup": st, "against": o.against, "record": o.record, "threads": g.threads})
 	}
 	if err != nil {
 		return err
@@ -161,17 +171,5 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 		g.summary("dedup: bounded mode: %d runs on disk, bloom %s: %d of %d probes answered by the bloom alone, false positives %.4f%% measured at the final fill vs %.4f%% by the blocked-bloom formula",
 			st.Runs, formatBytes(st.BloomBytes), st.FilterAnswered, st.FilterProbes, 100*st.FilterFPRMeasured, 100*st.FilterFPRFormula)
 	}
-	return g.writeStats(map[string]any{"command": "dedup", "dedup": st, "against": o.against, "record": o.record, "threads": g.threads})
-}
-
-// samePath reports whether two names are the same file (or would be).
-func samePath(a, b string) bool {
-	if sa, err := os.Stat(a); err == nil {
-		if sb, err := os.Stat(b); err == nil {
-			return os.SameFile(sa, sb)
-		}
-	}
-	aa, _ := filepath.Abs(a)
-	ab, _ := filepath.Abs(b)
-	return aa == ab
+	return nil
 }

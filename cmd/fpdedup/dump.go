@@ -26,6 +26,7 @@ Exit codes: 0 done; 2 error (damage included).`,
 				return err
 			}
 			defer x.Close()
+			hook("work")
 			out := bufio.NewWriterSize(g.stdout, 1<<20)
 			line := make([]byte, 0, 33)
 			err = x.Scan(func(fps []fpstore.Fingerprint) error {

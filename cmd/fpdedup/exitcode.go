@@ -9,6 +9,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/reconcile"
 )
 
 // Exit codes (DESIGN section 4).
@@ -31,6 +32,29 @@ type interrupted struct{ sig syscall.Signal }
 
 func (i interrupted) Error() string { return "interrupted by " + i.sig.String() }
 
+// interruptedRun is a run that ended with an error after a signal: the
+// signal decides the exit code and the message, err says what was under
+// way.
+type interruptedRun struct {
+	sig       syscall.Signal
+	publishes bool
+	err       error
+}
+
+func (i interruptedRun) Error() string {
+	msg := "interrupted by " + i.sig.String()
+	var ai *reconcile.ApplyInterruptedError
+	switch {
+	case errors.As(i.err, &ai):
+		msg += "; " + applyInterruptedText(ai)
+	case i.publishes:
+		msg += "; nothing was published"
+	}
+	return msg
+}
+
+func (i interruptedRun) Unwrap() error { return i.err }
+
 type usageError struct{ msg string }
 
 func (u usageError) Error() string { return u.msg }
@@ -44,7 +68,7 @@ func report(stderr io.Writer, err error) int {
 		return exitOK
 	}
 	var neg negativeAnswer
-	var intr interrupted
+	var intr interruptedRun
 	switch {
 	case errors.As(err, &neg):
 		if neg.msg != "" {
@@ -52,7 +76,7 @@ func report(stderr io.Writer, err error) int {
 		}
 		return exitNegative
 	case errors.As(err, &intr):
-		fmt.Fprintln(stderr, "fpdedup:", intr.Error()+"; nothing was published")
+		fmt.Fprintln(stderr, "fpdedup:", intr.Error())
 		if intr.sig == syscall.SIGTERM {
 			return exitTerm
 		}
@@ -85,4 +109,20 @@ func hintFor(err error) string {
 		return "--format fp reads one 32-digit hex fingerprint per line, as dump prints them"
 	}
 	return ""
+}
+
+// applyInterruptedText says what an interrupted reconcile --apply left
+// online, and how to resume: keys were written, so "nothing was
+// published" would be false.
+func applyInterruptedText(e *reconcile.ApplyInterruptedError) string {
+	msg := fmt.Sprintf("--apply had written %d keys to %s", e.Written, e.Target)
+	switch {
+	case e.Checkpoint != "" && e.CheckpointSaved:
+		return msg + fmt.Sprintf("; rerun with --checkpoint %s to resume after them", e.Checkpoint)
+	case e.Checkpoint != "" && e.CheckpointErr != nil:
+		return msg + fmt.Sprintf("; the checkpoint could not be saved (%v): rerun with --checkpoint %s to resume from its last save (keys already online are found present, not written again)", e.CheckpointErr, e.Checkpoint)
+	case e.Checkpoint != "":
+		return msg + fmt.Sprintf("; rerun with --checkpoint %s to write the rest", e.Checkpoint)
+	}
+	return msg + "; rerun the same command to write the rest (keys already online are found present, not written again)"
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
 // These tests run the fpdedup process itself (the test binary under the
@@ -82,7 +83,7 @@ func TestMergeInterrupted(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		names := entries(t, out)
-		if len(names) > 0 && strings.Contains(strings.Join(names, " "), ".tmp-") {
+		if len(names) > 0 && tempfile.IsTemp(names[0]) {
 			break
 		}
 		if time.Now().After(deadline) {

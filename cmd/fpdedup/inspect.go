@@ -24,12 +24,18 @@ measured on random probes from a fixed seed.
 Exit codes: 0 done; 2 error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			x, err := fpstore.Open(args[0])
-			if err != nil {
+			// The index is opened and closed by the work itself, which an
+			// interrupt abandons: it must not be unmapped under it.
+			var in fpstore.Info
+			err := interruptible(cmd.Context(), func() error {
+				x, err := fpstore.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer x.Close()
+				in, err = x.Info(probes)
 				return err
-			}
-			defer x.Close()
-			in, err := x.Info(probes)
+			})
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
 func newMergeCommand(g *globals) *cobra.Command {
@@ -64,6 +65,12 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 			case intersect:
 				op, name = fpstore.Intersect, "intersect"
 			}
+			paths := &ioPaths{}
+			paths.input("IDX", kindIndex, args...)
+			paths.output("-o", output, kindIndex) // in place: merge -o H H today
+			if err := g.checkPaths(paths); err != nil {
+				return err
+			}
 			var xs []*fpstore.Index
 			defer func() {
 				for _, x := range xs {
@@ -79,23 +86,29 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 				xs = append(xs, x)
 				total += int64(x.Len())
 			}
+			grp := &atomicfile.Group{}
+			defer grp.Abort()
+			hook("work")
 			start := time.Now()
 			prog := &ingest.Progress{}
 			prog.Total.Store(total)
 			stop := g.showProgress("merge", prog)
-			st, err := fpstore.Merge(output, xs, fpstore.MergeOptions{Op: op, Threads: g.threads, Partition: part, Progress: func(n uint64) error {
+			st, err := fpstore.Merge(output, xs, fpstore.MergeOptions{Op: op, Threads: g.threads, Partition: part, Group: grp, Progress: func(n uint64) error {
 				prog.RawBytes.Store(int64(n))
 				prog.Records.Store(int64(n))
 				return context.Cause(cmd.Context())
 			}})
 			stop()
+			secs := time.Since(start).Seconds()
+			if err == nil {
+				err = g.commit(cmd.Context(), grp, map[string]any{"command": "merge", "op": name, "inputs": args, "output": output, "merge": st, "seconds": secs})
+			}
 			if err != nil {
 				return err
 			}
-			secs := time.Since(start).Seconds()
 			g.summary("merge (%s): %d indexes, %d fingerprints in, %d out, partition %s, %.2f s, %s fingerprints/s → %s",
 				name, st.Inputs, st.InputKeys, st.Fingerprints, st.Range, secs, humanRate(float64(st.InputKeys)/max(secs, 1e-9)), output)
-			return g.writeStats(map[string]any{"command": "merge", "op": name, "inputs": args, "output": output, "merge": st, "seconds": secs})
+			return nil
 		},
 	}
 	f := cmd.Flags()

@@ -1,19 +1,23 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
 // writeMetrics writes the run's numeric figures (those of --stats-json) as
 // Prometheus gauges in text format, for node_exporter's textfile collector:
 // cron jobs are watched that way. Names are fpdedup_<command>_<figure>;
-// the file is written atomically by the client library.
-func (g *globals) writeMetrics(command string, stats map[string]any) error {
+// the file is published with the command's other outputs.
+func (g *globals) writeMetrics(grp *atomicfile.Group, command string, stats map[string]any) error {
 	if g.metrics == "" {
 		return nil
 	}
@@ -42,7 +46,17 @@ func (g *globals) writeMetrics(command string, stats map[string]any) error {
 	done := prometheus.NewGauge(prometheus.GaugeOpts{Name: prefix + "last_success_timestamp_seconds", Help: "when the last successful run ended"})
 	done.SetToCurrentTime()
 	reg.MustRegister(done)
-	if err := prometheus.WriteToTextfile(g.metrics, reg); err != nil {
+	families, err := reg.Gather()
+	if err != nil {
+		return fmt.Errorf("--metrics: %w", err)
+	}
+	var text bytes.Buffer
+	for _, mf := range families {
+		if _, err := expfmt.MetricFamilyToText(&text, mf); err != nil {
+			return fmt.Errorf("--metrics: %w", err)
+		}
+	}
+	if err := atomicfile.WriteFile(grp, g.metrics, text.Bytes()); err != nil {
 		return fmt.Errorf("cannot write --metrics: %w", err)
 	}
 	return nil

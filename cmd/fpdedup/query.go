@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
 type queryOptions struct {
@@ -84,6 +86,12 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 		}
 		opts.Output = ingest.QueryCountOnly
 	}
+	files := &ioPaths{}
+	files.input("--index", kindIndex, paths...)
+	files.output("--on-bad quarantine", quarantinePath(o.records.onBad))
+	if err := g.checkPaths(files); err != nil {
+		return err
+	}
 	set, err := openSet(paths)
 	if err != nil {
 		return err
@@ -113,6 +121,7 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 
 	out := bufio.NewWriterSize(g.stdout, 1<<20)
 	var st ingest.QueryStats
+	hook("work")
 	if len(args) > 0 {
 		st, err = ingest.QueryKeys(opts, args, out)
 	} else {
@@ -126,14 +135,17 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 	if ferr := out.Flush(); err == nil {
 		err = ferr
 	}
-	if cerr := opts.Records.OnBad.Close(err == nil); err == nil {
+	grp := &atomicfile.Group{}
+	defer grp.Abort()
+	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		// The answers are written: a signal now changes nothing.
+		err = g.commit(context.WithoutCancel(cmd.Context()), grp, map[string]any{"command": "query", "indexes": paths, "query": st})
 	}
 	if err != nil {
 		return err
-	}
-	if serr := g.writeStats(map[string]any{"command": "query", "indexes": paths, "query": st}); serr != nil {
-		return serr
 	}
 	if st.Absent > 0 {
 		return negativeAnswer{}

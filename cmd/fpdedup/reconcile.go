@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/reconcile"
 )
 
@@ -179,10 +181,21 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 		}
 		*r.v = float64(n)
 	}
-	for _, out := range []string{o.missing, o.extra, o.backfill, o.report} {
-		if out != "" && samePath(out, o.index) {
-			return usageErrorf("%s is the --index: write outputs to new files", out)
-		}
+	files := &ioPaths{}
+	files.input("--index", kindIndex, o.index)
+	files.input("--records", kindRecords, opts.Records...)
+	files.input("--password-file", kindOther, o.passwordFile)
+	if strings.HasPrefix(o.online, "file:") {
+		files.input("--online", kindOther, strings.TrimPrefix(o.online, "file:"))
+	}
+	files.output("--missing", o.missing)
+	files.output("--extra", o.extra)
+	files.output("--backfill", o.backfill)
+	files.output("--report", o.report)
+	files.output("--checkpoint", o.checkpoint)
+	files.output("--on-bad quarantine", quarantinePath(o.recs.onBad))
+	if err := g.checkPaths(files); err != nil {
+		return err
 	}
 	if opts.Password, err = password(t, o.passwordFile); err != nil {
 		return err
@@ -193,6 +206,7 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 		opts.DryRunOut = bw
 	}
 
+	hook("work")
 	stop := g.showProgress("reconcile", opts.Progress)
 	rep, err := reconcile.Run(cmd.Context(), opts)
 	stop()
@@ -203,10 +217,12 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 		}
 		return err
 	}
-	printReconcileSummary(g, rep)
-	if err := g.writeStats(map[string]any{"command": "reconcile", "reconcile": rep}); err != nil {
+	// Run has published its outputs (and written online): the figures
+	// follow whatever signal comes now.
+	if err := g.commit(context.WithoutCancel(cmd.Context()), &atomicfile.Group{}, map[string]any{"command": "reconcile", "reconcile": rep}); err != nil {
 		return err
 	}
+	printReconcileSummary(g, rep)
 	if !rep.Agree {
 		return negativeAnswer{}
 	}

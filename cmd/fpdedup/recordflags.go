@@ -33,6 +33,16 @@ func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
 	f.StringVar(&r.maxRecord, "max-record", "64MiB", "a record longer than this size is bad (0: no limit); bounds memory when a csv quote is never closed")
 }
 
+// quarantinePath is the FILE of an --on-bad quarantine=FILE value, for the
+// output checks before the value is parsed.
+func quarantinePath(onBad string) string {
+	path, _ := strings.CutPrefix(onBad, "quarantine=")
+	if path == onBad {
+		return ""
+	}
+	return path
+}
+
 // given reports whether any record flag was set on the command line.
 func (r *recordFlags) given(f *pflag.FlagSet) bool {
 	for _, n := range []string{"format", "key", "key-sep", "header"} {

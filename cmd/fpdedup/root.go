@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -32,6 +34,9 @@ type globals struct {
 	quiet     bool
 	cpuProf   string
 	rss       *rssSampler
+	// publishes: the command declared outputs (checkPaths), so an
+	// interruption is reported as "nothing was published".
+	publishes bool
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -120,45 +125,15 @@ func (g *globals) resolve() error {
 		if path == "" {
 			continue
 		}
-		f, err := os.CreateTemp(filepath.Dir(path), ".fpdedup-check-*")
-		if err != nil {
+		if err := checkWritable(path); err != nil {
 			return usageErrorf("%s %s: cannot write there: %v", flag, path, err)
 		}
-		f.Close()
-		os.Remove(f.Name())
 	}
 	g.rss = startRSSSampler()
 	// The Go runtime's soft limit keeps the heap inside the budget; the
 	// commands size their tables and spill thresholds from the same figure.
 	debug.SetMemoryLimit(g.mem)
 	return nil
-}
-
-// writeStats writes the run's figures to --stats-json and --metrics, if
-// asked. v must marshal to a JSON object with a "command" key.
-func (g *globals) writeStats(v map[string]any) error {
-	if g.statsJSON == "" && g.metrics == "" {
-		return nil
-	}
-	if g.rss != nil {
-		v["memory"] = g.rss.peaks()
-		g.rss = nil
-	}
-	m, err := asMap(v)
-	if err != nil {
-		return err
-	}
-	if g.statsJSON != "" {
-		b, err := json.MarshalIndent(m, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(g.statsJSON, append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("cannot write --stats-json: %w", err)
-		}
-	}
-	command, _ := m["command"].(string)
-	return g.writeMetrics(command, m)
 }
 
 // summary prints the end-of-run line unless -q.
@@ -188,6 +163,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				continue // writes then fail with EPIPE, handled as a closed pipe
 			}
 			stop(interrupted{sig.(syscall.Signal)})
+			hook("signal")
 		}
 	}()
 
@@ -195,10 +171,38 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if g.cpuProf != "" {
 		pprof.StopCPUProfile()
 	}
-	if err == nil {
-		if cause := context.Cause(ctx); cause != nil {
-			err = cause
-		}
+	// A nil error means the work is done (and published, past the commit
+	// point), whenever a signal came. An error while a signal is pending
+	// is the interruption, whatever the code that saw it made of it
+	// (context.Canceled, a closed reader); a negative answer was computed
+	// in full and stands.
+	var intr interrupted
+	var neg negativeAnswer
+	if err != nil && errors.As(context.Cause(ctx), &intr) && !errors.As(err, &neg) {
+		err = interruptedRun{sig: intr.sig, publishes: g.publishes, err: err}
 	}
 	return report(stderr, err)
+}
+
+// checkWritable tells, before any work, whether path can be published: a
+// command must not fail after hours of work for want of a writable
+// --stats-json.
+func checkWritable(path string) error {
+	target, through, err := atomicfile.Resolve(path)
+	if err != nil || through {
+		return err
+	}
+	dir, base := filepath.Split(target)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := tempfile.Create(dir, base)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	if err := os.Remove(f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }

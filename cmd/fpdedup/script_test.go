@@ -21,6 +21,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/fpdedup/fpdedup/bench"
+	"github.com/fpdedup/fpdedup/internal/tempfile"
 	"github.com/fpdedup/fpdedup/schema"
 )
 
@@ -220,8 +221,8 @@ func cmdConcat(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]), out, 0o644))
 }
 
-// nodebris DIR fails if DIR holds a temp file or a lock file of an index
-// writer (".NAME.tmp-*", "*.lock"): a failed build must clean up.
+// nodebris DIR fails if DIR holds a temp file, scratch directory or lock
+// file of a writer (tempfile.IsTemp): a failed run must clean up.
 func cmdNodebris(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: nodebris DIR")
@@ -229,7 +230,7 @@ func cmdNodebris(ts *testscript.TestScript, neg bool, args []string) {
 	entries, err := os.ReadDir(ts.MkAbs(args[0]))
 	ts.Check(err)
 	for _, e := range entries {
-		if strings.Contains(e.Name(), ".tmp-") || strings.HasSuffix(e.Name(), ".lock") {
+		if tempfile.IsTemp(e.Name()) {
 			ts.Fatalf("debris left behind: %s", e.Name())
 		}
 	}

@@ -22,7 +22,11 @@ problem is named with its segment and offset); 2 it is not an index, its
 format version is unsupported, or it cannot be read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := fpstore.Verify(args[0])
+			var rep *fpstore.VerifyReport
+			err := interruptible(cmd.Context(), func() (err error) {
+				rep, err = fpstore.Verify(args[0])
+				return err
+			})
 			if err != nil {
 				return err
 			}

@@ -2,28 +2,66 @@
 // the target's directory, fsynced, renamed over the target, and the
 // directory fsynced, so a crash leaves the old file or the new one, never a
 // torn one. A lock file next to the target makes a second writer fail fast.
+//
+// What the target names decides how it is written:
+//   - a regular file, or nothing yet: replaced atomically as above (an
+//     existing file's permission bits are kept);
+//   - a symbolic link: followed (to any depth), and its final target, not
+//     the link, is replaced atomically;
+//   - a character device, a FIFO or a socket (/dev/null, a named pipe,
+//     /dev/stdout, /dev/fd/N): written through, as sort -o does; renaming
+//     a file over /dev/null would turn it into a regular file.
+//
+// Several files that one command publishes together form a Group, which
+// publishes them only when its Commit is called and the run was not
+// interrupted: the command's one commit point.
 package atomicfile
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/failpoint"
+	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
 // ErrLocked: another process is writing the same output.
 var ErrLocked = errors.New("output is locked by another writer")
 
-// File is a file being written for atomic publication.
+// ErrNotDurable wraps a failure to fsync a directory after the rename: the
+// new file is in place but might not survive a crash.
+var ErrNotDurable = errors.New("published, but the directory could not be fsynced")
+
+type state uint8
+
+const (
+	writing  state = iota
+	prepared       // synced and closed, not yet renamed
+	done           // published or aborted
+)
+
+// File is a file being written for publication. Write it, then Commit (or
+// hand it to a Group); Abort on any error. Not safe for concurrent use.
 type File struct {
-	*os.File
-	path string
-	lock *os.File
-	done bool
+	f       *os.File
+	w       io.Writer
+	path    string // as the caller named it
+	target  string // path with symbolic links followed
+	through bool   // written in place: not a regular file
+	lock    *os.File
+	state   state
 }
 
 // Writes go straight to the file (os.File's Write); Commit's fsync then
@@ -33,92 +71,296 @@ type File struct {
 // with, 1.23 s without; both alternate between ~1.1 and ~1.6 s from run to
 // run on this VM's disk), so it was taken out again.
 
-// lockPath is the lock file guarding writes to path.
-func lockPath(path string) string { return path + ".lock" }
-
-// Create locks path's lock file and opens a temp file beside path.
+// Create prepares to write path: it locks the output, and opens a temp file
+// beside its (symlink-resolved) target, or the target itself when that is
+// not a regular file.
 func Create(path string) (*File, error) {
-	lock, err := os.OpenFile(lockPath(path), os.O_RDWR|os.O_CREATE, 0o644)
+	target, through, err := Resolve(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create lock file: %w", err)
+		return nil, err
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		owner, _ := os.ReadFile(lockPath(path))
-		lock.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w (pid %s); wait for it or pick another output", path, ErrLocked, strings.TrimSpace(string(owner)))
+	if through {
+		if err := failpoint.Hit(failpoint.Create, target); err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("cannot lock %s: %w", lockPath(path), err)
+		f, err := os.OpenFile(target, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("cannot open %s: %w", path, err)
+		}
+		return &File{f: f, w: failpoint.Writer(f, target), path: path, target: target, through: true}, nil
 	}
-	_ = lock.Truncate(0)
-	_, _ = lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	dir, base := filepath.Split(path)
+	lock, err := lockTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	dir, base := filepath.Split(target)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	f, err := tempfile.Create(dir, base)
 	if err != nil {
-		unlock(lock, path)
+		unlock(lock, target)
 		return nil, fmt.Errorf("cannot create temp file for %s: %w", path, err)
 	}
-	// CreateTemp makes 0600; a published index is as readable as any file.
-	umask := unix.Umask(0)
-	unix.Umask(umask)
-	if err := f.Chmod(0o666 &^ os.FileMode(umask)); err != nil {
+	// The temp file is 0600; the published file gets what a new file gets
+	// (0666 less the umask), or the permission bits of the file it replaces.
+	mode := 0o666 &^ umask()
+	if st, err := os.Stat(target); err == nil {
+		mode = st.Mode().Perm()
+	}
+	if err := f.Chmod(mode); err != nil {
 		f.Close()
 		os.Remove(f.Name())
-		unlock(lock, path)
+		unlock(lock, target)
 		return nil, fmt.Errorf("cannot chmod %s: %w", f.Name(), err)
 	}
-	return &File{File: f, path: path, lock: lock}, nil
+	return &File{f: f, w: failpoint.Writer(f, f.Name()), path: path, target: target, lock: lock}, nil
 }
 
-func unlock(lock *os.File, path string) {
-	// Removing before unlocking keeps a waiting writer from locking an
-	// inode that is no longer at the lock path.
-	_ = os.Remove(lockPath(path))
+// Resolve says where writing path goes: its final target after symbolic
+// links, and whether that is written through (not a regular file).
+func Resolve(path string) (target string, through bool, err error) {
+	if isFdPath(path) {
+		return path, true, nil
+	}
+	p := path
+	for hops := 0; ; hops++ {
+		st, err := os.Lstat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return p, false, nil
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("cannot write %s: %w", path, err)
+		}
+		switch m := st.Mode(); {
+		case m&os.ModeSymlink != 0:
+			if hops >= 40 {
+				return "", false, fmt.Errorf("cannot write %s: too many levels of symbolic links", path)
+			}
+			link, err := os.Readlink(p)
+			if err != nil {
+				return "", false, fmt.Errorf("cannot write %s: %w", path, err)
+			}
+			if !filepath.IsAbs(link) {
+				link = filepath.Join(filepath.Dir(p), link)
+			}
+			if isFdPath(link) {
+				return link, true, nil
+			}
+			p = link
+		case m.IsRegular():
+			return p, false, nil
+		case m.IsDir():
+			return "", false, fmt.Errorf("cannot write %s: it is a directory", path)
+		default:
+			return p, true, nil
+		}
+	}
+}
+
+// isFdPath: names of this process's open descriptors, which are written
+// through whatever they point at (a redirected stdout may be a regular file
+// that the shell holds open: replacing it would lose the output).
+func isFdPath(p string) bool {
+	p = filepath.Clean(p)
+	return p == "/dev/stdout" || p == "/dev/stderr" || strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/proc/self/fd/")
+}
+
+var (
+	umaskOnce sync.Once
+	umaskBits os.FileMode
+)
+
+// umask reads the process's umask from /proc (umask(2) can only read it by
+// setting it, which would race with files other goroutines create).
+func umask() os.FileMode {
+	umaskOnce.Do(func() {
+		umaskBits = 0o022
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				if n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					umaskBits = os.FileMode(n)
+				}
+			}
+		}
+	})
+	return umaskBits
+}
+
+// lockTarget takes the lock of target's lock file, recording our pid in it.
+// The lock file is removed when the writer is done, so the lock taken must
+// be on the inode still at that name; and a tempfile.Clean may hold a stale
+// lock file's lock for a moment while it removes it, so a lock held by no
+// live pid is retried for a while.
+func lockTarget(target string) (*os.File, error) {
+	lp := tempfile.LockPath(target)
+	for attempt := 0; ; attempt++ {
+		lock, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("cannot create lock file %s: %w", lp, err)
+		}
+		err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			var a, b unix.Stat_t
+			if unix.Fstat(int(lock.Fd()), &a) == nil && unix.Stat(lp, &b) == nil && a.Dev == b.Dev && a.Ino == b.Ino {
+				_ = lock.Truncate(0)
+				_, _ = lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+				return lock, nil
+			}
+			lock.Close() // removed by its last owner meanwhile: lock the new one
+			continue
+		}
+		owner, _ := os.ReadFile(lp)
+		lock.Close()
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("cannot lock %s: %w", lp, err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(owner)))
+		if attempt < 20 && (pid <= 0 || unix.Kill(pid, 0) == unix.ESRCH) {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		return nil, fmt.Errorf("%s: %w (pid %s); wait for it or pick another output", target, ErrLocked, strings.TrimSpace(string(owner)))
+	}
+}
+
+func unlock(lock *os.File, target string) {
+	if lock == nil {
+		return
+	}
+	// Removing before unlocking: a writer waiting for this lock then finds
+	// the name gone or new (lockTarget checks the inode).
+	_ = os.Remove(tempfile.LockPath(target))
 	_ = unix.Flock(int(lock.Fd()), unix.LOCK_UN)
 	_ = lock.Close()
 }
 
-// Commit publishes the temp file under the target name. Errors from Sync and
-// Close count: a write-back failure must not publish a torn file.
-func (a *File) Commit() error {
-	if a.done {
-		return errors.New("BUG: atomic file committed twice")
+// Write writes to the temp file (or through to the target).
+func (a *File) Write(p []byte) (int, error) {
+	if a.state != writing {
+		return 0, errors.New("BUG: write to an atomic file after Prepare")
 	}
-	a.done = true
-	defer unlock(a.lock, a.path)
+	return a.w.Write(p)
+}
+
+// Name is the file being written: the temp file, or the target when it is
+// written through.
+func (a *File) Name() string { return a.f.Name() }
+
+// Path is the target as the caller named it.
+func (a *File) Path() string { return a.path }
+
+// Through reports whether the target is written in place (not a regular
+// file): then nothing is atomic about it.
+func (a *File) Through() bool { return a.through }
+
+// Done reports whether the file was published or aborted.
+func (a *File) Done() bool { return a.state == done }
+
+// Prepare makes the written bytes durable (fsync, close) without
+// publishing them. Errors from Sync and Close count: a write-back failure
+// must not publish a torn file. On error the file is aborted.
+func (a *File) Prepare() error {
+	if a.state != writing {
+		return errors.New("BUG: atomic file prepared twice")
+	}
+	if err := a.sync(); err != nil {
+		a.Abort()
+		return fmt.Errorf("cannot fsync %s: %w", a.Name(), err)
+	}
+	if !a.through {
+		err := failpoint.Hit(failpoint.Close, a.Name())
+		if cerr := a.f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			a.state = prepared // closed: Abort must not close it again
+			a.Abort()
+			return fmt.Errorf("cannot close %s: %w", a.Name(), err)
+		}
+	}
+	a.state = prepared
+	return nil
+}
+
+func (a *File) sync() error {
+	if err := failpoint.Hit(failpoint.Sync, a.Name()); err != nil {
+		return err
+	}
+	err := a.f.Sync()
+	if a.through && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EROFS)) {
+		return nil // a pipe, a terminal, /dev/null: nothing to make durable
+	}
+	return err
+}
+
+// Publish renames the prepared temp file over the target and fsyncs the
+// directory. An error wrapping ErrNotDurable means the file is published
+// all the same.
+func (a *File) Publish() error {
+	if a.state != prepared {
+		return errors.New("BUG: atomic file published before Prepare or twice")
+	}
+	a.state = done
+	if a.through {
+		err := failpoint.Hit(failpoint.Close, a.Name())
+		if cerr := a.f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("cannot close %s: %w", a.path, err)
+		}
+		return nil
+	}
+	defer unlock(a.lock, a.target)
 	tmp := a.Name()
-	if err := a.Sync(); err != nil {
-		a.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("cannot fsync %s: %w", tmp, err)
+	err := failpoint.Hit(failpoint.Rename, a.target)
+	if err == nil {
+		err = os.Rename(tmp, a.target)
 	}
-	if err := a.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("cannot close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, a.path); err != nil {
+	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("cannot publish %s: %w", a.path, err)
 	}
-	return syncDir(filepath.Dir(a.path))
+	if err := syncDir(filepath.Dir(a.target)); err != nil {
+		return fmt.Errorf("%s: %w: %v", a.path, ErrNotDurable, err)
+	}
+	return nil
 }
 
-// Abort removes the temp file; the target is untouched. Safe to call after
-// Commit (then it does nothing) and more than once.
+// Commit prepares and publishes the file.
+func (a *File) Commit() error {
+	if err := a.Prepare(); err != nil {
+		return err
+	}
+	return a.Publish()
+}
+
+// Abort removes the temp file; the target is untouched (a target written
+// through keeps what was written). Safe to call after Commit (then it does
+// nothing) and more than once.
 func (a *File) Abort() {
-	if a.done {
+	if a.state == done {
 		return
 	}
-	a.done = true
-	a.Close()
-	os.Remove(a.Name())
-	unlock(a.lock, a.path)
+	if a.state == writing || a.through {
+		a.f.Close()
+	}
+	a.state = done
+	if !a.through {
+		os.Remove(a.Name())
+		unlock(a.lock, a.target)
+	}
 }
 
 func syncDir(dir string) error {
+	if err := failpoint.Hit(failpoint.DirSync, dir); err != nil {
+		return err
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("cannot open directory %s to fsync it: %w", dir, err)
@@ -130,8 +372,123 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// Done reports whether the file was committed or aborted.
-func (a *File) Done() bool { return a.done }
+// WriteFile publishes data at path atomically (or with g, when g commits).
+func WriteFile(g *Group, path string, data []byte) error {
+	f, err := Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 64<<10)
+	if _, err := io.Copy(w, bytes.NewReader(data)); err != nil {
+		f.Abort()
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	if err := w.Flush(); err != nil {
+		f.Abort()
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	return g.Finish(f)
+}
 
-// Path is the target name.
-func (a *File) Path() string { return a.path }
+// Group publishes the files of one command together, at its commit point.
+// Safe for concurrent use.
+type Group struct {
+	mu    sync.Mutex
+	files []*File
+	done  bool
+}
+
+// Finish takes a file written in full. With a nil Group it is published at
+// once; otherwise it is made durable now (so that failures show before the
+// commit point) and published when the group commits.
+func (g *Group) Finish(f *File) error {
+	if g == nil {
+		return f.Commit()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done {
+		f.Abort()
+		return errors.New("BUG: file finished after its group was committed or aborted")
+	}
+	if err := f.Prepare(); err != nil {
+		return err
+	}
+	g.files = append(g.files, f)
+	return nil
+}
+
+// Paths lists the targets of the files the group holds.
+func (g *Group) Paths() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ps []string
+	for _, f := range g.files {
+		ps = append(ps, f.path)
+	}
+	return ps
+}
+
+// PublishError: some of a group's files were published and one could not
+// be; the rest were not.
+type PublishError struct {
+	Published []string
+	Err       error
+}
+
+func (e *PublishError) Error() string {
+	if len(e.Published) == 0 {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("%v (already published: %s)", e.Err, strings.Join(e.Published, ", "))
+}
+
+func (e *PublishError) Unwrap() error { return e.Err }
+
+// Commit publishes the group's files, in the order they were finished,
+// unless ctx is done: then nothing is published and the context's cause is
+// returned. It is the command's commit point. Errors wrapping ErrNotDurable
+// leave the files published.
+func (g *Group) Commit(ctx context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done {
+		return errors.New("BUG: group committed twice")
+	}
+	g.done = true
+	if err := context.Cause(ctx); err != nil {
+		for _, f := range g.files {
+			f.Abort()
+		}
+		return err
+	}
+	var published []string
+	var errs []error
+	for i, f := range g.files {
+		err := f.Publish()
+		if err != nil && !errors.Is(err, ErrNotDurable) {
+			for _, rest := range g.files[i+1:] {
+				rest.Abort()
+			}
+			return &PublishError{Published: published, Err: err}
+		}
+		published = append(published, f.path)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Abort removes every file not yet published. Safe after Commit.
+func (g *Group) Abort() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.done = true
+	for _, f := range g.files {
+		f.Abort()
+	}
+}
