@@ -413,6 +413,10 @@ func (w *Writer) Commit() (uint64, error) {
 	return total, nil
 }
 
+// Size is the number of bytes written: the file's size once Commit
+// succeeded.
+func (w *Writer) Size() int64 { return int64(w.off) }
+
 // Abort stops writing and removes the temp file; the target is untouched.
 func (w *Writer) Abort() {
 	if w.finished {

@@ -152,9 +152,7 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	stats.Distinct = n
 	stats.Duplicates = stats.Records - stats.OutOfRange - int64(n)
 	stats.BadRecords = opts.Records.OnBad.Count()
-	if st, err := os.Stat(opts.Output); err == nil {
-		stats.IndexBytes = st.Size()
-	}
+	stats.IndexBytes = w.Size()
 	stats.Seconds = time.Since(start).Seconds()
 	return stats, nil
 }

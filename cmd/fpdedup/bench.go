@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,6 +237,20 @@ func (p *benchProgress) clear() {
 	}
 }
 
+// stopWriter fails its writes once ctx is done, so that a writer that does
+// not watch for signals stops at its next write.
+type stopWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (s stopWriter) Write(p []byte) (int, error) {
+	if err := context.Cause(s.ctx); err != nil {
+		return 0, err
+	}
+	return s.w.Write(p)
+}
+
 func newBenchGenCommand(g *globals) *cobra.Command {
 	var records, format, output string
 	var repeat, far float64
@@ -262,7 +277,7 @@ The summary on stderr gives the exact number of distinct records.`,
 			}
 			grp := &atomicfile.Group{}
 			defer grp.Abort()
-			w := g.stdout
+			var w io.Writer = g.stdout
 			var f *atomicfile.File
 			if output != "" && output != "-" {
 				if f, err = atomicfile.Create(output); err != nil {
@@ -279,7 +294,8 @@ The summary on stderr gives the exact number of distinct records.`,
 			if far == 0 {
 				far = -1
 			}
-			bw := bufio.NewWriterSize(w, 1<<20)
+			hook("work")
+			bw := bufio.NewWriterSize(stopWriter{cmd.Context(), w}, 1<<20)
 			st, err := bench.Generate(bw, bench.GenOptions{Records: n, Repeat: repeat, Seed: seed, Format: format, Far: far})
 			if err == nil {
 				err = bw.Flush()

@@ -178,3 +178,77 @@ func TestOutputDiskFull(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputsNotRegular: outputs naming a FIFO or a device are written
+// through, as sort -o does: the FIFO's reader gets the bytes and the FIFO
+// stays a FIFO; as root, /dev/null stays a character device (a rename
+// over it would make it a regular file that every process then writes).
+func TestOutputsNotRegular(t *testing.T) {
+	bin := fpdedupLink(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(in, []byte("a\nb\na\nc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"dedup", "-q", "-o", fifo, in},
+		{"dedup", "-q", "-o", filepath.Join(dir, "u.txt"), "--stats-json", fifo, in},
+		{"build", "-q", "-o", fifo, in},
+	} {
+		got := make(chan []byte, 1)
+		go func() {
+			b, _ := os.ReadFile(fifo) // opens when the writer does, reads to its close
+			got <- b
+		}()
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		b := <-got
+		if len(b) == 0 {
+			t.Errorf("%v: the FIFO's reader got nothing", args)
+		}
+		if args[0] == "dedup" && args[3] == fifo && string(b) != "a\nb\nc\n" {
+			t.Errorf("%v: the FIFO's reader got %q", args, b)
+		}
+		if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+			t.Fatalf("%v: the FIFO is no longer one: %v %v", args, st.Mode(), err)
+		}
+	}
+	for _, e := range entries(t, dir) {
+		if tempfile.IsTemp(e) {
+			t.Errorf("debris: %s", e)
+		}
+	}
+
+	if os.Geteuid() != 0 {
+		t.Skip("/dev/null is only at risk as root")
+	}
+	for _, args := range [][]string{
+		{"dedup", "-q", "-o", "/dev/null", in},
+		{"dedup", "-q", "--record", "/dev/null", in},
+		{"build", "-q", "-o", "/dev/null", "--metrics", "/dev/null", in},
+		{"merge", "-q", "-o", "/dev/null", "--stats-json", "/dev/null", filepath.Join(dir, "u.fpx")},
+	} {
+		if args[0] == "merge" {
+			if out, err := exec.Command(bin, "build", "-q", "-o", filepath.Join(dir, "u.fpx"), in).CombinedOutput(); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		}
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		st, err := os.Stat("/dev/null")
+		if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+			t.Fatalf("%v turned /dev/null into %v (%v)", args, st.Mode(), err)
+		}
+	}
+	for _, e := range entries(t, "/dev") {
+		if tempfile.IsTemp(e) {
+			t.Errorf("debris in /dev: %s", e)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -48,7 +49,7 @@ Exit codes: 0 done; 2 error.`,
 			if len(in.Key) > 0 {
 				key = fmt.Sprintf("%s joined by %q", strings.Join(in.Key, ","), in.KeySep)
 			}
-			w := g.stdout
+			w := bufio.NewWriter(g.stdout)
 			fmt.Fprintf(w, "index          %s\n", in.Path)
 			fmt.Fprintf(w, "format         v%d\n", in.FormatVersion)
 			fmt.Fprintf(w, "hash           %s (%d bits)\n", in.Hash, in.HashBits)
@@ -63,7 +64,7 @@ Exit codes: 0 done; 2 error.`,
 			fmt.Fprintf(w, "directory      %s\n", formatBytes(int64(in.DirectoryBytes)))
 			fmt.Fprintf(w, "filter         %s, %.2f bits/key, false positives %.3f%% in theory, %.3f%% measured on %d probes\n",
 				in.FilterKind, in.FilterBitsPerKey, 100*in.FilterFPRTheory, 100*in.FilterFPRMeasured, in.FilterProbes)
-			return nil
+			return w.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -132,6 +132,11 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 	if err == nil && o.count {
 		_, err = fmt.Fprintf(out, "present\t%d\nabsent\t%d\n", st.Present, st.Absent)
 	}
+	if err == nil {
+		// Until the answers are flushed a signal stops the run: keys
+		// given as arguments are answered without watching for one.
+		err = context.Cause(cmd.Context())
+	}
 	if ferr := out.Flush(); err == nil {
 		err = ferr
 	}

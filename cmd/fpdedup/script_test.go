@@ -31,7 +31,10 @@ import (
 // of the real tool.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"fpdedup": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"fpdedup": func() {
+			installTestHooks()
+			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		},
 	})
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -31,8 +32,12 @@ format version is unsupported, or it cannot be read.`,
 				return err
 			}
 			if len(rep.Problems) > 0 {
+				w := bufio.NewWriter(g.stdout)
 				for _, p := range rep.Problems {
-					fmt.Fprintf(g.stdout, "%s: %s\n", args[0], p)
+					fmt.Fprintf(w, "%s: %s\n", args[0], p)
+				}
+				if err := w.Flush(); err != nil {
+					return err
 				}
 				return negativeAnswer{fmt.Sprintf("%s is damaged (%d problems found)", args[0], len(rep.Problems))}
 			}
