@@ -49,12 +49,16 @@ func (a *applier) run(ctx context.Context, items func(emit func([]Item) error) e
 		conns = 1
 	}
 	var retries atomic.Int64
+	// Where the loaded checkpoint says an earlier run got: the feed skips
+	// up to there. (Not a.ck itself, which done advances meanwhile on
+	// another goroutine.)
+	skip, skipTo := a.ck.hasLast, a.ck.last
 	err := ordered(ctx, conns,
 		func(ctx context.Context, send func([]Item) bool) error {
 			var pending []Item
 			err := items(func(its []Item) error {
 				for _, it := range its {
-					if a.ck.hasLast && it.FP.Compare(a.ck.last) <= 0 {
+					if skip && it.FP.Compare(skipTo) <= 0 {
 						a.st.SkippedCheckpoint++
 						continue
 					}
