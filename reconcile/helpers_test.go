@@ -43,6 +43,10 @@ import (
 
 var fpdedupBin string
 
+// raceBuild: the tests run under -race (race_test.go), so the binary they
+// run is built with -race as well.
+var raceBuild bool
+
 func TestMain(m *testing.M) {
 	// The tests' own connections die with the servers they kill: quiet.
 	mysql.SetLogger(log.New(io.Discard, "", 0))
@@ -63,7 +67,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	build := exec.Command(gobin, "build", "-o", fpdedupBin, "github.com/fpdedup/fpdedup/cmd/fpdedup")
+	args := []string{"build", "-o", fpdedupBin}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	build := exec.Command(gobin, append(args, "github.com/fpdedup/fpdedup/cmd/fpdedup")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building fpdedup:", err)
