@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -278,6 +279,87 @@ func TestCancelledBeforeApply(t *testing.T) {
 		}
 		if rep.Agree || rep.ExitCode != 2 || rep.Apply != nil || rep.Online.Values >= 50_000 {
 			t.Fatalf("%s: report after the cancel: agree %v, exit %d, apply %+v, %d values", tc.name, rep.Agree, rep.ExitCode, rep.Apply, rep.Online.Values)
+		}
+	}
+}
+
+// The server gone for good (the proxy shuts: connections reset, redials
+// refused) in the middle of each other retry loop: the Redis SCAN, the
+// probes (EXISTS pipelines, WHERE … IN) and --apply's writes (RESP
+// pipelines of SET NX, INSERT IGNORE). Each ends after its retries with
+// a clear error naming the target, exit 2: no panic, no short success;
+// an --apply leaves a checkpoint whose keys are all online.
+func TestServerGoneMidRun(t *testing.T) {
+	db := mysqlDB(t)
+	c := redisDB(t, 9)
+	d := newDataset(t, 20_000)
+	createTable(t, db, "rc_gone2", "BINARY(16)")
+	loadRows(t, db, "rc_gone2", rowValues(d.onlineKeys(), bin16))
+	loadRedisKeys(t, c, "dd:", hexes(d.onlineKeys(), fpHex))
+	mysqlAddr := mysqlDSN(t).Addr
+	for _, tc := range []struct {
+		name    string
+		target  string // the server's address
+		trigger string // cut after a request holding this (go-redis lowercases commands)…
+		after   int64  // …and this many bytes of its answers
+		args    []string
+		want    []string
+	}{
+		{"redis scan", redisAddr(t), "scan", 32 << 10, []string{"--read-rate", "20k"}, []string{"reading ", "(after ", "rerun"}},
+		{"redis probe", redisAddr(t), "exists", 8 << 10, []string{"--probe", "--batch", "100", "--read-rate", "20k"}, []string{"probing ", " failed after ", " keys were answered (", "at most 2 per batch): ", "rerun"}},
+		{"redis apply", redisAddr(t), "NX", 2 << 10, []string{"--apply", "--batch", "50", "--rate", "5k"}, []string{"writing to ", "failed", "rerun the same command to resume"}},
+		{"mysql probe", mysqlAddr, " IN (", 8 << 10, []string{"--probe", "--batch", "100", "--read-rate", "20k"}, []string{"probing ", " failed after ", " keys were answered (", "at most 2 per batch): ", "rerun"}},
+		{"mysql apply", mysqlAddr, "INSERT IGNORE", 200, []string{"--apply", "--batch", "50", "--rate", "5k"}, []string{"writing to ", "failed", "rerun the same command to resume"}},
+	} {
+		p := newTCPProxy(t, tc.target, tc.trigger, tc.after, 0)
+		var url string
+		env := mysqlEnv(t)
+		if tc.target == mysqlAddr {
+			url = mysqlProxyURL(t, p.addr, "rc_gone2")
+		} else {
+			url = fmt.Sprintf("redis://%s/9?match=dd:*&count=100", p.addr)
+			env = nil
+		}
+		ckpt := filepath.Join(d.dir, strings.ReplaceAll(tc.name, " ", "-")+".ckpt")
+		args := []string{"reconcile", "--index", d.index, "--online", url, "--retries", "2", "--timeout", "2s"}
+		if slices.Contains(tc.args, "--apply") {
+			args = append(args, "--checkpoint", ckpt, "--conns", "2")
+		}
+		r := fpdedup(t, d.dir, env, append(args, tc.args...)...)
+		if !p.wasShut() {
+			t.Fatalf("%s: the proxy never cut the connection; run: %d %s", tc.name, r.code, r.stderr)
+		}
+		if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
+			t.Fatalf("%s: a panic:\n%s", tc.name, r.stderr)
+		}
+		r.want(t, 2)
+		t.Logf("%s: %s", tc.name, strings.TrimSpace(r.stderr))
+		for _, w := range append(tc.want, url) {
+			if !strings.Contains(r.stderr, w) {
+				t.Fatalf("%s: the error lacks %q: %s", tc.name, w, r.stderr)
+			}
+		}
+		if !slices.Contains(tc.args, "--apply") {
+			continue
+		}
+		var ck reconcile.Checkpoint
+		if err := json.Unmarshal(must(os.ReadFile(ckpt)), &ck); err != nil || ck.Written == 0 || ck.Written >= 2_000 {
+			t.Fatalf("%s: checkpoint %+v %v", tc.name, ck, err)
+		}
+		for _, fp := range d.missingFPs() {
+			if fp > ck.Last {
+				break
+			}
+			var n int
+			if tc.target == mysqlAddr {
+				b, _ := hex.DecodeString(fp)
+				db.QueryRow("SELECT COUNT(*) FROM rc_gone2 WHERE fp = ?", b).Scan(&n)
+			} else {
+				n = int(c.Exists(context.Background(), "dd:"+fp).Val())
+			}
+			if n != 1 {
+				t.Fatalf("%s: checkpoint at %s, but %s is not online", tc.name, ck.Last, fp)
+			}
 		}
 	}
 }

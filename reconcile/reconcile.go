@@ -386,7 +386,10 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 		err = probeJoin(ctx, newCursorReader(x), src, o, st, &both, missing)
 		rep.Timings.OnlineRead = time.Since(cmpStart).Seconds()
 		if err != nil {
-			err = fmt.Errorf("probing %s: %w", t.Redacted, err)
+			err = fmt.Errorf("probing %s failed after %d keys were answered (%d retries in all, at most %d per batch): %w", t.Redacted, both+missing.n, st.Retries, o.Retries, err)
+			if retryable(err) {
+				err = fmt.Errorf("%w; nothing was published, rerun to probe again", err)
+			}
 		}
 	} else {
 		var sorter *fpstore.Sorter
