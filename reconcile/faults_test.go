@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -10,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -362,4 +365,68 @@ func TestServerGoneMidRun(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The issue as reported: mariadbd killed (SIGKILL) in the middle of the
+// streamed SELECT … ORDER BY, with --retries 2. The reconnects are refused
+// until the server is back, so the run ends with the clear error, exit 2
+// (it panicked on a nil *sql.Conn); restarted, the same command reads it
+// all with exact counts.
+func TestMySQLServerKilledDuringRead(t *testing.T) {
+	needKill(t)
+	db := mysqlDB(t)
+	d := newDataset(t, 100_000)
+	createTable(t, db, "rc_killread", "BINARY(16)")
+	loadRows(t, db, "rc_killread", rowValues(d.onlineKeys(), bin16))
+	env := mysqlEnv(t)
+	pid := mariadbPID(t, db)
+	online := d.onlineKeys()
+	slices.SortFunc(online, func(a, b string) int { return strings.Compare(fpHex(a), fpHex(b)) })
+	// The server pauses half a second in the middle of the stream: the
+	// kill lands while rows are flowing.
+	url := mysqlURL(t, "rc_killread", "fp", "where="+urlEscape(fmt.Sprintf("IF(fp = x'%s', SLEEP(0.5), 0) = 0", fpHex(online[len(online)/2]))))
+	done := make(chan result, 1)
+	go func() {
+		done <- fpdedup(t, d.dir, env, "reconcile", "--index", d.index, "--online", url, "--retries", "2", "--report", "k.json")
+	}()
+	started := waitFor(30*time.Second, func() bool {
+		var n int
+		db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ?", "SELECT `fp` FROM `rc_killread`%ORDER BY%").Scan(&n)
+		return n > 0
+	})
+	if !started {
+		t.Fatalf("the streamed SELECT never showed; run: %+v", <-done)
+	}
+	time.Sleep(200 * time.Millisecond)
+	syscall.Kill(pid, syscall.SIGKILL)
+	r := <-done
+	restartMariaDB(t, db)
+	if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
+		t.Fatalf("a panic:\n%s", r.stderr)
+	}
+	r.want(t, 2)
+	t.Logf("%s", strings.TrimSpace(r.stderr))
+	if !strings.Contains(r.stderr, "reading "+url+" failed after ") || !strings.Contains(r.stderr, "and 2 retries: ") {
+		t.Fatalf("unclear error: %s", r.stderr)
+	}
+	rep := readReport(t, filepath.Join(d.dir, "k.json"))
+	if rep.ExitCode != 2 || rep.Agree || rep.Online.Retries != 2 || rep.Online.Values >= 91_000 {
+		t.Fatalf("report: exit %d, agree %v, %+v", rep.ExitCode, rep.Agree, rep.Online)
+	}
+	fpdedup(t, d.dir, env, "reconcile", "--index", d.index, "--online", url, "--report", "r.json").want(t, 1)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "r.json")), 90_000, 10_000, 1_000)
+}
+
+// mariadbPID is the server's process id, from its pid file.
+func mariadbPID(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var pidFile string
+	if err := db.QueryRow("SELECT @@pid_file").Scan(&pidFile); err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(must(os.ReadFile(pidFile)))))
+	if err != nil || pid <= 1 {
+		t.Fatalf("mariadb pid file %s: %v", pidFile, err)
+	}
+	return pid
 }
