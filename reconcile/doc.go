@@ -37,6 +37,15 @@
 // snapshot where that is cheap (tables of up to ~2M rows, or &count=1).
 // Writes are never classified by SET NX / INSERT IGNORE return values: a
 // retry after a lost reply would call a key this run wrote "already there".
+// A reconnect that fails is counted as a failed attempt, never a nil
+// connection used; after the retries the error says how far the read got.
+//
+// Interruptions: a cancelled context (SIGINT, SIGTERM in the CLI) never
+// ends Run with nil or a partial report passed as success. Once --apply
+// has begun writing, the error is an *ApplyInterruptedError (keys written,
+// the target, the checkpoint saved at that point) so the caller can say
+// what was published and how to resume; before that, the error wraps the
+// context's cause and context.Canceled.
 //
 // Secrets: passwords come in Options.Password, never in a URL; every
 // message and the report name the online side by its redacted URL, and
