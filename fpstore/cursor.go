@@ -15,23 +15,35 @@ import (
 // VM the first touch of a mapped page costs ~2 µs even when it is in the
 // page cache (one byte per page of a 333 MiB index: 175-186 ms; pread and
 // checksum of all of it: 63-76 ms; MADV_POPULATE_READ first made no
-// difference). Memory is one chunk, whatever the index size; nothing it
-// returns aliases the mapping. Not safe for concurrent use.
+// difference). Each chunk of fingerprints is checked as it arrives too:
+// strictly ascending, above the last one read, from the footer's first of
+// its segment to its last (readcheck.go), so a cursor hands out nothing
+// Verify would reject; damage is an ErrCorrupt error naming the file,
+// segment and offset. Memory is one chunk, whatever the index size;
+// nothing it returns aliases the mapping. Not safe for concurrent use.
 type Cursor struct {
-	x        *Index
-	seg      int
-	pos      int // the next fingerprint of segment seg
-	headDone bool
-	buf      []byte        // the chunk read last
-	chunk    []Fingerprint // segment seg's fingerprints [chunkAt, chunkAt+len) in buf
-	chunkAt  int
+	x       *Index
+	seg     int
+	started bool          // segment seg's head pages are read; its fingerprints are being read
+	read    int           // segment seg's fingerprints [0, read) are read and checked
+	prev    Fingerprint   // the last fingerprint read and checked
+	pos     int           // the next fingerprint of segment seg to hand out
+	buf     []byte        // the chunk read last
+	chunk   []Fingerprint // the fingerprints [chunkAt, chunkAt+len) of segment seg to hand out, in buf
+	chunkAt int
 
-	// A cursor over a prefix range reads only the fingerprints in
-	// [lo, hi]: segments outside are never read, the edge ones from and
-	// to a binary search.
+	// A cursor over a prefix range (the node rng, [lo, hi]) reads only the
+	// segments whose nodes meet it. A segment whose node lies inside it is
+	// read whole; one whose node is wider (the range is inside one
+	// segment) is read whole as well, since only a whole read shows that
+	// none of the range's fingerprints lie out of order elsewhere in it,
+	// but only the range's part is handed out (partial).
 	bounded bool
+	rng     node
 	lo, hi  Fingerprint
-	end     int // segment seg's fingerprints before end are the cursor's; -1 until known
+	partial bool
+
+	copied copyCheck // readPages' state (a stitch's segment copy)
 }
 
 // cursorChunk is how much a cursor reads at a time: large enough that a
@@ -39,14 +51,14 @@ type Cursor struct {
 const cursorChunk = 256 << 10
 
 // Cursor starts a cursor at the smallest fingerprint.
-func (x *Index) Cursor() *Cursor { return &Cursor{x: x, end: -1} }
+func (x *Index) Cursor() *Cursor { return &Cursor{x: x} }
 
 // RangeCursor starts a cursor at the smallest fingerprint of prefix range
 // r; it ends after the largest.
 func (x *Index) RangeCursor(r Range) *Cursor {
 	c := x.Cursor()
 	if !r.Whole() {
-		c.bounded, c.lo, c.hi = true, r.start(), r.last()
+		c.bounded, c.rng, c.lo, c.hi = true, r.node(), r.start(), r.last()
 	}
 	return c
 }
@@ -76,58 +88,50 @@ func (c *Cursor) Read(dst []Fingerprint) (int, error) {
 // span returns the next unread fingerprints, checked, in the cursor's
 // buffer: valid until span is called again. It is empty at the end.
 func (c *Cursor) span() ([]Fingerprint, error) {
-	for c.seg < len(c.x.foot.segments) {
+	segs := c.x.foot.segments
+	for c.seg < len(segs) {
 		if i := c.pos - c.chunkAt; i >= 0 && i < len(c.chunk) {
 			return c.chunk[i:], nil
 		}
-		if c.bounded {
-			ref := c.x.foot.segments[c.seg]
-			if c.hi.Less(ref.first) {
-				c.seg = len(c.x.foot.segments) // past the range: done
+		if !c.started && c.bounded {
+			// Nodes are disjoint and in ascending order (checked at Open).
+			n := segs[c.seg].node
+			if c.hi.Less(n.Prefix) {
+				c.seg = len(segs) // this node and the later ones lie past the range: done
 				break
 			}
-			if ref.last.Less(c.lo) {
-				c.seg, c.pos, c.end = c.seg+1, 0, -1
+			if !c.rng.contains(n.Prefix) && !n.contains(c.lo) {
+				c.seg++ // disjoint from the range
 				continue
 			}
+			c.partial = n.Bits < c.rng.Bits
 		}
 		var s *segment
 		err := c.x.guard(func() (err error) {
-			if s, err = c.x.segment(c.seg); err != nil {
-				return err
-			}
-			if c.end < 0 {
-				c.end = len(s.fps)
-				if c.bounded {
-					// The searches read a few mapped pages (checked
-					// below with all the others before any is used).
-					c.pos = sort.Search(len(s.fps), func(i int) bool { return !s.fps[i].Less(c.lo) })
-					c.end = sort.Search(len(s.fps), func(i int) bool { return c.hi.Less(s.fps[i]) })
-				}
-			}
-			return nil
+			s, err = c.x.segment(c.seg)
+			return err
 		})
 		if err != nil {
 			return nil, err
 		}
-		if !c.headDone {
+		if !c.started {
 			// The pages before the fingerprints: the table, the
 			// directory and the filter.
 			head := alignUp(s.fpsAt, PageSize) / PageSize
 			for p := uint64(0); p < head; p += cursorChunk / PageSize {
-				if _, err := c.readPages(s, p, min(p+cursorChunk/PageSize, head)); err != nil {
+				if _, err := c.pread(s, p, min(p+cursorChunk/PageSize, head)); err != nil {
 					return nil, err
 				}
 			}
-			c.headDone = true
+			c.started, c.read, c.pos, c.chunk, c.chunkAt = true, 0, 0, nil, 0
 		}
-		if c.pos < c.end {
+		if c.read < len(s.fps) {
 			if err := c.readChunk(s); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		c.seg, c.pos, c.end, c.headDone, c.chunk, c.chunkAt = c.seg+1, 0, -1, false, nil, 0
+		c.seg, c.started, c.pos, c.chunk, c.chunkAt = c.seg+1, false, 0, nil, 0
 	}
 	return nil, nil
 }
@@ -135,28 +139,40 @@ func (c *Cursor) span() ([]Fingerprint, error) {
 // skip moves past n fingerprints of the span.
 func (c *Cursor) skip(n int) { c.pos += n }
 
-// readChunk reads the pages holding the next cursorChunk bytes of
-// fingerprints from c.pos on.
+// readChunk reads the pages holding the next cursorChunk bytes of segment
+// s's fingerprints, checks them (checkRun) and makes what of them the
+// cursor hands out the next span.
 func (c *Cursor) readChunk(s *segment) error {
-	i0 := c.pos
-	i1 := min(i0+cursorChunk/16, c.end)
+	i0 := c.read
+	i1 := min(i0+cursorChunk/16, len(s.fps))
 	b0, b1 := s.fpsAt+16*uint64(i0), s.fpsAt+16*uint64(i1)
 	p0 := b0 / PageSize
-	data, err := c.readPages(s, p0, alignUp(b1, PageSize)/PageSize)
+	data, err := c.pread(s, p0, alignUp(b1, PageSize)/PageSize)
 	if err != nil {
 		return err
 	}
 	// fpsAt is 8-aligned in the segment (the struct's alignment) and the
 	// buffer is page-aligned, so the fingerprints are aligned.
 	raw := data[b0-p0*PageSize : b1-p0*PageSize]
-	c.chunk = unsafe.Slice((*Fingerprint)(unsafe.Pointer(unsafe.SliceData(raw))), i1-i0)
-	c.chunkAt = i0
+	fps := unsafe.Slice((*Fingerprint)(unsafe.Pointer(unsafe.SliceData(raw))), i1-i0)
+	if err := c.x.checkRun(c.seg, s, i0, fps, c.prev); err != nil {
+		return err
+	}
+	c.prev, c.read = fps[len(fps)-1], i1
+	at := i0
+	if c.partial {
+		// Checked ascending, so the range's part is found by search.
+		a := sort.Search(len(fps), func(k int) bool { return !fps[k].Less(c.lo) })
+		b := a + sort.Search(len(fps)-a, func(k int) bool { return c.hi.Less(fps[a+k]) })
+		fps, at = fps[a:b], i0+a
+	}
+	c.chunk, c.chunkAt, c.pos = fps, at, at
 	return nil
 }
 
-// readPages reads pages [p0, p1) of segment s into the cursor's buffer and
+// pread reads pages [p0, p1) of segment s into the cursor's buffer and
 // checks each against the segment's page CRC table.
-func (c *Cursor) readPages(s *segment, p0, p1 uint64) ([]byte, error) {
+func (c *Cursor) pread(s *segment, p0, p1 uint64) ([]byte, error) {
 	from, to := p0*PageSize, min(p1*PageSize, uint64(len(s.buf)))
 	if cap(c.buf) < cursorChunk+2*PageSize {
 		c.buf = make([]byte, cursorChunk+2*PageSize)
@@ -180,4 +196,78 @@ func (c *Cursor) readPages(s *segment, p0, p1 uint64) ([]byte, error) {
 		return nil
 	})
 	return data, err
+}
+
+// copyCheck is readPages' state: the segment being streamed, the next page
+// and fingerprint expected, the last fingerprint checked, and the first
+// bytes of a fingerprint split between two reads.
+type copyCheck struct {
+	seg    *segment
+	next   uint64
+	fp     int
+	prev   Fingerprint
+	part   [16]byte
+	partOf int // bytes of part held
+}
+
+// readPages is pread for a stream of a whole segment's pages, read in
+// order from page 0 (a stitch copies segments so): besides the page CRCs
+// it checks the fingerprints as they pass (checkRun), so a segment copied
+// whole into another index is in order from the footer's first to its
+// last too. Its directory and filter are not rebuilt: their pages' CRCs
+// are checked, and Verify compares them with the canonical ones.
+func (c *Cursor) readPages(s *segment, p0, p1 uint64) ([]byte, error) {
+	k := &c.copied
+	if p0 == 0 {
+		*k = copyCheck{seg: s}
+	} else if k.seg != s || p0 != k.next {
+		return nil, fmt.Errorf("BUG: readPages of segment at offset %d: pages from %d, not from %d", s.ref.offset, p0, k.next)
+	}
+	data, err := c.pread(s, p0, p1)
+	if err != nil {
+		return nil, err
+	}
+	k.next = p1
+	seg := c.x.segIndex(s)
+	from, to := p0*PageSize, p0*PageSize+uint64(len(data))
+	n := len(s.fps)
+	byteOf := func(i int) uint64 { return s.fpsAt + 16*uint64(i) }
+	if k.partOf > 0 {
+		// The rest of a fingerprint begun in the last read.
+		rest := 16 - k.partOf
+		if rest > len(data) {
+			return nil, fmt.Errorf("%s: %w: segment %d at offset %d: fingerprint %d runs past the buffer", c.x.path, ErrCorrupt, seg, s.ref.offset, k.fp)
+		}
+		copy(k.part[k.partOf:], data[:rest])
+		fp := Fingerprint{binary.LittleEndian.Uint64(k.part[0:]), binary.LittleEndian.Uint64(k.part[8:])}
+		if err := c.x.checkRun(seg, s, k.fp, []Fingerprint{fp}, k.prev); err != nil {
+			return nil, err
+		}
+		k.prev, k.fp, k.partOf = fp, k.fp+1, 0
+	}
+	if b := byteOf(k.fp); k.fp < n && b < to {
+		// The fingerprints wholly in this read (aligned: see readChunk).
+		i1 := min(n, k.fp+int((to-b)/16))
+		if i1 > k.fp {
+			raw := data[b-from : byteOf(i1)-from]
+			fps := unsafe.Slice((*Fingerprint)(unsafe.Pointer(unsafe.SliceData(raw))), i1-k.fp)
+			if err := c.x.checkRun(seg, s, k.fp, fps, k.prev); err != nil {
+				return nil, err
+			}
+			k.prev, k.fp = fps[len(fps)-1], i1
+		}
+		if b := byteOf(k.fp); k.fp < n && b < to {
+			// The first bytes of one that the next read ends.
+			k.partOf = copy(k.part[:], data[b-from:])
+		}
+	}
+	if to == uint64(len(s.buf)) && k.fp != n {
+		return nil, fmt.Errorf("%s: %w: segment %d at offset %d: %d of its %d fingerprints in its buffer", c.x.path, ErrCorrupt, seg, s.ref.offset, k.fp, n)
+	}
+	return data, nil
+}
+
+// segIndex is the number of segment s in the footer.
+func (x *Index) segIndex(s *segment) int {
+	return sort.Search(len(x.foot.segments), func(i int) bool { return x.foot.segments[i].offset >= s.ref.offset })
 }

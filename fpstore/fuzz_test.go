@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/fnv"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -16,7 +15,11 @@ import (
 // FuzzOpen writes arbitrary bytes to a file and opens it as an index. Open
 // must fail with one of the package's sentinels or succeed; an opened index
 // must answer Contains, ContainsBatch, Scan and Info without panicking,
-// failing only with ErrCorrupt. Where Verify finds nothing wrong, the index
+// failing only with ErrCorrupt. Whatever Verify says, no reader (Scan, the
+// whole and range cursors, MergeCursors, a stitch's page stream) may hand
+// out what Verify would reject: each returns an ErrCorrupt error naming
+// the file, or exactly what a sound reading gives (checkReaderRule). Where
+// Verify finds nothing wrong, the index
 // must be self-consistent (every scanned fingerprint found, random probes
 // answered as the scanned set says) and canonical (rewriting its
 // fingerprints gives the same bytes). Seeds: small sound indexes, and
@@ -132,40 +135,26 @@ func checkFuzzedIndex(t *testing.T, dir, path string, data []byte) {
 	if err := x.ContainsBatch(probes, found); err != nil && !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("ContainsBatch: %v", err)
 	}
-	var scanned []Fingerprint
-	scanErr := x.Scan(func(fps []Fingerprint) error {
-		scanned = append(scanned, fps...)
-		return nil
-	})
-	if scanErr != nil && !errors.Is(scanErr, ErrCorrupt) {
-		t.Fatalf("Scan: %v", scanErr)
-	}
 	if _, err := x.Info(1000); err != nil && !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Info: %v", err)
 	}
-	// Cursors (merge, dump, the LSM runs) stream with pread and check
-	// every page: whole, and over the two halves of the space, which
-	// together must give what the whole one gives.
-	readAll := func(c *Cursor) ([]Fingerprint, error) {
-		var got []Fingerprint
-		buf := make([]Fingerprint, 777)
-		for {
-			n, err := c.Read(buf)
-			got = append(got, buf[:n]...)
-			if err == io.EOF {
-				return got, nil
-			}
-			if err != nil {
-				if !errors.Is(err, ErrCorrupt) {
-					t.Fatalf("Cursor.Read: %v", err)
-				}
-				return got, err
-			}
-		}
+	// Every streaming reader (Scan for dump; cursors, whole and over
+	// ranges, for merge, reconcile and the dedup runs; MergeCursors; a
+	// stitch's page stream), whatever Verify will say: an ErrCorrupt
+	// error naming the file, or exactly what a sound reading gives. The
+	// ranges: the two halves of the space, which together must give what
+	// the whole cursor gives, and a narrower one, which lies inside one
+	// segment of these small files.
+	narrow := uint8(2 + rnd.IntN(7))
+	ranges := []Range{{Bits: 1, Index: 0}, {Bits: 1, Index: 1}, {Bits: narrow, Index: rnd.Uint64N(1 << narrow)}}
+	outs := readAllWays(x, ranges)
+	if msg := checkReaderRule(x, truthOf(x), outs); msg != "" {
+		t.Fatal(msg)
 	}
-	cursored, cursorErr := readAll(x.Cursor())
-	lo, loErr := readAll(x.RangeCursor(Range{Bits: 1, Index: 0}))
-	hi, hiErr := readAll(x.RangeCursor(Range{Bits: 1, Index: 1}))
+	scanned, scanErr := outs[0].fps, outs[0].err
+	cursored, cursorErr := outs[1].fps, outs[1].err
+	lo, loErr := outs[2].fps, outs[2].err
+	hi, hiErr := outs[3].fps, outs[3].err
 	if cursorErr == nil && loErr == nil && hiErr == nil && !slices.Equal(cursored, append(lo, hi...)) {
 		t.Fatalf("the two half-range cursors give %d+%d fingerprints, the whole cursor %d, not the same", len(lo), len(hi), len(cursored))
 	}
@@ -177,10 +166,15 @@ func checkFuzzedIndex(t *testing.T, dir, path string, data []byte) {
 	if len(rep.Problems) > 0 {
 		return
 	}
-	// A sound index: no lookup may fail, and the answers must agree
-	// with the fingerprints Scan gives.
+	// A sound index: no lookup or reader may fail, and the answers must
+	// agree with the fingerprints Scan gives.
 	if scanErr != nil || containsErr {
 		t.Fatalf("Verify finds nothing wrong, but Scan: %v, Contains failed: %v", scanErr, containsErr)
+	}
+	for _, o := range outs {
+		if o.err != nil {
+			t.Fatalf("Verify finds nothing wrong, but %s: %v", o.name, o.err)
+		}
 	}
 	if cursorErr != nil || !slices.Equal(cursored, scanned) {
 		t.Fatalf("Verify finds nothing wrong, but the cursor gives %d fingerprints (%v), Scan %d", len(cursored), cursorErr, len(scanned))

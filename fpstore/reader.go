@@ -54,6 +54,7 @@ type segment struct {
 	filterAt uint64
 	fps      []Fingerprint
 	fpsAt    uint64
+	ordered  atomic.Bool // fps's pages and order checked (checkFingerprints)
 }
 
 // Open maps the index at path after checking its header, trailer and footer.
@@ -115,6 +116,9 @@ func Open(path string) (*Index, error) {
 	}
 	ft, err := decodeFooter(fbuf, tr.FooterOffset, hdr.Version)
 	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := checkTrieRule(ft); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
@@ -402,7 +406,26 @@ func (s *segment) contains(fp Fingerprint) (bool, error) {
 	for p < hi-1 && s.fps[p].Less(fp) {
 		p++
 	}
-	return s.fps[p] == fp, nil
+	if s.fps[p] == fp {
+		return true, nil
+	}
+	return false, s.checkBucket(b, p)
+}
+
+// checkBucket checks, before a lookup answers "absent", that the
+// fingerprint its walk stopped at lies in the bucket the directory gave:
+// the cheap part of the segment's order that a lookup can check (one
+// comparison on a fingerprint it has read). A directory entry pointing
+// into another bucket, or a fingerprint outside the segment's node, is
+// then damage rather than a wrong "absent"; disorder elsewhere in the
+// bucket is left to Verify, Scan and the cursors, which read everything.
+func (s *segment) checkBucket(b, p uint64) error {
+	q := s.fps[p]
+	if s.ref.node.contains(q) && q.bits(s.depth, s.dirBits) == b {
+		return nil
+	}
+	return fmt.Errorf("%w: segment at offset %d: fingerprint %d (%s) at offset %d is not in bucket %d of the directory that leads to it",
+		ErrCorrupt, s.ref.offset, p, q, s.ref.offset+s.fpsAt+16*p, b)
 }
 
 // Contains reports whether fp is in the index.
@@ -528,7 +551,11 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 		for p < hi-1 && s.fps[p].Less(fp) {
 			p++
 		}
-		found[i] = s.fps[p] == fp
+		if found[i] = s.fps[p] == fp; !found[i] {
+			if err := s.checkBucket(fp.bits(s.depth, s.dirBits), uint64(p)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -544,8 +571,13 @@ func (s *segment) mayContain(fp Fingerprint) (bool, error) {
 }
 
 // Scan calls fn with each segment's fingerprints in ascending order, after
-// checking every page of the segment. The slice aliases the mapping: valid
-// until Close, and only while fn runs if the caller keeps no reference.
+// checking every page of the segment and that its fingerprints are
+// strictly ascending from the footer's first to its last (so inside the
+// segment's node and the covered range, above the segment before: see
+// readcheck.go); a segment that fails is an ErrCorrupt error naming the
+// file, segment and offset, and none of its fingerprints reach fn. The
+// slice aliases the mapping: valid until Close, and only while fn runs if
+// the caller keeps no reference.
 func (x *Index) Scan(fn func(fps []Fingerprint) error) error {
 	for i := range x.foot.segments {
 		err := x.guard(func() error {
@@ -553,7 +585,7 @@ func (x *Index) Scan(fn func(fps []Fingerprint) error) error {
 			if err != nil {
 				return err
 			}
-			if err := s.verifyRange(s.fpsAt, s.fpsAt+16*uint64(len(s.fps))); err != nil {
+			if err := x.checkFingerprints(i, s); err != nil {
 				return err
 			}
 			return fn(s.fps)

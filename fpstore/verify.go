@@ -29,8 +29,11 @@ func (r *VerifyReport) add(format string, a ...any) bool {
 // Verify checks everything about the index at path: every checksum,
 // padding, the FlatBuffers structure, order and uniqueness, counts, each
 // fingerprint inside its segment's prefix, the trie rule of segment
-// boundaries, the directory, and the filter (rebuilt and compared byte for
-// byte, since it is canonical). It returns an error only when the file is
+// boundaries (at Open, which every reader goes through), the directory,
+// and the filter (rebuilt and compared byte for byte, since it is
+// canonical). What the readers hand out is checked by them too
+// (readcheck.go): Verify adds the padding, the directory, the filter and
+// the pages no reader reads. It returns an error only when the file is
 // not an index, has an unsupported version, or cannot be read; damage of a
 // recognised index (truncation included) goes into the report.
 func Verify(path string) (*VerifyReport, error) {
@@ -130,18 +133,8 @@ func (x *Index) verifySegment(rep *VerifyReport, i int, s *segment, sb *segmentB
 	if len(s.fps) > 0 && (s.fps[0] != ref.first || s.fps[len(s.fps)-1] != ref.last) {
 		rep.add("%s: first/last fingerprints differ from the footer's", where)
 	}
-	if parent := ref.node.Bits; parent > x.foot.rng.Bits {
-		p := node{Prefix: ref.node.Prefix.truncate(uint(parent - 1)), Bits: parent - 1}
-		var held uint64
-		for _, o := range x.foot.segments {
-			if p.contains(o.first) {
-				held += o.count
-			}
-		}
-		if held <= SegmentMax {
-			rep.add("%s: its parent node holds %d ≤ %d fingerprints, so the parent should be the segment", where, held, SegmentMax)
-		}
-	}
+	// The trie rule of the boundaries is the footer's alone: Open has
+	// checked it (checkTrieRule), as every reader relies on it.
 	// Directory and filter are canonical: rebuild the segment and compare.
 	want, err := sb.build(ref.node, s.fps)
 	if err != nil {
