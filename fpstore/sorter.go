@@ -9,11 +9,15 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/failpoint"
+	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
 // partBits is how many leading bits partition fingerprints while they are
@@ -31,11 +35,13 @@ type Sorter struct {
 	tmpDir string
 	budget int64 // bytes of fingerprints held in memory, all collectors together
 
-	mu     sync.Mutex
-	runs   []string
-	closed bool
-	added  atomic.Int64
-	spills atomic.Int64
+	mu      sync.Mutex
+	scratch *tempfile.Dir // made at the first spill: the runs live in it
+	runs    []string
+	nextRun int
+	closed  bool
+	added   atomic.Int64
+	spills  atomic.Int64
 }
 
 // NewSorter makes a sorter that holds at most budget bytes of fingerprints
@@ -129,20 +135,11 @@ func (c *Collector) spill() error {
 			return fmt.Errorf("not enough space in --tmpdir %s for a sorted run: %d bytes free, %d needed; use a --tmpdir with more room or a larger --mem", c.s.tmpDir, free, c.arena.used)
 		}
 	}
-	f, err := os.CreateTemp(c.s.tmpDir, "fpdedup-run-*.tmp")
+	f, err := c.s.createRun()
 	if err != nil {
 		return fmt.Errorf("cannot spill a sorted run: %w", err)
 	}
-	c.s.mu.Lock()
-	c.s.runs = append(c.s.runs, f.Name())
-	closed := c.s.closed
-	c.s.mu.Unlock()
-	if closed {
-		f.Close()
-		os.Remove(f.Name())
-		return errors.New("sorter closed")
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := bufio.NewWriterSize(failpoint.Writer(f, f.Name()), 1<<20)
 	var rec [16]byte
 	var buf []Fingerprint
 	for p := range c.parts {
@@ -151,20 +148,55 @@ func (c *Collector) spill() error {
 			binary.BigEndian.PutUint64(rec[0:], fp.Hi)
 			binary.BigEndian.PutUint64(rec[8:], fp.Lo)
 			if _, err := bw.Write(rec[:]); err != nil {
-				break
+				break // bw keeps the error for Flush
 			}
 		}
 	}
 	err = bw.Flush()
+	if ferr := failpoint.Hit(failpoint.Close, f.Name()); err == nil {
+		err = ferr
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
+		// Not registered: a failed run is never merged, only removed.
+		os.Remove(f.Name())
 		return fmt.Errorf("cannot write sorted run %s: %w", f.Name(), err)
 	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.s.closed {
+		os.Remove(f.Name())
+		return errors.New("sorter closed")
+	}
+	c.s.runs = append(c.s.runs, f.Name())
 	c.arena.reset()
 	c.s.spills.Add(1)
 	return nil
+}
+
+// createRun makes a new run file in the sorter's scratch directory, made
+// in tmpDir at the first spill.
+func (s *Sorter) createRun() (*os.File, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("sorter closed")
+	}
+	if s.scratch == nil {
+		d, err := tempfile.MkDir(s.tmpDir)
+		if err != nil {
+			return nil, err
+		}
+		s.scratch = d
+	}
+	name := filepath.Join(s.scratch.Path, fmt.Sprintf("run-%d", s.nextRun))
+	s.nextRun++
+	if err := failpoint.Hit(failpoint.Create, name); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 }
 
 // Added is the number of fingerprints added (duplicates included).
@@ -265,14 +297,8 @@ func (s *Sorter) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	var first error
-	for _, r := range s.runs {
-		if err := os.Remove(r); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
-			first = err
-		}
-	}
 	s.runs = nil
-	return first
+	return s.scratch.Remove()
 }
 
 type runReader struct {
@@ -318,10 +344,14 @@ func (s *Sorter) mergeRuns(fn func([]Fingerprint) error) error {
 	}()
 	for _, name := range names {
 		f, err := os.Open(name)
+		if ferr := failpoint.Hit(failpoint.Open, name); err == nil && ferr != nil {
+			f.Close()
+			err = ferr
+		}
 		if err != nil {
 			return fmt.Errorf("cannot open sorted run: %w", err)
 		}
-		r := &runReader{f: f, r: bufio.NewReaderSize(f, 256<<10)}
+		r := &runReader{f: f, r: bufio.NewReaderSize(failpoint.Reader(f, name), 256<<10)}
 		ok, err := r.next()
 		if err != nil {
 			f.Close()

@@ -26,6 +26,9 @@ type WriterOptions struct {
 	// Group, if set, publishes the file with the command's other outputs at
 	// its commit point: Commit then only makes it durable.
 	Group *atomicfile.Group
+	// Scratch writes a temporary of the run (a sorted run in a scratch
+	// directory) in place: no lock, no rename, no fsync.
+	Scratch bool
 	// Sequential builds and writes each segment in the caller's goroutine,
 	// holding one segment's fingerprints and one buffer: the least memory
 	// (~34 MiB at most), for stitches and temporary runs. Threads is then
@@ -98,7 +101,11 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 	if opts.Threads <= 0 {
 		opts.Threads = runtime.GOMAXPROCS(0)
 	}
-	af, err := atomicfile.Create(path)
+	create := atomicfile.Create
+	if opts.Scratch {
+		create = atomicfile.CreateScratch
+	}
+	af, err := create(path)
 	if err != nil {
 		return nil, err
 	}

@@ -123,14 +123,17 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	// flight, the --record sorter and the runtime.
 	tableBudget := opts.Mem / 4
 	shards := make([]*shardSet, nshards)
-	est := estimateRecords(opts.Inputs)
+	est, err := estimateRecords(opts.Inputs)
+	if err != nil {
+		return st, err
+	}
 	slots := min(est/int64(nshards), tableBudget/int64(nshards)/16)
 	for i := range shards {
 		t, err := newSeenShard(int(slots), tableBudget/int64(nshards))
 		if err != nil {
 			return st, err
 		}
-		shards[i] = &shardSet{table: t, tmpDir: opts.TmpDir, name: fmt.Sprint(i), bloomMax: tableBudget / int64(nshards)}
+		shards[i] = &shardSet{table: t, tmpDir: opts.TmpDir, bloomMax: tableBudget / int64(nshards)}
 		defer shards[i].free()
 	}
 
@@ -209,7 +212,6 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 		}(uint64(i), shards[i], toOwners[i])
 	}
 
-	var err error
 	var first, dups, inAgainst, emitted int64
 	buf := make([]byte, 0, 1<<20)
 	wroteHeader := !opts.Records.Spec.Header
@@ -226,6 +228,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 				buf = append(buf, headers.First()...)
 				wroteHeader = true
 			}
+		records:
 			for i, r := range c.recs {
 				s := c.state[i]
 				keep := s == stateNew
@@ -233,8 +236,12 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 				case stateNew:
 					first++
 					if recCollector != nil {
-						if err = recCollector.Add(c.fps[i : i+1]); err != nil {
-							break
+						// A failed spill (ENOSPC in --tmpdir) ends the run:
+						// the next record's Add must not hide it.
+						if aerr := recCollector.Add(c.fps[i : i+1]); aerr != nil {
+							err = fmt.Errorf("--record: %w", aerr)
+							cancel(err)
+							break records
 						}
 					}
 				case stateDup:
@@ -427,23 +434,27 @@ func markShard(l *shardSet, me, mask uint64, c *dedupChunk) error {
 
 // estimateRecords guesses the record count from the input sizes and a
 // sample's average record length, to size the seen-set once; 1M when
-// unknown (stdin), growing as needed.
-func estimateRecords(inputs []string) int64 {
+// unknown (stdin), growing as needed. A first input that cannot be opened
+// or read is the run's error now: reading it again later would fail too.
+func estimateRecords(inputs []string) (int64, error) {
 	var total int64
 	for _, name := range inputs {
 		st, err := os.Stat(name)
 		if name == "-" || err != nil || !st.Mode().IsRegular() {
-			return 1 << 20
+			return 1 << 20, nil
 		}
 		total += st.Size()
 	}
 	in, err := Open(inputs[0])
 	if err != nil {
-		return 1 << 20
+		return 0, err
 	}
 	defer in.Close()
 	sample := make([]byte, 1<<20)
-	n, _ := io.ReadFull(in, sample)
+	n, err := io.ReadFull(in, sample)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return 0, err
+	}
 	lines := 0
 	for _, b := range sample[:n] {
 		if b == '\n' {
@@ -451,10 +462,10 @@ func estimateRecords(inputs []string) int64 {
 		}
 	}
 	if lines == 0 || in.Compression != CompressionNone {
-		return max(total/64, 1<<20)
+		return max(total/64, 1<<20), nil
 	}
 	avg := n / lines
-	return max(total/int64(max(avg, 1)), 1<<16)
+	return max(total/int64(max(avg, 1)), 1<<16), nil
 }
 
 // fprProbes is how many random probes measure the blooms' final

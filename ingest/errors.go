@@ -25,6 +25,12 @@ var (
 
 	// ErrUnknownHash marks a --hash name that is not one of ours.
 	ErrUnknownHash = errors.New("unknown hash")
+
+	// ErrInputChanged marks a regular file whose size or modification time
+	// at the end of reading differs from what it was when opened (appended
+	// to, truncated or rewritten meanwhile): what was read is no snapshot
+	// of anything, so the run stops rather than publish it.
+	ErrInputChanged = errors.New("the file changed while it was read")
 )
 
 // RecordError locates a bad record the way every fpdedup error about input

@@ -8,9 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/fpdedup/fpdedup/internal/failpoint"
 )
 
 // Values of Input.Compression.
@@ -89,12 +92,15 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func Open(path string) (*Input, error) {
 	if path == "-" {
 		size := regularSize(os.Stdin) // before detection reads ahead
-		in, err := NewInput("-", os.Stdin)
+		in, err := NewInput("-", watch(os.Stdin, "-"))
 		if err != nil {
 			return nil, err
 		}
 		in.size = size
 		return in, nil
+	}
+	if err := failpoint.Hit(failpoint.Open, path); err != nil {
+		return nil, fmt.Errorf("%s: cannot open: %w", path, err)
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -105,13 +111,42 @@ func Open(path string) (*Input, error) {
 		return nil, fmt.Errorf("%s: is a directory", path)
 	}
 	size := regularSize(f)
-	in, err := NewInput(path, f)
+	in, err := NewInput(path, watch(f, path))
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	in.file, in.size = f, size
 	return in, nil
+}
+
+// watchedFile reads a file and, when it is a regular file, checks at the
+// end that its size and modification time are still those it had at the
+// start (FAULTS row 21: a log still being appended to, a file rewritten in
+// place). Reads go through the fault seam.
+type watchedFile struct {
+	f     *os.File
+	r     io.Reader
+	start os.FileInfo // nil: not a regular file, nothing to compare
+}
+
+func watch(f *os.File, name string) io.Reader {
+	w := &watchedFile{f: f, r: failpoint.Reader(f, name)}
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		w.start = st
+	}
+	return w
+}
+
+func (w *watchedFile) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if err == io.EOF && w.start != nil {
+		if st, serr := w.f.Stat(); serr == nil && (st.Size() != w.start.Size() || !st.ModTime().Equal(w.start.ModTime())) {
+			err = fmt.Errorf("%w (size %d → %d bytes, modified %s → %s); rerun once it is complete",
+				ErrInputChanged, w.start.Size(), st.Size(), w.start.ModTime().Format(time.RFC3339Nano), st.ModTime().Format(time.RFC3339Nano))
+		}
+	}
+	return n, err
 }
 
 // regularSize gives the bytes left to read in f when it is a regular file

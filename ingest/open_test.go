@@ -386,3 +386,77 @@ func TestNewInputSizeUnknown(t *testing.T) {
 		t.Errorf("Size = %d, want -1", in.Size())
 	}
 }
+
+// TestInputChangedWhileRead: a regular file appended to, truncated or
+// rewritten in place between Open and the end of reading is an error
+// naming it (FAULTS row 21), plain or compressed; one left alone is not.
+func TestInputChangedWhileRead(t *testing.T) {
+	plain := bytes.Repeat([]byte("a line of an input\n"), 100_000) // 1.9 MB: several reads
+	var gz bytes.Buffer
+	zw := stdgzip.NewWriter(&gz)
+	zw.Write(plain)
+	zw.Close()
+	for _, tc := range []struct {
+		name   string
+		data   []byte
+		change func(path string) error
+	}{
+		{"unchanged", plain, nil},
+		{"appended", plain, func(p string) error {
+			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			_, err = f.WriteString("more\n")
+			return errors.Join(err, f.Close())
+		}},
+		{"truncated", plain, func(p string) error { return os.Truncate(p, 1000) }},
+		{"rewritten in place", plain, func(p string) error {
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			_, err = f.WriteAt([]byte("A"), 5)
+			f.Close()
+			return errors.Join(err, os.Chtimes(p, time.Now(), time.Now().Add(time.Hour)))
+		}},
+		{"gzip appended", gz.Bytes(), func(p string) error {
+			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			_, err = f.Write(gz.Bytes())
+			return errors.Join(err, f.Close())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "in")
+			if err := os.WriteFile(path, tc.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			in, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			if _, err := io.ReadFull(in, make([]byte, 4096)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.change != nil {
+				if err := tc.change(path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err = io.Copy(io.Discard, in)
+			if tc.change == nil {
+				if err != nil {
+					t.Fatalf("unchanged file: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInputChanged) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("got %v, want ErrInputChanged naming %s", err, path)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
 // shardSet is one shard of the seen-set in either mode (DESIGN "Where the
@@ -23,13 +24,13 @@ import (
 //
 // One goroutine owns a shardSet.
 type shardSet struct {
-	table  *seenShard
-	bloom  *blockedBloom
-	runs   []*fpstore.Index
-	paths  []string
-	tmpDir string
-	name   string // for run file names
-	nrun   int
+	table   *seenShard
+	bloom   *blockedBloom
+	runs    []*fpstore.Index
+	paths   []string
+	tmpDir  string
+	scratch *tempfile.Dir // made at the first flush: the runs live in it
+	nrun    int
 	// bloomMax bounds the bloom's bytes: past it the bloom stops growing
 	// and its false-positive rate rises; answers stay exact.
 	bloomMax int64
@@ -46,6 +47,7 @@ func (l *shardSet) free() {
 		l.bloom.free()
 	}
 	l.closeRuns()
+	l.scratch.Remove()
 }
 
 func (l *shardSet) closeRuns() {
@@ -154,8 +156,10 @@ func (l *shardSet) flush() error {
 	// mode must stay inside --mem), which reset then clears.
 	fps := l.table.compact()
 	slices.SortFunc(fps, fpstore.Fingerprint.Compare)
-	l.nrun++
-	path := filepath.Join(l.tmpDir, fmt.Sprintf("fpdedup-seen-%d-%s-%d.fpx", os.Getpid(), l.name, l.nrun))
+	path, err := l.runPath()
+	if err != nil {
+		return err
+	}
 	if err := writeRun(path, func(fn func([]fpstore.Fingerprint) error) error { return fn(fps) }); err != nil {
 		return err
 	}
@@ -175,13 +179,15 @@ func (l *shardSet) flush() error {
 // mergeRuns folds every run into one: the runs are disjoint, so this is a
 // sorted union streamed through the index writer.
 func (l *shardSet) mergeRuns() error {
-	l.nrun++
-	path := filepath.Join(l.tmpDir, fmt.Sprintf("fpdedup-seen-%d-%s-%d.fpx", os.Getpid(), l.name, l.nrun))
+	path, err := l.runPath()
+	if err != nil {
+		return err
+	}
 	cursors := make([]*fpstore.Cursor, len(l.runs))
 	for i, x := range l.runs {
 		cursors[i] = x.Cursor()
 	}
-	err := writeRun(path, func(fn func([]fpstore.Fingerprint) error) error {
+	err = writeRun(path, func(fn func([]fpstore.Fingerprint) error) error {
 		return fpstore.MergeCursors(cursors, fpstore.Union, fn)
 	})
 	if err != nil {
@@ -197,8 +203,21 @@ func (l *shardSet) mergeRuns() error {
 	return nil
 }
 
+// runPath names the next run, in the shard's scratch directory.
+func (l *shardSet) runPath() (string, error) {
+	if l.scratch == nil {
+		d, err := tempfile.MkDir(l.tmpDir)
+		if err != nil {
+			return "", fmt.Errorf("cannot write a seen-set run to --tmpdir: %w", err)
+		}
+		l.scratch = d
+	}
+	l.nrun++
+	return filepath.Join(l.scratch.Path, fmt.Sprintf("seen-%d.fpx", l.nrun)), nil
+}
+
 func writeRun(path string, produce func(fn func([]fpstore.Fingerprint) error) error) error {
-	w, err := fpstore.Create(path, fpstore.WriterOptions{Spec: fpstore.Spec{Hash: "run"}, Sequential: true})
+	w, err := fpstore.Create(path, fpstore.WriterOptions{Spec: fpstore.Spec{Hash: "run"}, Sequential: true, Scratch: true})
 	if err != nil {
 		return fmt.Errorf("cannot write a seen-set run to --tmpdir: %w", err)
 	}

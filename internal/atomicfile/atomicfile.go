@@ -60,6 +60,7 @@ type File struct {
 	path    string // as the caller named it
 	target  string // path with symbolic links followed
 	through bool   // written in place: not a regular file
+	scratch bool   // CreateScratch: never published, never fsynced
 	lock    *os.File
 	state   state
 }
@@ -115,6 +116,21 @@ func Create(path string) (*File, error) {
 		return nil, fmt.Errorf("cannot chmod %s: %w", f.Name(), err)
 	}
 	return &File{f: f, w: failpoint.Writer(f, f.Name()), path: path, target: target, lock: lock}, nil
+}
+
+// CreateScratch makes a new file at path that is written like a File but
+// never published: a temporary of the run itself (a sorted run in a
+// tempfile.Dir), which a crash may lose since nothing needs it afterwards.
+// It is not fsynced; Commit only closes it, Abort removes it.
+func CreateScratch(path string) (*File, error) {
+	if err := failpoint.Hit(failpoint.Create, path); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &File{f: f, w: failpoint.Writer(f, path), path: path, target: path, scratch: true}, nil
 }
 
 // Resolve says where writing path goes: its final target after symbolic
@@ -268,6 +284,18 @@ func (a *File) Prepare() error {
 	if a.state != writing {
 		return errors.New("BUG: atomic file prepared twice")
 	}
+	if a.scratch {
+		err := failpoint.Hit(failpoint.Close, a.Name())
+		if cerr := a.f.Close(); err == nil {
+			err = cerr
+		}
+		a.state = prepared
+		if err != nil {
+			a.Abort()
+			return fmt.Errorf("cannot close %s: %w", a.Name(), err)
+		}
+		return nil
+	}
 	if err := a.sync(); err != nil {
 		a.Abort()
 		return fmt.Errorf("cannot fsync %s: %w", a.Name(), err)
@@ -306,6 +334,9 @@ func (a *File) Publish() error {
 		return errors.New("BUG: atomic file published before Prepare or twice")
 	}
 	a.state = done
+	if a.scratch {
+		return nil
+	}
 	if a.through {
 		err := failpoint.Hit(failpoint.Close, a.Name())
 		if cerr := a.f.Close(); err == nil {
@@ -353,7 +384,7 @@ func (a *File) Abort() {
 	a.state = done
 	if !a.through {
 		os.Remove(a.Name())
-		unlock(a.lock, a.target)
+		unlock(a.lock, a.target) // nil for scratch files
 	}
 }
 

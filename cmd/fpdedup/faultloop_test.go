@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fpdedup/fpdedup/bench"
+	"github.com/fpdedup/fpdedup/internal/failpoint"
+	"github.com/fpdedup/fpdedup/internal/tempfile"
+)
+
+// faultOps are the operations the loop fails, one at a time.
+var faultOps = []failpoint.Op{failpoint.Create, failpoint.Write, failpoint.Sync, failpoint.Close, failpoint.Rename, failpoint.DirSync, failpoint.Read, failpoint.Open}
+
+// TestFaultLoop fails, for each command that writes, the Nth file
+// operation for every N from 1 to all of them (pebble's errorfs, bbolt's
+// failpoints), and checks after each run: exit 2 and a message naming the
+// injected fault; every old output byte for byte as it was; no temp file,
+// lock file or scratch directory left; and then a clean run. A fault after
+// the commit point (the directory fsync after the rename) is the one
+// exception: the outputs are published, the exit is 0, and a warning says
+// they may not survive a crash.
+func TestFaultLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs each command once per file operation")
+	}
+	dir := t.TempDir()
+	records := filepath.Join(dir, "in.txt")
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	if _, err := bench.Generate(bw, bench.GenOptions{Records: 30_000, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	bw.Flush()
+	if err := os.WriteFile(records, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A bigger input for the runs that spill: 600k distinct keys do not fit
+	// a 16 MiB budget.
+	big := filepath.Join(dir, "big.txt")
+	var sb strings.Builder
+	for i := range 600_000 {
+		fmt.Fprintf(&sb, "k%d\n", i)
+	}
+	if err := os.WriteFile(big, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(dir, "in.fpx")
+	index2 := filepath.Join(dir, "in2.fpx") // the same keys under another name, for merge
+	shaIndex := filepath.Join(dir, "sha.fpx")
+	online := filepath.Join(dir, "online.txt")
+	for _, args := range [][]string{
+		{"build", "-q", "-o", index, records},
+		{"build", "-q", "-o", index2, records},
+		{"build", "-q", "--hash", "sha256", "-o", shaIndex, records},
+	} {
+		if code, _, stderr := runInProcess(args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
+		}
+	}
+	code, out, stderr := runInProcess("dump", shaIndex)
+	if code != 0 {
+		t.Fatalf("dump: %d %s", code, stderr)
+	}
+	lines := strings.SplitAfter(out, "\n")
+	if err := os.WriteFile(online, []byte(strings.Join(lines[:len(lines)/2], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	type job struct {
+		name    string
+		args    []string // @ names a file in the job's output directory
+		outputs []string // published on success; pre-filled with old bytes
+		want    int      // a clean run's exit code
+	}
+	jobs := []job{
+		{"build", []string{"build", "-q", "-o", "@o.fpx", "--stats-json", "@st.json", records}, []string{"o.fpx", "st.json"}, 0},
+		{"build spilling", []string{"build", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.fpx", big}, []string{"o.fpx"}, 0},
+		{"merge", []string{"merge", "-q", "-o", "@o.fpx", "--metrics", "@m.prom", index, index2}, []string{"o.fpx", "m.prom"}, 0},
+		{"dedup -o --record", []string{"dedup", "-q", "-o", "@o.txt", "--record", "@o.fpx", records}, []string{"o.txt", "o.fpx"}, 0},
+		{"dedup --record spilling", []string{"dedup", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.txt", "--record", "@o.fpx", big}, []string{"o.txt", "o.fpx"}, 0},
+	}
+
+	old := []byte("old contents\n")
+	total := 0
+	for _, j := range jobs {
+		t.Run(j.name, func(t *testing.T) {
+			wd := t.TempDir()
+			if err := os.Mkdir(filepath.Join(wd, "tmp"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var args []string
+			for _, a := range j.args {
+				args = append(args, strings.ReplaceAll(a, "@", wd+"/"))
+			}
+			reset := func() {
+				for _, o := range j.outputs {
+					if err := os.WriteFile(filepath.Join(wd, o), old, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			reset()
+			disarm := failpoint.Arm(0, faultOps...)
+			code, _, stderr := runInProcess(args...)
+			n, ops := disarm()
+			if code != j.want {
+				t.Fatalf("clean run: exit %d, want %d\n%s", code, j.want, stderr)
+			}
+			if n == 0 {
+				t.Fatal("no file operation went through the fault seam")
+			}
+			for i := int64(1); i <= n; i++ {
+				reset()
+				disarm := failpoint.Arm(i, faultOps...)
+				code, _, stderr := runInProcess(args...)
+				disarm()
+				op := ops[i-1]
+				afterCommit := strings.HasPrefix(op, failpoint.DirSync.String())
+				published := map[string]bool{}
+				if _, list, ok := strings.Cut(stderr, "already published: "); ok {
+					for _, p := range strings.Split(strings.TrimSpace(strings.SplitN(list, ")", 2)[0]), ", ") {
+						published[filepath.Base(p)] = true
+					}
+				}
+				switch {
+				case afterCommit:
+					if code != 0 || !strings.Contains(stderr, "warning") {
+						t.Errorf("fault %d (%s) after the commit point: exit %d, want 0 with a warning\n%s", i, op, code, stderr)
+					}
+				case code != exitError:
+					t.Errorf("fault %d (%s): exit %d, want %d\n%s", i, op, code, exitError, stderr)
+				case !strings.Contains(stderr, "injected fault"):
+					t.Errorf("fault %d (%s): the message does not name it:\n%s", i, op, stderr)
+				}
+				for _, o := range j.outputs {
+					got, err := os.ReadFile(filepath.Join(wd, o))
+					if err != nil {
+						t.Fatalf("fault %d (%s): %s: %v", i, op, o, err)
+					}
+					if replaced := !bytes.Equal(got, old); replaced != (afterCommit || published[o]) {
+						t.Errorf("fault %d (%s): %s replaced: %v; stderr:\n%s", i, op, o, replaced, stderr)
+					}
+				}
+				for _, d := range []string{wd, filepath.Join(wd, "tmp")} {
+					for _, e := range entries(t, d) {
+						if tempfile.IsTemp(e) {
+							t.Errorf("fault %d (%s): debris %s in %s", i, op, e, d)
+						}
+					}
+				}
+			}
+			reset()
+			if code, _, stderr := runInProcess(args...); code != j.want {
+				t.Fatalf("clean run after the faults: exit %d\n%s", code, stderr)
+			}
+			t.Logf("%s: %d file operations, each failed once, all clean", j.name, n)
+			total += int(n)
+		})
+	}
+	t.Logf("fault loop: %d injections over %d commands", total, len(jobs))
+}
+
+// runInProcess runs fpdedup in this process (the fault seam is this
+// process's).
+func runInProcess(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(append([]string{"--progress", "never"}, args...), strings.NewReader(""), &o, &e)
+	return code, o.String(), e.String()
+}
