@@ -39,9 +39,15 @@ const maxEmptyReads = 100
 // record and line numbers still counting it, so that --on-bad skip can count
 // it and continue. Any other error is returned again by every later call.
 // Errors from in are returned as they are (an *Input already names its file).
+// Overlong, when set, gets the bytes of every too-long record, in pieces
+// and in order as the reader passes over them (terminator included; end
+// true with the last piece), so that --on-bad quarantine can keep the
+// record verbatim without holding it.
 //
 // Next is for one goroutine; Release may be called from any.
 type ChunkReader struct {
+	Overlong func(part []byte, end bool)
+
 	in        io.Reader
 	name      string
 	term      byte
@@ -277,6 +283,7 @@ func (r *ChunkReader) cutBefore(c *Chunk, off, end int) (*Chunk, error) {
 		t = off + bytes.IndexByte(c.buf[off:end], r.term)
 	}
 	long := c.buf[off : t+1]
+	r.overlong(long, true)
 	if off == 0 {
 		err := tooLong(r.name, r.line, r.record, r.maxRecord)
 		r.record++
@@ -296,11 +303,18 @@ func (r *ChunkReader) cutBefore(c *Chunk, off, end int) (*Chunk, error) {
 // terminator, and arranges for the rest of it to be skipped.
 func (r *ChunkReader) tooLongInBuffer(c *Chunk) error {
 	err := tooLong(r.name, r.line, r.record, r.maxRecord)
+	r.overlong(c.buf[:r.held], false)
 	r.line += r.lines(c.buf[:r.held], 0)
 	r.skipQuoted = r.scan.inQuotes // scanned to held, from the record's start
 	r.held, r.clean, r.scan = 0, 0, csvScan{}
 	r.skip = true
 	return err
+}
+
+func (r *ChunkReader) overlong(part []byte, end bool) {
+	if r.Overlong != nil {
+		r.Overlong(part, end)
+	}
 }
 
 // skipRecord discards input up to and including the terminator of a record
@@ -313,6 +327,7 @@ func (r *ChunkReader) skipRecord() error {
 				return err
 			}
 			if r.held == 0 { // the too-long record was the last one
+				r.overlong(nil, true)
 				r.skip = false
 				r.record++
 				return nil
@@ -326,10 +341,12 @@ func (r *ChunkReader) skipRecord() error {
 			end = bytes.IndexByte(c.buf[:r.held], r.term) + 1
 		}
 		if end <= 0 {
+			r.overlong(c.buf[:r.held], false)
 			r.line += r.lines(c.buf[:r.held], 0)
 			r.held = 0
 			continue
 		}
+		r.overlong(c.buf[:end], true)
 		r.line += r.lines(c.buf[:end], 1)
 		r.record++
 		r.held = copy(c.buf, c.buf[end:r.held])

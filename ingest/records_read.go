@@ -87,6 +87,9 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 	if opts.Headers != nil {
 		defer opts.Headers.done()
 	}
+	// A read error in the middle of a too-long record must not leave the
+	// workers' Handle waiting for its last piece.
+	defer opts.Records.OnBad.quarantinePart(nil, true)
 	var total int64
 	for _, name := range opts.Inputs {
 		if name == "-" {
@@ -106,6 +109,7 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 			return err
 		}
 		rd := NewFormatChunkReader(in, in.Name, spec.Format, spec.Term, 1<<20, opts.Records.MaxRecord)
+		rd.Overlong = opts.Records.OnBad.quarantinePart
 		first := true
 		for {
 			c, err := rd.Next()
@@ -113,7 +117,11 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 			if err != nil {
 				var re *RecordError
 				if errors.As(err, &re) && errors.Is(err, ErrRecordTooLong) && opts.Records.OnBad.tolerates() {
-					opts.Records.OnBad.count(nil, nil) // its bytes were never held: counted, not quarantined
+					// Its bytes went to quarantine as the reader passed them.
+					if err := opts.Records.OnBad.countStreamed(re); err != nil {
+						in.Close()
+						return err
+					}
 					continue
 				}
 				in.Close()
@@ -234,6 +242,11 @@ type BadPolicy struct {
 	path  string
 	mu    sync.Mutex
 	file  *atomicfile.File
+	err   error // the quarantine file's first write failure
+	// streaming: a too-long record is being written in pieces
+	// (quarantinePart); streamed (on mu) wakes Handle when it is whole.
+	streaming bool
+	streamed  sync.Cond
 	n     atomic.Int64
 	first *RecordError
 }
@@ -246,7 +259,9 @@ func ParseOnBad(s string) (*BadPolicy, error) {
 	case s == "skip":
 		return &BadPolicy{mode: "skip"}, nil
 	case len(s) > len("quarantine=") && s[:len("quarantine=")] == "quarantine=":
-		return &BadPolicy{mode: "quarantine", path: s[len("quarantine="):]}, nil
+		p := &BadPolicy{mode: "quarantine", path: s[len("quarantine="):]}
+		p.streamed.L = &p.mu
+		return p, nil
 	}
 	return nil, fmt.Errorf("--on-bad must be fail, skip or quarantine=FILE, not %q", s)
 }
@@ -298,17 +313,58 @@ func (p *BadPolicy) Handle(re *RecordError, rec []byte) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for p.streaming {
+		p.streamed.Wait() // a too-long record is being written: keep it whole
+	}
+	return p.write(rec)
+}
+
+// write appends to the quarantine file, made at the first bad record; the
+// first failure sticks. Called with mu held.
+func (p *BadPolicy) write(b []byte) error {
+	if p.err != nil {
+		return p.err
+	}
 	if p.file == nil {
 		f, err := atomicfile.Create(p.path)
 		if err != nil {
-			return fmt.Errorf("--on-bad quarantine: %w", err)
+			p.err = fmt.Errorf("--on-bad quarantine: %w", err)
+			return p.err
 		}
 		p.file = f
 	}
-	if _, err := p.file.Write(rec); err != nil {
-		return fmt.Errorf("--on-bad quarantine: cannot write %s: %w", p.path, err)
+	if _, err := p.file.Write(b); err != nil {
+		p.err = fmt.Errorf("--on-bad quarantine: cannot write %s: %w", p.path, err)
 	}
-	return nil
+	return p.err
+}
+
+// quarantinePart is a ChunkReader's Overlong: under quarantine, the pieces
+// of a too-long record go to the file as the reader passes them, so the
+// record is kept verbatim though it was never held in memory. Other bad
+// records wait (Handle) until its last piece is written.
+func (p *BadPolicy) quarantinePart(part []byte, end bool) {
+	if p == nil || p.mode != "quarantine" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(part) > 0 {
+		_ = p.write(part) // a failure sticks: countStreamed reports it
+	}
+	p.streaming = !end
+	if end {
+		p.streamed.Broadcast()
+	}
+}
+
+// countStreamed counts a too-long record whose bytes quarantinePart took,
+// and reports a failure to write them.
+func (p *BadPolicy) countStreamed(re *RecordError) error {
+	p.count(re, nil)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
 }
 
 // Quarantine is the quarantine=FILE path, "" under fail and skip.
