@@ -238,17 +238,17 @@ func trimTerm(rec []byte, term byte) []byte {
 // (count it), or quarantine=FILE (count it and write it there verbatim).
 // Safe for concurrent use.
 type BadPolicy struct {
-	mode  string
-	path  string
-	mu    sync.Mutex
-	file  *atomicfile.File
-	err   error // the quarantine file's first write failure
+	mode string
+	path string
+	mu   sync.Mutex
+	file *atomicfile.File
+	err  error // the quarantine file's first write failure
 	// streaming: a too-long record is being written in pieces
 	// (quarantinePart); streamed (on mu) wakes Handle when it is whole.
 	streaming bool
 	streamed  sync.Cond
-	n     atomic.Int64
-	first *RecordError
+	n         atomic.Int64
+	first     *RecordError
 }
 
 // ParseOnBad reads an --on-bad value.
