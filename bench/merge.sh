@@ -112,8 +112,8 @@ inspect_count() { # index: its fingerprint count, or "" when inspect fails
 size() { stat -c %s "$1"; }
 
 log "making two indexes of $keys fingerprints, $overlap% shared"
-"$BT" fp --seed "$seed" --from 0 --count "$keys" | "$fp" -q build --format fp -o "$work/a.fpx"
-"$BT" fp --seed "$seed" --from "$b_from" --count "$keys" | "$fp" -q build --format fp -o "$work/b.fpx"
+"$BT" fp --seed "$seed" --from 0 --count "$keys" | "$fp" -q build --format fp --hash xxh3 -o "$work/a.fpx"
+"$BT" fp --seed "$seed" --from "$b_from" --count "$keys" | "$fp" -q build --format fp --hash xxh3 -o "$work/b.fpx"
 log "dumping them as sorted hex for sort -m"
 "$fp" dump "$work/a.fpx" >"$work/a.hex"
 "$fp" dump "$work/b.fpx" >"$work/b.hex"
@@ -121,13 +121,13 @@ log "making $keys fingerprints as hex, its $parts partitions, and $parts overlap
 "$BT" fp --seed "$((seed + 1))" --count "$keys" -o "$work/all.hex"
 part_files=()
 for ((i = 0; i < parts; i++)); do
-	"$fp" -q build --format fp --partition "$i/$parts" -o "$work/p$i.fpx" "$work/all.hex"
+	"$fp" -q build --format fp --hash xxh3 --partition "$i/$parts" -o "$work/p$i.fpx" "$work/all.hex"
 	part_files+=("$work/p$i.fpx")
 done
 over_files=()
 for ((i = 0; i < parts; i++)); do
 	"$BT" fp --seed "$((seed + 2))" --from "$((i * step))" --count "$quarter" |
-		"$fp" -q build --format fp -o "$work/o$i.fpx"
+		"$fp" -q build --format fp --hash xxh3 -o "$work/o$i.fpx"
 	over_files+=("$work/o$i.fpx")
 done
 ab_bytes=$(($(size "$work/a.fpx") + $(size "$work/b.fpx")))
@@ -174,10 +174,10 @@ add partitions "fpdedup merge $parts disjoint partitions" "" "" "$FP merge -o $W
 add partitions "fpdedup merge $parts overlapping indexes" "" "" "$FP merge -o $W/kway.fpx $OVERS"
 add partitions "floor: cat partitions + dd conv=fsync of the output's size" "" "$work/parts.fpx" \
 	"cat $PARTS > /dev/null && $(dd_like "$W/parts.fpx")"
-add build "fpdedup build" "" "" "$FP build --format fp -o $W/single.fpx $W/all.hex"
+add build "fpdedup build" "" "" "$FP build --format fp --hash xxh3 -o $W/single.fpx $W/all.hex"
 add build "fpdedup build --partition I/$parts ×$parts, 2 at a time" "" "" \
-	"printf '%s\\n' $(seq -s ' ' 0 $((parts - 1))) | xargs -P2 -I{} $FP build --format fp --partition {}/$parts -o $W/bp{}.fpx $W/all.hex"
-add build "fpdedup build --partition 0/$parts alone" "" "" "$FP build --format fp --partition 0/$parts -o $W/one.fpx $W/all.hex"
+	"printf '%s\\n' $(seq -s ' ' 0 $((parts - 1))) | xargs -P2 -I{} $FP build --format fp --hash xxh3 --partition {}/$parts -o $W/bp{}.fpx $W/all.hex"
+add build "fpdedup build --partition 0/$parts alone" "" "" "$FP build --format fp --hash xxh3 --partition 0/$parts -o $W/one.fpx $W/all.hex"
 add build "floor: cat" "" "" "cat $W/all.hex > /dev/null"
 
 rss_of=()

@@ -20,6 +20,7 @@ type buildOptions struct {
 	files0From string
 	tmpDir     string
 	partition  string
+	specFrom   string
 }
 
 func newBuildCommand(g *globals) *cobra.Command {
@@ -36,6 +37,10 @@ Inputs may be plain, gzip or zstd, detected by their magic bytes. In the
 lines format (the default) each line is a key, byte for byte: a \r, a BOM,
 invalid UTF-8 all belong to it; an empty line is the empty key.
 --format fp reads 32-digit hex fingerprints instead (as dump prints them).
+Bare fingerprints do not say how they were made, so it needs --spec-from IDX
+(the index they came from: its hash and key recipe are recorded in the new
+one) or --hash (fingerprints of whole records); an index labelled with the
+wrong recipe would answer "absent" for keys it holds.
 
 Memory stays under --mem: beyond it, sorted runs spill to --tmpdir and are
 merged; temp files are removed on success, error and SIGINT/SIGTERM. The
@@ -46,7 +51,7 @@ Exit codes: 0 built; 2 bad usage, bad input or I/O error (nothing is
 published); 130/143 interrupted (nothing is published).`,
 		Example: `  fpdedup build -o day.fpx events.log.zst
   zcat a.gz b.gz | fpdedup build -o all.fpx
-  fpdedup dump old.fpx | fpdedup build --format fp -o copy.fpx
+  fpdedup dump old.fpx | fpdedup build --format fp --spec-from old.fpx -o copy.fpx
   find logs -name '*.zst' -print0 | fpdedup build --files0-from - -o logs.fpx`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBuild(cmd, g, o, args)
@@ -59,6 +64,7 @@ published); 130/143 interrupted (nothing is published).`,
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for spilled runs")
 	f.StringVar(&o.partition, "partition", "", "keep only prefix range `I/N` (0-based I, N a power of two)")
+	f.StringVar(&o.specFrom, "spec-from", "", "with --format fp: the hash and key recipe of the fingerprints are those of index `IDX`")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
 }
@@ -69,10 +75,31 @@ func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) er
 	if err != nil {
 		return usageErrorf("--hash: %v", err)
 	}
+	fpFormat := o.records.format == "fp"
 	if opts.Records, err = o.records.options(h, true); err != nil {
 		return err
 	}
 	opts.Spec = recipe(h, opts.Records)
+	switch {
+	case !fpFormat && o.specFrom != "":
+		return usageErrorf("--spec-from is for --format fp: records are fingerprinted with --hash and --key")
+	case fpFormat && o.specFrom != "":
+		if cmd.Flags().Changed("hash") {
+			return usageErrorf("--spec-from %s gives the hash: drop --hash", o.specFrom)
+		}
+		x, err := fpstore.Open(o.specFrom)
+		if err != nil {
+			return err
+		}
+		opts.Spec = x.Spec()
+		x.Close()
+		if h, err = ingest.ParseHash(opts.Spec.Hash); err != nil {
+			return fmt.Errorf("%s: %w", o.specFrom, err)
+		}
+		opts.Records.Hash = h
+	case fpFormat && !cmd.Flags().Changed("hash"):
+		return usageErrorf("--format fp reads bare fingerprints, which do not say how they were made: give --spec-from IDX (the index they were dumped from: its hash and key recipe) or --hash xxh3|sha256 (fingerprints of whole records)")
+	}
 	if o.partition != "" {
 		if opts.Range, err = parsePartition(o.partition); err != nil {
 			return err
@@ -86,6 +113,7 @@ func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) er
 	paths := &ioPaths{}
 	paths.input("FILE", kindRecords, inputs...)
 	paths.input("--files0-from", kindOther, o.files0From)
+	paths.input("--spec-from", kindIndex, o.specFrom)
 	paths.output("-o", o.output)
 	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
 	if err := g.checkPaths(paths); err != nil {
