@@ -252,3 +252,102 @@ func TestOutputsNotRegular(t *testing.T) {
 		}
 	}
 }
+
+// TestKilledRunDebrisCleaned: SIGKILL leaves a build's temp file beside its
+// output, its lock file and its scratch directory of sorted runs in
+// --tmpdir (the kernel drops its locks); the next run in those directories
+// removes them, and never a live run's (TestFaultLoop and the scripts run
+// writers side by side with this cleaning).
+func TestKilledRunDebrisCleaned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 3M-key input")
+	}
+	bin := fpdedupLink(t)
+	in := filepath.Join(t.TempDir(), "keys.txt")
+	var sb strings.Builder
+	for i := range 3_000_000 {
+		fmt.Fprintf(&sb, "key-%d\n", i)
+	}
+	if err := os.WriteFile(in, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, tmp := t.TempDir(), t.TempDir()
+	debris := func() (beside, scratch []string) {
+		for _, e := range entries(t, out) {
+			if tempfile.IsTemp(e) {
+				beside = append(beside, e)
+			}
+		}
+		for _, e := range entries(t, tmp) {
+			if tempfile.IsTemp(e) {
+				scratch = append(scratch, e)
+			}
+		}
+		return
+	}
+	var first []string
+	for kill := 0; kill < 2; kill++ {
+		cmd := exec.Command(bin, "build", "--mem", "16MiB", "--threads", "1", "--tmpdir", tmp, "-o", filepath.Join(out, "k.fpx"), in)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		fresh := func(names []string) bool {
+			for _, n := range names {
+				if strings.Contains(n, "-tmp-") || strings.Contains(n, "scratch") {
+					if !slices.Contains(first, n) {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		for {
+			beside, scratch := debris()
+			if fresh(beside) && fresh(scratch) {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("no temp file and scratch directory appeared: %v %v", beside, scratch)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		beside, scratch := debris()
+		t.Logf("after SIGKILL %d: beside the output %v, in --tmpdir %v", kill+1, beside, scratch)
+		if len(beside) == 0 || len(scratch) == 0 {
+			t.Fatalf("SIGKILL left no debris to clean")
+		}
+		// The second killed run removed the first one's as it started.
+		for _, f := range first {
+			if strings.Contains(f, "-tmp-") || strings.Contains(f, "scratch") {
+				if slices.Contains(beside, f) || slices.Contains(scratch, f) {
+					t.Errorf("the second run left the first one's %s", f)
+				}
+			}
+		}
+		first = slices.Concat(beside, scratch)
+	}
+	// The next run in those directories cleans up (a small one: the
+	// cleaning happens when it creates its own temp files).
+	small := filepath.Join(t.TempDir(), "small.txt")
+	if err := os.WriteFile(small, []byte("a\nb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := exec.Command(bin, "build", "-q", "--mem", "16MiB", "--tmpdir", tmp, "-o", filepath.Join(out, "other.fpx"), small).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, o)
+	}
+	if beside, _ := debris(); len(beside) > 0 {
+		t.Errorf("beside the output after the next run: %v", beside)
+	}
+	// Sorted runs: a run that spills cleans --tmpdir when it makes its
+	// scratch directory.
+	if o, err := exec.Command(bin, "dedup", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", tmp, "--record", filepath.Join(out, "r.fpx"), "-o", filepath.Join(out, "u.txt"), in).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, o)
+	}
+	if _, scratch := debris(); len(scratch) > 0 {
+		t.Errorf("in --tmpdir after the next run: %v", scratch)
+	}
+}

@@ -192,11 +192,10 @@ func checkWritable(path string) error {
 	if err != nil || through {
 		return err
 	}
-	dir, base := filepath.Split(target)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := tempfile.Create(dir, base)
+	dir := filepath.Dir(target)
+	// Under a name of its own, whose lock nobody holds: Clean may remove it
+	// under us, which is fine, but it is never a writer's temp file.
+	f, err := tempfile.Create(dir, "fpdedup-check")
 	if err != nil {
 		return err
 	}

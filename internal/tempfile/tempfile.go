@@ -44,6 +44,18 @@ func IsTemp(name string) bool {
 	return strings.Contains(name, fileMarker) || strings.HasPrefix(name, dirPrefix) || strings.HasSuffix(name, LockSuffix)
 }
 
+// globEscape quotes the glob metacharacters of a file name.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 func random() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -60,9 +72,15 @@ func LockPath(path string) string {
 // Create makes a new temp file in dir for the output named base
 // (".base.fpdedup-tmp-RAND", hidden), opened for writing. The caller must
 // hold the output's lock (LockPath) until the file is renamed or removed.
-// Clean first removes what dead runs left in dir.
+// Clean first removes what dead runs left in dir, and since the caller
+// holds base's lock, every temp file of base there is a dead run's too.
 func Create(dir, base string) (*os.File, error) {
 	Clean(dir)
+	if old, err := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+fileMarker+"*")); err == nil {
+		for _, p := range old {
+			os.Remove(p)
+		}
+	}
 	for {
 		name := filepath.Join(dir, "."+base+fileMarker+random())
 		if err := failpoint.Hit(failpoint.Create, name); err != nil {
