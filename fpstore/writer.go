@@ -420,6 +420,15 @@ func (w *Writer) Commit() (uint64, error) {
 	return total, nil
 }
 
+// Name is the file being written: its temp file until it is published
+// (with WriterOptions.Group, until the group commits), then the target.
+func (w *Writer) Name() string {
+	if w.af.Done() {
+		return w.path
+	}
+	return w.af.Name()
+}
+
 // Size is the number of bytes written: the file's size once Commit
 // succeeded.
 func (w *Writer) Size() int64 { return int64(w.off) }

@@ -54,6 +54,11 @@ type Options struct {
 	Timeout    time.Duration
 	Checkpoint string
 
+	// Group, if set, publishes --missing, --extra, --backfill and the
+	// report of a run that succeeded at the command's commit point; the
+	// report of a failed run is written at once, to say what failed.
+	Group *atomicfile.Group
+
 	Mem     int64
 	TmpDir  string
 	Threads int
@@ -257,7 +262,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.ExitCode = 1
 	}
 	if o.Report != "" {
-		if werr := writeReport(o.Report, rep); werr != nil && err == nil {
+		g := o.Group
+		if err != nil {
+			g = nil
+		}
+		if werr := writeReport(g, o.Report, rep); werr != nil && err == nil {
 			err = werr
 			rep.ExitCode = 2
 		}
@@ -343,7 +352,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 		}
 		missingPath = filepath.Join(tmpDir, "missing.fpx")
 	}
-	wopts := fpstore.WriterOptions{Spec: spec, Range: x.Range(), Threads: o.Threads}
+	wopts := fpstore.WriterOptions{Spec: spec, Range: x.Range(), Threads: o.Threads, Group: o.Group}
 	var mw, ew *fpstore.Writer
 	abort := func() {
 		if mw != nil {
@@ -354,7 +363,11 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 		}
 	}
 	if missingPath != "" {
-		if mw, err = fpstore.Create(missingPath, wopts); err != nil {
+		mopts := wopts
+		if o.Missing == "" {
+			mopts.Group = nil // the records pass's own, in tmpDir
+		}
+		if mw, err = fpstore.Create(missingPath, mopts); err != nil {
 			return err
 		}
 	}
@@ -483,6 +496,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 			abort()
 			return err
 		}
+		missingPath = mw.Name() // a group publishes it at the end: read it where it is
 		mw = nil
 		if o.Missing != "" {
 			rep.Outputs.Missing = o.Missing
@@ -536,7 +550,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 			return err
 		}
 		if bf != nil {
-			if err := bf.Commit(); err != nil {
+			if err := o.Group.Finish(bf); err != nil {
 				return err
 			}
 			rep.Outputs.Backfill = o.Backfill
@@ -706,7 +720,7 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-func writeReport(path string, rep *Report) error {
+func writeReport(g *atomicfile.Group, path string, rep *Report) error {
 	b, err := marshal(rep)
 	if err != nil {
 		return err
@@ -723,7 +737,7 @@ func writeReport(path string, rep *Report) error {
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("cannot write --report: %w", err)
 	}
-	return af.Commit()
+	return g.Finish(af)
 }
 
 // readMemory reads peak RSS and the current anonymous and file-backed RSS

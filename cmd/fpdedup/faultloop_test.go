@@ -77,13 +77,17 @@ func TestFaultLoop(t *testing.T) {
 		args    []string // @ names a file in the job's output directory
 		outputs []string // published on success; pre-filled with old bytes
 		want    int      // a clean run's exit code
+		// report: an output written on failure too, to say what failed
+		// (reconcile --report); it must then hold the error.
+		report string
 	}
 	jobs := []job{
-		{"build", []string{"build", "-q", "-o", "@o.fpx", "--stats-json", "@st.json", records}, []string{"o.fpx", "st.json"}, 0},
-		{"build spilling", []string{"build", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.fpx", big}, []string{"o.fpx"}, 0},
-		{"merge", []string{"merge", "-q", "-o", "@o.fpx", "--metrics", "@m.prom", index, index2}, []string{"o.fpx", "m.prom"}, 0},
-		{"dedup -o --record", []string{"dedup", "-q", "-o", "@o.txt", "--record", "@o.fpx", records}, []string{"o.txt", "o.fpx"}, 0},
-		{"dedup --record spilling", []string{"dedup", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.txt", "--record", "@o.fpx", big}, []string{"o.txt", "o.fpx"}, 0},
+		{"build", []string{"build", "-q", "-o", "@o.fpx", "--stats-json", "@st.json", records}, []string{"o.fpx", "st.json"}, 0, ""},
+		{"build spilling", []string{"build", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.fpx", big}, []string{"o.fpx"}, 0, ""},
+		{"merge", []string{"merge", "-q", "-o", "@o.fpx", "--metrics", "@m.prom", index, index2}, []string{"o.fpx", "m.prom"}, 0, ""},
+		{"dedup -o --record", []string{"dedup", "-q", "-o", "@o.txt", "--record", "@o.fpx", records}, []string{"o.txt", "o.fpx"}, 0, ""},
+		{"reconcile --missing", []string{"reconcile", "-q", "--index", shaIndex, "--online", "file:" + online, "--tmpdir", "@tmp", "--missing", "@o.fpx", "--report", "@r.json"}, []string{"o.fpx", "r.json"}, 1, "r.json"},
+		{"dedup --record spilling", []string{"dedup", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.txt", "--record", "@o.fpx", big}, []string{"o.txt", "o.fpx"}, 0, ""},
 	}
 
 	old := []byte("old contents\n")
@@ -130,8 +134,8 @@ func TestFaultLoop(t *testing.T) {
 				}
 				switch {
 				case afterCommit:
-					if code != 0 || !strings.Contains(stderr, "warning") {
-						t.Errorf("fault %d (%s) after the commit point: exit %d, want 0 with a warning\n%s", i, op, code, stderr)
+					if code != j.want || !strings.Contains(stderr, "warning") {
+						t.Errorf("fault %d (%s) after the commit point: exit %d, want %d with a warning\n%s", i, op, code, j.want, stderr)
 					}
 				case code != exitError:
 					t.Errorf("fault %d (%s): exit %d, want %d\n%s", i, op, code, exitError, stderr)
@@ -142,6 +146,12 @@ func TestFaultLoop(t *testing.T) {
 					got, err := os.ReadFile(filepath.Join(wd, o))
 					if err != nil {
 						t.Fatalf("fault %d (%s): %s: %v", i, op, o, err)
+					}
+					if o == j.report && code == exitError && !bytes.Equal(got, old) {
+						if !bytes.Contains(got, []byte("injected fault")) {
+							t.Errorf("fault %d (%s): the report of the failed run does not name the fault:\n%s", i, op, got)
+						}
+						continue
 					}
 					if replaced := !bytes.Equal(got, old); replaced != (afterCommit || published[o]) {
 						t.Errorf("fault %d (%s): %s replaced: %v; stderr:\n%s", i, op, o, replaced, stderr)

@@ -206,6 +206,9 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 		opts.DryRunOut = bw
 	}
 
+	grp := &atomicfile.Group{}
+	defer grp.Abort()
+	opts.Group = grp
 	hook("work")
 	stop := g.showProgress("reconcile", opts.Progress)
 	rep, err := reconcile.Run(cmd.Context(), opts)
@@ -217,9 +220,14 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 		}
 		return err
 	}
-	// Run has published its outputs (and written online): the figures
-	// follow whatever signal comes now.
-	if err := g.commit(context.WithoutCancel(cmd.Context()), &atomicfile.Group{}, map[string]any{"command": "reconcile", "reconcile": rep}); err != nil {
+	// The commit point publishes --missing, --extra, --backfill and the
+	// report; once --apply has written keys online the work is done and
+	// they are published whatever signal comes now.
+	ctx := cmd.Context()
+	if rep.Apply != nil && !rep.Apply.DryRun && rep.Apply.Written > 0 {
+		ctx = context.WithoutCancel(ctx)
+	}
+	if err := g.commit(ctx, grp, map[string]any{"command": "reconcile", "reconcile": rep}); err != nil {
 		return err
 	}
 	printReconcileSummary(g, rep)

@@ -61,6 +61,7 @@ type File struct {
 	target  string // path with symbolic links followed
 	through bool   // written in place: not a regular file
 	scratch bool   // CreateScratch: never published, never fsynced
+	grouped bool   // handed to a Group: only the group publishes or aborts it
 	lock    *os.File
 	state   state
 }
@@ -372,9 +373,17 @@ func (a *File) Commit() error {
 }
 
 // Abort removes the temp file; the target is untouched (a target written
-// through keeps what was written). Safe to call after Commit (then it does
-// nothing) and more than once.
+// through keeps what was written). Safe to call after Commit or once the
+// file is a Group's (then it does nothing: a deferred Abort must not undo
+// what the group will publish), and more than once.
 func (a *File) Abort() {
+	if a.grouped {
+		return
+	}
+	a.abort()
+}
+
+func (a *File) abort() {
 	if a.state == done {
 		return
 	}
@@ -445,6 +454,7 @@ func (g *Group) Finish(f *File) error {
 	if err := f.Prepare(); err != nil {
 		return err
 	}
+	f.grouped = true
 	g.files = append(g.files, f)
 	return nil
 }
@@ -489,7 +499,7 @@ func (g *Group) Commit(ctx context.Context) error {
 	g.done = true
 	if err := context.Cause(ctx); err != nil {
 		for _, f := range g.files {
-			f.Abort()
+			f.abort()
 		}
 		return err
 	}
@@ -499,7 +509,7 @@ func (g *Group) Commit(ctx context.Context) error {
 		err := f.Publish()
 		if err != nil && !errors.Is(err, ErrNotDurable) {
 			for _, rest := range g.files[i+1:] {
-				rest.Abort()
+				rest.abort()
 			}
 			return &PublishError{Published: published, Err: err}
 		}
@@ -520,6 +530,6 @@ func (g *Group) Abort() {
 	defer g.mu.Unlock()
 	g.done = true
 	for _, f := range g.files {
-		f.Abort()
+		f.abort()
 	}
 }
