@@ -7,10 +7,13 @@ build:
 test:
 	bash scripts/test.sh
 
+# Every fuzz target from its committed corpus: a few seconds each (~2 min),
+# or FUZZTIME each (default 1h). scripts/fuzz.sh prints a table of execs.
 fuzz:
-	go test -run XXX -fuzz FuzzOpen -fuzztime 60s ./fpstore
-	go test -run XXX -fuzz FuzzChunkReader -fuzztime 30s ./ingest
-	go test -run XXX -fuzz FuzzOpen -fuzztime 30s ./ingest
+	bash scripts/fuzz.sh short
+
+fuzz-long:
+	bash scripts/fuzz.sh long $(FUZZTIME)
 
 bench:
 	go test -run XXX -bench . -benchmem ./fpstore ./ingest ./bench
@@ -26,4 +29,4 @@ generate:
 check-generated:
 	bash scripts/test.sh
 
-.PHONY: build test fuzz bench lint generate check-generated
+.PHONY: build test fuzz fuzz-long bench lint generate check-generated

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# fuzz.sh -- run every fuzz target of the repository (every `func FuzzX` in
+# a *_test.go file), one after the other, each starting from its committed
+# corpus (the f.Add seeds and PKG/testdata/fuzz/FuzzX/: seeds and the
+# crashers of earlier runs, kept as regression inputs), and print a table
+# of what each did.
+#
+#   scripts/fuzz.sh short            a few seconds each (CI; ~2 min in all)
+#   scripts/fuzz.sh long [DURATION]  DURATION each (default 1h), e.g. 3m
+#
+# Environment: FUZZ_ONLY, a regexp of PKG.FuzzX to run (default all);
+# FUZZ_PARALLEL, fuzz workers (default 1: the test machines have 2 shared
+# cores); FUZZ_LOGS, where the logs go (default a new temp dir).
+#
+# A failure leaves go test's input under PKG/testdata/fuzz/FuzzX/ (commit
+# it once fixed: it then runs with every `go test`); the table names it,
+# the log's tail is printed, and the exit status is 1. Runs nice'd.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+
+usage() { echo "usage: scripts/fuzz.sh short | long [DURATION]" >&2; exit 2; }
+mode=${1:-}
+case "$mode" in
+  short) [ $# -eq 1 ] || usage; fuzztime=5s; minimize=5s ;;
+  long) [ $# -le 2 ] || usage; fuzztime=${2:-1h}; minimize=30s ;;
+  *) usage ;;
+esac
+parallel=${FUZZ_PARALLEL:-1}
+logs=${FUZZ_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/fpdedup-fuzz.XXXXXX")}
+mkdir -p "$logs"
+
+# PKG NAME per target, in a stable order.
+mapfile -t targets < <(
+  grep -rn --include='*_test.go' --exclude-dir=.git --exclude-dir=vendor -E '^func Fuzz[A-Za-z0-9_]*\(' . |
+    sed -E 's#^\./(.*)/[^/]+_test\.go:[0-9]+:func (Fuzz[A-Za-z0-9_]*)\(.*#\1 \2#' | sort -u)
+[ ${#targets[@]} -gt 0 ] || { echo "fuzz.sh: no fuzz targets found" >&2; exit 1; }
+
+interrupted=0
+trap 'interrupted=1' INT TERM
+rows=()
+failed=0
+echo "fuzz.sh: ${#targets[@]} targets, $fuzztime each, $parallel worker(s); logs in $logs" >&2
+for t in "${targets[@]}"; do
+  pkg=${t% *} name=${t#* }
+  if [ -n "${FUZZ_ONLY:-}" ] && ! [[ "$pkg.$name" =~ $FUZZ_ONLY ]]; then
+    continue
+  fi
+  log="$logs/${pkg//\//_}.$name.log"
+  echo "fuzz.sh: $pkg $name ..." >&2
+  start=$SECONDS
+  status=0
+  # -timeout 0: the test binary's default 10m alarm would end a long run.
+  nice -n 10 go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimize" \
+    -parallel "$parallel" -timeout 0 "./$pkg" >"$log" 2>&1 || status=$?
+  wall=$((SECONDS - start))
+  # The last progress line has the total: "fuzz: elapsed: 6s, execs: 41234 (6872/sec), ...".
+  execs=$(grep -o 'execs: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2 || true)
+  result=ok
+  if [ "$status" -ne 0 ]; then
+    failed=1
+    crasher=$(sed -n 's#.*Failing input written to \([^ ]*\).*#\1#p' "$log" | tail -n 1)
+    if [ -n "$crasher" ]; then
+      result="FAIL: $pkg/$crasher"
+    elif [ "$interrupted" = 1 ]; then
+      result="interrupted"
+    else
+      result="FAIL (no input saved; see $log)"
+    fi
+    echo "---- $pkg $name: exit $status; the end of $log:" >&2
+    tail -n 40 "$log" >&2
+  fi
+  rows+=("$(printf '%-10s %-20s %8s %7ss %12s  %s' "$pkg" "$name" "$fuzztime" "$wall" "${execs:-0}" "$result")")
+  [ "$interrupted" = 0 ] || break
+done
+
+printf '\n%-10s %-20s %8s %8s %12s  %s\n' package target fuzztime wall execs result
+for r in "${rows[@]}"; do
+  echo "$r"
+done
+exit $((failed | interrupted))
