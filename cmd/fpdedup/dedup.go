@@ -41,11 +41,11 @@ no --against index, so that tomorrow's run can use it with --against. -o FILE
 and --record are published atomically, and only when dedup succeeds.
 
 Exit codes: 0 done; 2 bad usage, bad input or I/O error (nothing published);
-130/143 interrupted (nothing published). A reader closing the pipe (… | head)
-ends the run quietly.`,
+130/143 interrupted (nothing published); 141 the reader closed the pipe
+(… | head): the run ends quietly, nothing published.`,
 		Example: `  zstdcat day.log.zst | fpdedup dedup > unique.log
   fpdedup dedup --against history.fpx --record today.fpx events-*.log.gz > new.log
-  fpdedup dedup --emit duplicates events.log | sort | uniq -c | sort -rn | head`,
+  fpdedup dedup --emit duplicates events.log | sort | uniq -c | sort -rn | head   # counts of repeats, one less than the occurrences`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDedup(cmd, g, o, args)
 		},

@@ -16,7 +16,8 @@ func newDumpCommand(g *globals) *cobra.Command {
 in ascending order: the inverse of build --format fp, and what comm, sort -m
 and diff read. Every page is checked before it is printed.
 
-Exit codes: 0 done; 2 error (damage included).`,
+Exit codes: 0 done; 2 error (damage included: nothing that verify would
+reject is printed); 130/143 interrupted; 141 the reader closed the pipe.`,
 		Example: `  fpdedup dump day.fpx | head
   comm -23 <(fpdedup dump a.fpx) <(fpdedup dump b.fpx) | wc -l`,
 		Args: cobra.ExactArgs(1),

@@ -34,8 +34,9 @@ Keys are hashed with the index's own hash, byte for byte (a \r or a BOM is part
 of the key). --fp reads 32-digit hex fingerprints instead.
 
 Exit codes: 0 every key is present; 1 some key is absent; 2 error (a damaged
-page that a lookup touches is an error, never a wrong "absent"). The exit
-code does not depend on --only or --count.`,
+page that a lookup touches is an error, never a wrong "absent"); 130/143
+interrupted; 141 the reader closed the pipe. The exit code does not depend on
+--only or --count.`,
 		Example: `  fpdedup query day.fpx 'u1:d1:1700000000000' && echo seen
   fpdedup query --only absent day.fpx < keys.txt > new-keys.txt
   fpdedup query --count --index day1.fpx --index day2.fpx < keys.txt

@@ -91,7 +91,9 @@ after it. --dry-run prints the commands instead. Where the online side holds
 whole 32-byte digests, --apply needs --records to compute them.
 
 Exit codes: 0 the sides agree (after --apply); 1 they differ; 2 usage, I/O or
-server error (the report, if asked, says what); 130/143 interrupted.`,
+server error (the report, if asked, says what); 130/143 interrupted: nothing
+is published, but once --apply has begun the message says how many keys were
+written online and how to resume from --checkpoint.`,
 		Example: `  FPDEDUP_MYSQL_PASSWORD=… fpdedup reconcile --index truth.fpx \
       --online 'mysql://audit@db1:3306/dedup?table=events&column=fp' \
       --report audit.json --missing missing.fpx
