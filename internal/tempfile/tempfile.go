@@ -195,7 +195,11 @@ func Clean(dir string) []string {
 					removed = append(removed, p)
 				}
 			}
-			return os.Remove(lock)
+			err := os.Remove(lock)
+			if err == nil {
+				removed = append(removed, lock)
+			}
+			return err
 		}
 		if _, err := os.Lstat(lock); errors.Is(err, os.ErrNotExist) {
 			_ = remove() // no writer: they outlived it

@@ -1,0 +1,111 @@
+package tempfile
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, de := range des {
+		out = append(out, de.Name())
+	}
+	return out
+}
+
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClean removes what no live owner covers and nothing else: a dead
+// writer's temp and lock files, a dead run's scratch directory; it keeps a
+// temp file whose output lock is held, a locked scratch directory, and
+// names fpdedup did not make.
+func TestClean(t *testing.T) {
+	dir := t.TempDir()
+	live, err := MkDir(dir) // first: MkDir cleans too
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Remove()
+	// Dead: a temp file and lock file of "a", a lone lock of "b", a
+	// scratch directory with a run in it.
+	touch(t, filepath.Join(dir, ".a"+fileMarker+"1"))
+	touch(t, LockPath(filepath.Join(dir, "a")))
+	touch(t, LockPath(filepath.Join(dir, "b")))
+	if err := os.MkdirAll(filepath.Join(dir, dirPrefix+"dead", "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Live: "c"'s lock held (another open file description, as another
+	// process would), its temp file; a scratch directory from MkDir.
+	lock, err := os.OpenFile(LockPath(filepath.Join(dir, "c")), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, filepath.Join(dir, ".c"+fileMarker+"2"))
+	// Not ours.
+	for _, n := range []string{"out.lock", ".x.tmp-1", "fpdedup-run-1.tmp", "a"} {
+		touch(t, filepath.Join(dir, n))
+	}
+
+	removed := Clean(dir)
+	got := names(t, dir)
+	for _, n := range []string{".a" + fileMarker + "1", ".a" + LockSuffix, ".b" + LockSuffix, dirPrefix + "dead"} {
+		if slices.Contains(got, n) {
+			t.Errorf("dead %s kept", n)
+		}
+	}
+	for _, n := range []string{".c" + LockSuffix, ".c" + fileMarker + "2", filepath.Base(live.Path), "out.lock", ".x.tmp-1", "fpdedup-run-1.tmp", "a"} {
+		if !slices.Contains(got, n) {
+			t.Errorf("%s removed", n)
+		}
+	}
+	if len(removed) != 4 {
+		t.Errorf("removed %v", removed)
+	}
+	if err := live.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(names(t, dir), filepath.Base(live.Path)) {
+		t.Error("Remove left the scratch directory")
+	}
+}
+
+// TestCreateRemovesOwnStale: a writer holding an output's lock removes
+// that output's older temp files (its own lock hides them from Clean).
+func TestCreateRemovesOwnStale(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, ".o[1]"+fileMarker+"old")
+	touch(t, stale)
+	other := filepath.Join(dir, ".o[2]"+fileMarker+"old")
+	touch(t, other)
+	f, err := Create(dir, "o[1]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	f.Close()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the output's stale temp file is still there")
+	}
+	// other has no lock file: Clean removed it as a dead writer's.
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Errorf("a dead writer's temp file is still there")
+	}
+}
