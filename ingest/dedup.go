@@ -96,6 +96,16 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	opts.Threads, opts.Inputs, opts.Progress = runDefaults(opts.Threads, opts.Inputs, opts.Progress)
 	st := DedupStats{Mode: "memory"}
 
+	// --mem is shared out in equal parts: the exact tables, the blooms of
+	// the bounded mode and, with --record, its sorter, each get one; the
+	// Go heap's soft limit (set by the caller) another. What does not grow
+	// with the data comes on top: a run being written (~34 MiB), chunks in
+	// flight, the --record writer's segment buffers (made once the tables
+	// are freed) and the runtime (bench/mem.sh measures the whole).
+	parts := int64(4)
+	if opts.Record != "" {
+		parts = 5
+	}
 	var recWriter *fpstore.Writer
 	var recSorter *fpstore.Sorter
 	var recCollector *fpstore.Collector
@@ -106,7 +116,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 		}
 		defer w.Abort()
 		recWriter = w
-		recSorter = fpstore.NewSorter(opts.TmpDir, opts.Mem/4)
+		recSorter = fpstore.NewSorter(opts.TmpDir, opts.Mem/parts)
 		defer recSorter.Close()
 		if recCollector, err = recSorter.NewCollector(1); err != nil {
 			return st, err
@@ -118,10 +128,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	for nshards < opts.Threads {
 		nshards *= 2
 	}
-	// A quarter of --mem for the tables, a quarter for the blooms of the
-	// bounded mode, the rest for a run being written (~34 MiB), chunks in
-	// flight, the --record sorter and the runtime.
-	tableBudget := opts.Mem / 4
+	tableBudget := opts.Mem / parts
 	shards := make([]*shardSet, nshards)
 	est, err := estimateRecords(opts.Inputs)
 	if err != nil {
@@ -301,6 +308,12 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 		return st, err
 	}
 	if recWriter != nil {
+		// The seen-set is done with: its memory goes back before the
+		// --record writer's segment buffers (three of 16 MiB) are made, so
+		// the two never add up.
+		for _, s := range shards {
+			s.free()
+		}
 		err := recSorter.Emit([]*fpstore.Collector{recCollector}, opts.Threads, func(fps []fpstore.Fingerprint) error {
 			return recWriter.Add(fps...)
 		})

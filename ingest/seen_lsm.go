@@ -41,10 +41,12 @@ type shardSet struct {
 // maxRuns bounds the runs a "maybe seen" key may have to check.
 const maxRuns = 8
 
+// free releases the shard's memory and runs. Safe to call more than once.
 func (l *shardSet) free() {
 	l.table.free()
 	if l.bloom != nil {
 		l.bloom.free()
+		l.bloom = nil
 	}
 	l.closeRuns()
 	l.scratch.Remove()

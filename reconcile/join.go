@@ -115,16 +115,15 @@ var ErrUnsorted = errors.New("the online source is not in fingerprint order")
 // repeats are counted and dropped (a BINARY(32) column may hold digests
 // that share their first 128 bits), and an order violation is an error.
 type checker struct {
-	rng       fpstore.Range
-	what      string
-	prev      fpstore.Fingerprint
-	started   bool
-	outside   int64
-	repeats   int64
-	distinct  int64
-	downstrm  func([]fpstore.Fingerprint) error
-	scratch   []fpstore.Fingerprint
-	sortedSrc bool
+	rng      fpstore.Range
+	what     string
+	prev     fpstore.Fingerprint
+	started  bool
+	outside  int64
+	repeats  int64
+	distinct int64
+	downstrm func([]fpstore.Fingerprint) error
+	scratch  []fpstore.Fingerprint
 }
 
 func (c *checker) emit(b []fpstore.Fingerprint) error {

@@ -107,10 +107,7 @@ var identRE = regexp.MustCompile(`^[A-Za-z0-9_$]+(\.[A-Za-z0-9_$]+)?$`)
 //	file:PATH
 func ParseURL(s string) (*Target, error) {
 	if strings.HasPrefix(s, "file:") {
-		p := strings.TrimPrefix(s, "file:")
-		if strings.HasPrefix(p, "//") {
-			p = strings.TrimPrefix(p, "//")
-		}
+		p := strings.TrimPrefix(strings.TrimPrefix(s, "file:"), "//")
 		if p == "" {
 			return nil, fmt.Errorf("--online file:PATH needs a path")
 		}

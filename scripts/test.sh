@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# test.sh -- every test of the project: vet, gofmt, the generated code, and
-# go test ./... (unit, property, end-to-end CLI scripts, short fuzz seeds).
+# test.sh -- every test of the project: gofmt, vet, staticcheck, a tidy
+# go.mod, the generated code, go test ./... (unit, property, end-to-end CLI
+# scripts, fault injection, fuzz corpora), the packages with goroutines again
+# under -race, and every fuzz target for a few seconds (scripts/fuzz.sh).
 # On a fresh Debian machine as root it installs what the tests use first
 # (xxhash for the hash goldens against xxh128sum, zstd, flatc to check the
 # generated code). Run from anywhere; CI (.ci/run) calls exactly this.
@@ -27,6 +29,13 @@ bad=$(gofmt -l $(git ls-files '*.go'))
 [ -z "$bad" ] || { echo "gofmt would change: $bad"; exit 1; }
 echo "== go vet"
 go vet ./...
+echo "== staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+if [ -d .git ]; then
+  echo "== go mod tidy changes nothing"
+  go mod tidy
+  git diff --exit-code -- go.mod go.sum || { echo "go.mod/go.sum were not tidy: run go mod tidy and commit the result"; exit 1; }
+fi
 if command -v flatc >/dev/null && [ -d .git ]; then
   echo "== generated code matches schema/fpx.fbs"
   go generate ./schema
@@ -37,4 +46,13 @@ echo "== go test (with real Redis, a 3-master Redis Cluster and MariaDB on loopb
 # missing (as root), starts them on 127.0.0.1:6390/3390 and the cluster on
 # 7391-7393, exports FPDEDUP_REDIS_ADDR / FPDEDUP_REDIS_CLUSTER /
 # FPDEDUP_MYSQL_DSN, runs the tests and tears down.
-bash scripts/services/with-services.sh go test -count=1 ${GOTEST_FLAGS:-} ./...
+# Then the packages that run goroutines, under the race detector (-short
+# leaves out the slowest cases; reconcile's CLI tests run a -race binary).
+bash scripts/services/with-services.sh bash -c '
+  set -e
+  go test -count=1 ${GOTEST_FLAGS:-} ./...
+  echo "== go test -race (fpstore, ingest, internal, reconcile, cmd)"
+  go test -race -short -count=1 ./fpstore/ ./ingest/ ./internal/... ./reconcile/ ./cmd/...
+'
+echo "== fuzz: every target from its committed corpus, a few seconds each"
+bash scripts/fuzz.sh short
