@@ -6,6 +6,8 @@ import (
 	"io"
 	"sort"
 	"unsafe"
+
+	"github.com/fpdedup/fpdedup/internal/failpoint"
 )
 
 // Cursor reads an index's fingerprints in ascending order. It streams the
@@ -179,6 +181,9 @@ func (c *Cursor) pread(s *segment, p0, p1 uint64) ([]byte, error) {
 	}
 	data := c.buf[:to-from]
 	at := int64(s.ref.offset + from)
+	if err := failpoint.Hit(failpoint.Read, c.x.path); err != nil {
+		return nil, fmt.Errorf("cannot read index %s: %w", c.x.path, err)
+	}
 	if n, err := c.x.file.ReadAt(data, at); n < len(data) {
 		if err == io.EOF || err == nil {
 			return nil, fmt.Errorf("%s: %w: truncated: %d bytes at offset %d, read %d", c.x.path, ErrCorrupt, len(data), at, n)

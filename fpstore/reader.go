@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/failpoint"
 )
 
 // Index is an open, memory-mapped index. Lookups are safe for concurrent
@@ -61,6 +63,9 @@ type segment struct {
 func Open(path string) (*Index, error) {
 	if !littleEndian() {
 		return nil, errors.New("fpdedup indexes are little-endian and this machine is not; refusing to read garbage")
+	}
+	if err := failpoint.Hit(failpoint.Open, path); err != nil {
+		return nil, fmt.Errorf("cannot open index %s: %w", path, err)
 	}
 	f, err := os.Open(path)
 	if err != nil {
