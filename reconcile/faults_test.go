@@ -221,6 +221,10 @@ func TestMySQLApplyInterruptedBySIGINT(t *testing.T) {
 	if want := fmt.Sprintf("after writing %d keys to %s; rerun with --checkpoint %s to resume", ck.Written, url, ckpt); !strings.Contains(rep.Error, want) {
 		t.Fatalf("report error %q lacks %q", rep.Error, want)
 	}
+	// The CLI says what was written online, never "nothing was published".
+	if want := fmt.Sprintf("interrupted by interrupt; --apply had written %d keys to %s; rerun with --checkpoint %s to resume", ck.Written, url, ckpt); !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "nothing was published") {
+		t.Fatalf("stderr %q lacks %q", stderr.String(), want)
+	}
 	for _, fp := range d.missingFPs() {
 		if fp > ck.Last {
 			break
