@@ -4,8 +4,9 @@ import (
 	"crypto/sha256"
 	"fmt"
 
-	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/zeebo/xxh3"
+
+	"github.com/fpdedup/fpdedup/fpstore"
 )
 
 // Hash names the function that turns a key into its 128-bit fingerprint. Its

@@ -193,6 +193,24 @@ func (k *Keyer) bytes(line []byte, f field) []byte {
 	return line[f.start:f.end]
 }
 
+// TrimEnd returns rec without its terminator: Term in the lines format,
+// "\n" or "\r\n" in csv, tsv and jsonl.
+func (s KeySpec) TrimEnd(rec []byte) []byte {
+	if s.Format == FormatLines {
+		if n := len(rec); n > 0 && rec[n-1] == s.Term {
+			return rec[:n-1]
+		}
+		return rec
+	}
+	return trimNewline(rec)
+}
+
+// SameHeader reports whether two header records name the same fields:
+// their terminators and a leading UTF-8 BOM aside.
+func SameHeader(a, b []byte) bool {
+	return bytes.Equal(bytes.TrimPrefix(trimNewline(a), []byte(bom)), bytes.TrimPrefix(trimNewline(b), []byte(bom)))
+}
+
 // trimNewline strips a record's "\n" or "\r\n" terminator.
 func trimNewline(rec []byte) []byte {
 	n := len(rec)

@@ -11,6 +11,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 type buildOptions struct {
@@ -70,7 +71,7 @@ published); 130/143 interrupted (nothing is published).`,
 }
 
 func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) error {
-	opts := ingest.BuildOptions{Output: o.output, Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
+	opts := pipeline.BuildOptions{Output: o.output, Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
 	h, err := ingest.ParseHash(o.hash)
 	if err != nil {
 		return usageErrorf("--hash: %v", err)
@@ -125,7 +126,7 @@ func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) er
 
 	hook("work")
 	stop := g.showProgress("build", opts.Progress)
-	st, err := ingest.Build(cmd.Context(), opts)
+	st, err := pipeline.Build(cmd.Context(), opts)
 	stop()
 	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
 		err = cerr

@@ -12,6 +12,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 type dedupOptions struct {
@@ -64,7 +65,7 @@ Exit codes: 0 done; 2 bad usage, bad input or I/O error (nothing published);
 }
 
 func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) error {
-	opts := ingest.DedupOptions{Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Record: o.record, Progress: &ingest.Progress{}}
+	opts := pipeline.DedupOptions{Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Record: o.record, Progress: &ingest.Progress{}}
 	switch o.emit {
 	case "first":
 	case "duplicates":
@@ -147,7 +148,7 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	bw := bufio.NewWriterSize(out, 1<<20)
 	hook("work")
 	stop := g.showProgress("dedup", opts.Progress)
-	st, err := ingest.Dedup(cmd.Context(), opts, bw)
+	st, err := pipeline.Dedup(cmd.Context(), opts, bw)
 	stop()
 	if err == nil {
 		err = bw.Flush()

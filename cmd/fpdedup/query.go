@@ -11,6 +11,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 type queryOptions struct {
@@ -71,13 +72,13 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 			paths, args = append([]string{args[0]}, paths...), args[1:]
 		}
 	}
-	opts := ingest.QueryOptions{Threads: g.threads, Output: ingest.QueryAll, Progress: &ingest.Progress{}}
+	opts := pipeline.QueryOptions{Threads: g.threads, Output: pipeline.QueryAll, Progress: &ingest.Progress{}}
 	switch o.only {
 	case "":
 	case "present":
-		opts.Output = ingest.QueryOnlyPresent
+		opts.Output = pipeline.QueryOnlyPresent
 	case "absent":
-		opts.Output = ingest.QueryOnlyAbsent
+		opts.Output = pipeline.QueryOnlyAbsent
 	default:
 		return usageErrorf("--only must be present or absent, not %q", o.only)
 	}
@@ -85,7 +86,7 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 		if o.only != "" {
 			return usageErrorf("--count and --only cannot be combined")
 		}
-		opts.Output = ingest.QueryCountOnly
+		opts.Output = pipeline.QueryCountOnly
 	}
 	files := &ioPaths{}
 	files.input("--index", kindIndex, paths...)
@@ -121,13 +122,13 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 	opts.Set = set
 
 	out := bufio.NewWriterSize(g.stdout, 1<<20)
-	var st ingest.QueryStats
+	var st pipeline.QueryStats
 	hook("work")
 	if len(args) > 0 {
-		st, err = ingest.QueryKeys(opts, args, out)
+		st, err = pipeline.QueryKeys(opts, args, out)
 	} else {
 		stop := g.showProgress("query", opts.Progress)
-		st, err = ingest.Query(cmd.Context(), opts, nil, out)
+		st, err = pipeline.Query(cmd.Context(), opts, nil, out)
 		stop()
 	}
 	if err == nil && o.count {

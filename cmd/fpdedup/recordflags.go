@@ -8,6 +8,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 // recordFlags are how build, query and dedup read records and their keys
@@ -94,56 +95,34 @@ func (r *recordFlags) options(hash ingest.Hash, hexOK bool) (ingest.RecordOption
 
 // recipe is the key recipe an index records for these options.
 func recipe(hash ingest.Hash, o ingest.RecordOptions) fpstore.Spec {
-	s := fpstore.Spec{Hash: hash.String()}
-	if len(o.Spec.Keys) > 0 && !o.HexInput {
-		s.Key = o.Spec.Keys
-		s.KeySep = o.Spec.Sep
-		s.Format = o.Spec.Format.String()
-	}
-	return s
+	o.Hash = hash
+	return pipeline.Recipe(o)
 }
 
 // adoptRecipe makes r read records the way index spec s was built, when
 // the command line said nothing about records.
 func (r *recordFlags) adoptRecipe(s fpstore.Spec) {
-	if len(s.Key) == 0 {
-		return
+	spec, ok, err := pipeline.KeySpecOf(s)
+	if !ok || err != nil {
+		return // whole records; or an unknown format, which options() reports
 	}
-	r.format = s.Format
-	r.keys = s.Key
-	r.keySep = s.KeySep
-	if (s.Format == "csv" || s.Format == "tsv") && !allDigits(s.Key) {
-		r.header = true
-	}
-}
-
-func allDigits(keys []string) bool {
-	for _, k := range keys {
-		if strings.Trim(k, "0123456789") != "" {
-			return false
-		}
-	}
-	return true
+	r.format = spec.Format.String()
+	r.keys = spec.Keys
+	r.keySep = spec.Sep
+	r.header = spec.Header
 }
 
 // checkRecipe refuses to read records into fingerprints that would not
 // match an index's: a different key list or separator would make every
-// answer silently wrong (DESIGN section 2). --assume-recipe overrides it.
+// answer silently wrong. --assume-recipe overrides it, with a warning.
 func checkRecipe(g *globals, path string, idx fpstore.Spec, mine fpstore.Spec, assume bool) error {
-	if len(idx.Key) == len(mine.Key) && idx.KeySep == mine.KeySep && strings.Join(idx.Key, "\x00") == strings.Join(mine.Key, "\x00") {
+	err := pipeline.CheckRecipe(path, idx, mine)
+	if err == nil {
 		return nil
 	}
-	msg := fmt.Sprintf("%s was built with key %s, but these records are keyed by %s", path, describeRecipe(idx), describeRecipe(mine))
 	if assume {
-		fmt.Fprintln(g.stderr, "fpdedup: warning:", msg, "(--assume-recipe)")
+		fmt.Fprintln(g.stderr, "fpdedup: warning:", err, "(--assume-recipe)")
 		return nil
 	}
-	return fmt.Errorf("%w: %s; give the same --key/--key-sep, or --assume-recipe if they are the same fields under other names", fpstore.ErrSpecMismatch, msg)
-}
-
-func describeRecipe(s fpstore.Spec) string {
-	if len(s.Key) == 0 {
-		return "(the whole record)"
-	}
-	return fmt.Sprintf("%s joined by %q", strings.Join(s.Key, ","), s.KeySep)
+	return fmt.Errorf("%w: %w; give the same --key/--key-sep, or --assume-recipe if they are the same fields under other names", fpstore.ErrSpecMismatch, err)
 }

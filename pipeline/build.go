@@ -1,4 +1,4 @@
-package ingest
+package pipeline
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
@@ -16,7 +17,7 @@ import (
 type BuildOptions struct {
 	Inputs  []string // file names; "-" is stdin; none: stdin
 	Output  string
-	Records RecordOptions
+	Records ingest.RecordOptions
 	Spec    fpstore.Spec
 	Range   fpstore.Range // keep only this partition
 	Threads int
@@ -24,16 +25,9 @@ type BuildOptions struct {
 	TmpDir  string
 	// Progress, when set, is updated with raw input bytes read and
 	// records seen, for a progress display.
-	Progress *Progress
+	Progress *ingest.Progress
 	// Group, if set, publishes the index at the command's commit point.
 	Group *atomicfile.Group
-}
-
-// Progress is read by a display while a job runs.
-type Progress struct {
-	RawBytes atomic.Int64 // compressed bytes read, comparable with file sizes
-	Records  atomic.Int64
-	Total    atomic.Int64 // sum of input file sizes, -1 if unknown
 }
 
 // BuildStats are the figures of a build, for the summary and --stats-json.

@@ -1,4 +1,4 @@
-package ingest
+package pipeline
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
 // DedupOptions configure Dedup.
 type DedupOptions struct {
 	Inputs         []string // none: stdin
-	Records        RecordOptions
+	Records        ingest.RecordOptions
 	Against        *fpstore.Set // keys already seen, or nil
 	EmitDuplicates bool         // write the records that are not first occurrences instead
 	// Record, when set, is where the fingerprints of the first occurrences
@@ -28,7 +29,7 @@ type DedupOptions struct {
 	Threads    int
 	Mem        int64
 	TmpDir     string
-	Progress   *Progress
+	Progress   *ingest.Progress
 	// Group, if set, publishes Record at the command's commit point.
 	Group *atomicfile.Group
 }
@@ -458,7 +459,7 @@ func estimateRecords(inputs []string) (int64, error) {
 		}
 		total += st.Size()
 	}
-	in, err := Open(inputs[0])
+	in, err := ingest.Open(inputs[0])
 	if err != nil {
 		return 0, err
 	}
@@ -474,7 +475,7 @@ func estimateRecords(inputs []string) (int64, error) {
 			lines++
 		}
 	}
-	if lines == 0 || in.Compression != CompressionNone {
+	if lines == 0 || in.Compression != ingest.CompressionNone {
 		return max(total/64, 1<<20), nil
 	}
 	avg := n / lines

@@ -1,4 +1,4 @@
-package ingest
+package pipeline
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
 )
 
 // QueryOutput selects what Query writes.
@@ -22,10 +23,10 @@ const (
 // QueryOptions configure Query.
 type QueryOptions struct {
 	Set      *fpstore.Set
-	Records  RecordOptions // Spec.Term ('\n' or 0 for -z) ends output lines too
+	Records  ingest.RecordOptions // Spec.Term ('\n' or 0 for -z) ends output lines too
 	Output   QueryOutput
 	Threads  int
-	Progress *Progress
+	Progress *ingest.Progress
 }
 
 // QueryStats count the answers.
@@ -77,7 +78,7 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 				n++
 				fps = append(fps, fp)
 				// The record is printed as read, without its terminator.
-				keys = append(keys, trimRecordEnd(rec, opts.Records.Spec))
+				keys = append(keys, opts.Records.Spec.TrimEnd(rec))
 				if len(fps) == queryBatch {
 					return flush()
 				}
@@ -132,15 +133,6 @@ func QueryKeys(opts QueryOptions, keys []string, out io.Writer) (QueryStats, err
 		}
 	}
 	return st, nil
-}
-
-// trimRecordEnd drops a record's terminator (and, outside lines format,
-// the CR of a CRLF) for printing it on an answer line.
-func trimRecordEnd(rec []byte, spec KeySpec) []byte {
-	if spec.Format == FormatLines {
-		return trimTerm(rec, spec.Term)
-	}
-	return trimNewline(rec)
 }
 
 func appendAnswer(buf []byte, mode QueryOutput, found bool, key []byte, term byte) []byte {

@@ -1,0 +1,239 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+// readOptions say what readChunks reads.
+type readOptions struct {
+	Inputs   []string
+	Records  ingest.RecordOptions
+	Progress *ingest.Progress
+	// Headers receives each input's header record (csv/tsv --header),
+	// checked identical to the first; nil when there is none.
+	Headers *Headers
+}
+
+// Headers holds the header of headed inputs: the first is kept (dedup
+// writes it once); later ones must be identical.
+type Headers struct {
+	mu    sync.Mutex
+	first []byte
+	ready chan struct{}
+	once  sync.Once
+}
+
+func newHeaders() *Headers { return &Headers{ready: make(chan struct{})} }
+
+// First waits for and returns the first input's header (nil if the input
+// ended before one was read).
+func (h *Headers) First() []byte {
+	<-h.ready
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.first
+}
+
+func (h *Headers) set(name string, hdr []byte) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.first == nil {
+		h.first = append([]byte{}, hdr...)
+		h.once.Do(func() { close(h.ready) })
+		return nil
+	}
+	if !ingest.SameHeader(h.first, hdr) {
+		csv := ingest.KeySpec{Format: ingest.FormatCSV}
+		return fmt.Errorf("%s:1: header differs from the first input's (%q vs %q); headed inputs must share one header", name, csv.TrimEnd(hdr), csv.TrimEnd(h.first))
+	}
+	return nil
+}
+
+func (h *Headers) done() { h.once.Do(func() { close(h.ready) }) }
+
+// chunkJob is one chunk of one input on its way to a worker.
+type chunkJob struct {
+	in     int // input index
+	name   string
+	rd     *ingest.ChunkReader
+	chunk  *ingest.Chunk
+	skip   int  // leading bytes of Data that are the header, not records
+	header bool // the input has a header (record numbers exclude it)
+}
+
+// readChunks opens the inputs one after another and cuts them into chunks
+// at record boundaries of the format, peeling each input's header off.
+func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) error {
+	if opts.Headers != nil {
+		defer opts.Headers.done()
+	}
+	// A read error in the middle of a too-long record must not leave the
+	// workers' Handle waiting for its last piece.
+	defer opts.Records.OnBad.Overlong(nil, true)
+	var total int64
+	for _, name := range opts.Inputs {
+		if name == "-" {
+			total = -1
+			break
+		}
+		if st, err := os.Stat(name); err == nil && st.Mode().IsRegular() && total >= 0 {
+			total += st.Size()
+		}
+	}
+	opts.Progress.Total.Store(total)
+	spec := opts.Records.Spec
+	var before int64
+	for i, name := range opts.Inputs {
+		in, err := ingest.Open(name)
+		if err != nil {
+			return err
+		}
+		rd := ingest.NewFormatChunkReader(in, in.Name, spec.Format, spec.Term, 1<<20, opts.Records.MaxRecord)
+		rd.Overlong = opts.Records.OnBad.Overlong
+		first := true
+		for {
+			c, err := rd.Next()
+			opts.Progress.RawBytes.Store(before + in.RawRead())
+			if err != nil {
+				var re *ingest.RecordError
+				if errors.As(err, &re) && errors.Is(err, ingest.ErrRecordTooLong) && opts.Records.OnBad.Tolerates() {
+					// Its bytes went to quarantine as the reader passed them.
+					if err := opts.Records.OnBad.CountOverlong(re); err != nil {
+						in.Close()
+						return err
+					}
+					continue
+				}
+				in.Close()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return err
+			}
+			job := chunkJob{in: i, name: in.Name, rd: rd, chunk: c, header: spec.Header}
+			if first && spec.Header {
+				var hdr []byte
+				ingest.SplitFormat(c.Data, spec.Format, spec.Term, func(rec []byte) bool { hdr = rec; return false })
+				if err := opts.Headers.set(in.Name, hdr); err != nil {
+					in.Close()
+					return err
+				}
+				job.skip = len(hdr)
+			}
+			first = false
+			select {
+			case jobs <- job:
+			case <-ctx.Done():
+				in.Close()
+				return nil
+			}
+		}
+		before += in.RawRead()
+	}
+	return nil
+}
+
+// recordWorker keys and fingerprints the records of chunks; one per
+// goroutine (its Keyer keeps scratch space).
+type recordWorker struct {
+	opts    *ingest.RecordOptions
+	headers *Headers
+	keyer   *ingest.Keyer
+}
+
+func newRecordWorker(opts *ingest.RecordOptions, headers *Headers) *recordWorker {
+	return &recordWorker{opts: opts, headers: headers}
+}
+
+// each calls fn for every record of the chunk (the raw bytes, terminator
+// included, and the fingerprint of its key), in order. A bad record is an
+// error naming file, line and record under --on-bad fail; otherwise it is
+// counted (and quarantined) and fn is not called for it.
+func (w *recordWorker) each(job chunkJob, fn func(rec []byte, fp fpstore.Fingerprint) error) error {
+	if w.keyer == nil {
+		var hdr []byte
+		if w.opts.Spec.Header {
+			hdr = w.headers.First()
+		}
+		k, err := ingest.NewKeyer(w.opts.Spec, hdr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", job.name, err)
+		}
+		w.keyer = k
+	}
+	c := job.chunk
+	data := c.Data[job.skip:]
+	line := c.FirstLine
+	recNo := c.FirstRecord
+	if job.skip > 0 {
+		line += int64(ingest.CountLines(c.Data[:job.skip]))
+		recNo++
+	}
+	if job.header {
+		recNo-- // data records are numbered without the header
+	}
+	// A newline-terminated line is one line: no need to count (bytes.Count
+	// per record was 6% of a dedup's CPU time in pprof).
+	oneLine := w.opts.Spec.Format == ingest.FormatLines && w.opts.Spec.Term == '\n'
+	var err error
+	ingest.SplitFormat(data, w.opts.Spec.Format, w.opts.Spec.Term, func(rec []byte) bool {
+		first := c.FirstRecord == 1 && recNo == 1 && !job.header
+		var fp fpstore.Fingerprint
+		var kerr error
+		if w.opts.HexInput {
+			fp, kerr = fpstore.ParseHex(trimTerm(rec, w.opts.Spec.Term))
+		} else {
+			var key []byte
+			if key, kerr = w.keyer.Key(rec, first); kerr == nil {
+				fp = w.opts.Hash.Sum(key)
+			}
+		}
+		if kerr != nil {
+			re := &ingest.RecordError{Name: job.name, Line: line, Record: recNo, Err: kerr}
+			if err = w.opts.OnBad.Handle(re, rec); err != nil {
+				return false
+			}
+		} else if err = fn(rec, fp); err != nil {
+			return false
+		}
+		if oneLine {
+			line++
+		} else {
+			line += int64(ingest.CountLines(rec))
+		}
+		recNo++
+		return true
+	})
+	return err
+}
+
+func trimTerm(rec []byte, term byte) []byte {
+	if n := len(rec); n > 0 && rec[n-1] == term {
+		return rec[:n-1]
+	}
+	return rec
+}
+
+// runDefaults fills what a pipeline's options leave unset: all cores,
+// stdin, a progress that nobody reads.
+func runDefaults(threads int, inputs []string, p *ingest.Progress) (int, []string, *ingest.Progress) {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	if len(inputs) == 0 {
+		inputs = []string{"-"}
+	}
+	if p == nil {
+		p = &ingest.Progress{}
+	}
+	return threads, inputs, p
+}

@@ -1,0 +1,91 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+// The key recipe: how records became an index's fingerprints. An index
+// records it in its spec (hash, key fields, separator, and the container
+// format as provenance), so that records read later against the index
+// give the same fingerprints, or are refused.
+
+// Recipe is the spec an index records for fingerprints of records read
+// with o: the hash, and the key recipe when records are keyed by fields.
+// Whole records and hex fingerprints record no recipe.
+func Recipe(o ingest.RecordOptions) fpstore.Spec {
+	s := fpstore.Spec{Hash: o.Hash.String()}
+	if len(o.Spec.Keys) > 0 && !o.HexInput {
+		s.Key = o.Spec.Keys
+		s.KeySep = o.Spec.Sep
+		s.Format = o.Spec.Format.String()
+	}
+	return s
+}
+
+// KeySpecOf is how to read records so that they give the fingerprints of
+// an index with spec s: its recorded format, key fields and separator,
+// with a header when csv or tsv fields are named. ok is false when s
+// records no recipe (whole records: read them as lines).
+func KeySpecOf(s fpstore.Spec) (spec ingest.KeySpec, ok bool, err error) {
+	if len(s.Key) == 0 {
+		return ingest.KeySpec{Format: ingest.FormatLines, Term: '\n'}, false, nil
+	}
+	f, err := ingest.ParseFormat(s.Format)
+	if err != nil {
+		return spec, true, fmt.Errorf("the index's recorded record format: %w", err)
+	}
+	spec = ingest.KeySpec{Format: f, Keys: s.Key, Sep: s.KeySep, Term: '\n'}
+	spec.Header = (f == ingest.FormatCSV || f == ingest.FormatTSV) && !allDigits(s.Key)
+	return spec, true, nil
+}
+
+func allDigits(keys []string) bool {
+	for _, k := range keys {
+		if strings.Trim(k, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrRecipeMismatch marks records keyed otherwise than an index was built:
+// every answer about them would be silently wrong.
+var ErrRecipeMismatch = errors.New("key recipes differ")
+
+// RecipeMismatchError says which index was built how, and how the records
+// at hand are keyed.
+type RecipeMismatchError struct {
+	Index          string
+	Built, Reading fpstore.Spec
+}
+
+func (e *RecipeMismatchError) Error() string {
+	return fmt.Sprintf("%s was built with key %s, but these records are keyed by %s", e.Index, DescribeRecipe(e.Built), DescribeRecipe(e.Reading))
+}
+
+func (e *RecipeMismatchError) Is(target error) bool {
+	return target == ErrRecipeMismatch || target == fpstore.ErrSpecMismatch
+}
+
+// CheckRecipe returns a *RecipeMismatchError unless records keyed by
+// reading give the fingerprints of index, built with built: the same key
+// fields and separator (the container format is provenance).
+func CheckRecipe(index string, built, reading fpstore.Spec) error {
+	if len(built.Key) == len(reading.Key) && built.KeySep == reading.KeySep && strings.Join(built.Key, "\x00") == strings.Join(reading.Key, "\x00") {
+		return nil
+	}
+	return &RecipeMismatchError{Index: index, Built: built, Reading: reading}
+}
+
+// DescribeRecipe words a spec's key recipe for messages.
+func DescribeRecipe(s fpstore.Spec) string {
+	if len(s.Key) == 0 {
+		return "(the whole record)"
+	}
+	return fmt.Sprintf("%s joined by %q", strings.Join(s.Key, ","), s.KeySep)
+}
