@@ -302,7 +302,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 		// The formula is for the final fill, so the measurement is too:
 		// random fingerprints (absent but with chance 2^-128) probed
 		// against the final blooms, from a fixed seed.
-		st.FilterFPRFormula = bloomFPR(keys, blocks)
+		st.FilterFPRFormula = fpstore.BloomFPR(keys, blocks)
 		st.FilterFPRMeasured = measureBloomFPR(shards, uint64(nshards-1), fprProbes)
 	}
 	if err != nil {
