@@ -4,9 +4,15 @@
 // docs/FORMAT.md is the byte-by-byte description; the constants here carry
 // its names.
 //
-// Lifetime: an *Index maps its file until Close. Slices that alias the
-// mapping (Segment.Fingerprints) are valid only until then; nothing that a
-// lookup returns aliases it.
+// Lifetime: an *Index maps its file until Close. The one slice that
+// aliases the mapping is the one Scan hands to its callback: valid only
+// while the callback runs. Lookups (Contains, ContainsBatch, Set) return
+// answers, and cursors copy into the caller's buffer, so nothing else
+// outlives Close.
+//
+// Concurrency: an *Index and a *Set answer lookups from many goroutines at
+// once; a Cursor, a Writer and a Collector each belong to one goroutine; a
+// Sorter takes one Collector per goroutine.
 //
 // Damage: every byte read from a file is checked before it is trusted
 // (sizes, checksums, offsets; Go FlatBuffers has no verifier), and a mapped

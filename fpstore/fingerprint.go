@@ -7,7 +7,7 @@ import (
 )
 
 // Fingerprint is a 128-bit key fingerprint. Its order is that of an unsigned
-// 128-bit big-endian number: Hi first, then Lo (DESIGN section 2). In an index
+// 128-bit big-endian number: Hi first, then Lo, the order of their hex. In an index
 // file it is stored as two little-endian uint64 (FORMAT.md "Fingerprint"), so a
 // mapped vector of them is read as a []Fingerprint without copying.
 type Fingerprint struct {

@@ -132,7 +132,8 @@ func decodeTrailer(b []byte, fileSize int64) (trailer, error) {
 
 func alignUp(n, a uint64) uint64 { return (n + a - 1) / a * a }
 
-// Spec says what the fingerprints are fingerprints of (DESIGN section 2).
+// Spec says what the fingerprints are fingerprints of: the hash and the key
+// recipe (FORMAT.md "Footer"). Indexes with different specs never mix.
 type Spec struct {
 	Hash   string   // "xxh3" or "sha256"
 	Key    []string // --key items as given; empty: the whole record

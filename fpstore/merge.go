@@ -53,8 +53,7 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 	spec := inputs[0].Spec()
 	for _, x := range inputs[1:] {
 		if !x.Spec().Equal(spec) {
-			return st, fmt.Errorf("%w: %s is %s, %s is %s; merge only indexes built with the same --hash and key recipe",
-				ErrSpecMismatch, inputs[0].Path(), describeSpec(spec), x.Path(), describeSpec(x.Spec()))
+			return st, &SpecMismatchError{Paths: [2]string{inputs[0].Path(), x.Path()}, Specs: [2]Spec{spec, x.Spec()}}
 		}
 	}
 	part := opts.Partition
@@ -66,7 +65,7 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 			if overlap(x.Range(), part) {
 				in = append(in, x)
 			} else if i == 0 && opts.Op != Union {
-				return st, fmt.Errorf("%s covers partition %s, outside --partition %s", x.Path(), x.Range(), part)
+				return st, &PartitionError{Path: x.Path(), Has: x.Range(), Want: part}
 			}
 		}
 		if len(in) == 0 {
@@ -80,7 +79,7 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 	}
 	if !part.Whole() {
 		if !overlap(rng, part) || rng.Bits > part.Bits {
-			return st, fmt.Errorf("the inputs cover partition %s, not all of --partition %s", rng, part)
+			return st, &PartitionError{Has: rng, Want: part}
 		}
 		rng = part
 	}

@@ -16,9 +16,10 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/pipeline"
 )
 
-// Property tests of the build path the CLI takes (ingest.Build → Sorter →
+// Property tests of the build path the CLI takes (pipeline.Build → Sorter →
 // Writer → Open) against a Go map: every key's fingerprint present, random
 // other fingerprints absent; and metamorphic ones: the same key set built
 // in another order, from other files, with other --threads or --mem
@@ -100,9 +101,9 @@ type propBuild struct {
 	mem     int64
 }
 
-func buildKeys(t testing.TB, out string, b propBuild) ingest.BuildStats {
+func buildKeys(t testing.TB, out string, b propBuild) pipeline.BuildStats {
 	t.Helper()
-	st, err := ingest.Build(context.Background(), ingest.BuildOptions{
+	st, err := pipeline.Build(context.Background(), pipeline.BuildOptions{
 		Inputs: b.inputs,
 		Output: out,
 		Records: ingest.RecordOptions{

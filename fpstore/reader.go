@@ -179,7 +179,8 @@ func (x *Index) Version() uint32 { return x.foot.version }
 
 // guard runs fn with faults on mapped pages turned into errors: a file
 // truncated under the mapping or an I/O error must not kill the process
-// with SIGBUS (FAULTS.md). Any other panic on untrusted bytes is turned into
+// with SIGBUS, which recover() cannot catch (debug.SetPanicOnFault makes it
+// a panic that can be). Any other panic on untrusted bytes is turned into
 // ErrCorrupt too: the reader must never crash on an index.
 func (x *Index) guard(fn func() error) (err error) {
 	old := debug.SetPanicOnFault(true)

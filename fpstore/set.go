@@ -23,8 +23,7 @@ func NewSet(indexes []*Index) (*Set, error) {
 	spec := indexes[0].Spec()
 	for _, x := range indexes[1:] {
 		if x.Spec().Hash != spec.Hash {
-			return nil, fmt.Errorf("%w: %s uses %s, %s uses %s; rebuild one of them with --hash %s",
-				ErrSpecMismatch, indexes[0].Path(), spec.Hash, x.Path(), x.Spec().Hash, spec.Hash)
+			return nil, &SpecMismatchError{Paths: [2]string{indexes[0].Path(), x.Path()}, Specs: [2]Spec{spec, x.Spec()}, HashOnly: true}
 		}
 	}
 	if gap, ok := uncovered(indexes); !ok {

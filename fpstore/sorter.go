@@ -23,7 +23,7 @@ import (
 // partBits is how many leading bits partition fingerprints while they are
 // collected: each partition is then sorted on its own (cache-sized, in
 // parallel), and partitions come out in order. 2^10 partitions of ~10k
-// fingerprints each for a 10M-key input (DESIGN section 7).
+// fingerprints each for a 10M-key input, sorted while still in L2.
 const partBits = 10
 
 // Sorter collects fingerprints from several goroutines and gives them back
@@ -132,7 +132,7 @@ func (c *Collector) spill() error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(c.s.tmpDir, &st); err == nil {
 		if free := int64(st.Bavail) * st.Bsize; free < int64(c.arena.used) {
-			return fmt.Errorf("not enough space in --tmpdir %s for a sorted run: %d bytes free, %d needed; use a --tmpdir with more room or a larger --mem", c.s.tmpDir, free, c.arena.used)
+			return &SpillSpaceError{Dir: c.s.tmpDir, Free: free, Need: int64(c.arena.used)}
 		}
 	}
 	f, err := c.s.createRun()
@@ -400,9 +400,19 @@ func (s *Sorter) mergeRuns(fn func([]Fingerprint) error) error {
 // first partBits bits, and removes repeats. A counting pass on the next
 // bits scatters them into a new array in buckets of one or two (uniform
 // keys), which insertion sort finishes: much faster than a comparison sort
-// (DESIGN section 7). Buckets that skewed input makes large get a
+// (linear for uniform keys). Buckets that skewed input makes large get a
 // comparison sort, so no input is quadratic.
 func sortUniqueBlocks(blocks [][]Fingerprint, n int, dst []Fingerprint) []Fingerprint {
+	out, _ := sortUniqueCounting(blocks, n, dst)
+	return out
+}
+
+// sortUniqueCounting is sortUniqueBlocks that also returns how many
+// fingerprints insertion sort moved: the part of the work that a bad
+// bucketing would make quadratic (the comparison sort is pdqsort, n log n
+// at worst), which a test bounds.
+func sortUniqueCounting(blocks [][]Fingerprint, n int, dst []Fingerprint) ([]Fingerprint, int) {
+	moves := 0
 	a := dst[:0]
 	if cap(a) < n {
 		a = make([]Fingerprint, n, n+n/4)
@@ -413,7 +423,7 @@ func sortUniqueBlocks(blocks [][]Fingerprint, n int, dst []Fingerprint) []Finger
 		for _, b := range blocks {
 			k += copy(a[k:], b)
 		}
-		insertionSort(a)
+		moves += insertionSort(a)
 	} else {
 		radixBits := min(uint(bits.Len(uint(n))), 20)
 		shift := 64 - partBits - radixBits
@@ -439,7 +449,7 @@ func sortUniqueBlocks(blocks [][]Fingerprint, n int, dst []Fingerprint) []Finger
 		start := 0
 		for _, end := range ends {
 			if bucket := a[start:end]; len(bucket) <= 16 {
-				insertionSort(bucket)
+				moves += insertionSort(bucket)
 			} else {
 				slices.SortFunc(bucket, Fingerprint.Compare)
 			}
@@ -447,7 +457,7 @@ func sortUniqueBlocks(blocks [][]Fingerprint, n int, dst []Fingerprint) []Finger
 		}
 	}
 	if n == 0 {
-		return a
+		return a, moves
 	}
 	out := a[:1]
 	for _, fp := range a[1:] {
@@ -455,10 +465,12 @@ func sortUniqueBlocks(blocks [][]Fingerprint, n int, dst []Fingerprint) []Finger
 			out = append(out, fp)
 		}
 	}
-	return out
+	return out, moves
 }
 
-func insertionSort(a []Fingerprint) {
+// insertionSort sorts a and returns how many elements it moved.
+func insertionSort(a []Fingerprint) int {
+	moves := 0
 	for i := 1; i < len(a); i++ {
 		v := a[i]
 		j := i
@@ -466,6 +478,8 @@ func insertionSort(a []Fingerprint) {
 			a[j] = a[j-1]
 			j--
 		}
+		moves += i - j
 		a[j] = v
 	}
+	return moves
 }

@@ -64,8 +64,14 @@ func TestSortUniqueSkewedIsNotQuadratic(t *testing.T) {
 	for i := range a {
 		a[i] = Fingerprint{7, uint64(len(a) - i)}
 	}
-	got := sortUniqueBlocks([][]Fingerprint{a[:1000], a[1000:]}, len(a), nil)
+	got, moves := sortUniqueCounting([][]Fingerprint{a[:1000], a[1000:]}, len(a), nil)
 	if len(got) != len(a) || !slices.IsSortedFunc(got, Fingerprint.Compare) {
 		t.Fatal("not sorted")
+	}
+	// Insertion sort only ever gets buckets of at most 16: at most 15·16/2
+	// moves each, so at most 8 a fingerprint. All of them in one bucket
+	// would be n²/2 = 2e10 moves.
+	if moves > 8*len(a) {
+		t.Fatalf("insertion sort moved %d fingerprints for %d: quadratic", moves, len(a))
 	}
 }

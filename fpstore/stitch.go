@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// Stitching disjoint partitions (DESIGN section 8). A partition P built
+// Stitching disjoint partitions (docs/SCALE-OUT.md). A partition P built
 // alone cuts its segments with P as the trie's root; a whole build cuts
 // the same segments inside P whenever P holds more than SegmentMax
 // fingerprints, since every ancestor of P then holds more too. So such a

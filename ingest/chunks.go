@@ -8,7 +8,7 @@ import (
 // Chunk is a run of whole records cut from an input. Data always ends with
 // the record terminator: when the input's last record lacks one, the reader
 // appends it, so downstream code sees terminated records only and output
-// records end with their terminator (DESIGN section 2).
+// records end with their terminator.
 type Chunk struct {
 	Data        []byte
 	FirstRecord int64 // 1-based number, in its input, of the first record in Data

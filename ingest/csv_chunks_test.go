@@ -119,7 +119,7 @@ func TestCSVChunkReaderRules(t *testing.T) {
 
 // TestCSVChunkReaderStrayQuoteBounded checks that an unclosed quote near
 // the start of a big input costs a too-long error, not a buffer the size of
-// the input (FAULTS #9).
+// the input.
 func TestCSVChunkReaderStrayQuoteBounded(t *testing.T) {
 	in := io.MultiReader(strings.NewReader("a,\"b\n"), &endless{data: []byte("c,d\n")})
 	r := NewFormatChunkReader(io.LimitReader(in, 64<<20), "f.csv", FormatCSV, '\n', 64<<10, 1<<20)

@@ -34,7 +34,7 @@ var (
 )
 
 // RecordError locates a bad record the way every fpdedup error about input
-// reads (DESIGN section 4): "FILE:LINE: record N: reason", where LINE is the
+// reads: "FILE:LINE: record N: reason", where LINE is the
 // physical line the record starts on and N its 1-based number in that input.
 type RecordError struct {
 	Name   string

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// KeySpec is the key recipe (DESIGN section 2): the --key items as given,
+// KeySpec is the key recipe (README "Fingerprints"): the --key items as given,
 // the --key-sep and --header, for a container format.
 type KeySpec struct {
 	Format Format

@@ -122,8 +122,7 @@ func Open(path string) (*Input, error) {
 
 // watchedFile reads a file and, when it is a regular file, checks at the
 // end that its size and modification time are still those it had at the
-// start (FAULTS row 21: a log still being appended to, a file rewritten in
-// place). Reads go through the fault seam.
+// start: a log still being appended to, a file rewritten in place. Reads go through the fault seam.
 type watchedFile struct {
 	f     *os.File
 	r     io.Reader

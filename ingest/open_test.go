@@ -389,7 +389,7 @@ func TestNewInputSizeUnknown(t *testing.T) {
 
 // TestInputChangedWhileRead: a regular file appended to, truncated or
 // rewritten in place between Open and the end of reading is an error
-// naming it (FAULTS row 21), plain or compressed; one left alone is not.
+// naming it, plain or compressed; one left alone is not.
 func TestInputChangedWhileRead(t *testing.T) {
 	plain := bytes.Repeat([]byte("a line of an input\n"), 100_000) // 1.9 MB: several reads
 	var gz bytes.Buffer

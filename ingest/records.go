@@ -56,7 +56,8 @@ func badf(format string, args ...any) error {
 // csv, tsv or jsonl input (and kept in the output).
 const bom = "\xef\xbb\xbf"
 
-// Keyer extracts the key of each record (DESIGN section 2). It keeps scratch
+// Keyer extracts the key of each record: the bytes of its --key fields as
+// read, joined by the separator, never normalised. It keeps scratch
 // buffers, so each goroutine needs its own; NewKeyer is cheap, and a Keyer
 // built from one input's header must not be used for an input whose header
 // differs.

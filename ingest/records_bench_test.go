@@ -13,7 +13,7 @@ const benchRecords = 100_000
 // benchSink keeps the benchmarks' keys alive.
 var benchSink int
 
-// benchEvents generates events like the ones DESIGN section 1 is about:
+// benchEvents generates events like the ones fpdedup is for (logins, orders):
 // user, device, timestamp, event, amount. quoted puts every csv field in
 // quotes, the way some exporters write them.
 func benchEvents(f Format, quoted bool) []byte {

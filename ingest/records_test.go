@@ -133,7 +133,7 @@ func TestCountLines(t *testing.T) {
 	}
 }
 
-// TestKeySeparatorAmbiguity pins what DESIGN section 2 says on purpose:
+// TestKeySeparatorAmbiguity pins a rule kept on purpose (README "Fingerprints"):
 // the separator is not escaped, as online systems do not escape it either.
 func TestKeySeparatorAmbiguity(t *testing.T) {
 	k, err := NewKeyer(KeySpec{Format: FormatCSV, Keys: []string{"1", "2"}, Sep: ":"}, nil)

@@ -35,7 +35,9 @@ func newBlockedBloom(capacity int) (*blockedBloom, error) {
 func (b *blockedBloom) free() { hugemem.Free(b.mem) }
 
 // capacity is the key count the filter was sized for.
-func (b *blockedBloom) capacity() int { return len(b.blocks) * fpstore.BloomBlockBits / bloomBitsPerKey }
+func (b *blockedBloom) capacity() int {
+	return len(b.blocks) * fpstore.BloomBlockBits / bloomBitsPerKey
+}
 
 func (b *blockedBloom) block(fp fpstore.Fingerprint) *[8]uint64 {
 	return &b.blocks[fpstore.BloomBlock(fp, uint64(len(b.blocks)))]

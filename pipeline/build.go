@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
 // BuildOptions configure Build.
@@ -188,13 +188,12 @@ func hashChunks(ctx context.Context, opts BuildOptions, headers *Headers, jobs <
 	return nil
 }
 
-// checkTmpDir fails early, with the flag's name, on a --tmpdir that cannot
-// take spilled runs, rather than after minutes of reading.
+// checkTmpDir fails early on a temporary directory that cannot take
+// spilled runs, rather than after minutes of reading.
 func checkTmpDir(dir string) error {
-	f, err := os.CreateTemp(dir, "fpdedup-check-*.tmp")
+	d, err := tempfile.MkDir(dir)
 	if err != nil {
-		return fmt.Errorf("--tmpdir %s cannot take temporary files: %w", dir, err)
+		return &TmpDirError{Dir: dir, Err: fmt.Errorf("cannot take temporary files: %w", err)}
 	}
-	f.Close()
-	return os.Remove(f.Name())
+	return d.Remove()
 }

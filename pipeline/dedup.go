@@ -247,7 +247,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 						// A failed spill (ENOSPC in --tmpdir) ends the run:
 						// the next record's Add must not hide it.
 						if aerr := recCollector.Add(c.fps[i : i+1]); aerr != nil {
-							err = fmt.Errorf("--record: %w", aerr)
+							err = fmt.Errorf("cannot collect the first occurrences' fingerprints: %w", aerr)
 							cancel(err)
 							break records
 						}

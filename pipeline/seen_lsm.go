@@ -10,8 +10,7 @@ import (
 	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
-// shardSet is one shard of the seen-set in either mode (DESIGN "Where the
-// sharded bloom pre-filter pays"):
+// shardSet is one shard of the seen-set in either mode:
 //
 //   - memory: the exact table alone;
 //   - lsm: once the table would outgrow its share of --mem, it is flushed
@@ -210,7 +209,7 @@ func (l *shardSet) runPath() (string, error) {
 	if l.scratch == nil {
 		d, err := tempfile.MkDir(l.tmpDir)
 		if err != nil {
-			return "", fmt.Errorf("cannot write a seen-set run to --tmpdir: %w", err)
+			return "", &TmpDirError{Dir: l.tmpDir, Err: fmt.Errorf("cannot write a seen-set run: %w", err)}
 		}
 		l.scratch = d
 	}
@@ -221,14 +220,14 @@ func (l *shardSet) runPath() (string, error) {
 func writeRun(path string, produce func(fn func([]fpstore.Fingerprint) error) error) error {
 	w, err := fpstore.Create(path, fpstore.WriterOptions{Spec: fpstore.Spec{Hash: "run"}, Sequential: true, Scratch: true})
 	if err != nil {
-		return fmt.Errorf("cannot write a seen-set run to --tmpdir: %w", err)
+		return fmt.Errorf("cannot write a seen-set run: %w", err)
 	}
 	if err := produce(func(fps []fpstore.Fingerprint) error { return w.Add(fps...) }); err != nil {
 		w.Abort()
 		return err
 	}
 	if _, err := w.Commit(); err != nil {
-		return fmt.Errorf("cannot write a seen-set run to --tmpdir: %w", err)
+		return fmt.Errorf("cannot write a seen-set run: %w", err)
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/fpdedup/fpdedup/reconcile"
 )
 
-// Exit codes (DESIGN section 4).
+// Exit codes (README "Exit codes, outputs and signals").
 const (
 	exitOK        = 0
 	exitNegative  = 1 // a negative answer: a key absent, an index damaged
@@ -84,7 +84,7 @@ func report(stderr io.Writer, err error) int {
 	case errors.Is(err, syscall.EPIPE):
 		return exitPipe
 	}
-	msg := err.Error()
+	msg := cliMessage(err)
 	if hint := hintFor(err); hint != "" {
 		msg += "\n  hint: " + hint
 	}

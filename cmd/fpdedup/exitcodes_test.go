@@ -111,7 +111,7 @@ func newExitFixture(t *testing.T, bin string) exitFixture {
 	return f
 }
 
-// TestExitCodes is the exit-code table of DESIGN section 4, for every
+// TestExitCodes is the exit-code table of README "Exit codes", for every
 // command: 0 done, 1 a negative answer, 2 usage or I/O error, 130 SIGINT,
 // 143 SIGTERM, 141 a reader that closed stdout. The signals arrive while
 // the command works (the "work" stage, see installTestHooks); nothing may be

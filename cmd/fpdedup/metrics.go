@@ -67,7 +67,7 @@ func flatten(prefix string, v any, out map[string]float64) {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, x := range t {
-			flatten(join(prefix, k), x, out)
+			flatten(metricPath(prefix, k), x, out)
 		}
 	case float64:
 		out[prefix] = t
@@ -80,11 +80,12 @@ func flatten(prefix string, v any, out map[string]float64) {
 	}
 }
 
-func join(a, b string) string {
-	if a == "" {
-		return b
+// metricPath appends a key to a flattened figure's name.
+func metricPath(prefix, key string) string {
+	if prefix == "" {
+		return key
 	}
-	return a + "_" + b
+	return prefix + "_" + key
 }
 
 func metricName(s string) string {

@@ -11,7 +11,7 @@ import (
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
-// Output paths and the commit point (DESIGN section 6, "Output paths").
+// Output paths and the commit point (README "Exit codes, outputs and signals").
 //
 // Every command declares the files it reads and the files it writes before
 // it does any work. An output that is also an input is refused, unless the

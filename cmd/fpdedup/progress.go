@@ -62,16 +62,13 @@ func (g *globals) showProgress(label string, p *ingest.Progress) (stop func()) {
 	}
 }
 
+// humanRate words a rate with a k or M suffix: 51.0k, 1.2M.
 func humanRate(r float64) string {
 	switch {
 	case r >= 1e6:
-		return strconvF(r/1e6, "M")
+		return formatFloat(r/1e6) + "M"
 	case r >= 1e3:
-		return strconvF(r/1e3, "k")
+		return formatFloat(r/1e3) + "k"
 	}
-	return strconvF(r, "")
-}
-
-func strconvF(v float64, unit string) string {
-	return formatFloat(v) + unit
+	return formatFloat(r)
 }

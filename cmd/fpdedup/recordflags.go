@@ -11,8 +11,8 @@ import (
 	"github.com/fpdedup/fpdedup/pipeline"
 )
 
-// recordFlags are how build, query and dedup read records and their keys
-// (DESIGN section 2), so one record gives one fingerprint in all three.
+// recordFlags are how build, query and dedup read records and their keys,
+// so one record gives one fingerprint in all three.
 type recordFlags struct {
 	format       string
 	keys         []string

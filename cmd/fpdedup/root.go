@@ -23,7 +23,7 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "0.1.0-dev"
 
-// globals are the flags every command takes (DESIGN section 4).
+// globals are the flags every command takes.
 type globals struct {
 	progress  string
 	statsJSON string

@@ -8,8 +8,7 @@ import (
 	"time"
 )
 
-// rssSampler follows the process's resident memory split as DESIGN
-// section 4 asks: anonymous (heap, tables, buffers: what --mem bounds) and
+// rssSampler follows the process's resident memory in two parts: anonymous (heap, tables, buffers: what --mem bounds) and
 // file-backed (mapped indexes: page cache the kernel can reclaim). The
 // kernel keeps only the total's peak (VmHWM), so the parts are sampled.
 type rssSampler struct {
