@@ -107,48 +107,140 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	if opts.Record != "" {
 		parts = 5
 	}
-	var recWriter *fpstore.Writer
-	var recSorter *fpstore.Sorter
-	var recCollector *fpstore.Collector
-	if opts.Record != "" {
-		w, err := fpstore.Create(opts.Record, fpstore.WriterOptions{Spec: opts.RecordSpec, Threads: 1, Group: opts.Group})
-		if err != nil {
-			return st, err
-		}
-		defer w.Abort()
-		recWriter = w
-		recSorter = fpstore.NewSorter(opts.TmpDir, opts.Mem/parts)
-		defer recSorter.Close()
-		if recCollector, err = recSorter.NewCollector(1); err != nil {
-			return st, err
-		}
-		defer recCollector.Free()
-	}
-
-	nshards := 1
-	for nshards < opts.Threads {
-		nshards *= 2
-	}
-	tableBudget := opts.Mem / parts
-	shards := make([]*shardSet, nshards)
-	est, err := estimateRecords(opts.Inputs)
+	rec, err := newRecorder(opts, opts.Mem/parts)
 	if err != nil {
 		return st, err
 	}
-	slots := min(est/int64(nshards), tableBudget/int64(nshards)/16)
-	for i := range shards {
-		t, err := newSeenShard(int(slots), tableBudget/int64(nshards))
-		if err != nil {
-			return st, err
-		}
-		shards[i] = &shardSet{table: t, tmpDir: opts.TmpDir, bloomMax: tableBudget / int64(nshards)}
-		defer shards[i].free()
+	defer rec.close()
+	shards, err := newSeenSet(opts, opts.Mem/parts)
+	for _, s := range shards {
+		defer s.free()
+	}
+	if err != nil {
+		return st, err
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	jobs := make(chan chunkJob, opts.Threads)
 	headers := newHeaders()
+	toWrite, wg := startDedupStages(ctx, cancel, &opts, headers, shards)
+	counts, err := writeInOrder(ctx, cancel, &opts, headers, rec, toWrite, out)
+	wg.Wait()
+	if err == nil {
+		err = context.Cause(ctx)
+	}
+	st.Records = counts.first + counts.dups + counts.inAgainst
+	st.FirstOccurrences, st.Duplicates, st.InAgainst, st.Emitted = counts.first, counts.dups, counts.inAgainst, counts.emitted
+	st.Distinct = counts.first
+	st.BadRecords = opts.Records.OnBad.Count()
+	st.Bytes = opts.Progress.RawBytes.Load()
+	st.addSeenSet(shards)
+	if err != nil {
+		return st, err
+	}
+	// The seen-set is done with: its memory goes back before the --record
+	// writer's segment buffers (three of 16 MiB) are made, so the two never
+	// add up.
+	for _, s := range shards {
+		s.free()
+	}
+	if st.Recorded, err = rec.finish(opts.Threads); err != nil {
+		return st, err
+	}
+	st.Seconds = time.Since(start).Seconds()
+	return st, nil
+}
+
+// recorder collects the fingerprints of the first occurrences for
+// --record (DedupOptions.Record) and writes them as an index at the end;
+// a nil recorder records nothing.
+type recorder struct {
+	w *fpstore.Writer
+	s *fpstore.Sorter
+	c *fpstore.Collector
+}
+
+func newRecorder(opts DedupOptions, budget int64) (*recorder, error) {
+	if opts.Record == "" {
+		return nil, nil
+	}
+	w, err := fpstore.Create(opts.Record, fpstore.WriterOptions{Spec: opts.RecordSpec, Threads: 1, Group: opts.Group})
+	if err != nil {
+		return nil, err
+	}
+	r := &recorder{w: w, s: fpstore.NewSorter(opts.TmpDir, budget)}
+	if r.c, err = r.s.NewCollector(1); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *recorder) add(fp []fpstore.Fingerprint) error {
+	if r == nil {
+		return nil
+	}
+	return r.c.Add(fp)
+}
+
+// finish sorts what was collected into the index (published with the
+// writer's group) and returns how many fingerprints it holds.
+func (r *recorder) finish(threads int) (uint64, error) {
+	if r == nil {
+		return 0, nil
+	}
+	err := r.s.Emit([]*fpstore.Collector{r.c}, threads, func(fps []fpstore.Fingerprint) error {
+		return r.w.Add(fps...)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return r.w.Commit()
+}
+
+func (r *recorder) close() {
+	if r == nil {
+		return
+	}
+	if r.c != nil {
+		r.c.Free()
+	}
+	r.s.Close()
+	r.w.Abort()
+}
+
+// newSeenSet makes the shards of the exact seen-set, one per thread
+// (rounded up to a power of two), sized from the input's estimated record
+// count within budget. The shards made are returned even on error, to be
+// freed.
+func newSeenSet(opts DedupOptions, budget int64) ([]*shardSet, error) {
+	nshards := 1
+	for nshards < opts.Threads {
+		nshards *= 2
+	}
+	est, err := estimateRecords(opts.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	perShard := budget / int64(nshards)
+	slots := min(est/int64(nshards), perShard/16)
+	var shards []*shardSet
+	for range nshards {
+		t, err := newSeenShard(int(slots), perShard)
+		if err != nil {
+			return shards, err
+		}
+		shards = append(shards, &shardSet{table: t, tmpDir: opts.TmpDir, bloomMax: perShard})
+	}
+	return shards, nil
+}
+
+// startDedupStages starts the reader, the sequencer, the parsers (one per
+// thread) and the shard owners, and returns the chunks in input order for
+// the writer, and the group to wait for once they are drained.
+func startDedupStages(ctx context.Context, cancel context.CancelCauseFunc, opts *DedupOptions, headers *Headers, shards []*shardSet) (<-chan *dedupChunk, *sync.WaitGroup) {
+	nshards := len(shards)
+	jobs := make(chan chunkJob, opts.Threads)
 	go func() {
 		defer close(jobs)
 		if err := readChunks(ctx, readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers}, jobs); err != nil {
@@ -184,12 +276,12 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 		}
 	}()
 
-	var wg sync.WaitGroup
+	wg := &sync.WaitGroup{}
 	for w := 0; w < opts.Threads; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p := dedupParser{opts: &opts, rw: newRecordWorker(&opts.Records, headers)}
+			p := dedupParser{opts: opts, rw: newRecordWorker(&opts.Records, headers)}
 			for c := range toParse {
 				if ctx.Err() == nil {
 					c.err = p.parse(c)
@@ -197,10 +289,6 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 				close(c.parsed)
 			}
 		}()
-	}
-	shardBits := uint(0)
-	for 1<<shardBits < nshards {
-		shardBits++
 	}
 	for i := range shards {
 		wg.Add(1)
@@ -219,8 +307,21 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 			}
 		}(uint64(i), shards[i], toOwners[i])
 	}
+	return toWrite, wg
+}
 
-	var first, dups, inAgainst, emitted int64
+// dedupCounts are what the writer saw.
+type dedupCounts struct {
+	first, dups, inAgainst, emitted int64
+}
+
+// writeInOrder takes the marked chunks in input order, writes the records
+// to keep (the first input's header once, first), hands the first
+// occurrences to rec, and returns the counts and the first error; it
+// drains every chunk whatever happens, so the stages can stop.
+func writeInOrder(ctx context.Context, cancel context.CancelCauseFunc, opts *DedupOptions, headers *Headers, rec *recorder, toWrite <-chan *dedupChunk, out io.Writer) (dedupCounts, error) {
+	var n dedupCounts
+	var err error
 	buf := make([]byte, 0, 1<<20)
 	wroteHeader := !opts.Records.Spec.Header
 	for c := range toWrite {
@@ -242,24 +343,22 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 				keep := s == stateNew
 				switch s {
 				case stateNew:
-					first++
-					if recCollector != nil {
-						// A failed spill (ENOSPC in --tmpdir) ends the run:
-						// the next record's Add must not hide it.
-						if aerr := recCollector.Add(c.fps[i : i+1]); aerr != nil {
-							err = fmt.Errorf("cannot collect the first occurrences' fingerprints: %w", aerr)
-							cancel(err)
-							break records
-						}
+					n.first++
+					// A failed spill (ENOSPC in --tmpdir) ends the run: the
+					// next record's add must not hide it.
+					if aerr := rec.add(c.fps[i : i+1]); aerr != nil {
+						err = fmt.Errorf("cannot collect the first occurrences' fingerprints: %w", aerr)
+						cancel(err)
+						break records
 					}
 				case stateDup:
-					dups++
+					n.dups++
 				case stateAgainst:
-					inAgainst++
+					n.inAgainst++
 				}
 				if keep != opts.EmitDuplicates {
 					buf = append(buf, data[r[0]:r[1]]...)
-					emitted++
+					n.emitted++
 				}
 			}
 			if err == nil && len(buf) > 0 {
@@ -272,15 +371,13 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 		c.job.rd.Release(c.job.chunk)
 		recycle(c)
 	}
-	wg.Wait()
-	if err == nil {
-		err = context.Cause(ctx)
-	}
-	st.Records = first + dups + inAgainst
-	st.FirstOccurrences, st.Duplicates, st.InAgainst, st.Emitted = first, dups, inAgainst, emitted
-	st.Distinct = first
-	st.BadRecords = opts.Records.OnBad.Count()
-	st.Bytes = opts.Progress.RawBytes.Load()
+	return n, err
+}
+
+// addSeenSet adds the seen-set's figures: its memory and, in the bounded
+// mode, its runs and its blooms' probes and false positives, measured and
+// by the formula at their final fill.
+func (st *DedupStats) addSeenSet(shards []*shardSet) {
 	var keys, blocks int
 	for _, s := range shards {
 		st.TableBytes += s.table.bytes()
@@ -303,30 +400,8 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 		// random fingerprints (absent but with chance 2^-128) probed
 		// against the final blooms, from a fixed seed.
 		st.FilterFPRFormula = fpstore.BloomFPR(keys, blocks)
-		st.FilterFPRMeasured = measureBloomFPR(shards, uint64(nshards-1), fprProbes)
+		st.FilterFPRMeasured = measureBloomFPR(shards, uint64(len(shards)-1), fprProbes)
 	}
-	if err != nil {
-		return st, err
-	}
-	if recWriter != nil {
-		// The seen-set is done with: its memory goes back before the
-		// --record writer's segment buffers (three of 16 MiB) are made, so
-		// the two never add up.
-		for _, s := range shards {
-			s.free()
-		}
-		err := recSorter.Emit([]*fpstore.Collector{recCollector}, opts.Threads, func(fps []fpstore.Fingerprint) error {
-			return recWriter.Add(fps...)
-		})
-		if err != nil {
-			return st, err
-		}
-		if st.Recorded, err = recWriter.Commit(); err != nil {
-			return st, err
-		}
-	}
-	st.Seconds = time.Since(start).Seconds()
-	return st, nil
 }
 
 // chunkBuffers are a chunk's per-record arrays, recycled once the chunk is
