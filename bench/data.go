@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/fpdedup/fpdedup/bench/gen"
 )
 
 // generate writes the inputs of every job into the work directory:
@@ -39,7 +41,7 @@ func (b *runner) generate(ctx context.Context) error {
 	b.progress(Step{Phase: "prepare", Msg: fmt.Sprintf("generating %d records", o.Records)})
 	half := &splitter{want: o.Records / 2, at: -1}
 	var absent *absentWriter
-	st, err := b.genFile(ctx, "events.txt", GenOptions{Records: o.Records, Seed: o.Seed, Format: "lines"}, func(w io.Writer) io.Writer {
+	st, err := b.genFile(ctx, "events.txt", gen.Options{Records: o.Records, Seed: o.Seed, Format: "lines"}, func(w io.Writer) io.Writer {
 		f, err := os.Create(b.path("absent.txt"))
 		if err != nil {
 			return errWriter{err}
@@ -57,7 +59,7 @@ func (b *runner) generate(ctx context.Context) error {
 	d.BytesPerRecord = float64(st.Bytes) / float64(st.Records)
 	b.mid = half.at
 
-	if _, err := b.genFile(ctx, "events.csv", GenOptions{Records: o.Records, Seed: o.Seed, Format: "csv"}, nil); err != nil {
+	if _, err := b.genFile(ctx, "events.csv", gen.Options{Records: o.Records, Seed: o.Seed, Format: "csv"}, nil); err != nil {
 		return err
 	}
 	csvSt, _ := os.Stat(b.path("events.csv"))
@@ -67,7 +69,7 @@ func (b *runner) generate(ctx context.Context) error {
 	d.BoundedRecords, d.BoundedDistinct, d.BoundedBytes = d.Records, d.Distinct, d.LinesBytes
 	if o.Records < boundedMinRecords {
 		b.boundedPath = b.path("bounded.txt")
-		bs, err := b.genFile(ctx, "bounded.txt", GenOptions{Records: boundedMinRecords, Seed: o.Seed, Format: "lines"}, nil)
+		bs, err := b.genFile(ctx, "bounded.txt", gen.Options{Records: boundedMinRecords, Seed: o.Seed, Format: "lines"}, nil)
 		if err != nil {
 			return err
 		}
@@ -89,17 +91,17 @@ func (b *runner) generate(ctx context.Context) error {
 }
 
 // genFile writes name from Generate; wrap may tee the stream elsewhere.
-func (b *runner) genFile(ctx context.Context, name string, o GenOptions, wrap func(io.Writer) io.Writer) (GenStats, error) {
+func (b *runner) genFile(ctx context.Context, name string, o gen.Options, wrap func(io.Writer) io.Writer) (gen.Stats, error) {
 	f, err := os.Create(b.path(name))
 	if err != nil {
-		return GenStats{}, err
+		return gen.Stats{}, err
 	}
 	defer f.Close()
 	var w io.Writer = ctxWriter{ctx, f}
 	if wrap != nil {
 		w = wrap(w)
 	}
-	st, err := Generate(w, o)
+	st, err := gen.Generate(w, o)
 	if err == nil {
 		err = f.Close()
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fpdedup/fpdedup/bench/gen"
 	"github.com/fpdedup/fpdedup/fpstore"
 )
 
@@ -304,7 +305,7 @@ func TestLatencyQuantiles(t *testing.T) {
 
 func TestAbsentWriterAndSplitter(t *testing.T) {
 	var lines bytes.Buffer
-	if _, err := Generate(&lines, GenOptions{Records: 5000, Seed: 3}); err != nil {
+	if _, err := gen.Generate(&lines, gen.Options{Records: 5000, Seed: 3}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Create(filepath.Join(t.TempDir(), "absent"))

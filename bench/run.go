@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fpdedup/fpdedup/bench/gen"
 )
 
 // Options say what Run measures. The zero values of the counts mean their
@@ -131,7 +133,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Schema:  SchemaID,
 		Started: start.UTC().Truncate(time.Second),
 		Options: RunOptions{
-			Records: o.Records, Seed: o.Seed, Repeat: DefaultRepeat, Runs: o.Runs, WarmUp: !o.Quick,
+			Records: o.Records, Seed: o.Seed, Repeat: gen.DefaultRepeat, Runs: o.Runs, WarmUp: !o.Quick,
 			Quick: o.Quick, Peers: o.Peers, BoundedMem: o.BoundedMem,
 			LookupWarm: 200_000, LookupCold: 20_000, InspectProbes: 1_000_000,
 			VolumeBytes: o.VolumeBytes, IOBytesPerSec: o.IOBytesPerSec,

@@ -21,7 +21,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fpdedup/fpdedup/bench"
+	"github.com/fpdedup/fpdedup/bench/gen"
 )
 
 func main() {
@@ -87,9 +87,9 @@ func genMain(args []string, stdout, stderr io.Writer) error {
 	records := countFlag(1_000_000)
 	fs.Var(&records, "records", "records to write (k/M/G suffixes)")
 	seed := fs.Uint64("seed", 1, "seed: same seed, same bytes")
-	repeat := fs.Float64("repeat", bench.DefaultRepeat, "fraction of records that repeat an earlier one")
-	far := fs.Float64("far", bench.DefaultFar, "fraction of repeats copied from anywhere earlier, not the last ~1000")
-	format := fs.String("format", bench.DefaultFormat, "lines, csv or jsonl")
+	repeat := fs.Float64("repeat", gen.DefaultRepeat, "fraction of records that repeat an earlier one")
+	far := fs.Float64("far", gen.DefaultFar, "fraction of repeats copied from anywhere earlier, not the last ~1000")
+	format := fs.String("format", gen.DefaultFormat, "lines, csv or jsonl")
 	out := fs.String("o", "-", "output file, - for stdout")
 	stats := fs.Bool("stats", false, "print the stats as JSON on stderr")
 	plan := fs.Bool("plan", false, "write nothing; print records, distinct and bytes as JSON on stdout")
@@ -99,14 +99,14 @@ func genMain(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("gen: unexpected argument %q", fs.Arg(0))
 	}
-	o := bench.GenOptions{
+	o := gen.Options{
 		Records: int64(records), Seed: *seed, Format: *format,
 		// On the command line 0 means none; in GenOptions it means the
 		// default, and none is negative.
 		Repeat: literal(*repeat), Far: literal(*far),
 	}
 	if *plan {
-		st, err := bench.Generate(io.Discard, o)
+		st, err := gen.Generate(io.Discard, o)
 		if err != nil {
 			return err
 		}
@@ -118,7 +118,7 @@ func genMain(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
-	st, err := bench.Generate(bw, o)
+	st, err := gen.Generate(bw, o)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -138,7 +138,7 @@ func literal(f float64) float64 {
 	return f
 }
 
-func statsJSON(st bench.GenStats) map[string]int64 {
+func statsJSON(st gen.Stats) map[string]int64 {
 	return map[string]int64{"records": st.Records, "distinct": st.Distinct, "bytes": st.Bytes}
 }
 

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fpdedup/fpdedup/bench"
+	"github.com/fpdedup/fpdedup/bench/gen"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
@@ -286,7 +287,7 @@ The summary on stderr gives the exact number of distinct records.`,
 				defer f.Abort()
 				w = f
 			}
-			// GenOptions reads 0 as "the default" and a negative value as
+			// gen.Options reads 0 as "the default" and a negative value as
 			// "none"; on the command line 0 means none.
 			if repeat == 0 {
 				repeat = -1
@@ -296,7 +297,7 @@ The summary on stderr gives the exact number of distinct records.`,
 			}
 			hook("work")
 			bw := bufio.NewWriterSize(stopWriter{cmd.Context(), w}, 1<<20)
-			st, err := bench.Generate(bw, bench.GenOptions{Records: n, Repeat: repeat, Seed: seed, Format: format, Far: far})
+			st, err := gen.Generate(bw, gen.Options{Records: n, Repeat: repeat, Seed: seed, Format: format, Far: far})
 			if err == nil {
 				err = bw.Flush()
 			}

@@ -1,4 +1,4 @@
-package bench
+package gen
 
 import (
 	"errors"
@@ -9,10 +9,10 @@ import (
 	"strconv"
 )
 
-// Defaults for the zero values of GenOptions. DefaultRepeat is the repeat
-// rate the users report (DESIGN section 1: ~38% of events are repeats); with
-// it 10M records hold 6.2M distinct ones, like the reference file of DESIGN
-// section 7.
+// Defaults for the zero values of Options. DefaultRepeat is the repeat
+// rate the users report (~38% of events are repeats); with it 10M records
+// hold 6.2M distinct ones, like the reference file the README's Performance
+// section measures.
 const (
 	DefaultRepeat = 0.38
 	DefaultFar    = 0.5
@@ -29,10 +29,10 @@ const CSVHeader = "user_id,device_id,timestamp_ms,event_type,amount\n"
 // BaseTimestampMs is the timestamp_ms of the first record: 2025-12-02T00:00Z.
 const BaseTimestampMs = 1764633600000
 
-// GenOptions says what Generate writes. The zero value of Repeat, Far and
-// Format means their default, so GenOptions{Records: n} is the reference
+// Options says what Generate writes. The zero value of Repeat, Far and
+// Format means their default, so Options{Records: n} is the reference
 // mix; ask for no repeats (or no far repeats) with a negative value.
-type GenOptions struct {
+type Options struct {
 	Records int64   // total records (csv header excluded)
 	Repeat  float64 // fraction of records that repeat an earlier one: 0 = DefaultRepeat, <0 = none
 	Seed    uint64
@@ -40,9 +40,9 @@ type GenOptions struct {
 	Far     float64 // fraction of repeats that copy any earlier record rather than a recent one: 0 = DefaultFar, <0 = none
 }
 
-// GenStats is what Generate wrote. Distinct is exact: it is the number of
+// Stats is what Generate wrote. Distinct is exact: it is the number of
 // distinct records, and also of distinct keys user_id:device_id:timestamp_ms.
-type GenStats struct {
+type Stats struct {
 	Records, Distinct int64
 	Bytes             int64 // bytes written, csv header included
 }
@@ -57,7 +57,7 @@ const (
 
 // resolve applies the defaults and checks the ranges, so that the hot loop
 // trusts its inputs.
-func (o GenOptions) resolve() (f format, repeat, far float64, err error) {
+func (o Options) resolve() (f format, repeat, far float64, err error) {
 	switch o.Format {
 	case "", "lines":
 		f = fmtLines
@@ -93,7 +93,7 @@ func (o GenOptions) resolve() (f format, repeat, far float64, err error) {
 
 // Repeats is the exact number of repeated records Generate writes for o: the
 // first record is always new, so at most Records-1.
-func (o GenOptions) Repeats() (int64, error) {
+func (o Options) Repeats() (int64, error) {
 	_, repeat, _, err := o.resolve()
 	if err != nil {
 		return 0, err
@@ -263,12 +263,12 @@ const genBuf = 256 << 10
 
 // Generate writes o.Records records to w and reports what it wrote. The bytes
 // are a function of o alone. Memory is constant whatever o.Records is.
-func Generate(w io.Writer, o GenOptions) (GenStats, error) {
+func Generate(w io.Writer, o Options) (Stats, error) {
 	f, repeat, far, err := o.resolve()
 	if err != nil {
-		return GenStats{}, err
+		return Stats{}, err
 	}
-	var st GenStats
+	var st Stats
 	seed := mix(o.Seed ^ 0x243f6a8885a308d3)
 	r := renderer{f: f, recSalt: mix(seed ^ 1), devSalt: mix(seed ^ 2)}
 	// The stream's decisions (repeat or not, which record) come from their

@@ -1,4 +1,4 @@
-package bench
+package gen
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"testing"
 )
 
-func gen(t testing.TB, o GenOptions) ([]byte, GenStats) {
+func mustGenerate(t testing.TB, o Options) ([]byte, Stats) {
 	t.Helper()
 	var b bytes.Buffer
 	st, err := Generate(&b, o)
@@ -51,9 +51,9 @@ func TestDistinctExact(t *testing.T) {
 	for _, seed := range seeds {
 		for _, rep := range repeats {
 			for _, far := range fars {
-				o := GenOptions{Records: 20_000, Repeat: rep, Seed: seed, Far: far}
+				o := Options{Records: 20_000, Repeat: rep, Seed: seed, Far: far}
 				t.Run(fmt.Sprintf("seed=%d/repeat=%v/far=%v", seed, rep, far), func(t *testing.T) {
-					b, st := gen(t, o)
+					b, st := mustGenerate(t, o)
 					seenLine := map[string]bool{}
 					seenKey := map[string]bool{}
 					seenTS := map[string]bool{}
@@ -91,15 +91,15 @@ func TestDistinctExact(t *testing.T) {
 
 func TestRepeatsPlanned(t *testing.T) {
 	for _, c := range []struct {
-		o    GenOptions
+		o    Options
 		want int64
 	}{
-		{GenOptions{Records: 10_000_000}, 3_800_000},
-		{GenOptions{Records: 10_000_000, Repeat: -1}, 0},
-		{GenOptions{Records: 10, Repeat: 1}, 9}, // the first record is new
-		{GenOptions{Records: 1, Repeat: 1}, 0},
-		{GenOptions{Records: 0}, 0},
-		{GenOptions{Records: 3, Repeat: 0.5}, 2}, // round half away from zero
+		{Options{Records: 10_000_000}, 3_800_000},
+		{Options{Records: 10_000_000, Repeat: -1}, 0},
+		{Options{Records: 10, Repeat: 1}, 9}, // the first record is new
+		{Options{Records: 1, Repeat: 1}, 0},
+		{Options{Records: 0}, 0},
+		{Options{Records: 3, Repeat: 0.5}, 2}, // round half away from zero
 	} {
 		got, err := c.o.Repeats()
 		if err != nil || got != c.want {
@@ -110,14 +110,14 @@ func TestRepeatsPlanned(t *testing.T) {
 
 func TestDeterministic(t *testing.T) {
 	for _, format := range []string{"lines", "csv", "jsonl"} {
-		o := GenOptions{Records: 50_000, Seed: 7, Format: format}
-		a, _ := gen(t, o)
-		b, _ := gen(t, o)
+		o := Options{Records: 50_000, Seed: 7, Format: format}
+		a, _ := mustGenerate(t, o)
+		b, _ := mustGenerate(t, o)
 		if !bytes.Equal(a, b) {
 			t.Errorf("%s: same options gave different bytes", format)
 		}
 		o.Seed = 8
-		c, _ := gen(t, o)
+		c, _ := mustGenerate(t, o)
 		if bytes.Equal(a, c) {
 			t.Errorf("%s: seeds 7 and 8 gave the same bytes", format)
 		}
@@ -125,8 +125,8 @@ func TestDeterministic(t *testing.T) {
 	// A prefix of a longer run is not promised (the repeat plan depends on
 	// Records), but the records themselves are: the first record of every
 	// run with a seed is the same.
-	a, _ := gen(t, GenOptions{Records: 10, Seed: 3})
-	b, _ := gen(t, GenOptions{Records: 1000, Seed: 3})
+	a, _ := mustGenerate(t, Options{Records: 10, Seed: 3})
+	b, _ := mustGenerate(t, Options{Records: 1000, Seed: 3})
 	if lines(t, a)[0] != lines(t, b)[0] {
 		t.Errorf("first record depends on Records")
 	}
@@ -135,7 +135,7 @@ func TestDeterministic(t *testing.T) {
 // Pinned output: a change here changes every benchmark's input, so it must
 // be deliberate (update the figures in bench/results when it is).
 func TestGolden(t *testing.T) {
-	b, st := gen(t, GenOptions{Records: 6, Seed: 0})
+	b, st := mustGenerate(t, Options{Records: 6, Seed: 0})
 	want := "u7865909,d01a896987,1764633600002,session_refresh,0.00\n" +
 		"u2025502,d50aa704c0,1764633600007,payment,426.84\n" +
 		"u8563552,dbf2867275,1764633600010,order_create,229.94\n" +
@@ -153,13 +153,13 @@ func TestGolden(t *testing.T) {
 // The three formats carry the same records: csv is the header plus the
 // lines output, jsonl the same fields as JSON.
 func TestFormatsAgree(t *testing.T) {
-	o := GenOptions{Records: 30_000, Seed: 11, Repeat: 0.4}
+	o := Options{Records: 30_000, Seed: 11, Repeat: 0.4}
 	o.Format = "lines"
-	ln, lst := gen(t, o)
+	ln, lst := mustGenerate(t, o)
 	o.Format = "csv"
-	cv, cst := gen(t, o)
+	cv, cst := mustGenerate(t, o)
 	o.Format = "jsonl"
-	js, jst := gen(t, o)
+	js, jst := mustGenerate(t, o)
 	if lst.Distinct != cst.Distinct || lst.Distinct != jst.Distinct {
 		t.Fatalf("Distinct differs: lines %d csv %d jsonl %d", lst.Distinct, cst.Distinct, jst.Distinct)
 	}
@@ -222,8 +222,8 @@ func TestFormatsAgree(t *testing.T) {
 // With Far < 0 every repeat copies one of the last NearWindow new records;
 // with the default, some repeats reach much further back.
 func TestNearFar(t *testing.T) {
-	distances := func(o GenOptions) (maxDist uint64, far int) {
-		b, _ := gen(t, o)
+	distances := func(o Options) (maxDist uint64, far int) {
+		b, _ := mustGenerate(t, o)
 		idx := map[string]uint64{}
 		var fresh uint64
 		for _, l := range lines(t, b) {
@@ -241,10 +241,10 @@ func TestNearFar(t *testing.T) {
 		}
 		return maxDist, far
 	}
-	if d, _ := distances(GenOptions{Records: 100_000, Seed: 5, Far: -1}); d > NearWindow {
+	if d, _ := distances(Options{Records: 100_000, Seed: 5, Far: -1}); d > NearWindow {
 		t.Errorf("Far<0: a repeat reached %d new records back, window is %d", d, NearWindow)
 	}
-	o := GenOptions{Records: 100_000, Seed: 5}
+	o := Options{Records: 100_000, Seed: 5}
 	_, far := distances(o)
 	reps, _ := o.Repeats()
 	// Far repeats pick uniformly from all earlier records, so most of the
@@ -254,10 +254,10 @@ func TestNearFar(t *testing.T) {
 	}
 }
 
-// The benchmarks assume the reference file's shape (DESIGN section 7: 10M
+// The benchmarks assume the reference file's shape (10M
 // lines, ~515 MB): ~51 bytes a line.
 func TestLineLength(t *testing.T) {
-	_, st := gen(t, GenOptions{Records: 200_000, Seed: 1})
+	_, st := mustGenerate(t, Options{Records: 200_000, Seed: 1})
 	avg := float64(st.Bytes) / float64(st.Records)
 	if avg < 49 || avg > 54 {
 		t.Errorf("average line is %.1f bytes, want ~51.5", avg)
@@ -265,19 +265,19 @@ func TestLineLength(t *testing.T) {
 }
 
 func TestEdges(t *testing.T) {
-	b, st := gen(t, GenOptions{Records: 0, Format: "csv"})
+	b, st := mustGenerate(t, Options{Records: 0, Format: "csv"})
 	if string(b) != CSVHeader || st.Distinct != 0 {
 		t.Errorf("0 csv records: %q, %+v", b, st)
 	}
-	b, st = gen(t, GenOptions{Records: 0})
-	if len(b) != 0 || st != (GenStats{}) {
+	b, st = mustGenerate(t, Options{Records: 0})
+	if len(b) != 0 || st != (Stats{}) {
 		t.Errorf("0 records: %q, %+v", b, st)
 	}
-	_, st = gen(t, GenOptions{Records: 1, Repeat: 1})
+	_, st = mustGenerate(t, Options{Records: 1, Repeat: 1})
 	if st.Distinct != 1 {
 		t.Errorf("1 record, Repeat 1: Distinct = %d", st.Distinct)
 	}
-	b, st = gen(t, GenOptions{Records: 1000, Repeat: 1})
+	b, st = mustGenerate(t, Options{Records: 1000, Repeat: 1})
 	if st.Distinct != 1 || len(map[string]bool{lines(t, b)[0]: true}) != 1 {
 		t.Errorf("Repeat 1: Distinct = %d", st.Distinct)
 	}
@@ -289,7 +289,7 @@ func TestEdges(t *testing.T) {
 }
 
 func TestBadOptions(t *testing.T) {
-	for _, o := range []GenOptions{
+	for _, o := range []Options{
 		{Records: -1},
 		{Records: 1, Format: "tsv"},
 		{Records: 1, Repeat: 1.5},
@@ -323,7 +323,7 @@ type shortWriter struct{}
 func (shortWriter) Write(p []byte) (int, error) { return len(p) / 2, nil }
 
 func TestWriteErrors(t *testing.T) {
-	st, err := Generate(&failWriter{n: 2}, GenOptions{Records: 1_000_000})
+	st, err := Generate(&failWriter{n: 2}, Options{Records: 1_000_000})
 	if !errors.Is(err, errDiskFull) {
 		t.Errorf("error = %v, want the writer's", err)
 	}
@@ -331,7 +331,7 @@ func TestWriteErrors(t *testing.T) {
 	if st.Bytes < 2*genBuf || st.Bytes > 2*(genBuf+200) {
 		t.Errorf("Bytes = %d after two full buffers", st.Bytes)
 	}
-	if _, err := Generate(shortWriter{}, GenOptions{Records: 10}); !errors.Is(err, io.ErrShortWrite) {
+	if _, err := Generate(shortWriter{}, Options{Records: 10}); !errors.Is(err, io.ErrShortWrite) {
 		t.Errorf("short write: error = %v", err)
 	}
 }
@@ -340,7 +340,7 @@ func BenchmarkGenerate(b *testing.B) {
 	const records = 1_000_000
 	for _, format := range []string{"lines", "csv", "jsonl"} {
 		b.Run(format, func(b *testing.B) {
-			o := GenOptions{Records: records, Seed: 1, Format: format}
+			o := Options{Records: records, Seed: 1, Format: format}
 			st, err := Generate(io.Discard, o)
 			if err != nil {
 				b.Fatal(err)
