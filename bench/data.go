@@ -15,7 +15,7 @@ import (
 	"github.com/fpdedup/fpdedup/bench/gen"
 )
 
-// generate writes the inputs of every job into the work directory:
+// generate writes the inputs of the chosen jobs into the work directory:
 //
 //	events.txt      Records lines (the lines format: each line is a key)
 //	absent.txt      the same lines with their first byte, always 'u', made
@@ -24,6 +24,9 @@ import (
 //	*.zst           zstd copies (level 3, what `zstd` does by default)
 //	bounded.txt     boundedMinRecords lines for the bounded dedup job, when
 //	                events.txt is smaller than that
+//
+// events.txt is always written (the report's data is its records); the
+// others only for the jobs that read them.
 func (b *runner) generate(ctx context.Context) error {
 	start := time.Now()
 	o := b.o
@@ -32,16 +35,27 @@ func (b *runner) generate(ctx context.Context) error {
 	// Lines and CSV, their zstd copies, absent.txt, the hex dumps of the
 	// halves and an index: about four times the lines file. sort -u spills
 	// to the work directory only when it runs out of -S.
-	estimate := o.Records * 52
-	if free := freeBytes(b.work); free >= 0 && free < 4*estimate {
-		return fmt.Errorf("bench: %d records need about %d MB free in %s, there are %d MB: use fewer --records or another TMPDIR",
-			o.Records, 4*estimate/1_000_000, b.rep.Machine.TmpDir, free/1_000_000)
+	need := 4 * o.Records * 52
+	if b.sel["merge-partitions"] || b.sel["build-partitions"] {
+		// The hex file (33 B a key), the partitions, the overlapping
+		// indexes, the single build and the outputs (~17.5 B a key each).
+		need += o.Records * 300
 	}
+	if free := freeBytes(b.work); free >= 0 && free < need {
+		return fmt.Errorf("bench: %d records need about %d MB free in %s, there are %d MB: use fewer --records or another TMPDIR",
+			o.Records, need/1_000_000, b.rep.Machine.TmpDir, free/1_000_000)
+	}
+	wantAbsent := b.sel["query-absent"]
+	wantCSV := b.sel["dedup-csv"] || b.sel["dedup-zstd"]
+	wantLinesZst := b.sel["build"] || b.sel["dedup-lines"] // their zstd -dc floors
 
 	b.progress(Step{Phase: "prepare", Msg: fmt.Sprintf("generating %d records", o.Records)})
 	half := &splitter{want: o.Records / 2, at: -1}
 	var absent *absentWriter
 	st, err := b.genFile(ctx, "events.txt", gen.Options{Records: o.Records, Seed: o.Seed, Format: "lines"}, func(w io.Writer) io.Writer {
+		if !wantAbsent {
+			return io.MultiWriter(w, half)
+		}
 		f, err := os.Create(b.path("absent.txt"))
 		if err != nil {
 			return errWriter{err}
@@ -55,19 +69,26 @@ func (b *runner) generate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.Distinct, d.LinesBytes, d.AbsentBytes = st.Distinct, st.Bytes, st.Bytes
+	d.Distinct, d.LinesBytes = st.Distinct, st.Bytes
+	if wantAbsent {
+		d.AbsentBytes = st.Bytes
+	}
 	d.BytesPerRecord = float64(st.Bytes) / float64(st.Records)
 	b.mid = half.at
 
-	if _, err := b.genFile(ctx, "events.csv", gen.Options{Records: o.Records, Seed: o.Seed, Format: "csv"}, nil); err != nil {
-		return err
+	if wantCSV {
+		cs, err := b.genFile(ctx, "events.csv", gen.Options{Records: o.Records, Seed: o.Seed, Format: "csv"}, nil)
+		if err != nil {
+			return err
+		}
+		d.CSVBytes = cs.Bytes
 	}
-	csvSt, _ := os.Stat(b.path("events.csv"))
-	d.CSVBytes = csvSt.Size()
 
 	b.boundedPath = b.path("events.txt")
-	d.BoundedRecords, d.BoundedDistinct, d.BoundedBytes = d.Records, d.Distinct, d.LinesBytes
-	if o.Records < boundedMinRecords {
+	if b.sel["dedup-bounded"] {
+		d.BoundedRecords, d.BoundedDistinct, d.BoundedBytes = d.Records, d.Distinct, d.LinesBytes
+	}
+	if o.Records < boundedMinRecords && b.sel["dedup-bounded"] {
 		b.boundedPath = b.path("bounded.txt")
 		bs, err := b.genFile(ctx, "bounded.txt", gen.Options{Records: boundedMinRecords, Seed: o.Seed, Format: "lines"}, nil)
 		if err != nil {
@@ -78,14 +99,20 @@ func (b *runner) generate(ctx context.Context) error {
 			boundedMinRecords, o.BoundedMem, o.Records)
 	}
 
-	b.progress(Step{Phase: "prepare", Msg: "compressing the zstd copies"})
-	if d.LinesZstBytes, err = compressFile(ctx, b.path("events.txt")); err != nil {
-		return err
+	if wantLinesZst || b.sel["dedup-zstd"] {
+		b.progress(Step{Phase: "prepare", Msg: "compressing the zstd copies"})
 	}
-	if d.CSVZstBytes, err = compressFile(ctx, b.path("events.csv")); err != nil {
-		return err
+	if wantLinesZst {
+		if d.LinesZstBytes, err = compressFile(ctx, b.path("events.txt")); err != nil {
+			return err
+		}
 	}
-	d.ZstdRatio = float64(d.CSVBytes) / float64(max(d.CSVZstBytes, 1))
+	if b.sel["dedup-zstd"] {
+		if d.CSVZstBytes, err = compressFile(ctx, b.path("events.csv")); err != nil {
+			return err
+		}
+		d.ZstdRatio = float64(d.CSVBytes) / float64(max(d.CSVZstBytes, 1))
+	}
 	d.GenSeconds = time.Since(start).Seconds()
 	return nil
 }

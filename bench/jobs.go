@@ -121,15 +121,8 @@ func (b *runner) jobs() []jobSpec {
 		return command{argv: append([]string{"node", filepath.Join(dir, script)}, args...)}
 	}
 	q := shellQuote
-	floorWrite := func(inputs []string, out string) command {
-		// Reading the inputs and writing (with fsync) as many bytes as
-		// the command publishes: the floor of DESIGN section 7.
-		return sh(fmt.Sprintf("cat %s > /dev/null && dd if=/dev/zero of=%s bs=1M count=$(stat -c %%s %s) iflag=count_bytes conv=fsync status=none",
-			strings.Join(mapQ(inputs), " "), q(b.path("floor.out")), q(out)))
-	}
-	cat := func(f string) rowSpec {
-		return rowSpec{tool: "floor: cat", kind: kindFloor, needs: []string{"cat"}, cmd: command{argv: []string{"cat", f}}}
-	}
+	floorWrite := b.floorWrite
+	cat := catFloor
 	zcat := func(f string) rowSpec {
 		return rowSpec{tool: "floor: zstd -dc", kind: kindFloor, needs: []string{"zstd"}, cmd: command{argv: []string{"zstd", "-dc", f}}}
 	}
@@ -308,7 +301,20 @@ func (b *runner) jobs() []jobSpec {
 			{tool: "floor: cat + dd conv=fsync of the output", kind: kindFloor, needs: []string{"sh", "cat", "dd"},
 				cmd: floorWrite([]string{halfA, halfB}, merged)},
 		},
-	}}
+	}, b.mergePartitionsJob(), b.buildPartitionsJob()}
+}
+
+// floorWrite reads the inputs and writes (with fsync) as many bytes as
+// the command publishes to out: what no tool that reads those files and
+// publishes that file can beat.
+func (b *runner) floorWrite(inputs []string, out string) command {
+	return sh(fmt.Sprintf("cat %s > /dev/null && dd if=/dev/zero of=%s bs=1M count=$(stat -c %%s %s) iflag=count_bytes conv=fsync status=none",
+		strings.Join(mapQ(inputs), " "), shellQuote(b.path("floor.out")), shellQuote(out)))
+}
+
+// catFloor is reading f, the floor of every job that reads it once.
+func catFloor(f string) rowSpec {
+	return rowSpec{tool: "floor: cat", kind: kindFloor, needs: []string{"cat"}, cmd: command{argv: []string{"cat", f}}}
 }
 
 // duckHashTool is DuckDB's fastest distinct count, the peer issue 2's
@@ -340,20 +346,8 @@ func withStdin(c command, f string) command {
 // prepMerge builds the indexes of the two halves of the lines file (the
 // first Records/2 records and the rest) and, for sort -m, their hex dumps.
 func (b *runner) prepMerge(ctx context.Context, j *Job, lines, a, bb, hexA, hexB string) error {
-	f, err := os.Open(lines)
-	if err != nil {
+	if err := b.buildHalves(ctx, "merge", lines, a, bb); err != nil {
 		return err
-	}
-	defer f.Close()
-	size := b.rep.Data.LinesBytes
-	for i, half := range []struct {
-		out      string
-		off, len int64
-	}{{a, 0, b.mid}, {bb, b.mid, size - b.mid}} {
-		b.progress(Step{Phase: "prepare", Msg: fmt.Sprintf("merge: building the index of half %d of 2", i+1)})
-		if _, err := b.tool(ctx, io.NewSectionReader(f, half.off, half.len), nil, "--progress", "never", "-q", "build", "-o", half.out, "-"); err != nil {
-			return fmt.Errorf("build half %d: %w", i+1, err)
-		}
 	}
 	var units uint64
 	for _, p := range []string{a, bb} {
@@ -379,6 +373,30 @@ func (b *runner) prepMerge(ctx context.Context, j *Job, lines, a, bb, hexA, hexB
 			if err != nil {
 				return fmt.Errorf("dump %s: %w", filepath.Base(h[0]), err)
 			}
+		}
+	}
+	return nil
+}
+
+// buildHalves builds the indexes a and bb of the two halves of the lines
+// file, unless they were built already (by the merge job, for the mem job).
+func (b *runner) buildHalves(ctx context.Context, job, lines, a, bb string) error {
+	if _, err := os.Stat(bb); err == nil {
+		return nil
+	}
+	f, err := os.Open(lines)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	size := b.rep.Data.LinesBytes
+	for i, half := range []struct {
+		out      string
+		off, len int64
+	}{{a, 0, b.mid}, {bb, b.mid, size - b.mid}} {
+		b.progress(Step{Phase: "prepare", Msg: fmt.Sprintf("%s: building the index of half %d of 2", job, i+1)})
+		if _, err := b.tool(ctx, io.NewSectionReader(f, half.off, half.len), nil, "--progress", "never", "-q", "build", "-o", half.out, "-"); err != nil {
+			return fmt.Errorf("build half %d: %w", i+1, err)
 		}
 	}
 	return nil

@@ -25,8 +25,15 @@ func (r *Report) Markdown() string {
 	p("- **Load average** (1, 5, 15 min): %s before, %s after. The machine is shared: other work running at the same time slows every row of a job alike (their runs are interleaved), so ratios hold better than absolute times.\n",
 		fmtLoad(m.LoadBefore), fmtLoad(m.LoadAfter))
 	d := r.Data
-	p("- **Data** (`fpdedup bench gen`, seed %d, %.0f%% repeats): %s records, %s distinct; lines %s, CSV %s, CSV.zst %s (%.2f:1); %.1f bytes a record.\n",
-		r.Options.Seed, 100*r.Options.Repeat, commas(d.Records), commas(d.Distinct), fmtMB(d.LinesBytes), fmtMB(d.CSVBytes), fmtMB(d.CSVZstBytes), d.ZstdRatio, d.BytesPerRecord)
+	files := "lines " + fmtMB(d.LinesBytes)
+	if d.CSVBytes > 0 {
+		files += ", CSV " + fmtMB(d.CSVBytes)
+	}
+	if d.CSVZstBytes > 0 {
+		files += fmt.Sprintf(", CSV.zst %s (%.2f:1)", fmtMB(d.CSVZstBytes), d.ZstdRatio)
+	}
+	p("- **Data** (`fpdedup bench gen`, seed %d, %.0f%% repeats): %s records, %s distinct; %s; %.1f bytes a record.\n",
+		r.Options.Seed, 100*r.Options.Repeat, commas(d.Records), commas(d.Distinct), files, d.BytesPerRecord)
 	warm := "no warm-up run"
 	if r.Options.WarmUp {
 		warm = "one untimed warm-up run (it is also the checked run)"
@@ -102,6 +109,7 @@ func (r *Report) Markdown() string {
 	}
 
 	r.markdownFigures(&b)
+	r.markdownMemory(&b)
 	if len(r.Targets) > 0 {
 		p("## Targets of the issues\n\n| issue | goal | measured | met |\n| --- | --- | --- | --- |\n")
 		for _, t := range r.Targets {
@@ -157,7 +165,7 @@ func (r *Report) Markdown() string {
 
 func (r *Report) markdownFigures(b *strings.Builder) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
-	if lk := r.Lookup; lk != nil {
+	if lk := r.Lookup; lk != nil && r.ran("build") {
 		p("## lookup: single Index.Contains latency, in process\n\n")
 		p("The bench process opens %s (%s keys, %s) with fpstore.Open and times each call; present and absent keys alternate, every answer is checked. Warm: after every page was read once. Cold: before each of the batches the file is dropped from the page cache (POSIX_FADV_DONTNEED) and the index reopened.\n\n",
 			lk.Index, commas(int64(lk.Keys)), fmtMB(lk.FileBytes))
@@ -187,14 +195,19 @@ func (r *Report) markdownFigures(b *strings.Builder) {
 		}
 		p("\n")
 	}
+	if !r.ran("build") && r.Bounded == nil {
+		return // no index measured, no bounded dedup
+	}
 	p("## index: size and filters\n\n")
-	if x := r.Index; x != nil {
+	if r.Index != nil || !r.ran("build") {
 		p("| figure | value |\n| --- | --- |\n")
+	}
+	if x := r.Index; x != nil {
 		p("| fingerprints | %s |\n| file | %s, %d segment(s) |\n| bytes per key | %.2f |\n", commas(int64(x.Fingerprints)), fmtMB(x.FileBytes), x.Segments, x.BytesPerKey)
 		p("| filter | %s, %.2f bits per key |\n", x.FilterKind, x.FilterBitsPerKey)
 		p("| filter false-positive rate | %.4f%% measured on %s random probes vs %.4f%% in theory (%s) |\n",
 			100*x.FilterFPRMeasured, commas(int64(x.FilterProbes)), 100*x.FilterFPRTheory, fprVerdict(x.FilterFPRMeasured, x.FilterFPRTheory, x.FilterProbes))
-	} else {
+	} else if r.ran("build") {
 		p("Not measured (no index).\n")
 	}
 	if bf := r.Bounded; bf != nil {
@@ -207,6 +220,27 @@ func (r *Report) markdownFigures(b *strings.Builder) {
 		}
 	}
 	p("\n")
+}
+
+// markdownMemory is the mem job's table: each command's peak anonymous
+// memory under each --mem, and the largest excess.
+func (r *Report) markdownMemory(b *strings.Builder) {
+	m := r.Memory
+	if m == nil {
+		return
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("## mem: anonymous memory against --mem\n\n")
+	p("Each command once per --mem on the %s records of events.txt; its anonymous resident memory (RssAnon, summed over its processes) sampled every %g ms: the kernel keeps no anonymous peak, so each figure is a lower bound.\n\n", commas(m.Records), m.SampleEveryMs)
+	p("| command | --mem | peak anonymous RSS (MiB) | over --mem (MiB) | wall |\n| --- | ---: | ---: | ---: | ---: |\n")
+	for _, row := range m.Rows {
+		if row.Status != "ok" {
+			p("| %s | %s | %s: %s | | |\n", row.Command, row.Mem, row.Status, cell(row.Why))
+			continue
+		}
+		p("| %s | %s | %.1f | %.1f | %s |\n", row.Command, row.Mem, float64(row.PeakAnonBytes)/(1<<20), float64(row.OverBytes)/(1<<20), fmtSeconds(row.WallS))
+	}
+	p("\nLargest excess over --mem: %.1f MiB.\n\n", float64(m.WorstOverBytes)/(1<<20))
 }
 
 // fprVerdict says whether a measured rate agrees with its theory within

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
@@ -15,7 +16,7 @@ import (
 // bumps the number; adding a field does not.
 const SchemaID = "fpdedup-bench/1"
 
-// Report is every figure of one `fpdedup bench` run, as report.json holds
+// Report is every figure of one fpdedup-bench run, as report.json holds
 // it. report.md and the charts are drawn from it alone, so an old
 // report.json can be redrawn or compared.
 type Report struct {
@@ -30,6 +31,7 @@ type Report struct {
 	Lookup   *Lookup         `json:"lookup"`
 	Index    *fpstore.Info   `json:"index"`
 	Bounded  *BoundedFigures `json:"dedup_bounded"`
+	Memory   *Memory         `json:"memory,omitempty"` // the mem job's --mem sweep
 	Capacity *Capacity       `json:"capacity"`
 	Targets  []Target        `json:"targets"`
 	Compare  *Comparison     `json:"compare,omitempty"`
@@ -52,6 +54,10 @@ type RunOptions struct {
 	VolumeBytes    int64   `json:"volume_bytes"`
 	IOBytesPerSec  int64   `json:"io_bytes_per_sec"`
 	FpdedupThreads int     `json:"fpdedup_threads"` // the measured fpdedup's default --threads
+	// Jobs is what the run measured, in order (absent in reports written
+	// before jobs could be chosen: every default job).
+	Jobs     []string `json:"jobs,omitempty"`
+	MemSweep []string `json:"mem_sweep,omitempty"` // the mem job's --mem values
 }
 
 // Data is what the jobs read, all from Generate with one seed.
@@ -184,6 +190,15 @@ func (r *Report) job(name string) *Job {
 		}
 	}
 	return nil
+}
+
+// ran says whether the run measured the job: reports written before jobs
+// could be chosen list none and measured every default job.
+func (r *Report) ran(job string) bool {
+	if len(r.Options.Jobs) == 0 {
+		return slices.Contains(DefaultJobs, job)
+	}
+	return slices.Contains(r.Options.Jobs, job)
 }
 
 // row returns the named row, or nil.

@@ -130,7 +130,7 @@ func TestValidateReportRejects(t *testing.T) {
 			m["jobs"].([]any)[0].(map[string]any)["rows"].([]any)[1].(map[string]any)["status"] = "dropped"
 		}, "want one of"},
 		{"fraction for an integer", func(m map[string]any) { m["data"].(map[string]any)["records"] = 1000.5 }, "want type integer"},
-		{"no jobs", func(m map[string]any) { m["jobs"] = []any{} }, "want at least 1"},
+		{"a job without rows", func(m map[string]any) { m["jobs"].([]any)[0].(map[string]any)["rows"] = []any{} }, "want at least 1"},
 		{"bad lookup", func(m map[string]any) { m["lookup"] = map[string]any{"index": "x"} }, "$.lookup"},
 		{"short load", func(m map[string]any) { m["machine"].(map[string]any)["load_before"] = []any{1.0} }, "load_before"},
 	} {

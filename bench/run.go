@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +28,13 @@ type Options struct {
 	PeersDir string // where bench/peers.sh put @duckdb/node-api ("": no DuckDB)
 	TmpDir   string // parent of the temporary work directory ("": os.TempDir())
 	Keep     bool   // keep the work directory (its path is in the notes)
+	// Jobs names the jobs to measure (DefaultJobs, ExtraJobs, "all"); nil
+	// means DefaultJobs. They run in the order of AllJobs whatever the
+	// order here.
+	Jobs []string
+	// MemSweep is the --mem values of the mem job: nil = DefaultMemSweep.
+	MemSweep []string
+	Notes    []string // added to the report's notes (what else ran, why)
 
 	BoundedMem    string // --mem of the bounded dedup job: "" = 16MiB
 	VolumeBytes   int64  // the day's volume for the capacity estimate: 0 = 50 TB
@@ -39,6 +45,16 @@ type Options struct {
 	// Progress, if set, is called as the run goes: which job, which
 	// tool, run k of n. It is called from Run's goroutine only.
 	Progress func(Step)
+}
+
+// OptionError is Options that Run cannot run: a job that does not exist, a
+// count out of range. The command words it as a usage error.
+type OptionError struct{ Msg string }
+
+func (e *OptionError) Error() string { return "bench: " + e.Msg }
+
+func optionErrorf(format string, a ...any) error {
+	return &OptionError{Msg: fmt.Sprintf(format, a...)}
 }
 
 // Step is one progress event.
@@ -75,6 +91,7 @@ type runner struct {
 	work    string
 	duckDir string
 	peers   map[string]*Peer
+	sel     map[string]bool // the jobs to run
 	rep     *Report
 	mid     int64 // byte offset of the second half of the lines file
 	hashes  map[string]string
@@ -92,7 +109,7 @@ type runner struct {
 func Run(ctx context.Context, o Options) (*Report, error) {
 	start := time.Now()
 	if o.Exe == "" {
-		return nil, errors.New("bench: no fpdedup binary to measure")
+		return nil, optionErrorf("no fpdedup binary to measure")
 	}
 	if o.Records == 0 {
 		o.Records = DefaultRecords
@@ -101,7 +118,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	if o.Records < 2 {
-		return nil, fmt.Errorf("bench: --records %d: need at least 2 (the merge job splits the data in halves)", o.Records)
+		return nil, optionErrorf("%d records: need at least 2 (the merge job splits the data in halves)", o.Records)
 	}
 	if o.Runs == 0 {
 		o.Runs = DefaultRuns
@@ -113,10 +130,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Peers = "auto"
 	}
 	if o.Peers != "auto" && o.Peers != "none" {
-		return nil, fmt.Errorf("bench: peers %q: want auto or none", o.Peers)
+		return nil, optionErrorf("peers %q: want auto or none", o.Peers)
 	}
 	if o.BoundedMem == "" {
 		o.BoundedMem = DefaultBoundedMem
+	}
+	sel, jobs, err := selectJobs(o.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	if o.MemSweep == nil {
+		o.MemSweep = DefaultMemSweep
+	}
+	for _, m := range o.MemSweep {
+		if _, ok := parseMiB(m); !ok {
+			return nil, optionErrorf("--mem %q of the mem job: want MiB or GiB, e.g. 64MiB", m)
+		}
 	}
 	if o.VolumeBytes == 0 {
 		o.VolumeBytes = DefaultVolumeBytes
@@ -128,7 +157,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &runner{o: o, exe: exe, hashes: map[string]string{}, stats: map[string]map[string]any{}}
+	b := &runner{o: o, exe: exe, sel: sel, hashes: map[string]string{}, stats: map[string]map[string]any{}}
 	b.rep = &Report{
 		Schema:  SchemaID,
 		Started: start.UTC().Truncate(time.Second),
@@ -136,10 +165,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			Records: o.Records, Seed: o.Seed, Repeat: gen.DefaultRepeat, Runs: o.Runs, WarmUp: !o.Quick,
 			Quick: o.Quick, Peers: o.Peers, BoundedMem: o.BoundedMem,
 			LookupWarm: 200_000, LookupCold: 20_000, InspectProbes: 1_000_000,
-			VolumeBytes: o.VolumeBytes, IOBytesPerSec: o.IOBytesPerSec,
+			VolumeBytes: o.VolumeBytes, IOBytesPerSec: o.IOBytesPerSec, Jobs: jobs,
 		},
 		Machine: probeMachine(),
-		Notes:   []string{},
+		Notes:   append([]string{}, o.Notes...),
+	}
+	if sel["mem"] {
+		b.rep.Options.MemSweep = o.MemSweep
 	}
 	if o.Quick {
 		b.rep.Options.LookupWarm, b.rep.Options.LookupCold, b.rep.Options.InspectProbes = 50_000, 4_000, 100_000
@@ -184,8 +216,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := b.generate(ctx); err != nil {
 		return nil, err
 	}
-	specs := b.jobs()
-	b.jobsN = len(specs) + 1 // + lookup
+	var specs []jobSpec
+	for _, s := range b.jobs() {
+		if sel[s.name] {
+			specs = append(specs, s)
+		}
+	}
+	// Progress counts the jobs, the lookups (when there is an index to
+	// look up) and the mem job.
+	b.jobsN = len(specs)
+	if sel["build"] {
+		b.jobsN++
+	}
+	if sel["mem"] {
+		b.jobsN++
+	}
 	for i := range specs {
 		b.jobIdx = i + 1
 		j, err := b.runJob(ctx, &specs[i])
@@ -194,11 +239,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		b.rep.Jobs = append(b.rep.Jobs, j)
 	}
-	b.jobIdx = len(specs) + 1
+	if sel["build"] {
+		b.jobIdx++
+	}
 	if err := b.figures(ctx); err != nil {
 		return nil, err
 	}
-	b.rep.Capacity = estimateCapacity(b.rep)
+	if sel["mem"] {
+		b.jobIdx++
+		if b.rep.Memory, err = b.memSweep(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if c := estimateCapacity(b.rep); len(c.Steps) > 0 || c.Merge != nil {
+		b.rep.Capacity = c // nil when no job the estimate rests on ran
+	}
 	b.rep.Targets = judgeTargets(b.rep)
 	if o.Compare != nil {
 		b.rep.Compare = compareReports(o.Compare, b.rep)
@@ -414,7 +469,10 @@ func (b *runner) display(c command) string {
 // (inspect --json of the measured binary), and the bounded dedup's bloom.
 func (b *runner) figures(ctx context.Context) error {
 	index := b.path("index.fpx")
-	if _, err := os.Stat(index); err != nil {
+	if !b.sel["build"] {
+		why := "the build job was not run (--jobs)"
+		b.rep.Lookup = &Lookup{Warm: LookupPhase{Status: "not measured", Why: why}, Cold: LookupPhase{Status: "not measured", Why: why}}
+	} else if _, err := os.Stat(index); err != nil {
 		b.note("No index.fpx (fpdedup build did not run): no lookup latency, no index figures.")
 		b.rep.Lookup = &Lookup{Warm: LookupPhase{Status: "not measured", Why: "no index"}, Cold: LookupPhase{Status: "not measured", Why: "no index"}}
 	} else {
@@ -430,6 +488,9 @@ func (b *runner) figures(ctx context.Context) error {
 		} else if err := json.Unmarshal(out, &b.rep.Index); err != nil {
 			b.note("fpdedup inspect --json printed what this bench cannot read: %v", err)
 		}
+	}
+	if !b.sel["dedup-bounded"] {
+		return nil
 	}
 	bf := &BoundedFigures{Status: "ok", Mem: b.o.BoundedMem, Records: b.rep.Data.BoundedRecords}
 	st := b.stats["dedup-bounded"]

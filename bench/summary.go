@@ -56,6 +56,9 @@ func (r *Report) SummaryLines() []string {
 	if bf := r.Bounded; bf != nil && bf.Status == "ok" {
 		add("  dedup --mem %s: bloom FPR %.4f%% measured vs %.4f%% formula", bf.Mem, 100*bf.FilterFPRMeasured, 100*bf.FilterFPRFormula)
 	}
+	if m := r.Memory; m != nil {
+		add("  mem: largest excess of anonymous memory over --mem %.1f MiB (%d commands × %d --mem)", float64(m.WorstOverBytes)/(1<<20), len(m.Rows)/max(len(r.Options.MemSweep), 1), len(r.Options.MemSweep))
+	}
 	if c := r.Capacity; c != nil {
 		for _, s := range c.Steps {
 			if s.Job == "build" || s.Job == "dedup-zstd" {
@@ -78,6 +81,13 @@ func (r *Report) SummaryLines() []string {
 	if len(r.Targets) > 0 {
 		add("  targets of the issues: %d met, %d not met, %d not measured (report.md lists them)", met, missed, unknown)
 	}
+	if m := r.Memory; m != nil {
+		for _, row := range m.Rows {
+			if row.Status != "ok" {
+				add("  FAILED: mem: %s --mem %s: %s", row.Command, row.Mem, row.Why)
+			}
+		}
+	}
 	for _, j := range r.Jobs {
 		for _, row := range j.Rows {
 			if row.CheckOK != nil && !*row.CheckOK {
@@ -98,6 +108,13 @@ func (r *Report) Problems() int {
 	for _, j := range r.Jobs {
 		for _, row := range j.Rows {
 			if row.Status == "failed" || row.CheckOK != nil && !*row.CheckOK {
+				n++
+			}
+		}
+	}
+	if r.Memory != nil {
+		for _, row := range r.Memory.Rows {
+			if row.Status != "ok" {
 				n++
 			}
 		}
