@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// The DuckDB peers are node scripts (DESIGN section 7); they are embedded
-// so that an installed fpdedup binary can run them without the source tree.
+// The DuckDB peers are node scripts; they are embedded so that an
+// installed fpdedup-bench can run them without the source tree.
 // They load @duckdb/node-api from a .peers directory beside them, which Run
 // links to Options.PeersDir.
 //

@@ -3,239 +3,44 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
-	"github.com/fpdedup/fpdedup/bench"
 	"github.com/fpdedup/fpdedup/bench/gen"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
-// benchOptions are the flags of `fpdedup bench`.
-type benchOptions struct {
-	records, out, compare, volume, ioBandwidth, boundedMem string
-	exe, peers, peersDir                                   string
-	runs                                                   int
-	seed                                                   uint64
-	quick, keep                                            bool
-}
+// benchRunnerMoved is what `fpdedup bench` says: the runner that measures
+// fpdedup beside its peers is a command of its own, so that the product
+// does not link its plotting, font and PDF libraries.
+const benchRunnerMoved = `the benchmark runner is a command of its own: fpdedup-bench (make bench builds bin/fpdedup-bench), e.g. fpdedup-bench --quick --peers none; fpdedup bench gen writes the events`
 
+// newBenchCommand is `fpdedup bench`: only its gen subcommand is left.
+// Called with anything else (the runner's old flags included) it points to
+// fpdedup-bench and exits 2.
 func newBenchCommand(g *globals) *cobra.Command {
-	var o benchOptions
 	cmd := &cobra.Command{
-		Use:   "bench [--records 10M] [--peers auto|none] [--runs 3] [--out DIR]",
-		Short: "Measure fpdedup beside its peers on generated data; report, charts, capacity",
-		Long: `Bench generates events (bench gen) into a temporary directory and measures
-whole processes of this fpdedup binary and of the peers that are installed:
-build, query (all present, all absent), dedup (lines, bounded memory, CSV
-keys, zstd input) and merge, against LC_ALL=C sort -u, mawk/gawk '!s[$0]++',
-DuckDB (node and @duckdb/node-api), the bloom CLI, and cat/zstd -dc/dd as
-floors. Each row runs once untimed (its output is checked against the
-generator's exact distinct count), then --runs times, interleaved with the
-other rows; the report gives medians of wall time, CPU (user+sys) and peak
-RSS, and ratios to fpdedup. In process it times single index lookups (p50 to
-p99.9, warm and after dropping the file from the page cache) and reads the
-index's bytes per key and its filters' false-positive rates against theory.
+		Use:   "bench gen [flags]",
+		Short: "Write benchmark data (bench gen); the benchmark itself is fpdedup-bench",
+		Long: `Bench gen writes deterministic synthetic events with an exact distinct count,
+the data fpdedup is measured on.
 
-A peer that is not installed is reported as missing; bench/peers.sh installs
-them on Debian (run it as root), DuckDB into bench/.peers (--peers-dir).
+The benchmark that measures fpdedup beside its peers (sort -u, awk, DuckDB,
+bloom) and writes report.json, report.md and charts is a command of its own,
+fpdedup-bench, built by make bench into bin/fpdedup-bench.
 
---out DIR receives report.json (every figure, the machine, schema in
-bench/schema.json), report.md, and charts as SVG and PNG. --compare OLD.json
-prints what got faster or slower. --volume estimates what a day of that much
-input takes here and how many such machines the partitioned mode needs.
---quick is a one-minute version (1M records, one run): indicative only.
-
-Exit codes: 0 done; 1 done, but a row failed or gave a wrong answer (see the
-report); 2 bad usage or the benchmark could not run; 130/143 interrupted.`,
-		Example: `  fpdedup bench --out bench/results/$(date -u +%F)
-  fpdedup bench --quick --peers none
-  fpdedup bench --records 100M --runs 5 --compare bench/results/2025-12-02/report.json`,
-		Args: cobra.NoArgs,
+Exit codes: fpdedup bench without gen exits 2 and names fpdedup-bench.`,
+		Example: `  fpdedup bench gen --records 10M -o events.txt
+  fpdedup-bench --quick --peers none`,
+		Args:               cobra.ArbitraryArgs,
+		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBench(cmd.Context(), g, o)
+			return usageErrorf("%s", benchRunnerMoved)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.records, "records", "", "records to generate (k, M, G suffixes; default 10M, 1M with --quick)")
-	f.StringVar(&o.peers, "peers", "auto", "auto (every installed peer) or none (fpdedup only)")
-	f.IntVar(&o.runs, "runs", 0, "timed runs per row (default 3, 1 with --quick)")
-	f.StringVar(&o.out, "out", "", "directory for report.json, report.md and the charts (default bench-<UTC time>)")
-	f.BoolVar(&o.quick, "quick", false, "a one-minute version: 1M records, one run, no warm-up run")
-	f.StringVar(&o.compare, "compare", "", "an earlier report.json: print what got faster or slower")
-	f.StringVar(&o.volume, "volume", "50TB", "daily volume for the capacity estimate (plain bytes: TB, GB, TiB…)")
-	f.StringVar(&o.ioBandwidth, "io-bandwidth", "600MB", "read bandwidth per machine assumed by the capacity estimate, per second")
-	f.StringVar(&o.boundedMem, "bounded-mem", "16MiB", "--mem of the bounded-memory dedup job")
-	f.Uint64Var(&o.seed, "seed", 1, "generator seed")
-	f.StringVar(&o.exe, "fpdedup", "", "the fpdedup binary to measure (default: this one)")
-	f.StringVar(&o.peersDir, "peers-dir", "", "where bench/peers.sh installed @duckdb/node-api (default: bench/.peers above the current directory)")
-	f.BoolVar(&o.keep, "keep", false, "keep the temporary data directory")
 	cmd.AddCommand(newBenchGenCommand(g))
 	return cmd
-}
-
-func runBench(ctx context.Context, g *globals, o benchOptions) error {
-	opts := bench.Options{Peers: o.peers, Runs: o.runs, Quick: o.quick, Seed: o.seed, Keep: o.keep, PeersDir: o.peersDir}
-	if o.peers != "auto" && o.peers != "none" {
-		return usageErrorf("--peers must be auto or none, not %q", o.peers)
-	}
-	if o.runs < 0 {
-		return usageErrorf("--runs must be at least 1")
-	}
-	if o.records != "" {
-		n, err := parseCount(o.records)
-		if err != nil {
-			return usageErrorf("--records: %v", err)
-		}
-		if n < 2 {
-			return usageErrorf("--records must be at least 2")
-		}
-		opts.Records = n
-	}
-	var err error
-	if opts.VolumeBytes, err = parseSize(o.volume); err != nil || opts.VolumeBytes <= 0 {
-		return usageErrorf("--volume: invalid size %q", o.volume)
-	}
-	if opts.IOBytesPerSec, err = parseSize(strings.TrimSuffix(o.ioBandwidth, "/s")); err != nil || opts.IOBytesPerSec <= 0 {
-		return usageErrorf("--io-bandwidth: invalid size %q", o.ioBandwidth)
-	}
-	if m, err := parseSize(o.boundedMem); err != nil || m < 16<<20 {
-		return usageErrorf("--bounded-mem: want a size of at least 16MiB, not %q", o.boundedMem)
-	}
-	opts.BoundedMem = o.boundedMem
-	if o.compare != "" {
-		if opts.Compare, err = bench.ReadReport(o.compare); err != nil {
-			return usageErrorf("--compare: %v", err)
-		}
-	}
-	opts.Exe = o.exe
-	if opts.Exe == "" {
-		if opts.Exe, err = os.Executable(); err != nil {
-			return fmt.Errorf("cannot find this binary to measure it (use --fpdedup PATH): %w", err)
-		}
-	}
-	cwd, _ := os.Getwd()
-	if opts.PeersDir == "" {
-		opts.PeersDir = bench.FindPeersDir(cwd)
-	}
-	opts.Commit = gitCommit(ctx, cwd)
-	out := o.out
-	if out == "" {
-		out = "bench-" + time.Now().UTC().Format("20060102T150405Z")
-	}
-	// The output directory is checked before minutes of work.
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return usageErrorf("--out %s: %v", out, err)
-	}
-
-	p := newBenchProgress(g)
-	opts.Progress = p.step
-	rep, err := bench.Run(ctx, opts)
-	p.clear()
-	if err != nil {
-		return err
-	}
-	if err := rep.Write(out); err != nil {
-		return fmt.Errorf("cannot write the report: %w", err)
-	}
-	for _, l := range rep.SummaryLines() {
-		g.summary("%s", l)
-	}
-	g.summary("  report: %s", filepath.Join(out, "report.md"))
-	if rep.Compare != nil {
-		if err := rep.Compare.WriteText(g.stdout); err != nil {
-			return err
-		}
-	}
-	if err := g.commit(context.WithoutCancel(ctx), &atomicfile.Group{}, map[string]any{"command": "bench", "out": out, "seconds": rep.Seconds, "records": rep.Data.Records, "problems": rep.Problems()}); err != nil {
-		return err
-	}
-	if n := rep.Problems(); n > 0 {
-		return negativeAnswer{fmt.Sprintf("bench: %d row(s) failed or gave a wrong answer; see %s", n, filepath.Join(out, "report.md"))}
-	}
-	return nil
-}
-
-// gitCommit names the commit of the source tree the bench runs in, if any,
-// with "+dirty" when tracked files differ: the report's provenance.
-func gitCommit(ctx context.Context, dir string) string {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	c, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--short=12", "HEAD").Output()
-	if err != nil {
-		return ""
-	}
-	s := strings.TrimSpace(string(c))
-	if err := exec.CommandContext(ctx, "git", "-C", dir, "diff", "--quiet", "HEAD").Run(); err != nil {
-		s += "+dirty"
-	}
-	return s
-}
-
-// benchProgress shows which job, which tool, run k of n: one line redrawn
-// in place on a terminal, a line per finished run otherwise (--progress
-// never: nothing).
-type benchProgress struct {
-	g        *globals
-	terminal bool
-	off      bool
-	drawn    bool
-}
-
-func newBenchProgress(g *globals) *benchProgress {
-	p := &benchProgress{g: g, off: g.progress == "never"}
-	if f, ok := g.stderr.(*os.File); ok {
-		p.terminal = term.IsTerminal(int(f.Fd()))
-	}
-	return p
-}
-
-func (p *benchProgress) step(s bench.Step) {
-	if p.off {
-		return
-	}
-	where := fmt.Sprintf("bench [%d/%d %s]", s.JobIndex, s.Jobs, s.Job)
-	if s.Job == "" {
-		where = "bench"
-	}
-	run := fmt.Sprintf("run %d/%d", s.Run, s.Runs)
-	if s.Run == 0 {
-		run = "warm-up run"
-	}
-	var line string
-	switch s.Phase {
-	case "prepare", "lookup":
-		line = where + " " + s.Msg
-	case "run":
-		if !p.terminal {
-			return
-		}
-		line = fmt.Sprintf("%s %s: %s…", where, s.Tool, run)
-	case "done":
-		line = fmt.Sprintf("%s %s: %s %.2f s", where, s.Tool, run, s.WallS)
-	default:
-		return
-	}
-	if p.terminal {
-		fmt.Fprintf(p.g.stderr, "\r\033[K%s", line)
-		p.drawn = true
-		return
-	}
-	fmt.Fprintln(p.g.stderr, line)
-}
-
-func (p *benchProgress) clear() {
-	if p.drawn {
-		fmt.Fprint(p.g.stderr, "\r\033[K")
-	}
 }
 
 // stopWriter fails its writes once ctx is done, so that a writer that does

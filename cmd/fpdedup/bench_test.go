@@ -2,22 +2,16 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
-	"encoding/xml"
-	"errors"
-	"image/png"
-	"io"
+	"fmt"
+	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/fpdedup/fpdedup/bench"
+	"github.com/fpdedup/fpdedup/bench/gen"
 )
-
-// benchJobs are the jobs every report holds, whatever is installed.
-var benchJobs = []string{"build", "query-present", "query-absent", "dedup-lines", "dedup-bounded", "dedup-csv", "dedup-zstd", "merge"}
 
 // fpdedupLink makes the test binary callable as "fpdedup" (TestMain runs
 // it as the command under that name), so that bench can measure it as a
@@ -47,158 +41,81 @@ func runFpdedup(t *testing.T, link string, args ...string) (stdout, stderr strin
 	return o.String(), e.String()
 }
 
-// TestBenchQuick runs the benchmark the way CI can afford (fpdedup only,
-// 100k records, one run) and checks what it wrote, not how fast anything
-// was: report.json against bench/schema.json with every job in it, each
-// fpdedup row measured and right, the peers reported rather than dropped,
-// report.md, and charts that parse as SVG and decode as PNG. Then a second
-// run compares itself with the first.
-func TestBenchQuick(t *testing.T) {
+// fpdedup bench gen writes exactly what gen.Generate writes, and on the
+// command line --repeat 0 and --far 0 mean none (in gen.Options, 0 is the
+// default).
+func TestBenchGenIsTheGenerator(t *testing.T) {
 	link := fpdedupLink(t)
-	out := filepath.Join(t.TempDir(), "out")
-	_, stderr := runFpdedup(t, link, "--progress", "never", "bench", "--quick", "--peers", "none",
-		"--records", "100k", "--out", out, "--fpdedup", link)
-	if !strings.Contains(stderr, "report: "+filepath.Join(out, "report.md")) {
-		t.Errorf("no summary naming the report on stderr:\n%s", stderr)
-	}
-
-	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bench.ValidateReport(raw); err != nil {
-		t.Fatalf("report.json does not validate against bench/schema.json: %v", err)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
-	if rep.Data.Records != 100_000 || rep.Data.Distinct != 62_000 {
-		t.Errorf("data: %d records, %d distinct; want 100000 and 62000", rep.Data.Records, rep.Data.Distinct)
-	}
-	for i, name := range benchJobs {
-		if i >= len(rep.Jobs) || rep.Jobs[i].Name != name {
-			t.Fatalf("job %d is not %q; jobs: %+v", i, name, jobNames(rep.Jobs))
-		}
-		j := rep.Jobs[i]
-		for _, r := range j.Rows {
-			switch {
-			case r.Kind == "fpdedup":
-				if r.Status != "ok" || r.Median == nil || len(r.Runs) != 1 {
-					t.Errorf("%s: %s: status %s (%s), %d runs", name, r.Tool, r.Status, r.Why, len(r.Runs))
-				} else if r.CheckOK == nil || !*r.CheckOK {
-					t.Errorf("%s: %s: check failed: %s", name, r.Tool, r.Check)
-				}
-				if r.Median != nil && (r.Median.WallS <= 0 || r.Median.MaxRSS <= 0 || r.MBPerS <= 0) {
-					t.Errorf("%s: %s: figures missing: %+v", name, r.Tool, r.Median)
-				}
-			case r.Status != "skipped":
-				t.Errorf("%s: %s: with --peers none the status is %q, want skipped", name, r.Tool, r.Status)
-			}
-		}
-		if j.Rows[0].Tool != j.Reference {
-			t.Errorf("%s: the reference %q is not the first row", name, j.Reference)
-		}
-	}
-	if rep.Lookup == nil || rep.Lookup.Warm.Status != "ok" || rep.Lookup.Warm.Present == nil || rep.Lookup.Warm.Absent == nil {
-		t.Errorf("no warm lookup latency: %+v", rep.Lookup)
-	} else if c := rep.Lookup.Cold; c.Status != "ok" && c.Why == "" {
-		t.Errorf("cold lookups neither measured nor explained: %+v", c)
-	}
-	if rep.Index == nil || rep.Index.Fingerprints != 62_000 || rep.Index.BytesPerKey <= 0 || rep.Index.FilterFPRTheory <= 0 {
-		t.Errorf("index figures: %+v", rep.Index)
-	}
-	if b := rep.Bounded; b == nil || b.Status != "ok" || b.Mode != "lsm" || b.FilterFPRFormula <= 0 {
-		t.Errorf("bounded dedup figures: %+v", b)
-	}
-	if c := rep.Capacity; c == nil || len(c.Steps) == 0 || c.Steps[0].Machines < 1 || len(c.Assumptions) == 0 {
-		t.Errorf("capacity: %+v", c)
-	}
-	if len(rep.Peers) == 0 {
-		t.Errorf("no peers listed")
-	}
-	for _, p := range rep.Peers {
-		if p.Status != "skipped" {
-			t.Errorf("peer %s: %s, want skipped", p.Name, p.Status)
-		}
-	}
-
-	md, err := os.ReadFile(filepath.Join(out, "report.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range append([]string{"Load average", "## capacity", "## lookup", "## index"}, benchJobs...) {
-		if !bytes.Contains(md, []byte(want)) {
-			t.Errorf("report.md lacks %q", want)
-		}
-	}
-	checkCharts(t, out)
-
-	// --compare against the first run: the figures of both are listed.
-	out2 := filepath.Join(t.TempDir(), "out2")
-	stdout, _ := runFpdedup(t, link, "--progress", "never", "-q", "bench", "--quick", "--peers", "none",
-		"--records", "2k", "--out", out2, "--fpdedup", link, "--compare", filepath.Join(out, "report.json"))
-	for _, want := range []string{"compared with the run of", "other data", "fpdedup build", "wall_s"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("--compare output lacks %q:\n%s", want, stdout)
-		}
-	}
-	raw2, err := os.ReadFile(filepath.Join(out2, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bench.ValidateReport(raw2); err != nil {
-		t.Fatalf("second report.json: %v", err)
-	}
-}
-
-func jobNames(js []bench.Job) []string {
-	var n []string
-	for _, j := range js {
-		n = append(n, j.Name)
-	}
-	return n
-}
-
-// checkCharts parses every SVG as XML (an <svg> root) and decodes every
-// PNG.
-func checkCharts(t *testing.T, dir string) {
-	t.Helper()
-	for _, name := range bench.Files {
-		path := filepath.Join(dir, name)
-		f, err := os.Open(path)
+	for _, tc := range []struct {
+		args []string
+		o    gen.Options
+	}{
+		{[]string{"--records", "5k", "--seed", "9"}, gen.Options{Records: 5000, Seed: 9}},
+		{[]string{"--records", "3000", "--format", "csv", "--repeat", "0.5", "--far", "0"}, gen.Options{Records: 3000, Seed: 1, Format: "csv", Repeat: 0.5, Far: -1}},
+		{[]string{"--records", "2k", "--format", "jsonl", "--repeat", "0"}, gen.Options{Records: 2000, Seed: 1, Format: "jsonl", Repeat: -1}},
+	} {
+		var want bytes.Buffer
+		st, err := gen.Generate(&want, tc.o)
 		if err != nil {
-			t.Error(err)
-			continue
+			t.Fatal(err)
 		}
-		switch filepath.Ext(name) {
-		case ".svg":
-			root := ""
-			d := xml.NewDecoder(f)
-			for {
-				tok, err := d.Token()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Errorf("%s is not well-formed XML: %v", name, err)
-					break
-				}
-				if se, ok := tok.(xml.StartElement); ok && root == "" {
-					root = se.Name.Local
-				}
-			}
-			if root != "svg" {
-				t.Errorf("%s: root element %q, want svg", name, root)
-			}
-		case ".png":
-			img, err := png.Decode(f)
-			if err != nil {
-				t.Errorf("%s: %v", name, err)
-			} else if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 100 {
-				t.Errorf("%s: %v: too small to be a chart", name, b)
+		stdout, stderr := runFpdedup(t, link, append([]string{"bench", "gen"}, tc.args...)...)
+		if stdout != want.String() {
+			t.Errorf("bench gen %v differs from gen.Generate(%+v)", tc.args, tc.o)
+		}
+		if want := fmt.Sprintf("gen: %d records, %d distinct, ", st.Records, st.Distinct); !strings.HasPrefix(stderr, want) {
+			t.Errorf("bench gen %v: summary %q, want it to begin %q", tc.args, stderr, want)
+		}
+	}
+}
+
+// fpdedup bench without gen points to fpdedup-bench, with exit 2, whatever
+// flags of the old runner it is given.
+func TestBenchPointsToFpdedupBench(t *testing.T) {
+	link := fpdedupLink(t)
+	for _, args := range [][]string{{"bench"}, {"bench", "--quick", "--peers", "none"}, {"bench", "--out", "x"}} {
+		cmd := exec.Command(link, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+			t.Errorf("fpdedup %v: %v, want exit 2", args, err)
+		}
+		if !strings.Contains(stderr.String(), "fpdedup-bench --quick --peers none") {
+			t.Errorf("fpdedup %v: stderr %q does not name fpdedup-bench", args, stderr.String())
+		}
+	}
+}
+
+// The product links neither the benchmark harness (package bench, whose
+// charts need plotting, font and PDF libraries: ~10 MB) nor any of those
+// libraries; of bench/ it links the generator, bench/gen, alone.
+func TestProductHasNoBenchHarness(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(build.Default.GOROOT, "bin", "go")
+	}
+	out, err := exec.Command(gobin, "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	forbidden := []string{
+		"gonum.org/v1/plot", "codeberg.org/go-latex", "codeberg.org/go-pdf", "codeberg.org/go-fonts",
+		"git.sr.ht/~sbinet/gg", "github.com/golang/freetype", "golang.org/x/image", "github.com/ajstarks/svgo",
+	}
+	const benchDir = "github.com/fpdedup/fpdedup/bench"
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps printed %d packages: %q", len(deps), out)
+	}
+	for _, p := range deps {
+		for _, f := range forbidden {
+			if p == f || strings.HasPrefix(p, f+"/") {
+				t.Errorf("cmd/fpdedup depends on %s (a plotting, font or PDF library)", p)
 			}
 		}
-		f.Close()
+		if (p == benchDir || strings.HasPrefix(p, benchDir+"/")) && p != benchDir+"/gen" {
+			t.Errorf("cmd/fpdedup imports %s: of bench/ the product may link bench/gen alone", p)
+		}
 	}
 }

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fpdedup/fpdedup/bench"
+)
+
+// The jobs outside the default set, which the scripts in bench/ choose:
+// the scale-out's merges and builds check their outputs against a single
+// build, and the mem job measures every command under every --mem.
+func TestExtraJobs(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	runCmd(t, 0, "--progress", "never", "-q", "--peers", "none", "--runs", "1", "--records", "40k",
+		"--jobs", "mem,build-partitions,merge-partitions", "--mem-sweep", "16MiB,64MiB", "--out", out, "--fpdedup", fpdedupBin)
+	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bench.ValidateReport(raw); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rep.Options.Jobs, ","); got != "merge-partitions,build-partitions,mem" {
+		t.Errorf("options.jobs = %s, want them in the order they run", got)
+	}
+	if len(rep.Jobs) != 2 || rep.Jobs[0].Name != "merge-partitions" || rep.Jobs[1].Name != "build-partitions" {
+		t.Fatalf("jobs: %v", jobNames(rep.Jobs))
+	}
+	for _, j := range rep.Jobs {
+		for _, r := range j.Rows {
+			if r.Kind == "fpdedup" && (r.Status != "ok" || r.CheckOK == nil || !*r.CheckOK) {
+				t.Errorf("%s: %s: %s %s; check: %s", j.Name, r.Tool, r.Status, r.Why, r.Check)
+			}
+		}
+	}
+	m := rep.Memory
+	if m == nil || len(m.Rows) != 10 {
+		t.Fatalf("memory: %+v, want 5 commands × 2 --mem", m)
+	}
+	for _, r := range m.Rows {
+		if r.Status != "ok" || r.PeakAnonBytes <= 0 || r.OverBytes != r.PeakAnonBytes-r.MemBytes {
+			t.Errorf("mem row %+v", r)
+		}
+	}
+	if rep.Lookup == nil || rep.Lookup.Warm.Status != "not measured" || rep.Index != nil || rep.Bounded != nil {
+		t.Errorf("without the build job: lookup %+v, index %+v, bounded %+v", rep.Lookup, rep.Index, rep.Bounded)
+	}
+	if rep.Data.CSVBytes != 0 || rep.Data.AbsentBytes != 0 {
+		t.Errorf("made inputs no chosen job reads: %+v", rep.Data)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## mem: anonymous memory against --mem", "| dedup --record | 16MiB |", "Largest excess over --mem", "byte-identical to the single build"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"## lookup", "## Targets", "## capacity"} {
+		if strings.Contains(string(md), unwanted) {
+			t.Errorf("report.md has %q, of a job that did not run", unwanted)
+		}
+	}
+}
+
+// Options that cannot run are usage errors, found before any work.
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--jobs", "nosuch"},
+		{"--jobs", "query-present"}, // needs build
+		{"--peers", "some"},
+		{"--records", "1"},
+		{"--records", "many"},
+		{"--bounded-mem", "1MiB"},
+		{"--mem-sweep", "64MB"},
+		{"--progress", "sometimes"},
+		{"extra-argument"},
+		{"rss", "--", "true"}, // no -o
+		{"fp", "--count", "lots"},
+	} {
+		_, stderr := runCmd(t, 2, append(args, "--fpdedup", fpdedupBin, "--out", t.TempDir())...)
+		if !strings.HasPrefix(stderr, "fpdedup-bench: ") {
+			t.Errorf("%v: stderr %q", args, stderr)
+		}
+	}
+}
+
+// The default fpdedup is the one beside this binary, else on PATH.
+func TestFindFpdedup(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	if _, err := findFpdedup(); err == nil {
+		t.Errorf("found an fpdedup where there is none")
+	}
+	fake := filepath.Join(dir, "fpdedup")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := findFpdedup(); err != nil || got != fake {
+		t.Errorf("findFpdedup = %q, %v; want %s", got, err, fake)
+	}
+}
+
+// report redraws report.md and the charts of a report.json elsewhere.
+func TestReportCommand(t *testing.T) {
+	src, err := filepath.Glob(filepath.Join("..", "..", "bench", "results", "*", "report.json"))
+	if err != nil || len(src) == 0 {
+		t.Skip("no committed report.json")
+	}
+	out := filepath.Join(t.TempDir(), "redrawn")
+	_, stderr := runCmd(t, 0, "report", "--out", out, src[0])
+	if !strings.Contains(stderr, "report: "+filepath.Join(out, "report.md")) {
+		t.Errorf("stderr: %s", stderr)
+	}
+	checkCharts(t, out)
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fpdedup/fpdedup/bench/gen"
+)
+
+// rss writes the sampled peak and passes its command's exit status on,
+// 128+N for a signal.
+func TestRSS(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc")
+	}
+	out := filepath.Join(t.TempDir(), "anon")
+	runCmd(t, 3, "rss", "-o", out, "--every", "5ms", "--", "sh", "-c", "sleep 0.1; exit 3")
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.TrimSpace(string(b)); s == "" || s == "0" || strings.Trim(s, "0123456789") != "" {
+		t.Errorf("peak = %q, want a positive KiB count", s)
+	}
+	runCmd(t, 128+15, "rss", "-o", out, "sh", "-c", "kill -TERM $$") // without --: its flags are the command's
+}
+
+// fp writes what gen.Fingerprints writes, to stdout or a file.
+func TestFp(t *testing.T) {
+	var want bytes.Buffer
+	if err := gen.Fingerprints(&want, 3, 1000, 2000); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _ := runCmd(t, 0, "fp", "--seed", "3", "--from", "1k", "--count", "2k")
+	if stdout != want.String() {
+		t.Errorf("fp to stdout differs from gen.Fingerprints")
+	}
+	out := filepath.Join(t.TempDir(), "x.hex")
+	runCmd(t, 0, "fp", "--seed", "3", "--from", "1000", "--count", "2000", "-o", out)
+	if got, err := os.ReadFile(out); err != nil || string(got) != want.String() {
+		t.Errorf("fp -o differs from gen.Fingerprints (%v)", err)
+	}
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// parseCount and parseSize read counts and sizes with the grammar of
+// fpdedup's own flags (cmd/fpdedup/units.go), so that --records 10M or
+// --bounded-mem 128MiB mean here what they mean there.
+
+// parseCount reads a count with an optional k/M/G suffix (powers of 1000).
+func parseCount(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(t, "k"), strings.HasSuffix(t, "K"):
+		mult, t = 1e3, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1e6, t[:len(t)-1]
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1e9, t[:len(t)-1]
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || t == "" || v < 0 || v*mult > math.MaxInt64/2 || v*mult != math.Trunc(v*mult) {
+		return 0, fmt.Errorf("invalid count %q (use e.g. 1000, 10k, 10M, 1G)", s)
+	}
+	return int64(v * mult), nil
+}
+
+// parseSize reads a byte size: a plain number of bytes, or a number with
+// KiB/MiB/GiB/TiB (powers of 1024) or kB/MB/GB/TB (powers of 1000); K, M,
+// G, T alone mean the binary units, as in sort -S.
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"K", 1 << 10}, {"k", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40},
+		{"B", 1}, {"", 1},
+	}
+	t := strings.TrimSpace(s)
+	for _, u := range units {
+		if !strings.HasSuffix(t, u.suffix) {
+			continue
+		}
+		num := strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
+		v, err := strconv.ParseFloat(num, 64)
+		if err != nil || num == "" || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+			break
+		}
+		bytes := v * u.mult
+		if bytes > math.MaxInt64/2 {
+			return 0, fmt.Errorf("size %q is too large", s)
+		}
+		return int64(bytes), nil
+	}
+	return 0, fmt.Errorf("invalid size %q (use e.g. 512MiB, 4GiB, 2GB or a number of bytes)", s)
+}
