@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# peers.sh: install the tools fpdedup is measured against (DESIGN section 7)
-# on Debian 12, as root. Idempotent: run it before every benchmark; it only
+# peers.sh: install the tools fpdedup-bench measures fpdedup against on
+# Debian 12, as root. Idempotent: run it before every benchmark; it only
 # installs what is missing, then prints each peer's version or "missing".
 #
 #   bench/peers.sh            install and report
@@ -27,11 +27,11 @@ case "${1:-}" in
 esac
 
 # Debian package -> the command it must provide. xxhash gives xxh128sum,
-# which checks fingerprints by hand (DESIGN section 2); time gives GNU
+# which checks fingerprints by hand (README "Fingerprints"); time gives GNU
 # /usr/bin/time for peak RSS; golang-github-dcso-bloom-cli is the bloom CLI.
-apt_pkgs=(hyperfine zstd xxhash mawk gawk golang-github-dcso-bloom-cli time nodejs npm)
+apt_pkgs=(zstd xxhash mawk gawk golang-github-dcso-bloom-cli time nodejs npm)
 declare -A apt_cmd=(
-	[hyperfine]=hyperfine [zstd]=zstd [xxhash]=xxh128sum [mawk]=mawk
+	[zstd]=zstd [xxhash]=xxh128sum [mawk]=mawk
 	[gawk]=gawk [golang-github-dcso-bloom-cli]=bloom [time]=/usr/bin/time
 	[nodejs]=node [npm]=npm
 )
@@ -104,7 +104,6 @@ ver() { # command, args...: first line of its version output, or empty
 	"$@" 2>&1 | head -n1 || true
 }
 echo "== peers"
-report hyperfine "$(ver hyperfine --version)"
 report zstd "$(ver zstd --version)"
 report xxh128sum "$(ver xxh128sum --version)"
 report mawk "$(ver mawk -W version)"
