@@ -131,6 +131,9 @@ func MkDir(parent string) (*Dir, error) {
 			return nil, err
 		}
 		d, err := os.Open(name)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // a Clean took it before we could lock it: make another
+		}
 		if err != nil {
 			os.Remove(name)
 			return nil, err

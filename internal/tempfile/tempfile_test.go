@@ -109,3 +109,41 @@ func TestCreateRemovesOwnStale(t *testing.T) {
 		t.Errorf("a dead writer's temp file is still there")
 	}
 }
+
+// TestMkDirRacesClean: scratch directories made while other runs clean the
+// same parent are never taken from under their maker (a Clean between
+// Mkdir and the lock used to make MkDir fail with "no such file").
+func TestMkDirRacesClean(t *testing.T) {
+	dir := t.TempDir()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				Clean(dir)
+			}
+		}
+	}()
+	for i := 0; i < 2000; i++ {
+		d, err := MkDir(dir)
+		if err != nil {
+			close(stop)
+			<-done
+			t.Fatalf("MkDir %d: %v", i, err)
+		}
+		if err := os.WriteFile(filepath.Join(d.Path, "run"), nil, 0o600); err != nil {
+			close(stop)
+			<-done
+			t.Fatalf("the scratch directory went away under its owner: %v", err)
+		}
+		if err := d.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-done
+}
