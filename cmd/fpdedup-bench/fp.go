@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/bench/gen"
+	"github.com/fpdedup/fpdedup/internal/units"
 )
 
 func newFpCommand(e *env) *cobra.Command {
@@ -24,11 +25,11 @@ index), so two ranges of one seed overlap exactly where their indexes do:
 		Example: `  fpdedup-bench fp --count 50M | fpdedup build --format fp --hash xxh3 -o a.fpx`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			first, err := parseCount(from)
+			first, err := units.ParseCount(from)
 			if err != nil {
 				return usageErrorf("--from: %v", err)
 			}
-			n, err := parseCount(count)
+			n, err := units.ParseCount(count)
 			if err != nil {
 				return usageErrorf("--count: %v", err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/bench"
+	"github.com/fpdedup/fpdedup/internal/units"
 )
 
 // runOptions are the flags of fpdedup-bench itself: what to measure.
@@ -102,7 +103,7 @@ func runBench(ctx context.Context, e *env, o runOptions) error {
 		return usageErrorf("--runs must be at least 1")
 	}
 	if o.records != "" {
-		n, err := parseCount(o.records)
+		n, err := units.ParseCount(o.records)
 		if err != nil {
 			return usageErrorf("--records: %v", err)
 		}
@@ -112,18 +113,18 @@ func runBench(ctx context.Context, e *env, o runOptions) error {
 		opts.Records = n
 	}
 	var err error
-	if opts.VolumeBytes, err = parseSize(o.volume); err != nil || opts.VolumeBytes <= 0 {
+	if opts.VolumeBytes, err = units.ParseSize(o.volume); err != nil || opts.VolumeBytes <= 0 {
 		return usageErrorf("--volume: invalid size %q", o.volume)
 	}
-	if opts.IOBytesPerSec, err = parseSize(strings.TrimSuffix(o.ioBandwidth, "/s")); err != nil || opts.IOBytesPerSec <= 0 {
+	if opts.IOBytesPerSec, err = units.ParseSize(strings.TrimSuffix(o.ioBandwidth, "/s")); err != nil || opts.IOBytesPerSec <= 0 {
 		return usageErrorf("--io-bandwidth: invalid size %q", o.ioBandwidth)
 	}
-	if m, err := parseSize(o.boundedMem); err != nil || m < 16<<20 {
+	if m, err := units.ParseSize(o.boundedMem); err != nil || m < 16<<20 {
 		return usageErrorf("--bounded-mem: want a size of at least 16MiB, not %q", o.boundedMem)
 	}
 	opts.BoundedMem = o.boundedMem
 	for _, m := range o.memSweep {
-		if n, err := parseSize(m); err != nil || n < 16<<20 || !strings.HasSuffix(m, "iB") {
+		if n, err := units.ParseSize(m); err != nil || n < 16<<20 || !strings.HasSuffix(m, "iB") {
 			return usageErrorf("--mem-sweep: want sizes in MiB or GiB of at least 16MiB, not %q", m)
 		}
 	}

@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/fpdedup/fpdedup/internal/units"
+)
 
 // The grammar of fpdedup's own counts and sizes (cmd/fpdedup/units_test.go).
 func TestParseCount(t *testing.T) {
@@ -12,9 +16,9 @@ func TestParseCount(t *testing.T) {
 		{"10", 10, true}, {"10k", 10000, true}, {"10M", 10_000_000, true}, {"1G", 1e9, true}, {"2.5M", 2_500_000, true},
 		{"", 0, false}, {"x", 0, false}, {"1.5", 0, false}, {"-3", 0, false},
 	} {
-		got, err := parseCount(tc.in)
+		got, err := units.ParseCount(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("parseCount(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+			t.Errorf("units.ParseCount(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
 }
@@ -29,9 +33,9 @@ func TestParseSize(t *testing.T) {
 		{"2GB", 2e9, true}, {"10kB", 10000, true}, {"64K", 64 << 10, true}, {"1TiB", 1 << 40, true},
 		{"", 0, false}, {"MiB", 0, false}, {"-1", 0, false}, {"12XB", 0, false}, {"1e30TB", 0, false},
 	} {
-		got, err := parseSize(tc.in)
+		got, err := units.ParseSize(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+			t.Errorf("units.ParseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
 }

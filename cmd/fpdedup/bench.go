@@ -9,6 +9,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/bench/gen"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/units"
 )
 
 // benchRunnerMoved is what `fpdedup bench` says: the runner that measures
@@ -72,7 +73,7 @@ The summary on stderr gives the exact number of distinct records.`,
   fpdedup bench gen --records 1M --format jsonl | zstd > events.jsonl.zst`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := parseCount(records)
+			n, err := units.ParseCount(records)
 			if err != nil {
 				return usageErrorf("--records: %v", err)
 			}
@@ -115,7 +116,7 @@ The summary on stderr gives the exact number of distinct records.`,
 			if err != nil {
 				return err
 			}
-			g.summary("gen: %d records, %d distinct, %s", st.Records, st.Distinct, formatBytes(st.Bytes))
+			g.summary("gen: %d records, %d distinct, %s", st.Records, st.Distinct, units.FormatBytes(st.Bytes))
 			return nil
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
 
@@ -139,8 +140,8 @@ func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) er
 	}
 	rate := float64(st.Records) / max(st.Seconds, 1e-9)
 	g.summary("build: %d records, %d distinct, %d duplicates, %s, %s read, %.2f s, %s records/s → %s (%s, %.2f bytes/key)",
-		st.Records, st.Distinct, st.Duplicates, badSummary(opts.Records.OnBad), formatBytes(st.Bytes), st.Seconds, humanRate(rate),
-		o.output, formatBytes(st.IndexBytes), float64(st.IndexBytes)/float64(max(st.Distinct, 1)))
+		st.Records, st.Distinct, st.Duplicates, badSummary(opts.Records.OnBad), units.FormatBytes(st.Bytes), st.Seconds, humanRate(rate),
+		o.output, units.FormatBytes(st.IndexBytes), float64(st.IndexBytes)/float64(max(st.Distinct, 1)))
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
 
@@ -166,11 +167,11 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 		return err
 	}
 	g.summary("dedup: %d records, %d first occurrences, %d duplicates, %d in --against, %s, %d written, %s read, %.2f s, %s records/s (mode %s, seen-set %s)",
-		st.Records, st.FirstOccurrences, st.Duplicates, st.InAgainst, badSummary(opts.Records.OnBad), st.Emitted, formatBytes(st.Bytes), st.Seconds,
-		humanRate(float64(st.Records)/max(st.Seconds, 1e-9)), st.Mode, formatBytes(st.TableBytes))
+		st.Records, st.FirstOccurrences, st.Duplicates, st.InAgainst, badSummary(opts.Records.OnBad), st.Emitted, units.FormatBytes(st.Bytes), st.Seconds,
+		humanRate(float64(st.Records)/max(st.Seconds, 1e-9)), st.Mode, units.FormatBytes(st.TableBytes))
 	if st.Mode == "lsm" {
 		g.summary("dedup: bounded mode: %d runs on disk, bloom %s: %d of %d probes answered by the bloom alone, false positives %.4f%% measured at the final fill vs %.4f%% by the blocked-bloom formula",
-			st.Runs, formatBytes(st.BloomBytes), st.FilterAnswered, st.FilterProbes, 100*st.FilterFPRMeasured, 100*st.FilterFPRFormula)
+			st.Runs, units.FormatBytes(st.BloomBytes), st.FilterAnswered, st.FilterProbes, 100*st.FilterFPRMeasured, 100*st.FilterFPRFormula)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/fpdedup/fpdedup/bench"
+	"github.com/fpdedup/fpdedup/bench/gen"
 	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
@@ -64,7 +64,7 @@ func newExitFixture(t *testing.T, bin string) exitFixture {
 	}
 	var buf bytes.Buffer
 	bw := bufio.NewWriter(&buf)
-	if _, err := bench.Generate(bw, bench.GenOptions{Records: 200_000, Seed: 3}); err != nil {
+	if _, err := gen.Generate(bw, gen.Options{Records: 200_000, Seed: 3}); err != nil {
 		t.Fatal(err)
 	}
 	bw.Flush()

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fpdedup/fpdedup/bench"
+	"github.com/fpdedup/fpdedup/bench/gen"
 	"github.com/fpdedup/fpdedup/internal/failpoint"
 	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
@@ -33,7 +33,7 @@ func TestFaultLoop(t *testing.T) {
 	records := filepath.Join(dir, "in.txt")
 	var buf bytes.Buffer
 	bw := bufio.NewWriter(&buf)
-	if _, err := bench.Generate(bw, bench.GenOptions{Records: 30_000, Seed: 5}); err != nil {
+	if _, err := gen.Generate(bw, gen.Options{Records: 30_000, Seed: 5}); err != nil {
 		t.Fatal(err)
 	}
 	bw.Flush()

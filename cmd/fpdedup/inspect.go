@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/units"
 )
 
 func newInspectCommand(g *globals) *cobra.Command {
@@ -60,8 +61,8 @@ Exit codes: 0 done; 2 error.`,
 				fmt.Fprintf(w, "range          %s .. %s\n", in.First, in.Last)
 			}
 			fmt.Fprintf(w, "segments       %d (%d to %d fingerprints; at most %d)\n", in.Segments, in.SmallestSegment, in.LargestSegment, in.SegmentMax)
-			fmt.Fprintf(w, "size           %s, %.3f bytes/key\n", formatBytes(in.FileBytes), in.BytesPerKey)
-			fmt.Fprintf(w, "directory      %s\n", formatBytes(int64(in.DirectoryBytes)))
+			fmt.Fprintf(w, "size           %s, %.3f bytes/key\n", units.FormatBytes(in.FileBytes), in.BytesPerKey)
+			fmt.Fprintf(w, "directory      %s\n", units.FormatBytes(int64(in.DirectoryBytes)))
 			fmt.Fprintf(w, "filter         %s, %.2f bits/key, false positives %.3f%% in theory, %.3f%% measured on %d probes\n",
 				in.FilterKind, in.FilterBitsPerKey, 100*in.FilterFPRTheory, 100*in.FilterFPRMeasured, in.FilterProbes)
 			return w.Flush()

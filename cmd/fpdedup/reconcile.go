@@ -14,6 +14,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/reconcile"
 )
 
@@ -177,7 +178,7 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 		s    string
 		v    *float64
 	}{{"--rate", o.rate, &opts.Rate}, {"--read-rate", o.readRate, &opts.ReadRate}} {
-		n, err := parseCount(r.s)
+		n, err := units.ParseCount(r.s)
 		if err != nil {
 			return usageErrorf("%s: %v", r.name, err)
 		}

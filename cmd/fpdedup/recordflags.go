@@ -8,6 +8,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
 
@@ -85,7 +86,7 @@ func (r *recordFlags) options(hash ingest.Hash, hexOK bool) (ingest.RecordOption
 	if o.OnBad, err = ingest.ParseOnBad(r.onBad); err != nil {
 		return o, usageErrorf("%v", err)
 	}
-	mr, err := parseSize(r.maxRecord)
+	mr, err := units.ParseSize(r.maxRecord)
 	if err != nil {
 		return o, usageErrorf("--max-record: %v", err)
 	}

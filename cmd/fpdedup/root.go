@@ -18,6 +18,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/internal/tempfile"
+	"github.com/fpdedup/fpdedup/internal/units"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -107,7 +108,7 @@ func (g *globals) resolve() error {
 	if g.memText == "" {
 		g.mem = defaultMem()
 	} else {
-		m, err := parseSize(g.memText)
+		m, err := units.ParseSize(g.memText)
 		if err != nil {
 			return usageErrorf("--mem: %v", err)
 		}

@@ -20,7 +20,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/fpdedup/fpdedup/bench"
+	"github.com/fpdedup/fpdedup/bench/gen"
 	"github.com/fpdedup/fpdedup/internal/tempfile"
 	"github.com/fpdedup/fpdedup/schema"
 )
@@ -169,7 +169,7 @@ func cmdTruncate(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.Truncate(name, size))
 }
 
-// gen N FILE writes N deterministic synthetic event lines (bench.Generate,
+// gen N FILE writes N deterministic synthetic event lines (gen.Generate,
 // seed 1), ~38% repeats.
 func cmdGen(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
@@ -180,7 +180,7 @@ func cmdGen(ts *testscript.TestScript, neg bool, args []string) {
 	f, err := os.Create(ts.MkAbs(args[1]))
 	ts.Check(err)
 	bw := bufio.NewWriter(f)
-	_, err = bench.Generate(bw, bench.GenOptions{Records: n, Seed: 1})
+	_, err = gen.Generate(bw, gen.Options{Records: n, Seed: 1})
 	ts.Check(err)
 	ts.Check(bw.Flush())
 	ts.Check(f.Close())

@@ -17,46 +17,52 @@ import (
 func cliMessage(err error) string {
 	msg := err.Error()
 	for _, word := range cliWordings {
-		if inner, text, ok := word(err); ok {
-			msg = strings.Replace(msg, inner.Error(), text, 1)
+		if w, ok := word(err); ok {
+			msg = strings.Replace(msg, w.inner.Error(), w.text, 1)
 		}
 	}
 	return msg
 }
 
-var cliWordings = []func(error) (error, string, bool){
-	func(err error) (error, string, bool) {
+// wording is the CLI's text for one typed error of a chain.
+type wording struct {
+	inner error
+	text  string
+}
+
+var cliWordings = []func(error) (wording, bool){
+	func(err error) (wording, bool) {
 		var e *fpstore.SpillSpaceError
 		if !errors.As(err, &e) {
-			return nil, "", false
+			return wording{}, false
 		}
-		return e, fmt.Sprintf("not enough space in --tmpdir %s for a sorted run: %d bytes free, %d needed; use a --tmpdir with more room or a larger --mem", e.Dir, e.Free, e.Need), true
+		return wording{e, fmt.Sprintf("not enough space in --tmpdir %s for a sorted run: %d bytes free, %d needed; use a --tmpdir with more room or a larger --mem", e.Dir, e.Free, e.Need)}, true
 	},
-	func(err error) (error, string, bool) {
+	func(err error) (wording, bool) {
 		var e *fpstore.PartitionError
 		if !errors.As(err, &e) {
-			return nil, "", false
+			return wording{}, false
 		}
 		if e.Path != "" {
-			return e, fmt.Sprintf("%s covers partition %s, outside --partition %s", e.Path, e.Has, e.Want), true
+			return wording{e, fmt.Sprintf("%s covers partition %s, outside --partition %s", e.Path, e.Has, e.Want)}, true
 		}
-		return e, fmt.Sprintf("the inputs cover partition %s, not all of --partition %s", e.Has, e.Want), true
+		return wording{e, fmt.Sprintf("the inputs cover partition %s, not all of --partition %s", e.Has, e.Want)}, true
 	},
-	func(err error) (error, string, bool) {
+	func(err error) (wording, bool) {
 		var e *fpstore.SpecMismatchError
 		if !errors.As(err, &e) {
-			return nil, "", false
+			return wording{}, false
 		}
 		if e.HashOnly {
-			return e, fmt.Sprintf("%v; rebuild one of them with --hash %s", e, e.Specs[0].Hash), true
+			return wording{e, fmt.Sprintf("%v; rebuild one of them with --hash %s", e, e.Specs[0].Hash)}, true
 		}
-		return e, fmt.Sprintf("%v; merge only indexes built with the same --hash and key recipe", e), true
+		return wording{e, fmt.Sprintf("%v; merge only indexes built with the same --hash and key recipe", e)}, true
 	},
-	func(err error) (error, string, bool) {
+	func(err error) (wording, bool) {
 		var e *pipeline.TmpDirError
 		if !errors.As(err, &e) {
-			return nil, "", false
+			return wording{}, false
 		}
-		return e, fmt.Sprintf("--tmpdir %s: %v", e.Dir, e.Err), true
+		return wording{e, fmt.Sprintf("--tmpdir %s: %v", e.Dir, e.Err)}, true
 	},
 }

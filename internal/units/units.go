@@ -1,4 +1,7 @@
-package main
+// Package units reads and writes the sizes and counts of fpdedup's flags
+// and summaries, with one grammar for the product and its benchmark
+// harness: sizes in KiB/MiB/GiB/TiB or kB/MB/GB/TB, counts with k/M/G.
+package units
 
 import (
 	"fmt"
@@ -7,10 +10,10 @@ import (
 	"strings"
 )
 
-// parseSize reads a byte size: a plain number of bytes, or a number with
+// ParseSize reads a byte size: a plain number of bytes, or a number with
 // KiB/MiB/GiB/TiB (powers of 1024) or kB/MB/GB/TB (powers of 1000); K, M,
 // G, T alone mean the binary units, as in sort -S.
-func parseSize(s string) (int64, error) {
+func ParseSize(s string) (int64, error) {
 	units := []struct {
 		suffix string
 		mult   float64
@@ -39,8 +42,8 @@ func parseSize(s string) (int64, error) {
 	return 0, fmt.Errorf("invalid size %q (use e.g. 512MiB, 4GiB, 2GB or a number of bytes)", s)
 }
 
-// parseCount reads a count with an optional k/M/G suffix (powers of 1000).
-func parseCount(s string) (int64, error) {
+// ParseCount reads a count with an optional k/M/G suffix (powers of 1000).
+func ParseCount(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	mult := 1.0
 	switch {
@@ -58,8 +61,8 @@ func parseCount(s string) (int64, error) {
 	return int64(v * mult), nil
 }
 
-// formatBytes prints a byte count in binary units for people.
-func formatBytes(n int64) string {
+// FormatBytes prints a byte count in binary units for people.
+func FormatBytes(n int64) string {
 	f := float64(n)
 	for _, u := range []string{"B", "KiB", "MiB", "GiB", "TiB"} {
 		if f < 1024 || u == "TiB" {
