@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// ApplyStats are the figures of --apply / --dry-run.
+// ApplyStats are the figures of Apply or DryRun.
 type ApplyStats struct {
 	DryRun            bool    `json:"dry_run"`
 	Target            string  `json:"target"`
@@ -123,7 +123,7 @@ func (a *applier) run(ctx context.Context, items func(emit func([]Item) error) e
 	}
 	if err != nil {
 		if serr := a.ck.save(a.o.Checkpoint); serr != nil {
-			return fmt.Errorf("%w (and the checkpoint could not be saved: %v)", err, serr)
+			return fmt.Errorf("%w (and the checkpoint could not be saved: %w)", err, serr)
 		}
 		return err
 	}

@@ -96,11 +96,11 @@ func TestInterruptedErrors(t *testing.T) {
 	if !errors.As(wrapped, &got) || got.Written != 1234 || !errors.Is(wrapped, context.Canceled) || !errors.As(wrapped, &sig) || sig.name != "SIGTERM" {
 		t.Fatalf("ApplyInterruptedError does not unwrap: %v", wrapped)
 	}
-	if want := "after writing 1234 keys to redis://h:1/0?match=dd:*; rerun with --checkpoint apply.ckpt to resume"; !strings.Contains(ie.Error(), want) {
+	if want := "after writing 1234 keys to redis://h:1/0?match=dd:*; rerun with the checkpoint apply.ckpt to resume"; !strings.Contains(ie.Error(), want) {
 		t.Fatalf("%q lacks %q", ie.Error(), want)
 	}
 	ie.Checkpoint, ie.CheckpointSaved = "", false
-	if !strings.Contains(ie.Error(), "rerun the same command") {
+	if !strings.Contains(ie.Error(), "run it again to write the rest") {
 		t.Fatalf("without a checkpoint: %q", ie.Error())
 	}
 	ctx3, cancel3 := context.WithCancelCause(context.Background())

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -11,7 +10,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 )
 
-// Checkpoint records how far an --apply got: every missing key up to and
+// Checkpoint records how far an Apply got: every missing key up to and
 // including Last (in fingerprint order) has been written and acknowledged.
 // It is saved (temp file, fsync, rename, directory fsync) about once a
 // second and when the run stops, so after a failure it names the exact
@@ -40,20 +39,19 @@ func loadCheckpoint(path string, index string, n uint64, online string) (*Checkp
 		return fresh, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read --checkpoint: %w", err)
+		return nil, &FileError{Op: "read", File: CheckpointFile, Err: err}
 	}
 	var c Checkpoint
 	if err := json.Unmarshal(b, &c); err != nil || c.Version != 1 {
-		return nil, fmt.Errorf("--checkpoint %s is not an fpdedup reconcile checkpoint (remove it to start over)", path)
+		return nil, &CheckpointError{Path: path, Problem: NotACheckpoint}
 	}
 	if c.Online != online || c.IndexFingerprints != n {
-		return nil, fmt.Errorf("--checkpoint %s belongs to another run (%s, index of %d fingerprints), not this one (%s, %d): remove it or name another file",
-			path, c.Online, c.IndexFingerprints, online, n)
+		return nil, &CheckpointError{Path: path, Problem: OtherRun, FileOnline: c.Online, FileFingerprints: c.IndexFingerprints, Online: online, Fingerprints: n}
 	}
 	if c.Last != "" {
 		fp, ok := parseHex(c.Last)
 		if !ok || len(c.Last) != 32 {
-			return nil, fmt.Errorf("--checkpoint %s: bad last fingerprint %q", path, c.Last)
+			return nil, &CheckpointError{Path: path, Problem: BadLast, Last: c.Last}
 		}
 		c.last, c.hasLast = fp, true
 	}
@@ -76,7 +74,7 @@ func (c *Checkpoint) save(path string) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("cannot write --checkpoint: %w", err)
+		return &FileError{Op: "write", File: CheckpointFile, Err: err}
 	}
 	tmp := f.Name()
 	_, err = f.Write(append(b, '\n'))
@@ -91,13 +89,13 @@ func (c *Checkpoint) save(path string) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("cannot write --checkpoint %s: %w", path, err)
+		return &FileError{Op: "write", File: CheckpointFile, Path: path, Err: err}
 	}
 	if d, err := os.Open(dir); err == nil {
 		err = d.Sync()
 		d.Close()
 		if err != nil {
-			return fmt.Errorf("cannot fsync the directory of --checkpoint %s: %w", path, err)
+			return &FileError{Op: "fsync the directory of", File: CheckpointFile, Path: path, Err: err}
 		}
 	}
 	return nil

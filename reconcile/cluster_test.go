@@ -140,7 +140,7 @@ func TestRedisClusterKeys(t *testing.T) {
 		"--report", "r.json", "--missing", "missing.fpx", "--extra", "extra.fpx",
 		"--records", d.records, "--backfill", "backfill.txt").want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "r.json"))
-	wantCounts(t, rep, 90_000, 10_000, 1_000)
+	wantCounts(t, rep.Counts, 90_000, 10_000, 1_000)
 	if rep.Mode != "sort-merge-join" || rep.Online.Values != 91_001 || rep.Online.Bad != 1 || rep.Online.Repeats != 0 || rep.Online.Source != url ||
 		len(rep.Online.Masters) != 3 {
 		t.Fatalf("report: %+v", rep.Online)
@@ -168,7 +168,7 @@ func TestRedisClusterKeys(t *testing.T) {
 	// --probe: EXISTS pipelines across slots find the same missing keys.
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", url, "--probe", "--report", "p.json", "--missing", "pm.fpx").want(t, 1)
 	rep = readReport(t, filepath.Join(d.dir, "p.json"))
-	wantCounts(t, rep, 90_000, 10_000, -1)
+	wantCounts(t, rep.Counts, 90_000, 10_000, -1)
 	if got := dump(t, d.dir, "pm.fpx"); !slices.Equal(got, d.missingFPs()) {
 		t.Fatalf("pm.fpx: %d fingerprints", len(got))
 	}
@@ -191,7 +191,7 @@ func TestRedisClusterKeys(t *testing.T) {
 	seeds := clusterSeeds(t)
 	alt := "redis://" + seeds[0] + "/?match=dd:*&addr=" + strings.Join(seeds[1:], "&addr=")
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", alt, "--report", "after.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "after.json")), 100_000, 0, 1_000)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "after.json")).Counts, 100_000, 0, 1_000)
 	// One seed with cluster=1 finds the others; the probe agrees (exit 0).
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", "redis://"+seeds[1]+"/?match=dd:*&cluster=1", "--probe").want(t, 0)
 }
@@ -218,7 +218,7 @@ func TestRedisClusterSet(t *testing.T) {
 	url := clusterURL(t, "set={ev}seen")
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", url, "--report", "s.json").want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "s.json"))
-	wantCounts(t, rep, 18_000, 2_000, 200)
+	wantCounts(t, rep.Counts, 18_000, 2_000, 200)
 	if rep.Online.Expected != 18_200 || !rep.Online.Wide {
 		t.Fatalf("SCARD %d, wide %v", rep.Online.Expected, rep.Online.Wide)
 	}
@@ -238,7 +238,7 @@ func TestRedisClusterSet(t *testing.T) {
 		t.Fatal("a missing key was not added under its whole digest")
 	}
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", url, "--report", "b.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")), 20_000, 0, 200)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")).Counts, 20_000, 0, 200)
 }
 
 // A master killed (SIGKILL) while its keys are being scanned: the run
@@ -385,7 +385,7 @@ func TestRedisClusterNodeStoppedDuringApply(t *testing.T) {
 		t.Fatalf("resume sent %d SETs for %d keys", got, rep.Apply.Written)
 	}
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", url, "--report", "c.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "c.json")), 50_000, 0, 500)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "c.json")).Counts, 50_000, 0, 500)
 }
 
 // nodePID is the process id of the Redis server at addr (INFO server).

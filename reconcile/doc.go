@@ -41,7 +41,7 @@
 // connection used; after the retries the error says how far the read got.
 //
 // Interruptions: a cancelled context (SIGINT, SIGTERM in the CLI) never
-// ends Run with nil or a partial report passed as success. Once --apply
+// ends Run with nil or a partial report passed as success. Once Apply
 // has begun writing, the error is an *ApplyInterruptedError (keys written,
 // the target, the checkpoint saved at that point) so the caller can say
 // what was published and how to resume; before that, the error wraps the
@@ -50,4 +50,11 @@
 // Secrets: passwords come in Options.Password, never in a URL; every
 // message and the report name the online side by its redacted URL, and
 // errors are scrubbed of the password in case a driver ever echoes it.
+//
+// Errors name what is wrong by the Options field, the file's role or the
+// URL part, never by a command-line flag; the typed ones (errors.go) carry
+// the facts as fields for a command line to say in its own words. The
+// package writes nothing but the outputs it is asked for: no report file,
+// no exit code, no log lines (QuietRedisLogs silences go-redis's, which
+// are process-wide, for a caller that wants that).
 package reconcile

@@ -6,22 +6,292 @@ import (
 	"fmt"
 )
 
+// Errors name what went wrong by the Options field, the file's role or the
+// URL part at fault, never by a command-line flag: a program that embeds
+// this package has no flags. The typed errors carry the facts as fields so
+// that a command line can say the same thing in its own words (the
+// fpdedup CLI names its flags; see cmd/fpdedup/reconcile_errors.go).
+//
+// Sentinel errors (compare with errors.Is):
+
+// ErrWrongHash: the index does not hold SHA-256 fingerprints, which the
+// online side is keyed by (a *WrongHashError says which hash it holds).
+var ErrWrongHash = errors.New("the index's hash is not the online side's")
+
+// ErrNeedRecords: the online side holds whole SHA-256 digests, which a
+// 128-bit index cannot give; writing them needs the records (a
+// *NeedRecordsError names the target).
+var ErrNeedRecords = errors.New("the online side holds whole 32-byte SHA-256 digests, which a 128-bit index cannot give")
+
+// ErrUnsorted: a source said to be sorted is not in fingerprint order.
+var ErrUnsorted = errors.New("the online source is not in fingerprint order")
+
+// ErrNoPath: ParseURL was given "file:" without a path.
+var ErrNoPath = errors.New("file:PATH needs a path")
+
+// An OptionError is an option, or a combination of options, that Run
+// refuses before it opens anything: a caller's mistake, not the data's.
+type OptionError struct {
+	Rule   OptionRule
+	Value  string // the value at fault (OnlineFormat), where one is
+	Target string // the online side's redacted URL, where it matters (ApplyToFile)
+	Err    error  // the underlying error (BadRecordsPolicy: ingest.ParseOnBad's)
+}
+
+// OptionRule is the rule an OptionError breaks.
+type OptionRule int
+
+// The rules Options must keep.
+const (
+	NoTarget               OptionRule = iota + 1 // Target is nil
+	KeysNotFromFile                              // OnlineFormat "key" with a Redis or MySQL target
+	UnknownOnlineFormat                          // OnlineFormat neither "fp" nor "key"
+	TTLNotRedisKeys                              // TTL with a target other than Redis keys
+	NegativeTTL                                  // TTL below zero
+	ProbeFile                                    // Probe with a file: target
+	ApplyToFile                                  // Apply or DryRun with a file: target
+	BackfillWithoutRecords                       // Backfill without Records
+	RecordsUnused                                // Records with neither Backfill nor Apply/DryRun
+	BadRecordsPolicy                             // BadRecords is not a policy ingest.ParseOnBad knows
+	CheckpointWithoutApply                       // Checkpoint without Apply
+	NegativeRate                                 // Rate or ReadRate below zero
+)
+
+func (e *OptionError) Error() string {
+	switch e.Rule {
+	case NoTarget:
+		return "reconcile needs an online side (Options.Target)"
+	case KeysNotFromFile:
+		return `OnlineFormat "key" is for file: exports; Redis and MySQL hold hex fingerprints`
+	case UnknownOnlineFormat:
+		return fmt.Sprintf(`OnlineFormat must be "fp" or "key", not %q`, e.Value)
+	case TTLNotRedisKeys:
+		return "a TTL is for Redis keys (?match=PREFIX*): a set's members and table rows have no TTL of their own"
+	case NegativeTTL:
+		return "the TTL must be positive"
+	case ProbeFile:
+		return "probing needs a Redis or MySQL source: a file is read whole"
+	case ApplyToFile:
+		return fmt.Sprintf("Apply and DryRun write to a Redis or MySQL target, not to %s", e.Target)
+	case BackfillWithoutRecords:
+		return "a backfill needs Records: the records to pick the missing ones from"
+	case RecordsUnused:
+		return "Records are read for a Backfill or for Apply (whole digests); give one of them"
+	case BadRecordsPolicy:
+		return fmt.Sprintf("BadRecords: %v", e.Err)
+	case CheckpointWithoutApply:
+		return "a Checkpoint goes with Apply"
+	case NegativeRate:
+		return "Rate and ReadRate must be positive"
+	}
+	return fmt.Sprintf("OptionRule(%d)", int(e.Rule))
+}
+
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// A URLError is an online URL that ParseURL refuses.
+type URLError struct {
+	URL    string // as it may be printed, without any password; "" when the string is no URL at all
+	Reason string // what is wrong, in the URL's own terms (match=, cluster=, the scheme)
+	// PasswordEnv is set when the URL holds a password, which would be
+	// visible in ps and shell history: it names the environment variable
+	// meant to hold it.
+	PasswordEnv string
+}
+
+func (e *URLError) Error() string {
+	switch {
+	case e.PasswordEnv != "":
+		return fmt.Sprintf("online URL %s holds a password, which would be visible in ps and shell history: remove it and put it in $%s", e.URL, e.PasswordEnv)
+	case e.URL == "":
+		return "online URL: " + e.Reason
+	}
+	return fmt.Sprintf("online URL %s: %s", e.URL, e.Reason)
+}
+
+// A WrongHashError is an index whose fingerprints are not SHA-256 ones,
+// which the online side keys events by. It wraps ErrWrongHash.
+type WrongHashError struct {
+	Index string // the index's path
+	Hash  string // the hash its fingerprints were made with
+}
+
+func (e *WrongHashError) Error() string {
+	return fmt.Sprintf("%v: %s holds %s fingerprints, but the online side keys events by SHA-256 of user_id:device_id:timestamp_ms; rebuild the index from the same records with SHA-256 fingerprints",
+		ErrWrongHash, e.Index, e.Hash)
+}
+
+func (e *WrongHashError) Unwrap() error { return ErrWrongHash }
+
+// A NeedRecordsError: Apply or DryRun against an online side that holds
+// whole 32-byte digests, without Records to compute them from. It wraps
+// ErrNeedRecords.
+type NeedRecordsError struct {
+	Target string // the online side's redacted URL
+}
+
+func (e *NeedRecordsError) Error() string {
+	return fmt.Sprintf("%v (%s): writing them needs Options.Records, to compute them from the original keys", ErrNeedRecords, e.Target)
+}
+
+func (e *NeedRecordsError) Unwrap() error { return ErrNeedRecords }
+
+// A ProbeWideError: a probe of a Redis side whose key names are whole
+// SHA-256 digests (hex=64), which a 128-bit index cannot name; reading
+// the whole side (no Options.Probe) compares them.
+type ProbeWideError struct {
+	Target string // the online side's redacted URL
+}
+
+func (e *ProbeWideError) Error() string {
+	return fmt.Sprintf("%s names keys by whole SHA-256 digests (hex=64), which a 128-bit index cannot probe: compare without Options.Probe (SCAN and merge-join) instead", e.Target)
+}
+
+// A NotFingerprintError is a line of a file: export that is not a hex
+// fingerprint (with Options.OnlineFormat "key" each line is a key).
+type NotFingerprintError struct {
+	Name string // the file, as ingest names it ("-" for stdin)
+	Line int64  // 1-based
+	Text []byte // the line, cut at 80 bytes
+}
+
+func (e *NotFingerprintError) Error() string {
+	return fmt.Sprintf(`%s:%d: not a 32- or 64-digit hex fingerprint: %q (with OnlineFormat "key" each line is a key)`, e.Name, e.Line, e.Text)
+}
+
+// A TooManyDigestsError: the whole digests Apply must write, collected
+// from the records, do not fit in Options.Mem.
+type TooManyDigestsError struct {
+	Max int64 // the digests that fit
+}
+
+func (e *TooManyDigestsError) Error() string {
+	return fmt.Sprintf("more than %d whole digests to write do not fit in Options.Mem: apply a slice at a time (mysql …&where=, or a partitioned index)", e.Max)
+}
+
+// A FileError is a file Run could not read, write or remove, named by its
+// role (the checkpoint, the temp directory, the backfill).
+type FileError struct {
+	Op   string   // what could not be done: "read", "write", "write to", "make a temp file in", …
+	File FileRole // whose file
+	Path string   // the path, where the message names it ("" when Err does)
+	Err  error
+}
+
+// FileRole is the role of a file in a run.
+type FileRole int
+
+// The files a run reads and writes besides its outputs' indexes.
+const (
+	CheckpointFile FileRole = iota + 1 // Options.Checkpoint
+	TempDir                            // Options.TmpDir
+	BackfillFile                       // Options.Backfill
+)
+
+func (r FileRole) String() string {
+	switch r {
+	case CheckpointFile:
+		return "the checkpoint"
+	case TempDir:
+		return "the temp directory"
+	case BackfillFile:
+		return "the backfill"
+	}
+	return fmt.Sprintf("FileRole(%d)", int(r))
+}
+
+func (e *FileError) Error() string {
+	if e.Path != "" {
+		return fmt.Sprintf("cannot %s %v %s: %v", e.Op, e.File, e.Path, e.Err)
+	}
+	return fmt.Sprintf("cannot %s %v: %v", e.Op, e.File, e.Err)
+}
+
+func (e *FileError) Unwrap() error { return e.Err }
+
+// A CheckpointError is a checkpoint file this run cannot resume from.
+type CheckpointError struct {
+	Path    string
+	Problem CheckpointProblem
+	// Last is the bad last fingerprint (BadLast).
+	Last string
+	// The run the file belongs to and this one (OtherRun): the online
+	// side's redacted URL and the index's fingerprint count.
+	FileOnline       string
+	FileFingerprints uint64
+	Online           string
+	Fingerprints     uint64
+}
+
+// CheckpointProblem says why a checkpoint file cannot be used.
+type CheckpointProblem int
+
+// The problems of a checkpoint file.
+const (
+	NotACheckpoint CheckpointProblem = iota + 1 // not a checkpoint of this format version
+	OtherRun                                    // written for another index or online side
+	BadLast                                     // its last fingerprint is not 32 hex digits
+)
+
+func (e *CheckpointError) Error() string {
+	switch e.Problem {
+	case NotACheckpoint:
+		return fmt.Sprintf("checkpoint %s is not an fpdedup reconcile checkpoint (remove it to start over)", e.Path)
+	case OtherRun:
+		return fmt.Sprintf("checkpoint %s belongs to another run (%s, index of %d fingerprints), not this one (%s, %d): remove it or name another file",
+			e.Path, e.FileOnline, e.FileFingerprints, e.Online, e.Fingerprints)
+	case BadLast:
+		return fmt.Sprintf("checkpoint %s: bad last fingerprint %q", e.Path, e.Last)
+	}
+	return fmt.Sprintf("checkpoint %s: CheckpointProblem(%d)", e.Path, int(e.Problem))
+}
+
+// A WriteError: writing the missing keys online failed after the retries.
+// Keys written before it are online; a rerun finds them present and, with
+// a checkpoint, resumes after CheckpointLast.
+//
+// Err is kept as a field and not unwrapped (errors.Is and errors.As do
+// not see through a WriteError): it is the server's or the network's
+// failure, reported in words, and a broken connection to the server must
+// not be mistaken for one of the caller's own (a closed stdout's EPIPE).
+type WriteError struct {
+	Target         string // the online side's redacted URL
+	Err            error  // what the last attempt failed with
+	Retries        int64  // retries in all
+	MaxRetries     int    // Options.Retries: at most this many per batch
+	Written        int64  // keys written and acknowledged in this run
+	Checkpoint     string // Options.Checkpoint; "" none
+	CheckpointLast string // the last fingerprint the checkpoint covers
+}
+
+func (e *WriteError) Error() string { return e.Text(e.Err.Error()) }
+
+// Text is the error's message with cause as the words for Err: a caller
+// that words Err its own way keeps the rest.
+func (e *WriteError) Text(cause string) string {
+	msg := fmt.Sprintf("writing to %s failed: %s (%d retries in all, at most %d per batch); %d keys written in this run", e.Target, cause, e.Retries, e.MaxRetries, e.Written)
+	if e.Checkpoint != "" {
+		return msg + fmt.Sprintf(", checkpoint %s at %s: rerun the same command to resume after it", e.Checkpoint, e.CheckpointLast)
+	}
+	return msg + ": rerun the same command to write the rest (what was written now shows as present)"
+}
+
 // ApplyInterruptedError is the error of a Run whose context was cancelled
-// (SIGINT, SIGTERM) once --apply had begun writing keys online: unlike an
-// interruption before that point, something was published, and a rerun
-// with the same --checkpoint resumes after the last acknowledged batch.
-// Keys written after that batch but not yet acknowledged (a reply lost to
-// the interruption) may be online too; a rerun's comparison finds them
-// present and does not write them again. Run returns it (possibly wrapped:
-// use errors.As) whenever its context is done and Options.Apply wrote, or
-// was writing, keys; DryRun never does.
+// (SIGINT, SIGTERM in the CLI) once Options.Apply had begun writing keys
+// online: unlike an interruption before that point, something was
+// published, and a rerun with the same Options.Checkpoint resumes after
+// the last acknowledged batch. Keys written after that batch but not yet
+// acknowledged (a reply lost to the interruption) may be online too; a
+// rerun's comparison finds them present and does not write them again.
+// Run returns it (possibly wrapped: use errors.As) whenever its context is
+// done and Options.Apply wrote, or was writing, keys; DryRun never does.
 type ApplyInterruptedError struct {
 	// Target is the online side, as its redacted URL (no password).
 	Target string
 	// Written is how many keys this run wrote and the server acknowledged
 	// before it stopped (ApplyStats.Written).
 	Written int64
-	// Checkpoint is the --checkpoint file; "" when none was given.
+	// Checkpoint is Options.Checkpoint; "" when none was given.
 	Checkpoint string
 	// CheckpointSaved: Checkpoint was saved at the interruption and names
 	// the last acknowledged key (CheckpointLast). False without a
@@ -39,16 +309,16 @@ type ApplyInterruptedError struct {
 }
 
 func (e *ApplyInterruptedError) Error() string {
-	msg := fmt.Sprintf("--apply interrupted (%v) after writing %d keys to %s", e.Cause, e.Written, e.Target)
+	msg := fmt.Sprintf("applying interrupted (%v) after writing %d keys to %s", e.Cause, e.Written, e.Target)
 	switch {
 	case e.Checkpoint != "" && e.CheckpointSaved:
-		msg += fmt.Sprintf("; rerun with --checkpoint %s to resume", e.Checkpoint)
+		msg += fmt.Sprintf("; rerun with the checkpoint %s to resume", e.Checkpoint)
 	case e.Checkpoint != "" && e.CheckpointErr != nil:
-		msg += fmt.Sprintf("; the checkpoint could not be saved (%v): rerun with --checkpoint %s to resume from its last save (keys written since then are found present, not written again)", e.CheckpointErr, e.Checkpoint)
+		msg += fmt.Sprintf("; the checkpoint could not be saved (%v): rerun with the checkpoint %s to resume from its last save (keys written since then are found present, not written again)", e.CheckpointErr, e.Checkpoint)
 	case e.Checkpoint != "":
-		msg += fmt.Sprintf("; rerun with --checkpoint %s to write the rest", e.Checkpoint)
+		msg += fmt.Sprintf("; rerun with the checkpoint %s to write the rest", e.Checkpoint)
 	default:
-		msg += "; rerun the same command to write the rest (the keys written now are found present, not written again)"
+		msg += "; run it again to write the rest (the keys written now are found present, not written again)"
 	}
 	return msg
 }

@@ -61,7 +61,7 @@ func (f *fileSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstor
 					if len(rec) > 80 {
 						rec = append(rec[:80:80], "…"...)
 					}
-					bad = fmt.Errorf("%s:%d: not a 32- or 64-digit hex fingerprint: %q (with --online-format key each line is a key)", in.Name, line, rec)
+					bad = &NotFingerprintError{Name: in.Name, Line: line, Text: rec}
 					return false
 				}
 				if len(rec) == 64 {
@@ -101,13 +101,13 @@ func (f *fileSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstor
 }
 
 func (f *fileSource) Probe(context.Context, []fpstore.Fingerprint, []bool) error {
-	return permanent{fmt.Errorf("%s is read whole: --probe needs a Redis or MySQL source", f.t.Redacted)}
+	return permanent{fmt.Errorf("%s is read whole: it cannot be probed", f.t.Redacted)}
 }
 
 func (f *fileSource) Write(context.Context, []Item) error {
-	return permanent{fmt.Errorf("%s is an export: --apply needs a Redis or MySQL target", f.t.Redacted)}
+	return permanent{fmt.Errorf("%s is an export: keys are written to a Redis or MySQL target", f.t.Redacted)}
 }
 
 func (f *fileSource) Plan(io.Writer, []Item) error {
-	return permanent{fmt.Errorf("%s is an export: --apply and --dry-run need a Redis or MySQL target", f.t.Redacted)}
+	return permanent{fmt.Errorf("%s is an export: keys are written to a Redis or MySQL target", f.t.Redacted)}
 }

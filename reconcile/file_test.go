@@ -2,11 +2,15 @@ package reconcile_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 )
@@ -35,7 +39,7 @@ func TestFileSource(t *testing.T) {
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", "file:export.gz", "--report", "r.json",
 		"--missing", "m.fpx", "--extra", "e.fpx", "--backfill", "bf.txt", "--records", d.records).want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "r.json"))
-	wantCounts(t, rep, 18_000, 2_000, 200)
+	wantCounts(t, rep.Counts, 18_000, 2_000, 200)
 	if got := dump(t, d.dir, "m.fpx"); !slices.Equal(got, d.missingFPs()) {
 		t.Fatalf("m.fpx: %d", len(got))
 	}
@@ -52,7 +56,7 @@ func TestFileSource(t *testing.T) {
 	// The same keys as keys; all of them: the sides agree, exit 0.
 	os.WriteFile(filepath.Join(d.dir, "keys.txt"), must(os.ReadFile(d.records)), 0o644)
 	r := fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", "file:keys.txt", "--online-format", "key", "--report", "k.json").want(t, 0)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "k.json")), 20_000, 0, 0)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "k.json")).Counts, 20_000, 0, 0)
 	if !strings.Contains(r.stderr, "the sides agree") {
 		t.Fatalf("summary: %s", r.stderr)
 	}
@@ -118,5 +122,42 @@ func TestUsageErrors(t *testing.T) {
 		if !strings.Contains(r.stderr, c.msg) {
 			t.Errorf("%v: %s", c.args, r.stderr)
 		}
+	}
+}
+
+// A run interrupted by a signal (SIGTERM while the export is read, slowed
+// by --read-rate) exits 143; its report, written at once, says exit 143
+// too and what was under way; nothing else is published.
+func TestInterruptedReportSaysTheSignal(t *testing.T) {
+	d := newDataset(t, 50_000)
+	// 64-digit lines: several 1 MiB chunks, each paced after the first.
+	export := strings.Join(hexes(d.onlineKeys(), fullHex), "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(d.dir, "export.txt"), []byte(export), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(fpdedupBin, "reconcile", "--index", d.index, "--online", "file:export.txt", "--read-rate", "5k",
+		"--report", "r.json", "--missing", "m.fpx")
+	cmd.Dir = d.dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+		t.Fatalf("after SIGTERM: %v, want exit 143\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "interrupted by terminated; nothing was published") {
+		t.Fatalf("stderr: %s", stderr.String())
+	}
+	rep := readReport(t, filepath.Join(d.dir, "r.json"))
+	if rep.ExitCode != 143 || !strings.Contains(rep.Error, "interrupted by terminated") || rep.Agree {
+		t.Fatalf("report: exit %d, agree %v, error %q; want exit 143 and the signal", rep.ExitCode, rep.Agree, rep.Error)
+	}
+	if _, err := os.Stat(filepath.Join(d.dir, "m.fpx")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("--missing of an interrupted run: %v", err)
 	}
 }

@@ -48,7 +48,9 @@ var raceBuild bool
 
 func TestMain(m *testing.M) {
 	// The tests' own connections die with the servers they kill: quiet.
+	// (So do the in-process runs' go-redis clients, as in the CLI.)
 	mysql.SetLogger(log.New(io.Discard, "", 0))
+	reconcile.QuietRedisLogs()
 	dir, err := os.MkdirTemp("", "reconcile-test-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -221,23 +223,31 @@ func (d *dataset) missingRecords() string {
 	return b.String()
 }
 
-func readReport(t *testing.T, path string) *reconcile.Report {
+// cliReport is what `fpdedup reconcile --report` writes: the run's
+// figures, then the CLI's error message and exit code.
+type cliReport struct {
+	reconcile.Report
+	Error    string `json:"error,omitempty"`
+	ExitCode int    `json:"exit_code"`
+}
+
+func readReport(t *testing.T, path string) *cliReport {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r reconcile.Report
+	var r cliReport
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("report %s: %v", path, err)
 	}
 	return &r
 }
 
-func wantCounts(t *testing.T, r *reconcile.Report, both, offline, online int64) {
+func wantCounts(t *testing.T, c reconcile.Counts, both, offline, online int64) {
 	t.Helper()
-	if r.Counts != (reconcile.Counts{Both: both, OnlyOffline: offline, OnlyOnline: online}) {
-		t.Fatalf("counts %+v, want both %d, only offline %d, only online %d", r.Counts, both, offline, online)
+	if c != (reconcile.Counts{Both: both, OnlyOffline: offline, OnlyOnline: online}) {
+		t.Fatalf("counts %+v, want both %d, only offline %d, only online %d", c, both, offline, online)
 	}
 }
 

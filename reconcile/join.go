@@ -107,9 +107,6 @@ func (r *chanReader) stop() {
 	}
 }
 
-// ErrUnsorted: a source said to be sorted is not in fingerprint order.
-var ErrUnsorted = errors.New("the online source is not in fingerprint order")
-
 // checker filters a sorted online stream: fingerprints outside the index's
 // covered range are counted and dropped (the index says nothing of them),
 // repeats are counted and dropped (a BINARY(32) column may hold digests

@@ -360,7 +360,7 @@ func (m *mysqlSource) parse(raw []byte, st *ReadStats) (fpstore.Fingerprint, boo
 
 // literal is a value as SQL text: x'<hex>' for a BINARY column, '<hex>'
 // for a CHAR one. Values are inlined rather than bound: with placeholders,
-// the driver would also substitute a '?' inside a --online &where= string.
+// the driver would also substitute a '?' inside the URL's &where= string.
 func (m *mysqlSource) literal(b []byte, raw []byte) []byte {
 	if m.binary {
 		b = append(b, "x'"...)

@@ -47,7 +47,7 @@ func TestMySQLBinary16(t *testing.T) {
 	fpdedup(t, d.dir, env, "reconcile", "--index", d.index, "--online", url, "--report", "r.json",
 		"--missing", "missing.fpx", "--extra", "extra.fpx", "--records", d.records, "--backfill", "backfill.txt").want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "r.json"))
-	wantCounts(t, rep, 90_000, 10_000, 1_000)
+	wantCounts(t, rep.Counts, 90_000, 10_000, 1_000)
 	if rep.Mode != "merge-join" || rep.Online.Values != 91_000 || !rep.Online.CountChecked || rep.Online.Expected != 91_000 || rep.Online.Wide {
 		t.Fatalf("report online: mode %s %+v", rep.Mode, rep.Online)
 	}
@@ -81,10 +81,10 @@ func TestMySQLBinary16(t *testing.T) {
 		t.Fatalf("%d rows after --apply, want 101000", n)
 	}
 	fpdedup(t, d.dir, env, "reconcile", "--index", d.index, "--online", url, "--report", "b.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")), 100_000, 0, 1_000)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")).Counts, 100_000, 0, 1_000)
 	// The probe sees no difference now (it cannot see the extras).
 	fpdedup(t, d.dir, env, "reconcile", "--index", d.index, "--online", url, "--probe", "--report", "p.json").want(t, 0)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "p.json")), 100_000, 0, -1)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "p.json")).Counts, 100_000, 0, -1)
 }
 
 func must[T any](v T, err error) T {
@@ -129,15 +129,15 @@ func TestMySQLSlice(t *testing.T) {
 	url := mysqlURL(t, "rc_slice", "fp", "where="+urlEscape("fp < x'80000000000000000000000000000000' AND 'a?b' <> ''"))
 	fpdedup(t, d.dir, env, "reconcile", "--index", half, "--online", url, "--report", "w.json").want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "w.json"))
-	wantCounts(t, rep, both, missing, extra)
+	wantCounts(t, rep.Counts, both, missing, extra)
 	if rep.Online.OutsideRange != 0 || rep.Online.Expected != both+extra {
 		t.Fatalf("with where: %+v", rep.Online)
 	}
 	fpdedup(t, d.dir, env, "reconcile", "--index", half, "--online", url, "--probe", "--report", "wp.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "wp.json")), both, missing, -1)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "wp.json")).Counts, both, missing, -1)
 	fpdedup(t, d.dir, env, "reconcile", "--index", half, "--online", mysqlURL(t, "rc_slice", "fp", ""), "--report", "all.json").want(t, 1)
 	rep = readReport(t, filepath.Join(d.dir, "all.json"))
-	wantCounts(t, rep, both, missing, extra)
+	wantCounts(t, rep.Counts, both, missing, extra)
 	if rep.Online.OutsideRange != outside {
 		t.Fatalf("outside the range: %d, want %d", rep.Online.OutsideRange, outside)
 	}
@@ -161,7 +161,7 @@ func TestMySQLChar64(t *testing.T) {
 
 	fpdedup(t, d.dir, env, "reconcile", "--index", d.index, "--online", url, "--report", "r.json").want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "r.json"))
-	wantCounts(t, rep, 18_000, 2_000, 200)
+	wantCounts(t, rep.Counts, 18_000, 2_000, 200)
 	if !rep.Online.Wide {
 		t.Fatal("whole digests not recognised")
 	}
@@ -170,7 +170,7 @@ func TestMySQLChar64(t *testing.T) {
 		t.Fatalf("stderr: %s", r.stderr)
 	}
 	fpdedup(t, d.dir, env, "reconcile", "--index", d.index, "--online", url, "--probe", "--report", "p.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "p.json")), 18_000, 2_000, -1)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "p.json")).Counts, 18_000, 2_000, -1)
 
 	fpdedup(t, d.dir, env, "reconcile", "--index", d.index, "--online", url, "--apply", "--records", d.records, "--report", "a.json").want(t, 1)
 	rep = readReport(t, filepath.Join(d.dir, "a.json"))
@@ -203,9 +203,9 @@ func TestMySQLColumnKinds(t *testing.T) {
 		createTable(t, db, c.table, c.typ)
 		loadRows(t, db, c.table, rowValues(d.onlineKeys(), c.f))
 		fpdedup(t, d.dir, env, "reconcile", "--index", d.index, "--online", mysqlURL(t, c.table, "fp", ""), "--report", c.table+".json").want(t, 1)
-		wantCounts(t, readReport(t, filepath.Join(d.dir, c.table+".json")), 4_500, 500, 50)
+		wantCounts(t, readReport(t, filepath.Join(d.dir, c.table+".json")).Counts, 4_500, 500, 50)
 		fpdedup(t, d.dir, env, "reconcile", "--index", d.index, "--online", mysqlURL(t, c.table, "fp", ""), "--probe", "--report", c.table+"-p.json").want(t, 1)
-		wantCounts(t, readReport(t, filepath.Join(d.dir, c.table+"-p.json")), 4_500, 500, -1)
+		wantCounts(t, readReport(t, filepath.Join(d.dir, c.table+"-p.json")).Counts, 4_500, 500, -1)
 	}
 
 	createTable(t, db, "rc_mixed", "CHAR(32) CHARACTER SET ascii COLLATE ascii_bin")
@@ -271,7 +271,7 @@ func TestMySQLConnectionKilledDuringRead(t *testing.T) {
 			continue
 		}
 		r.want(t, 1)
-		wantCounts(t, rep, 90_000, 10_000, 1_000)
+		wantCounts(t, rep.Counts, 90_000, 10_000, 1_000)
 		if rep.Online.Retries < 1 || rep.Online.CountChecked || rep.Online.Note == "" {
 			t.Fatalf("after a resumed read: %+v", rep.Online)
 		}
@@ -378,7 +378,7 @@ func TestMySQLServerKilledDuringApply(t *testing.T) {
 		t.Fatalf("%d rows, want 50500", n)
 	}
 	fpdedup(t, d.dir, env, "reconcile", "--index", d.index, "--online", url, "--report", "c.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "c.json")), 50_000, 0, 500)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "c.json")).Counts, 50_000, 0, 500)
 }
 
 // restartMariaDB starts the killed server again with the project's script.

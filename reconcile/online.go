@@ -69,7 +69,7 @@ func (st *ReadStats) bad(v string, samples int) {
 	}
 }
 
-// wait paces reading to the --read-rate.
+// wait paces reading to Options.ReadRate.
 func (st *ReadStats) wait(ctx context.Context, n int) error {
 	if st.limiter == nil {
 		return nil
@@ -140,10 +140,6 @@ func itemBytes(it *Item, full bool) []byte {
 	}
 	return b
 }
-
-// ErrNeedRecords: the online side holds whole SHA-256 digests, which a
-// 128-bit index cannot give.
-var ErrNeedRecords = errors.New("the online side holds whole 32-byte SHA-256 digests, which a 128-bit index cannot give")
 
 // retry runs fn up to 1+retries times with exponential backoff (capped at
 // 5 s) while it fails with a retryable error and ctx is live; onRetry, if

@@ -7,7 +7,7 @@ import (
 
 // ordered runs work on conns goroutines over the batches that feed sends,
 // and hands each finished batch to done in the order it was sent: what
-// --probe and --apply need (answers and checkpoints in index order, the
+// probes and Apply need (answers and checkpoints in index order, the
 // server busy on several connections). send reports false once the run is
 // stopping. The first error of work or done cancels the rest and is
 // returned; feed's error is returned after the batches sent before it.

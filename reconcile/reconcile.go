@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -22,23 +21,23 @@ import (
 // Options configure Run.
 type Options struct {
 	Index        string  // the truth index
-	Target       *Target // the parsed --online URL
+	Target       *Target // the online side (ParseURL)
 	Password     string  // never printed
 	Probe        bool    // look each offline fingerprint up online instead of reading the online side
 	OnlineFormat string  // file: "fp" (hex fingerprints) or "key" (keys, hashed with SHA-256)
 
 	Missing, Extra string // indexes to write (optional)
-	Report         string // JSON report to write (optional)
 	Records        []string
 	Backfill       string
-	// RecordOptions says how --records are read and keyed (format, key
+	// RecordOptions says how Records are read and keyed (format, key
 	// recipe, header, terminator, size limit) given the index's spec,
-	// whose recorded recipe it may adopt; the CLI resolves it from the
-	// record flags build, query and dedup share. nil: lines, each line a
-	// key, refused for an index that records a key recipe.
+	// whose recorded recipe it may adopt; a caller with record options of
+	// its own (the CLI's, shared by build, query and dedup) resolves them
+	// here. nil: lines, each line a key, refused for an index that records
+	// a key recipe.
 	RecordOptions func(index fpstore.Spec) (ingest.RecordOptions, error)
-	// BadRecords is --on-bad for --records: "fail" (or ""), "skip", or
-	// "quarantine=FILE".
+	// BadRecords says what a record without a key does (ingest.ParseOnBad):
+	// "fail" (or ""), "skip", or "quarantine=FILE".
 	BadRecords string
 
 	Apply      bool
@@ -54,9 +53,9 @@ type Options struct {
 	Timeout    time.Duration
 	Checkpoint string
 
-	// Group, if set, publishes --missing, --extra, --backfill and the
-	// report of a run that succeeded at the command's commit point; the
-	// report of a failed run is written at once, to say what failed.
+	// Group, if set, holds Missing, Extra and Backfill until the caller
+	// commits it (its commit point, after a Run that succeeded); without
+	// one each is published as soon as it is complete.
 	Group *atomicfile.Group
 
 	Mem     int64
@@ -68,25 +67,24 @@ type Options struct {
 	Version  string           // the tool's version, for the report
 }
 
-// Report is what --report writes, and what the summary is made of.
+// Report is the figures of a run: what a caller writes as its JSON report
+// (the CLI adds its error message and exit code) and makes its summary of.
 type Report struct {
-	Command  string       `json:"command"`
-	Version  string       `json:"version,omitempty"`
-	Started  string       `json:"started"`
-	Index    IndexInfo    `json:"index"`
-	Online   OnlineInfo   `json:"online"`
-	Mode     string       `json:"mode"`
-	Counts   Counts       `json:"counts"`
-	Samples  Samples      `json:"samples"`
-	Outputs  Outputs      `json:"outputs"`
-	Records  *RecordStats `json:"records,omitempty"`
-	Apply    *ApplyStats  `json:"apply,omitempty"`
-	Missing  int64        `json:"missing_online_after"` // only offline, after --apply
-	Agree    bool         `json:"agree"`
-	Timings  Timings      `json:"timings"`
-	Memory   Memory       `json:"memory"`
-	Error    string       `json:"error,omitempty"`
-	ExitCode int          `json:"exit_code"`
+	Command string       `json:"command"`
+	Version string       `json:"version,omitempty"`
+	Started string       `json:"started"`
+	Index   IndexInfo    `json:"index"`
+	Online  OnlineInfo   `json:"online"`
+	Mode    string       `json:"mode"`
+	Counts  Counts       `json:"counts"`
+	Samples Samples      `json:"samples"`
+	Outputs Outputs      `json:"outputs"`
+	Records *RecordStats `json:"records,omitempty"`
+	Apply   *ApplyStats  `json:"apply,omitempty"`
+	Missing int64        `json:"missing_online_after"` // only offline, after Apply
+	Agree   bool         `json:"agree"`
+	Timings Timings      `json:"timings"`
+	Memory  Memory       `json:"memory"`
 }
 
 // IndexInfo describes the truth index.
@@ -179,58 +177,53 @@ func (o *Options) check() error {
 	case "", "fp":
 	case "key":
 		if t.Kind != File {
-			return usagef("--online-format key is for file: exports; Redis and MySQL hold hex fingerprints")
+			return &OptionError{Rule: KeysNotFromFile}
 		}
 	default:
-		return usagef("--online-format must be fp or key, not %q", o.OnlineFormat)
+		return &OptionError{Rule: UnknownOnlineFormat, Value: o.OnlineFormat}
 	}
 	if o.TTL != 0 && t.Kind != RedisKeys {
-		return usagef("--ttl is for Redis keys (?match=PREFIX*): a set's members and table rows have no TTL of their own")
+		return &OptionError{Rule: TTLNotRedisKeys}
 	}
 	if o.TTL < 0 {
-		return usagef("--ttl must be positive")
+		return &OptionError{Rule: NegativeTTL}
 	}
 	if o.Probe && t.Kind == File {
-		return usagef("--probe needs a Redis or MySQL source: a file is read whole")
+		return &OptionError{Rule: ProbeFile}
 	}
-	if (o.Apply || o.DryRun) && t.Kind == File {
-		return usagef("--apply and --dry-run write to a Redis or MySQL target, not to %s", t.Redacted)
+	if o.writes() && t.Kind == File {
+		return &OptionError{Rule: ApplyToFile, Target: t.Redacted}
 	}
 	if o.Backfill != "" && len(o.Records) == 0 {
-		return usagef("--backfill needs --records FILE…: the records to pick the missing ones from")
+		return &OptionError{Rule: BackfillWithoutRecords}
 	}
-	if len(o.Records) > 0 && o.Backfill == "" && !o.Apply && !o.DryRun {
-		return usagef("--records is read for --backfill OUT or for --apply (whole digests); give one of them")
+	if len(o.Records) > 0 && o.Backfill == "" && !o.writes() {
+		return &OptionError{Rule: RecordsUnused}
 	}
 	if _, err := ingest.ParseOnBad(o.BadRecords); err != nil {
-		return usagef("%v", err)
+		return &OptionError{Rule: BadRecordsPolicy, Err: err}
 	}
 	if o.Checkpoint != "" && !o.Apply {
-		return usagef("--checkpoint goes with --apply")
+		return &OptionError{Rule: CheckpointWithoutApply}
 	}
 	if o.Rate < 0 || o.ReadRate < 0 {
-		return usagef("--rate and --read-rate must be positive")
+		return &OptionError{Rule: NegativeRate}
 	}
 	return nil
 }
 
-// UsageError is a bad combination of options.
-type UsageError struct{ Msg string }
-
-func (u UsageError) Error() string { return u.Msg }
-
-func usagef(format string, a ...any) error { return UsageError{fmt.Sprintf(format, a...)} }
-
-// ErrWrongHash: the index does not hold SHA-256 fingerprints.
-var ErrWrongHash = errors.New("the index's hash is not the online side's")
+// writes: the run writes the missing keys online, or prints what it would
+// write (DryRun).
+func (o *Options) writes() bool { return o.Apply || o.DryRun }
 
 // Run reconciles the index with the online side. The report is returned
-// filled as far as the run got, also with an error; with Options.Report it
-// is written there in either case. The password never appears in the
-// error or the report. A run whose ctx is done when it ends never returns
-// nil: once --apply has written (or was writing) keys online the error is
-// an *ApplyInterruptedError (keys written, checkpoint, target); otherwise
-// it wraps context.Cause(ctx) and ctx.Err(), so errors.Is(err,
+// filled as far as the run got, also with an error. The password never
+// appears in the error or the report. Options that do not go together are
+// an *OptionError; errors.go lists the other typed and sentinel errors. A
+// run whose ctx is done when it ends never returns nil: once Apply has
+// written (or was writing) keys online the error is an
+// *ApplyInterruptedError (keys written, checkpoint, target); otherwise it
+// wraps context.Cause(ctx) and ctx.Err(), so errors.Is(err,
 // context.Canceled) holds and errors.As finds the cause's type.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	start := time.Now()
@@ -240,7 +233,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Online.Source, rep.Online.Kind = o.Target.Redacted, o.Target.Kind.String()
 		err = o.check()
 	} else {
-		err = usagef("reconcile needs --online URL")
+		err = &OptionError{Rule: NoTarget}
 	}
 	if err == nil {
 		err = run(ctx, &o, rep)
@@ -256,27 +249,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			keep = o.Target.Redacted
 		}
 		err = scrub(err, o.Password, keep)
-		rep.Error = err.Error()
-		rep.ExitCode = 2
-	} else if !rep.Agree {
-		rep.ExitCode = 1
-	}
-	if o.Report != "" {
-		g := o.Group
-		if err != nil {
-			g = nil
-		}
-		if werr := writeReport(g, o.Report, rep); werr != nil && err == nil {
-			err = werr
-			rep.ExitCode = 2
-		}
 	}
 	return rep, err
 }
 
 // cancelled is the error of a run whose context is done, whatever the
 // run itself returned (nil included: a part that stopped early must never
-// pass for a complete run). Once --apply has written keys it is an
+// pass for a complete run). Once Apply has written keys it is an
 // *ApplyInterruptedError; otherwise it wraps the context's cause and
 // ctx.Err() (errors.Is(err, context.Canceled)), and what the run stopped
 // with.
@@ -308,8 +287,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 		rep.Index.Key = []string{}
 	}
 	if spec.Hash != ingest.SHA256.String() {
-		return fmt.Errorf("%w: %s holds %s fingerprints, but the online side keys events by SHA-256 of user_id:device_id:timestamp_ms; rebuild the index from the same records with --hash sha256 (fpdedup build --hash sha256 -o %s …)",
-			ErrWrongHash, o.Index, spec.Hash, filepath.Base(o.Index))
+		return &WrongHashError{Index: o.Index, Hash: spec.Hash}
 	}
 	var ro ingest.RecordOptions
 	if len(o.Records) > 0 {
@@ -326,12 +304,12 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 	if wide, known := src.Wide(); known {
 		rep.Online.Wide = wide
 		if wide && (o.Apply || o.DryRun) && len(o.Records) == 0 {
-			return needRecords(t)
+			return &NeedRecordsError{Target: t.Redacted}
 		}
 	}
 
 	// Outputs of the comparison. The missing fingerprints are needed as an
-	// index by the records pass and by --apply even when not asked for.
+	// index by the records pass and by Apply even when not asked for.
 	tmpDir := ""
 	defer func() {
 		if tmpDir != "" {
@@ -348,7 +326,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 	}
 	if missingPath == "" && len(o.Records) > 0 {
 		if tmpDir, err = os.MkdirTemp(o.TmpDir, "fpdedup-reconcile-*"); err != nil {
-			return fmt.Errorf("cannot make a temp directory in --tmpdir: %w", err)
+			return &FileError{Op: "make a temp directory in", File: TempDir, Err: err}
 		}
 		missingPath = filepath.Join(tmpDir, "missing.fpx")
 	}
@@ -517,11 +495,11 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 			return fmt.Errorf("%s is empty, so the width of its key names is unknown: add &hex=32 or &hex=64 to the URL", t.Redacted)
 		}
 		if wide && len(o.Records) == 0 {
-			return needRecords(t)
+			return &NeedRecordsError{Target: t.Redacted}
 		}
 	}
 
-	// The records pass: backfill, and the whole digests --apply needs.
+	// The records pass: backfill, and the whole digests Apply needs.
 	var mx *fpstore.Index
 	if missingPath != "" {
 		if mx, err = fpstore.Open(missingPath); err != nil {
@@ -574,7 +552,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 	return nil
 }
 
-// apply writes the missing keys online (or prints them, dry run).
+// apply writes the missing keys online (or prints them, DryRun).
 func apply(ctx context.Context, o *Options, rep *Report, src Source, ck *Checkpoint, mx *fpstore.Index, spl *spool, wide bool, digests [][32]byte) error {
 	t, as := o.Target, rep.Apply
 	if missing := rep.Counts.OnlyOffline; missing > 0 {
@@ -632,13 +610,8 @@ func apply(ctx context.Context, o *Options, rep *Report, src Source, ck *Checkpo
 			if ctx.Err() != nil {
 				return interrupted(ctx, err)
 			}
-			msg := fmt.Sprintf("writing to %s failed: %v (%d retries in all, at most %d per batch); %d keys written in this run", t.Redacted, err, as.Retries, o.Retries, as.Written)
-			if o.Checkpoint != "" {
-				msg += fmt.Sprintf(", checkpoint %s at %s: rerun the same command to resume after it", o.Checkpoint, ck.Last)
-			} else {
-				msg += ": rerun the same command to write the rest (what was written now shows as present)"
-			}
-			return errors.New(msg)
+			return &WriteError{Target: t.Redacted, Err: err, Retries: as.Retries, MaxRetries: o.Retries, Written: as.Written,
+				Checkpoint: o.Checkpoint, CheckpointLast: ck.Last}
 		}
 		if !o.DryRun {
 			rep.Missing = missing - as.Written
@@ -649,14 +622,10 @@ func apply(ctx context.Context, o *Options, rep *Report, src Source, ck *Checkpo
 		if err := os.Remove(o.Checkpoint); err == nil {
 			as.CheckpointRemoved = true
 		} else if !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("apply done, but cannot remove --checkpoint: %w", err)
+			return fmt.Errorf("apply done, but %w", &FileError{Op: "remove", File: CheckpointFile, Err: err})
 		}
 	}
 	return nil
-}
-
-func needRecords(t *Target) error {
-	return fmt.Errorf("%w (%s): --apply needs --records FILE… to compute them from the original keys", ErrNeedRecords, t.Redacted)
 }
 
 func countFingerprints(d [][32]byte) int64 {
@@ -718,26 +687,6 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-func writeReport(g *atomicfile.Group, path string, rep *Report) error {
-	b, err := marshal(rep)
-	if err != nil {
-		return err
-	}
-	af, err := atomicfile.Create(path)
-	if err != nil {
-		return fmt.Errorf("cannot write --report: %w", err)
-	}
-	defer af.Abort()
-	w := bufio.NewWriter(af)
-	if _, err := w.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("cannot write --report: %w", err)
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("cannot write --report: %w", err)
-	}
-	return g.Finish(af)
 }
 
 // readMemory reads peak RSS and the current anonymous and file-backed RSS

@@ -17,7 +17,7 @@ import (
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
-// RecordStats are the figures of the pass over --records.
+// RecordStats are the figures of the pass over Options.Records.
 type RecordStats struct {
 	Inputs   int      `json:"inputs"`
 	Format   string   `json:"format"`
@@ -30,11 +30,11 @@ type RecordStats struct {
 	Missing  int64    `json:"missing_records"` // records whose key is missing online (repeats included)
 	Backfill string   `json:"backfill,omitempty"`
 	Written  int64    `json:"backfill_records"`
-	Digests  int64    `json:"digests,omitempty"` // distinct whole digests collected for --apply
+	Digests  int64    `json:"digests,omitempty"` // distinct whole digests collected for Apply
 	Seconds  float64  `json:"seconds"`
 }
 
-// recordReading resolves how --records are read: by o.RecordOptions from
+// recordReading resolves how Records are read: by o.RecordOptions from
 // the index's spec, or else as lines (each line is a key), which an index
 // that records a key recipe refuses.
 func recordReading(o *Options, index string, spec fpstore.Spec) (ingest.RecordOptions, error) {
@@ -44,18 +44,18 @@ func recordReading(o *Options, index string, spec fpstore.Spec) (ingest.RecordOp
 			return ro, err
 		}
 		if ro.Hash != ingest.SHA256 || ro.HexInput {
-			return ro, fmt.Errorf("--records are keyed and hashed with SHA-256 as the online side is, not %v", ro.Hash)
+			return ro, fmt.Errorf("Options.RecordOptions: records are keyed and hashed with SHA-256 as the online side is, not %v", ro.Hash)
 		}
 		return ro, ro.Spec.Validate()
 	}
 	if len(spec.Key) > 0 {
-		return ingest.RecordOptions{}, fmt.Errorf("%w: %s was built from records keyed by --key %s --key-sep %q, but --records would be read in lines format (each line is the key)",
+		return ingest.RecordOptions{}, fmt.Errorf("%w: %s was built from records keyed by %s (joined by %q), but without Options.RecordOptions the records are read as lines (each line is the key)",
 			fpstore.ErrSpecMismatch, index, strings.Join(spec.Key, ","), spec.KeySep)
 	}
 	return ingest.RecordOptions{Hash: ingest.SHA256, Spec: ingest.KeySpec{Format: ingest.FormatLines, Term: '\n'}}, nil
 }
 
-// recordsPass reads the --records inputs with the ingest record layer
+// recordsPass reads the Records inputs with the ingest record layer
 // (format, key recipe and header as ro says, the same reading as build,
 // query and dedup) and, for each record whose key's fingerprint is in
 // missing, writes the record unchanged, terminator included, to the
@@ -76,7 +76,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	}
 	bad, err := ingest.ParseOnBad(o.BadRecords)
 	if err != nil {
-		return usagef("%v", err)
+		return &OptionError{Rule: BadRecordsPolicy, Err: err}
 	}
 	defer func() {
 		st.Bad = bad.Count()
@@ -129,7 +129,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 							header = append([]byte{}, hdr...)
 							if bw != nil {
 								if _, err := bw.Write(header); err != nil {
-									return fmt.Errorf("cannot write --backfill: %w", err)
+									return &FileError{Op: "write", File: BackfillFile, Err: err}
 								}
 							}
 						} else if !sameHeader(header, hdr) {
@@ -159,7 +159,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 					if bw != nil {
 						if _, err := bw.Write(p.recs[i]); err != nil {
 							cr.Release(c)
-							return fmt.Errorf("cannot write --backfill: %w", err)
+							return &FileError{Op: "write", File: BackfillFile, Err: err}
 						}
 						st.Written++
 					}
@@ -168,7 +168,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 							*collect = sortUnique(*collect)
 							if int64(len(*collect)) >= maxDigests {
 								cr.Release(c)
-								return fmt.Errorf("more than %d whole digests to write do not fit in --mem: apply a slice at a time (mysql …&where=, or a partitioned index)", maxDigests)
+								return &TooManyDigestsError{Max: maxDigests}
 							}
 						}
 						*collect = append(*collect, p.digs[i])
@@ -194,7 +194,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	}
 	if bw != nil {
 		if err := bw.Flush(); err != nil {
-			return fmt.Errorf("cannot write --backfill: %w", err)
+			return &FileError{Op: "write", File: BackfillFile, Err: err}
 		}
 	}
 	return nil

@@ -96,7 +96,7 @@ func TestRecordsCSVRedis(t *testing.T) {
 	}
 	fpdedup(t, d.dir, nil, args...).want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "r.json"))
-	wantCounts(t, rep, 18_000, 2_000, 200)
+	wantCounts(t, rep.Counts, 18_000, 2_000, 200)
 	if got := string(must(os.ReadFile(filepath.Join(d.dir, "bf.csv")))); got != want {
 		t.Fatalf("backfill: %d bytes, want %d\n got %.300q\nwant %.300q", len(got), len(want), got, want)
 	}
@@ -194,7 +194,7 @@ func TestRecordsJSONLMySQL(t *testing.T) {
 	fpdedup(t, d.dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--records", name, "--backfill", "bf.jsonl",
 		"--report", "r.json").want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "r.json"))
-	wantCounts(t, rep, 18_000, 2_000, 200)
+	wantCounts(t, rep.Counts, 18_000, 2_000, 200)
 	if got := string(must(os.ReadFile(filepath.Join(d.dir, "bf.jsonl")))); got != want.String() {
 		t.Fatalf("backfill: %d bytes, want %d", len(got), want.Len())
 	}
@@ -215,5 +215,5 @@ func TestRecordsJSONLMySQL(t *testing.T) {
 		}
 	}
 	fpdedup(t, d.dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--report", "b.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")), 20_000, 0, 200)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")).Counts, 20_000, 0, 200)
 }

@@ -36,20 +36,23 @@ type redisSource struct {
 	narrow  int64 // values of each width seen by Read
 	full    int64
 	samples int
-	raw     *respPool // --apply's writes to one server
+	raw     *respPool // Apply's writes to one server
 }
 
-// quietLog drops go-redis's own log lines ("failed to dial after 5
-// attempts" …): the error that ends the run says what failed, once, and
-// the CLI's stderr is for the summary.
+// QuietRedisLogs drops go-redis's own log lines ("failed to dial after 5
+// attempts" …), which it prints to stderr through one logger for the
+// whole process: what failed reaches the caller as Run's error, once.
+// Run never changes that logger itself (a program that embeds this
+// package may want those lines, or log elsewhere); a command line whose
+// stderr is for its summary and its one error calls this once, before
+// Run. Not safe to call while go-redis clients are in use.
+func QuietRedisLogs() { redis.SetLogger(quietLog{}) }
+
 type quietLog struct{}
 
 func (quietLog) Printf(context.Context, string, ...any) {}
 
-var quietOnce sync.Once
-
 func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error) {
-	quietOnce.Do(func() { redis.SetLogger(quietLog{}) })
 	r := &redisSource{t: t, o: o, samples: o.Samples}
 	if t.Cluster {
 		r.cc = redis.NewClusterClient(&redis.ClusterOptions{
@@ -425,7 +428,7 @@ func (r *redisSource) name(it *Item, full bool) string {
 
 func (r *redisSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error {
 	if wide, _ := r.Wide(); wide {
-		return permanent{fmt.Errorf("%s names keys by whole SHA-256 digests (hex=64), which a 128-bit index cannot probe: reconcile without --probe (SCAN and merge-join) instead", r.t.Redacted)}
+		return permanent{&ProbeWideError{Target: r.t.Redacted}}
 	}
 	if r.t.Kind == RedisSet {
 		members := make([]any, len(fps))

@@ -34,7 +34,7 @@ func TestRedisKeys(t *testing.T) {
 		"--report", "r.json", "--missing", "missing.fpx", "--extra", "extra.fpx",
 		"--records", d.records, "--backfill", "backfill.txt").want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "r.json"))
-	wantCounts(t, rep, 90_000, 10_000, 1_000)
+	wantCounts(t, rep.Counts, 90_000, 10_000, 1_000)
 	if rep.Mode != "sort-merge-join" || rep.Online.Values != 91_001 || rep.Online.Bad != 1 || rep.Agree || rep.ExitCode != 1 {
 		t.Fatalf("report: mode %s, values %d, bad %d, agree %v, exit %d", rep.Mode, rep.Online.Values, rep.Online.Bad, rep.Agree, rep.ExitCode)
 	}
@@ -97,7 +97,7 @@ func TestRedisKeys(t *testing.T) {
 		t.Fatalf("checkpoint left after a complete apply: %v", err)
 	}
 	r = fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", url, "--report", "after.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "after.json")), 100_000, 0, 1_000)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "after.json")).Counts, 100_000, 0, 1_000)
 }
 
 // Members of a set, probed with SMISMEMBER: the missing ones are found
@@ -111,7 +111,7 @@ func TestRedisSetProbe(t *testing.T) {
 
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", url, "--probe", "--report", "p.json", "--missing", "m.fpx").want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "p.json"))
-	wantCounts(t, rep, 18_000, 2_000, -1)
+	wantCounts(t, rep.Counts, 18_000, 2_000, -1)
 	if rep.Mode != "probe" || rep.Online.Values != 20_000 {
 		t.Fatalf("probe report: mode %s, probed %d", rep.Mode, rep.Online.Values)
 	}
@@ -122,7 +122,7 @@ func TestRedisSetProbe(t *testing.T) {
 	// The same set read whole by SSCAN sees the extras too.
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", url, "--report", "s.json").want(t, 1)
 	rep = readReport(t, filepath.Join(d.dir, "s.json"))
-	wantCounts(t, rep, 18_000, 2_000, 200)
+	wantCounts(t, rep.Counts, 18_000, 2_000, 200)
 	if rep.Online.Expected != 18_200 {
 		t.Fatalf("SCARD %d", rep.Online.Expected)
 	}
@@ -145,7 +145,7 @@ func TestRedisWholeDigests(t *testing.T) {
 
 	r := fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", url, "--report", "r.json").want(t, 1)
 	rep := readReport(t, filepath.Join(d.dir, "r.json"))
-	wantCounts(t, rep, 9_000, 1_000, 100)
+	wantCounts(t, rep.Counts, 9_000, 1_000, 100)
 	if !rep.Online.Wide {
 		t.Fatal("report does not say the names are whole digests")
 	}
@@ -173,7 +173,7 @@ func TestRedisWholeDigests(t *testing.T) {
 		}
 	}
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", url, "--report", "b.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")), 10_000, 0, 100)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")).Counts, 10_000, 0, 100)
 }
 
 // A password never shows: not from the environment or a file (a wrong one
@@ -211,7 +211,7 @@ func TestRedisPasswordNeverPrinted(t *testing.T) {
 		t.Fatalf("URL with a password: %s", r.stderr)
 	}
 	r = fpdedup(t, d.dir, []string{"FPDEDUP_REDIS_PASSWORD=" + secret}, "reconcile", "--index", d.index, "--online", url, "--report", "ok.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "ok.json")), 90, 10, 1)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "ok.json")).Counts, 90, 10, 1)
 	if b, _ := os.ReadFile(filepath.Join(d.dir, "ok.json")); strings.Contains(string(b)+r.stderr, secret) {
 		t.Fatal("the password shows in a successful run")
 	}
@@ -253,7 +253,7 @@ func TestRedisClientKillDuringApply(t *testing.T) {
 		t.Fatalf("apply: %+v", rep.Apply)
 	}
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", url, "--report", "b.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")), 50_000, 0, 500)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")).Counts, 50_000, 0, 500)
 }
 
 // A frozen server (SIGSTOP) during --apply: after its retries the run
@@ -323,7 +323,7 @@ func TestRedisServerStoppedDuringApply(t *testing.T) {
 		t.Fatalf("resume sent %d SETs for %d keys", got, rep.Apply.Written)
 	}
 	fpdedup(t, d.dir, nil, "reconcile", "--index", d.index, "--online", url, "--report", "c.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "c.json")), 50_000, 0, 500)
+	wantCounts(t, readReport(t, filepath.Join(d.dir, "c.json")).Counts, 50_000, 0, 500)
 }
 
 func infoField(t *testing.T, c *redis.Client, field string) string {

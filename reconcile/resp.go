@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// respPool is a minimal RESP2 client for the one hot path of --apply:
+// respPool is a minimal RESP2 client for the one hot path of Apply:
 // pipelines of SET NX / SADD written as prepared bytes on a plain TCP
 // connection, replies counted and checked for errors. Measured here on 1M
 // keys, 4 connections, pipelines of 1000 (2 cores, loaded): go-redis

@@ -4,14 +4,13 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 )
 
-// spool keeps the missing fingerprints for --apply when no index of them
+// spool keeps the missing fingerprints for Apply when no index of them
 // is wanted: 16 big-endian bytes each in an unlinked temp file, written
 // once in order and read back once. Building a temporary index instead
 // (segments, filters, checksums) cost CPU that the writes then lacked.
@@ -24,7 +23,7 @@ type spool struct {
 func newSpool(dir string) (*spool, error) {
 	f, err := os.CreateTemp(dir, "fpdedup-missing-*.tmp")
 	if err != nil {
-		return nil, fmt.Errorf("cannot make a temp file in --tmpdir: %w", err)
+		return nil, &FileError{Op: "make a temp file in", File: TempDir, Err: err}
 	}
 	os.Remove(f.Name()) // gone when closed, whatever happens
 	return &spool{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
@@ -37,7 +36,7 @@ func (s *spool) Add(fps ...fpstore.Fingerprint) error {
 		binary.BigEndian.PutUint64(rec[:8], fp.Hi)
 		binary.BigEndian.PutUint64(rec[8:], fp.Lo)
 		if _, err := s.w.Write(rec[:]); err != nil {
-			return fmt.Errorf("cannot write to --tmpdir: %w", err)
+			return &FileError{Op: "write to", File: TempDir, Err: err}
 		}
 	}
 	s.n += int64(len(fps))
@@ -47,7 +46,7 @@ func (s *spool) Add(fps ...fpstore.Fingerprint) error {
 // reader flushes the spool and reads it from the start.
 func (s *spool) reader() (batchReader, error) {
 	if err := s.w.Flush(); err != nil {
-		return nil, fmt.Errorf("cannot write to --tmpdir: %w", err)
+		return nil, &FileError{Op: "write to", File: TempDir, Err: err}
 	}
 	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
 		return nil, err

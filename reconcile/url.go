@@ -34,7 +34,7 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// Target is a parsed --online URL. It never holds a password: URLs with one
+// Target is a parsed online URL (ParseURL). It never holds a password: URLs with one
 // are refused (they would be visible in ps and shell history).
 type Target struct {
 	Kind     Kind
@@ -97,7 +97,7 @@ func (t *Target) PasswordEnv() string {
 
 var identRE = regexp.MustCompile(`^[A-Za-z0-9_$]+(\.[A-Za-z0-9_$]+)?$`)
 
-// ParseURL reads an --online URL:
+// ParseURL reads the URL of an online side:
 //
 //	redis://[user@]host:port/db?match=PREFIX*[&count=N][&hex=32|64]
 //	redis://[user@]host:port/db?set=KEY[&count=N][&hex=32|64]
@@ -105,17 +105,53 @@ var identRE = regexp.MustCompile(`^[A-Za-z0-9_$]+(\.[A-Za-z0-9_$]+)?$`)
 //	redis://[user@]host1:port1/?match=PREFIX*&addr=host2:port2&cluster=1
 //	mysql://user@host:port/db?table=T&column=C[&where=SQL][&count=0]
 //	file:PATH
+//
+// A URL it refuses is a *URLError (ErrNoPath for "file:" alone), whose
+// message never holds a password.
 func ParseURL(s string) (*Target, error) {
-	if strings.HasPrefix(s, "file:") {
-		p := strings.TrimPrefix(strings.TrimPrefix(s, "file:"), "//")
-		if p == "" {
-			return nil, fmt.Errorf("--online file:PATH needs a path")
-		}
-		return &Target{Kind: File, Path: p, Redacted: "file:" + p}, nil
+	if path, ok := strings.CutPrefix(s, "file:"); ok {
+		return parseFileURL(path)
 	}
-	// A host list (h1:p1,h2,h3:p3) is not a host url.Parse accepts when a
-	// name before the last lacks its port: parse with a stand-in host.
-	hostList := ""
+	u, hostList, err := splitURL(s)
+	if err != nil {
+		return nil, err
+	}
+	withHosts := func(s string) string { return strings.Replace(s, seedsStandIn, hostList, 1) }
+	if _, has := u.User.Password(); has {
+		return nil, &URLError{URL: withHosts(u.Redacted()), PasswordEnv: map[string]string{"redis": RedisPasswordEnv, "mysql": MySQLPasswordEnv}[u.Scheme]}
+	}
+	t := &Target{Redacted: withHosts(u.String())}
+	q := &params{q: u.Query(), known: map[string]bool{}}
+	switch u.Scheme {
+	case "redis":
+		err = parseRedisURL(t, u, hostList, q)
+	case "mysql":
+		err = parseMySQLURL(t, u, q)
+	default:
+		return nil, &URLError{Reason: fmt.Sprintf("unknown scheme %q (want redis://, mysql:// or file:)", u.Scheme)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if k := q.unknown(); k != "" {
+		return nil, badURL(t, "unknown parameter %q", k)
+	}
+	return t, nil
+}
+
+func parseFileURL(path string) (*Target, error) {
+	p := strings.TrimPrefix(path, "//")
+	if p == "" {
+		return nil, ErrNoPath
+	}
+	return &Target{Kind: File, Path: p, Redacted: "file:" + p}, nil
+}
+
+// splitURL parses s, and returns a Redis Cluster's host list apart: a
+// list (h1:p1,h2,h3:p3) is not a host url.Parse accepts when a name
+// before the last lacks its port, so the URL is parsed with seedsStandIn
+// in its place.
+func splitURL(s string) (u *url.URL, hostList string, err error) {
 	if rest, ok := strings.CutPrefix(s, "redis://"); ok {
 		auth := rest[:strings.IndexFunc(rest+"/", func(r rune) bool { return r == '/' || r == '?' || r == '#' })]
 		at := strings.LastIndex(auth, "@")
@@ -124,125 +160,159 @@ func ParseURL(s string) (*Target, error) {
 			s = "redis://" + auth[:at+1] + seedsStandIn + rest[len(auth):]
 		}
 	}
-	u, err := url.Parse(s)
-	if err != nil {
+	if u, err = url.Parse(s); err != nil {
 		// url's errors quote the whole input, password included.
-		return nil, fmt.Errorf("--online: not a URL (want redis://, mysql:// or file:)")
+		return nil, "", &URLError{Reason: "not a URL (want redis://, mysql:// or file:)"}
 	}
-	withHosts := func(s string) string { return strings.Replace(s, seedsStandIn, hostList, 1) }
-	if _, has := u.User.Password(); has {
-		return nil, fmt.Errorf("--online %s holds a password, which would be visible in ps and shell history: remove it and put it in $%s or a --password-file",
-			withHosts(u.Redacted()), map[string]string{"redis": RedisPasswordEnv, "mysql": MySQLPasswordEnv}[u.Scheme])
+	return u, hostList, nil
+}
+
+// params reads a URL's query and remembers which parameters were read.
+type params struct {
+	q     url.Values
+	known map[string]bool
+}
+
+func (p *params) get(k string) string { p.known[k] = true; return p.q.Get(k) }
+
+func (p *params) all(k string) []string { p.known[k] = true; return p.q[k] }
+
+// unknown is a parameter nobody read, if any.
+func (p *params) unknown() string {
+	for k := range p.q {
+		if !p.known[k] {
+			return k
+		}
 	}
-	t := &Target{Redacted: withHosts(u.String())}
-	q := u.Query()
-	known := map[string]bool{}
-	get := func(k string) string { known[k] = true; return q.Get(k) }
-	switch u.Scheme {
-	case "redis":
-		// Several seed addresses, listed in the host or (as go-redis's
-		// ParseClusterURL reads them) in addr= parameters, name a Redis
-		// Cluster; cluster=1 says so of a single seed.
-		hosts := u.Host
-		if hostList != "" {
-			hosts = hostList
+	return ""
+}
+
+func badURL(t *Target, format string, a ...any) error {
+	return &URLError{URL: t.Redacted, Reason: fmt.Sprintf(format, a...)}
+}
+
+func parseRedisURL(t *Target, u *url.URL, hostList string, q *params) error {
+	if err := redisSeeds(t, u, hostList, q); err != nil {
+		return err
+	}
+	t.User = u.User.Username()
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		var err error
+		if t.DB, err = strconv.Atoi(db); err != nil || t.DB < 0 {
+			return badURL(t, "the path is the database number, not %q", db)
 		}
-		for _, h := range strings.Split(hosts, ",") {
-			if h == "" {
-				return nil, fmt.Errorf("--online %s: an empty address in the host list", t.Redacted)
-			}
-			t.Seeds = append(t.Seeds, hostPort(h, "6379"))
+	}
+	if t.Cluster && t.DB != 0 {
+		return badURL(t, "a Redis Cluster has only database 0")
+	}
+	if err := redisKeys(t, q); err != nil {
+		return err
+	}
+	return redisScan(t, q)
+}
+
+// redisSeeds reads the server's address or a Redis Cluster's seeds:
+// several addresses, listed in the host or (as go-redis's
+// ParseClusterURL reads them) in addr= parameters, name a Redis Cluster;
+// cluster=1 says so of a single seed.
+func redisSeeds(t *Target, u *url.URL, hostList string, q *params) error {
+	hosts := u.Host
+	if hostList != "" {
+		hosts = hostList
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		if h == "" {
+			return badURL(t, "an empty address in the host list")
 		}
-		known["addr"] = true
-		for _, a := range q["addr"] {
-			if a == "" {
-				return nil, fmt.Errorf("--online %s: addr= needs host:port", t.Redacted)
-			}
-			t.Seeds = append(t.Seeds, hostPort(a, "6379"))
+		t.Seeds = append(t.Seeds, hostPort(h, "6379"))
+	}
+	for _, a := range q.all("addr") {
+		if a == "" {
+			return badURL(t, "addr= needs host:port")
 		}
-		switch c := get("cluster"); c {
-		case "":
-			t.Cluster = len(t.Seeds) > 1
-		case "1", "true", "yes":
-			t.Cluster = true
-		case "0", "false", "no":
-			if len(t.Seeds) > 1 {
-				return nil, fmt.Errorf("--online %s: several addresses are the seeds of a Redis Cluster; cluster=0 contradicts them", t.Redacted)
-			}
-		default:
-			return nil, fmt.Errorf("--online %s: cluster= must be 1 or 0", t.Redacted)
-		}
-		t.Addr = t.Seeds[0]
-		if !t.Cluster {
-			t.Seeds = nil
-		}
-		t.User = u.User.Username()
-		if db := strings.Trim(u.Path, "/"); db != "" {
-			if t.DB, err = strconv.Atoi(db); err != nil || t.DB < 0 {
-				return nil, fmt.Errorf("--online %s: the path is the database number, not %q", t.Redacted, db)
-			}
-		}
-		if t.Cluster && t.DB != 0 {
-			return nil, fmt.Errorf("--online %s: a Redis Cluster has only database 0", t.Redacted)
-		}
-		match, set := get("match"), get("set")
-		switch {
-		case match != "" && set != "":
-			return nil, fmt.Errorf("--online %s: match= and set= exclude each other", t.Redacted)
-		case match != "":
-			if !strings.HasSuffix(match, "*") || strings.ContainsAny(match[:len(match)-1], `*?[]\`) {
-				return nil, fmt.Errorf("--online %s: match= must be a literal prefix followed by one *, like match=dedup:*", t.Redacted)
-			}
-			t.Kind, t.Prefix = RedisKeys, match[:len(match)-1]
-		case set != "":
-			t.Kind, t.Set = RedisSet, set
-		default:
-			return nil, fmt.Errorf("--online %s: say which keys: ?match=PREFIX* (keys PREFIX<hex>) or ?set=KEY (members of a set)", t.Redacted)
-		}
-		t.ScanCount = 1000
-		if c := get("count"); c != "" {
-			if t.ScanCount, err = strconv.Atoi(c); err != nil || t.ScanCount < 1 {
-				return nil, fmt.Errorf("--online %s: count= must be a positive number", t.Redacted)
-			}
-		}
-		switch h := get("hex"); h {
-		case "":
-		case "32", "64":
-			t.HexDigits, _ = strconv.Atoi(h)
-		default:
-			return nil, fmt.Errorf("--online %s: hex= must be 32 or 64", t.Redacted)
-		}
-	case "mysql":
-		t.Kind = MySQL
-		t.Addr = hostPort(u.Host, "3306")
-		t.User = u.User.Username()
-		t.Name = strings.Trim(u.Path, "/")
-		if t.User == "" || t.Name == "" {
-			return nil, fmt.Errorf("--online %s: want mysql://user@host:port/database?table=T&column=C", t.Redacted)
-		}
-		t.Table, t.Column, t.Where = get("table"), get("column"), get("where")
-		if !identRE.MatchString(t.Table) || !identRE.MatchString(t.Column) || strings.Contains(t.Column, ".") {
-			return nil, fmt.Errorf("--online %s: table= and column= must be plain identifiers ([A-Za-z0-9_$], table may be db.table)", t.Redacted)
-		}
-		switch c := get("count"); c {
-		case "", "auto":
-			t.Count = CountAuto
-		case "1", "true":
-			t.Count = CountAlways
-		case "0", "false":
-			t.Count = CountNever
-		default:
-			return nil, fmt.Errorf("--online %s: count= must be auto, 1 or 0", t.Redacted)
+		t.Seeds = append(t.Seeds, hostPort(a, "6379"))
+	}
+	switch c := q.get("cluster"); c {
+	case "":
+		t.Cluster = len(t.Seeds) > 1
+	case "1", "true", "yes":
+		t.Cluster = true
+	case "0", "false", "no":
+		if len(t.Seeds) > 1 {
+			return badURL(t, "several addresses are the seeds of a Redis Cluster; cluster=0 contradicts them")
 		}
 	default:
-		return nil, fmt.Errorf("--online: unknown scheme %q (want redis://, mysql:// or file:)", u.Scheme)
+		return badURL(t, "cluster= must be 1 or 0")
 	}
-	for k := range q {
-		if !known[k] {
-			return nil, fmt.Errorf("--online %s: unknown parameter %q", t.Redacted, k)
+	t.Addr = t.Seeds[0]
+	if !t.Cluster {
+		t.Seeds = nil
+	}
+	return nil
+}
+
+// redisKeys reads which keys hold the fingerprints: match=PREFIX* or
+// set=KEY.
+func redisKeys(t *Target, q *params) error {
+	match, set := q.get("match"), q.get("set")
+	switch {
+	case match != "" && set != "":
+		return badURL(t, "match= and set= exclude each other")
+	case match != "":
+		if !strings.HasSuffix(match, "*") || strings.ContainsAny(match[:len(match)-1], `*?[]\`) {
+			return badURL(t, "match= must be a literal prefix followed by one *, like match=dedup:*")
+		}
+		t.Kind, t.Prefix = RedisKeys, match[:len(match)-1]
+	case set != "":
+		t.Kind, t.Set = RedisSet, set
+	default:
+		return badURL(t, "say which keys: ?match=PREFIX* (keys PREFIX<hex>) or ?set=KEY (members of a set)")
+	}
+	return nil
+}
+
+// redisScan reads how keys are scanned and named: count= and hex=.
+func redisScan(t *Target, q *params) error {
+	t.ScanCount = 1000
+	if c := q.get("count"); c != "" {
+		var err error
+		if t.ScanCount, err = strconv.Atoi(c); err != nil || t.ScanCount < 1 {
+			return badURL(t, "count= must be a positive number")
 		}
 	}
-	return t, nil
+	switch h := q.get("hex"); h {
+	case "":
+	case "32", "64":
+		t.HexDigits, _ = strconv.Atoi(h)
+	default:
+		return badURL(t, "hex= must be 32 or 64")
+	}
+	return nil
+}
+
+func parseMySQLURL(t *Target, u *url.URL, q *params) error {
+	t.Kind = MySQL
+	t.Addr = hostPort(u.Host, "3306")
+	t.User = u.User.Username()
+	t.Name = strings.Trim(u.Path, "/")
+	if t.User == "" || t.Name == "" {
+		return badURL(t, "want mysql://user@host:port/database?table=T&column=C")
+	}
+	t.Table, t.Column, t.Where = q.get("table"), q.get("column"), q.get("where")
+	if !identRE.MatchString(t.Table) || !identRE.MatchString(t.Column) || strings.Contains(t.Column, ".") {
+		return badURL(t, "table= and column= must be plain identifiers ([A-Za-z0-9_$], table may be db.table)")
+	}
+	switch c := q.get("count"); c {
+	case "", "auto":
+		t.Count = CountAuto
+	case "1", "true":
+		t.Count = CountAlways
+	case "0", "false":
+		t.Count = CountNever
+	default:
+		return badURL(t, "count= must be auto, 1 or 0")
+	}
+	return nil
 }
 
 // seedsStandIn stands for a Redis Cluster's host list while url.Parse

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -61,22 +62,16 @@ func (u usageError) Error() string { return u.msg }
 
 func usageErrorf(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
 
-// report prints err (with a hint where one helps) and maps it to an exit
-// code.
-func report(stderr io.Writer, err error) int {
-	if err == nil {
-		return exitOK
-	}
+// exitCode is the table: the exit code err ends the process with.
+func exitCode(err error) int {
 	var neg negativeAnswer
 	var intr interruptedRun
 	switch {
+	case err == nil:
+		return exitOK
 	case errors.As(err, &neg):
-		if neg.msg != "" {
-			fmt.Fprintln(stderr, "fpdedup:", neg.msg)
-		}
 		return exitNegative
 	case errors.As(err, &intr):
-		fmt.Fprintln(stderr, "fpdedup:", intr.Error())
 		if intr.sig == syscall.SIGTERM {
 			return exitTerm
 		}
@@ -84,18 +79,50 @@ func report(stderr io.Writer, err error) int {
 	case errors.Is(err, syscall.EPIPE):
 		return exitPipe
 	}
-	msg := cliMessage(err)
-	if hint := hintFor(err); hint != "" {
-		msg += "\n  hint: " + hint
-	}
-	fmt.Fprintln(stderr, "fpdedup:", msg)
 	return exitError
+}
+
+// underSignal is err as the command's end sees it: an error while a
+// signal is pending is the interruption, whatever the code that saw it
+// made of it (context.Canceled, a closed reader); a negative answer was
+// computed in full and stands. (run in root.go does the same.)
+func underSignal(ctx context.Context, err error, publishes bool) error {
+	var intr interrupted
+	var neg negativeAnswer
+	if err != nil && errors.As(context.Cause(ctx), &intr) && !errors.As(err, &neg) {
+		return interruptedRun{sig: intr.sig, publishes: publishes, err: err}
+	}
+	return err
+}
+
+// report prints err (with a hint where one helps) and maps it to an exit
+// code.
+func report(stderr io.Writer, err error) int {
+	code := exitCode(err)
+	var neg negativeAnswer
+	var intr interruptedRun
+	switch {
+	case code == exitOK, code == exitPipe:
+	case errors.As(err, &neg):
+		if neg.msg != "" {
+			fmt.Fprintln(stderr, "fpdedup:", neg.msg)
+		}
+	case errors.As(err, &intr):
+		fmt.Fprintln(stderr, "fpdedup:", intr.Error())
+	default:
+		msg := cliMessage(err)
+		if hint := hintFor(err); hint != "" {
+			msg += "\n  hint: " + hint
+		}
+		fmt.Fprintln(stderr, "fpdedup:", msg)
+	}
+	return code
 }
 
 func hintFor(err error) string {
 	var ue usageError
 	switch {
-	case errors.As(err, &ue), strings.Contains(err.Error(), "unknown flag"), strings.Contains(err.Error(), "unknown command"), strings.Contains(err.Error(), "arg(s)"):
+	case errors.As(err, &ue), reconcileUsage(err), strings.Contains(err.Error(), "unknown flag"), strings.Contains(err.Error(), "unknown command"), strings.Contains(err.Error(), "arg(s)"):
 		return "see fpdedup --help, or fpdedup COMMAND --help"
 	case errors.Is(err, fpstore.ErrCorrupt):
 		return "run fpdedup verify on it, and rebuild it from its records or from a copy"
@@ -109,20 +136,4 @@ func hintFor(err error) string {
 		return "--format fp reads one 32-digit hex fingerprint per line, as dump prints them"
 	}
 	return ""
-}
-
-// applyInterruptedText says what an interrupted reconcile --apply left
-// online, and how to resume: keys were written, so "nothing was
-// published" would be false.
-func applyInterruptedText(e *reconcile.ApplyInterruptedError) string {
-	msg := fmt.Sprintf("--apply had written %d keys to %s", e.Written, e.Target)
-	switch {
-	case e.Checkpoint != "" && e.CheckpointSaved:
-		return msg + fmt.Sprintf("; rerun with --checkpoint %s to resume after them", e.Checkpoint)
-	case e.Checkpoint != "" && e.CheckpointErr != nil:
-		return msg + fmt.Sprintf("; the checkpoint could not be saved (%v): rerun with --checkpoint %s to resume from its last save (keys already online are found present, not written again)", e.CheckpointErr, e.Checkpoint)
-	case e.Checkpoint != "":
-		return msg + fmt.Sprintf("; rerun with --checkpoint %s to write the rest", e.Checkpoint)
-	}
-	return msg + "; rerun the same command to write the rest (keys already online are found present, not written again)"
 }

@@ -2,8 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -138,16 +139,48 @@ written online and how to resume from --checkpoint.`,
 }
 
 func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []string) error {
+	opts, err := reconcileRunOptions(cmd, g, o, args)
+	if err != nil {
+		return err
+	}
+	if err := g.checkPaths(reconcilePaths(o, opts.Records)); err != nil {
+		return err
+	}
+	if opts.Password, err = password(opts.Target, o.passwordFile); err != nil {
+		return err
+	}
+	if o.dryRun {
+		bw := bufio.NewWriterSize(g.stdout, 1<<16)
+		defer bw.Flush()
+		opts.DryRunOut = bw
+	}
+
+	grp := &atomicfile.Group{}
+	defer grp.Abort()
+	opts.Group = grp
+	// The error that ends the run says what failed, once; stderr is for
+	// the summary, not for go-redis's own log lines.
+	reconcile.QuietRedisLogs()
+	hook("work")
+	stop := g.showProgress("reconcile", opts.Progress)
+	rep, err := reconcile.Run(cmd.Context(), opts)
+	stop()
+	return finishReconcile(cmd.Context(), g, o, grp, rep, err)
+}
+
+// reconcileRunOptions checks the flags and makes reconcile's options of
+// them.
+func reconcileRunOptions(cmd *cobra.Command, g *globals, o *reconcileOptions, args []string) (reconcile.Options, error) {
 	if o.index == "" || o.online == "" {
-		return usageErrorf("reconcile needs --index TRUTH.fpx and --online URL")
+		return reconcile.Options{}, usageErrorf("reconcile needs --index TRUTH.fpx and --online URL")
 	}
 	t, err := reconcile.ParseURL(o.online)
 	if err != nil {
-		return usageErrorf("%v", err)
+		return reconcile.Options{}, reconcileErr(err)
 	}
 	opts := reconcile.Options{
 		Index: o.index, Target: t, Probe: o.probe, OnlineFormat: o.onlineFormat,
-		Missing: o.missing, Extra: o.extra, Report: o.report,
+		Missing: o.missing, Extra: o.extra,
 		Records: append(o.records, args...), Backfill: o.backfill, BadRecords: o.recs.onBad,
 		Apply: o.apply, DryRun: o.dryRun, TTL: o.ttl,
 		Batch: o.batch, Conns: o.conns, Retries: o.retries, Timeout: o.timeout, Checkpoint: o.checkpoint,
@@ -158,7 +191,7 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 	// key recipe) unless the record flags say otherwise; then the recipes
 	// must agree, as for dedup --against.
 	if len(opts.Records) == 0 && (o.recs.given(cmd.Flags()) || cmd.Flags().Changed("zero-terminated")) {
-		return usageErrorf("--format, --key, --key-sep, --header and -z describe --records: give the records too")
+		return opts, usageErrorf("--format, --key, --key-sep, --header and -z describe --records: give the records too")
 	}
 	opts.RecordOptions = func(idx fpstore.Spec) (ingest.RecordOptions, error) {
 		if !o.recs.given(cmd.Flags()) {
@@ -171,7 +204,7 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 		return ro, checkRecipe(g, o.index, idx, recipe(ingest.SHA256, ro), o.recs.assumeRecipe)
 	}
 	if o.batch < 1 || o.conns < 1 || o.retries < 0 || o.samples < 0 {
-		return usageErrorf("--batch and --conns must be at least 1, --retries and --samples at least 0")
+		return opts, usageErrorf("--batch and --conns must be at least 1, --retries and --samples at least 0")
 	}
 	for _, r := range []struct {
 		name string
@@ -180,13 +213,19 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 	}{{"--rate", o.rate, &opts.Rate}, {"--read-rate", o.readRate, &opts.ReadRate}} {
 		n, err := units.ParseCount(r.s)
 		if err != nil {
-			return usageErrorf("%s: %v", r.name, err)
+			return opts, usageErrorf("%s: %v", r.name, err)
 		}
 		*r.v = float64(n)
 	}
+	return opts, nil
+}
+
+// reconcilePaths are the files reconcile reads and writes, for the checks
+// every command makes before any work.
+func reconcilePaths(o *reconcileOptions, records []string) *ioPaths {
 	files := &ioPaths{}
 	files.input("--index", kindIndex, o.index)
-	files.input("--records", kindRecords, opts.Records...)
+	files.input("--records", kindRecords, records...)
 	files.input("--password-file", kindOther, o.passwordFile)
 	if strings.HasPrefix(o.online, "file:") {
 		files.input("--online", kindOther, strings.TrimPrefix(o.online, "file:"))
@@ -197,40 +236,39 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 	files.output("--report", o.report)
 	files.output("--checkpoint", o.checkpoint)
 	files.output("--on-bad quarantine", quarantinePath(o.recs.onBad))
-	if err := g.checkPaths(files); err != nil {
-		return err
-	}
-	if opts.Password, err = password(t, o.passwordFile); err != nil {
-		return err
-	}
-	if o.dryRun {
-		bw := bufio.NewWriterSize(g.stdout, 1<<16)
-		defer bw.Flush()
-		opts.DryRunOut = bw
-	}
+	return files
+}
 
-	grp := &atomicfile.Group{}
-	defer grp.Abort()
-	opts.Group = grp
-	hook("work")
-	stop := g.showProgress("reconcile", opts.Progress)
-	rep, err := reconcile.Run(cmd.Context(), opts)
-	stop()
+// finishReconcile ends the command as Run ended: a failed run's report is
+// written at once, to say what failed and with which exit code the
+// process ends; a run that succeeded publishes its outputs and report at
+// the commit point, prints the summary and exits 0 or 1.
+func finishReconcile(ctx context.Context, g *globals, o *reconcileOptions, grp *atomicfile.Group, rep *reconcile.Report, err error) error {
+	out := &reconcileReport{Report: rep}
 	if err != nil {
-		var ue reconcile.UsageError
-		if errors.As(err, &ue) {
-			return usageErrorf("%s", ue.Msg)
+		err = reconcileErr(err)
+		out.Error = cliMessage(err)
+		out.ExitCode = exitCode(underSignal(ctx, err, g.publishes))
+		if o.report != "" {
+			_ = writeReconcileReport(nil, o.report, out) // err says what matters
 		}
 		return err
+	}
+	if !rep.Agree {
+		out.ExitCode = exitNegative
+	}
+	if o.report != "" {
+		if err := writeReconcileReport(grp, o.report, out); err != nil {
+			return err
+		}
 	}
 	// The commit point publishes --missing, --extra, --backfill and the
 	// report; once --apply has written keys online the work is done and
 	// they are published whatever signal comes now.
-	ctx := cmd.Context()
 	if rep.Apply != nil && !rep.Apply.DryRun && rep.Apply.Written > 0 {
 		ctx = context.WithoutCancel(ctx)
 	}
-	if err := g.commit(ctx, grp, map[string]any{"command": "reconcile", "reconcile": rep}); err != nil {
+	if err := g.commit(ctx, grp, map[string]any{"command": "reconcile", "reconcile": out}); err != nil {
 		return err
 	}
 	printReconcileSummary(g, rep)
@@ -238,6 +276,37 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 		return negativeAnswer{}
 	}
 	return nil
+}
+
+// reconcileReport is what --report holds: the run's figures, then how the
+// command ended (its error as the CLI says it, its exit code). The
+// figures are reconcile's; the words and the exit code are the CLI's.
+type reconcileReport struct {
+	*reconcile.Report
+	Error    string `json:"error,omitempty"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// writeReconcileReport writes the report as indented JSON (& < > kept as
+// they are: URLs read better), published with g at the commit point, or at
+// once with a nil g.
+func writeReconcileReport(g *atomicfile.Group, path string, r *reconcileReport) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	af, err := atomicfile.Create(path)
+	if err != nil {
+		return fmt.Errorf("cannot write --report: %w", err)
+	}
+	defer af.Abort()
+	if _, err := af.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("cannot write --report: %w", err)
+	}
+	return g.Finish(af)
 }
 
 // password reads the online store's password from --password-file or the

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/fpdedup/fpdedup/reconcile"
+)
+
+// The reconcile package names options by their reconcile.Options fields,
+// files by their role and the online side as "the online URL"; its typed
+// errors carry the facts as fields. Here they are said in the CLI's words,
+// with its flags (--online, --apply, --checkpoint, …).
+
+// reconcileError is an error of reconcile, said with the CLI's flags.
+// Unwrap gives the package's error, for the exit-code table and hints.
+type reconcileError struct {
+	msg string
+	err error
+}
+
+func (e *reconcileError) Error() string { return e.msg }
+func (e *reconcileError) Unwrap() error { return e.err }
+
+// reconcileErr wraps err, from reconcile.ParseURL or reconcile.Run, in
+// the CLI's words; nil stays nil.
+func reconcileErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &reconcileError{msg: sayReconcile(err), err: err}
+}
+
+// reconcileUsage: err is a mistake in the command line (a bad --online
+// URL, options that do not go together), which exits 2 with the usage
+// hint.
+func reconcileUsage(err error) bool {
+	var oe *reconcile.OptionError
+	var ue *reconcile.URLError
+	return errors.As(err, &oe) || errors.As(err, &ue) || errors.Is(err, reconcile.ErrNoPath)
+}
+
+// sayReconcile is err's message in the CLI's words. The package's typed
+// errors are said from their fields. Any other error keeps its message,
+// in which each error it wraps (fmt.Errorf's %w) is said in the CLI's
+// words where its message appears as it is. A wrapped message that does
+// not appear as it is (Run scrubbed the password out of it) keeps the
+// package's words: what replaces a message is made of the same facts, so
+// the password is never put back.
+func sayReconcile(err error) string {
+	if msg, ok := sayReconcileTyped(err); ok {
+		return msg
+	}
+	msg := err.Error()
+	var wrapped []error
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if w := u.Unwrap(); w != nil {
+			wrapped = []error{w}
+		}
+	case interface{ Unwrap() []error }:
+		wrapped = u.Unwrap()
+	}
+	for _, w := range wrapped {
+		if was, now := w.Error(), sayReconcile(w); was != "" && now != was {
+			msg = strings.Replace(msg, was, now, 1)
+		}
+	}
+	return msg
+}
+
+// sayReconcileTyped says one of the package's typed errors (not what it
+// wraps) in the CLI's words.
+func sayReconcileTyped(err error) (string, bool) {
+	if err == reconcile.ErrNoPath {
+		return "--online file:PATH needs a path", true
+	}
+	switch e := err.(type) {
+	case *reconcile.OptionError:
+		return sayOptionError(e), true
+	case *reconcile.URLError:
+		switch {
+		case e.PasswordEnv != "":
+			return fmt.Sprintf("--online %s holds a password, which would be visible in ps and shell history: remove it and put it in $%s or a --password-file", e.URL, e.PasswordEnv), true
+		case e.URL == "":
+			return "--online: " + e.Reason, true
+		}
+		return fmt.Sprintf("--online %s: %s", e.URL, e.Reason), true
+	case *reconcile.WrongHashError:
+		return fmt.Sprintf("%v: %s holds %s fingerprints, but the online side keys events by SHA-256 of user_id:device_id:timestamp_ms; rebuild the index from the same records with --hash sha256 (fpdedup build --hash sha256 -o %s …)",
+			reconcile.ErrWrongHash, e.Index, e.Hash, filepath.Base(e.Index)), true
+	case *reconcile.NeedRecordsError:
+		return fmt.Sprintf("%v (%s): --apply needs --records FILE… to compute them from the original keys", reconcile.ErrNeedRecords, e.Target), true
+	case *reconcile.ProbeWideError:
+		return fmt.Sprintf("%s names keys by whole SHA-256 digests (hex=64), which a 128-bit index cannot probe: reconcile without --probe (SCAN and merge-join) instead", e.Target), true
+	case *reconcile.NotFingerprintError:
+		return fmt.Sprintf("%s:%d: not a 32- or 64-digit hex fingerprint: %q (with --online-format key each line is a key)", e.Name, e.Line, e.Text), true
+	case *reconcile.TooManyDigestsError:
+		return fmt.Sprintf("more than %d whole digests to write do not fit in --mem: apply a slice at a time (mysql …&where=, or a partitioned index)", e.Max), true
+	case *reconcile.FileError:
+		file := reconcileFileFlag(e.File)
+		if e.Path != "" {
+			file += " " + e.Path
+		}
+		return fmt.Sprintf("cannot %s %s: %s", e.Op, file, sayReconcile(e.Err)), true
+	case *reconcile.CheckpointError:
+		switch e.Problem {
+		case reconcile.NotACheckpoint:
+			return fmt.Sprintf("--checkpoint %s is not an fpdedup reconcile checkpoint (remove it to start over)", e.Path), true
+		case reconcile.OtherRun:
+			return fmt.Sprintf("--checkpoint %s belongs to another run (%s, index of %d fingerprints), not this one (%s, %d): remove it or name another file",
+				e.Path, e.FileOnline, e.FileFingerprints, e.Online, e.Fingerprints), true
+		case reconcile.BadLast:
+			return fmt.Sprintf("--checkpoint %s: bad last fingerprint %q", e.Path, e.Last), true
+		}
+	case *reconcile.WriteError:
+		return e.Text(sayReconcile(e.Err)), true
+	case *reconcile.ApplyInterruptedError:
+		return sayApplyInterrupted(e), true
+	}
+	return "", false
+}
+
+func sayOptionError(e *reconcile.OptionError) string {
+	switch e.Rule {
+	case reconcile.NoTarget:
+		return "reconcile needs --online URL"
+	case reconcile.KeysNotFromFile:
+		return "--online-format key is for file: exports; Redis and MySQL hold hex fingerprints"
+	case reconcile.UnknownOnlineFormat:
+		return fmt.Sprintf("--online-format must be fp or key, not %q", e.Value)
+	case reconcile.TTLNotRedisKeys:
+		return "--ttl is for Redis keys (?match=PREFIX*): a set's members and table rows have no TTL of their own"
+	case reconcile.NegativeTTL:
+		return "--ttl must be positive"
+	case reconcile.ProbeFile:
+		return "--probe needs a Redis or MySQL source: a file is read whole"
+	case reconcile.ApplyToFile:
+		return fmt.Sprintf("--apply and --dry-run write to a Redis or MySQL target, not to %s", e.Target)
+	case reconcile.BackfillWithoutRecords:
+		return "--backfill needs --records FILE…: the records to pick the missing ones from"
+	case reconcile.RecordsUnused:
+		return "--records is read for --backfill OUT or for --apply (whole digests); give one of them"
+	case reconcile.BadRecordsPolicy:
+		return e.Err.Error() // ingest's, which names --on-bad
+	case reconcile.CheckpointWithoutApply:
+		return "--checkpoint goes with --apply"
+	case reconcile.NegativeRate:
+		return "--rate and --read-rate must be positive"
+	}
+	return e.Error()
+}
+
+func reconcileFileFlag(r reconcile.FileRole) string {
+	switch r {
+	case reconcile.CheckpointFile:
+		return "--checkpoint"
+	case reconcile.TempDir:
+		return "--tmpdir"
+	case reconcile.BackfillFile:
+		return "--backfill"
+	}
+	return r.String()
+}
+
+// sayApplyInterrupted is the error of an interrupted --apply, as the
+// report says it.
+func sayApplyInterrupted(e *reconcile.ApplyInterruptedError) string {
+	msg := fmt.Sprintf("--apply interrupted (%v) after writing %d keys to %s", e.Cause, e.Written, e.Target)
+	switch {
+	case e.Checkpoint != "" && e.CheckpointSaved:
+		msg += fmt.Sprintf("; rerun with --checkpoint %s to resume", e.Checkpoint)
+	case e.Checkpoint != "" && e.CheckpointErr != nil:
+		msg += fmt.Sprintf("; the checkpoint could not be saved (%s): rerun with --checkpoint %s to resume from its last save (keys written since then are found present, not written again)", sayReconcile(e.CheckpointErr), e.Checkpoint)
+	case e.Checkpoint != "":
+		msg += fmt.Sprintf("; rerun with --checkpoint %s to write the rest", e.Checkpoint)
+	default:
+		msg += "; rerun the same command to write the rest (the keys written now are found present, not written again)"
+	}
+	return msg
+}
+
+// applyInterruptedText says what an interrupted reconcile --apply left
+// online, and how to resume (after "interrupted by SIGNAL; "): keys were
+// written, so "nothing was published" would be false.
+func applyInterruptedText(e *reconcile.ApplyInterruptedError) string {
+	msg := fmt.Sprintf("--apply had written %d keys to %s", e.Written, e.Target)
+	switch {
+	case e.Checkpoint != "" && e.CheckpointSaved:
+		return msg + fmt.Sprintf("; rerun with --checkpoint %s to resume after them", e.Checkpoint)
+	case e.Checkpoint != "" && e.CheckpointErr != nil:
+		return msg + fmt.Sprintf("; the checkpoint could not be saved (%s): rerun with --checkpoint %s to resume from its last save (keys already online are found present, not written again)", sayReconcile(e.CheckpointErr), e.Checkpoint)
+	case e.Checkpoint != "":
+		return msg + fmt.Sprintf("; rerun with --checkpoint %s to write the rest", e.Checkpoint)
+	}
+	return msg + "; rerun the same command to write the rest (keys already online are found present, not written again)"
+}
