@@ -2,9 +2,13 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/fpdedup/fpdedup/fpstore"
 )
 
 // ApplyStats are the figures of Apply or DryRun.
@@ -24,6 +28,118 @@ type ApplyStats struct {
 	KeysPerSecond     float64 `json:"keys_per_second"`
 }
 
+// applyMissing writes the missing keys online (or prints them, DryRun),
+// resuming after Options.Checkpoint, and removes the checkpoint when all
+// are written. The keys come from the whole digests of the records
+// (wide), else from the missing index or the spool.
+func applyMissing(ctx context.Context, o *Options, rep *Report, src Source, x, missingIndex *fpstore.Index, missingSpool *spool, wide bool, digests [][32]byte) error {
+	as := &ApplyStats{DryRun: o.DryRun, Target: o.Target.Redacted, Checkpoint: o.Checkpoint}
+	rep.Apply = as
+	ck := &Checkpoint{}
+	if o.Checkpoint != "" {
+		var err error
+		if ck, err = loadCheckpoint(o.Checkpoint, o.Index, x.Len(), o.Target.Redacted); err != nil {
+			return err
+		}
+	}
+	if missing := rep.Counts.OnlyOffline; missing > 0 {
+		var produce items
+		if wide {
+			as.NotInRecords = missing - countFingerprints(digests)
+			produce = digestItems(digests)
+		} else {
+			produce = fingerprintItems(missingIndex, missingSpool)
+		}
+		a := &applier{src: src, o: o, ck: ck, st: as, pace: newPacer(o.Rate)}
+		err := a.run(ctx, produce)
+		rep.Timings.Apply = as.Seconds
+		var ie *ApplyInterruptedError
+		switch {
+		case errors.As(err, &ie):
+			return err
+		case err != nil && ctx.Err() != nil:
+			return interrupted(ctx, err)
+		case err != nil:
+			return &WriteError{Target: o.Target.Redacted, Err: err, Retries: as.Retries, MaxRetries: o.Retries, Written: as.Written,
+				Checkpoint: o.Checkpoint, CheckpointLast: ck.Last}
+		}
+		if !o.DryRun {
+			rep.Missing = missing - as.Written
+		}
+	}
+	if !o.DryRun && o.Checkpoint != "" {
+		// Done: nothing is left to resume.
+		if err := os.Remove(o.Checkpoint); err == nil {
+			as.CheckpointRemoved = true
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("apply done, but %w", &FileError{Op: "remove", File: CheckpointFile, Err: err})
+		}
+	}
+	return nil
+}
+
+// items produces the keys to write, in ascending order, in batches.
+type items func(emit func([]Item) error) error
+
+// digestItems are whole digests (sorted, distinct).
+func digestItems(digests [][32]byte) items {
+	return func(emit func([]Item) error) error {
+		b := make([]Item, 0, 4096)
+		for _, d := range digests {
+			b = append(b, Item{FP: fpstore.FromBytes(d[:16]), Full: d, HasFull: true})
+			if len(b) == cap(b) {
+				if err := emit(b); err != nil {
+					return err
+				}
+				b = b[:0]
+			}
+		}
+		return emit(b)
+	}
+}
+
+// fingerprintItems are the fingerprints of the missing index or, without
+// one, of the spool.
+func fingerprintItems(missingIndex *fpstore.Index, missingSpool *spool) items {
+	return func(emit func([]Item) error) error {
+		var r batchReader
+		if missingIndex != nil {
+			r = newCursorReader(missingIndex)
+		} else {
+			var err error
+			if r, err = missingSpool.reader(); err != nil {
+				return err
+			}
+		}
+		b := make([]Item, 0, 8192)
+		for {
+			fps, err := r.next()
+			if err != nil || fps == nil {
+				return err
+			}
+			b = b[:0]
+			for _, fp := range fps {
+				b = append(b, Item{FP: fp})
+			}
+			if err := emit(b); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// countFingerprints counts the distinct fingerprints (first 16 bytes) of
+// sorted digests.
+func countFingerprints(d [][32]byte) int64 {
+	var n int64
+	for i := range d {
+		if i == 0 || [16]byte(d[i][:16]) != [16]byte(d[i-1][:16]) {
+			n++
+		}
+	}
+	return n
+}
+
 // applier writes items online in batches on several connections, in order
 // of acknowledgement for the checkpoint: the checkpoint only ever moves to
 // the end of the longest prefix of batches all acknowledged, so a failed
@@ -38,7 +154,7 @@ type applier struct {
 }
 
 // run writes what items produces (ascending by fingerprint).
-func (a *applier) run(ctx context.Context, items func(emit func([]Item) error) error) error {
+func (a *applier) run(ctx context.Context, produce items) error {
 	start := time.Now()
 	defer func() {
 		a.st.Seconds = time.Since(start).Seconds()
@@ -56,7 +172,7 @@ func (a *applier) run(ctx context.Context, items func(emit func([]Item) error) e
 	err := ordered(ctx, conns,
 		func(ctx context.Context, send func([]Item) bool) error {
 			var pending []Item
-			err := items(func(its []Item) error {
+			err := produce(func(its []Item) error {
 				for _, it := range its {
 					if skip && it.FP.Compare(skipTo) <= 0 {
 						a.st.SkippedCheckpoint++

@@ -112,15 +112,15 @@ func (r *chanReader) stop() {
 // repeats are counted and dropped (a BINARY(32) column may hold digests
 // that share their first 128 bits), and an order violation is an error.
 type checker struct {
-	rng      fpstore.Range
-	what     string
-	prev     fpstore.Fingerprint
-	started  bool
-	outside  int64
-	repeats  int64
-	distinct int64
-	downstrm func([]fpstore.Fingerprint) error
-	scratch  []fpstore.Fingerprint
+	rng        fpstore.Range
+	what       string
+	prev       fpstore.Fingerprint
+	started    bool
+	outside    int64
+	repeats    int64
+	distinct   int64
+	downstream func([]fpstore.Fingerprint) error
+	scratch    []fpstore.Fingerprint
 }
 
 func (c *checker) emit(b []fpstore.Fingerprint) error {
@@ -147,7 +147,7 @@ func (c *checker) emit(b []fpstore.Fingerprint) error {
 	if len(out) == 0 {
 		return nil
 	}
-	return c.downstrm(out)
+	return c.downstream(out)
 }
 
 // Counts are the reconciliation's figures. OnlyOnline is -1 when it was not

@@ -66,14 +66,7 @@ func recordReading(o *Options, index string, spec fpstore.Spec) (ingest.RecordOp
 func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missing *fpstore.Index, bf *atomicfile.File, collect *[][32]byte, st *RecordStats) (err error) {
 	start := time.Now()
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
-	spec := ro.Spec
-	st.Format, st.Key, st.KeySep, st.Header = spec.Format.String(), spec.Keys, spec.Sep, spec.Header
-	if st.Key == nil {
-		st.Key = []string{}
-	}
-	if spec.Format == ingest.FormatLines {
-		st.KeySep = ""
-	}
+	st.describe(ro.Spec)
 	bad, err := ingest.ParseOnBad(o.BadRecords)
 	if err != nil {
 		return &OptionError{Rule: BadRecordsPolicy, Err: err}
@@ -84,107 +77,13 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 			err = cerr
 		}
 	}()
-	var bw *bufio.Writer
+	r := &recordsReader{spec: ro.Spec, maxRecord: ro.MaxRecord, bad: bad, st: st,
+		batch: &recordBatch{missing: missing}, collect: collect, maxDigests: max(o.Mem/2/32, 1<<16)}
 	if bf != nil {
-		bw = bufio.NewWriterSize(bf, 1<<20)
+		r.backfill = bufio.NewWriterSize(bf, 1<<20)
 	}
-	maxDigests := max(o.Mem/2/32, 1<<16)
-	p := &recordBatch{missing: missing}
-	var header []byte // the first input's header, as read
 	for _, name := range o.Records {
-		st.Inputs++
-		in, err := ingest.Open(name)
-		if err != nil {
-			return err
-		}
-		err = func() error {
-			cr := ingest.NewFormatChunkReader(in, in.Name, spec.Format, spec.Term, 1<<20, ro.MaxRecord)
-			var keyer *ingest.Keyer
-			first := true
-			for {
-				c, err := cr.Next()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					var re *ingest.RecordError
-					if errors.As(err, &re) && errors.Is(err, ingest.ErrRecordTooLong) {
-						// Its bytes were never held: counted, not quarantined.
-						st.Records++
-						if herr := bad.Handle(re, nil); herr != nil {
-							return herr
-						}
-						continue
-					}
-					return err
-				}
-				st.Bytes += int64(len(c.Data))
-				data := c.Data
-				line, recNo := c.FirstLine, c.FirstRecord
-				if first {
-					var hdr []byte
-					if spec.Header {
-						ingest.SplitFormat(data, spec.Format, spec.Term, func(rec []byte) bool { hdr = rec; return false })
-						if header == nil {
-							header = append([]byte{}, hdr...)
-							if bw != nil {
-								if _, err := bw.Write(header); err != nil {
-									return &FileError{Op: "write", File: BackfillFile, Err: err}
-								}
-							}
-						} else if !sameHeader(header, hdr) {
-							return fmt.Errorf("%s:1: header differs from the first input's (%q vs %q); headed inputs must share one header", in.Name, trimEOL(hdr), trimEOL(header))
-						}
-						data = data[len(hdr):]
-						line += int64(ingest.CountLines(hdr))
-					}
-					if keyer, err = ingest.NewKeyer(spec, hdr); err != nil {
-						return fmt.Errorf("%s: %w", in.Name, err)
-					}
-				}
-				if spec.Header {
-					recNo-- // data records are numbered without the header
-					if first {
-						recNo++
-					}
-				}
-				err = p.run(data, spec, keyer, first && !spec.Header, in.Name, line, recNo, bad, st)
-				first = false
-				if err != nil {
-					cr.Release(c)
-					return err
-				}
-				for _, i := range p.hits {
-					st.Missing++
-					if bw != nil {
-						if _, err := bw.Write(p.recs[i]); err != nil {
-							cr.Release(c)
-							return &FileError{Op: "write", File: BackfillFile, Err: err}
-						}
-						st.Written++
-					}
-					if collect != nil {
-						if int64(len(*collect)) >= maxDigests {
-							*collect = sortUnique(*collect)
-							if int64(len(*collect)) >= maxDigests {
-								cr.Release(c)
-								return &TooManyDigestsError{Max: maxDigests}
-							}
-						}
-						*collect = append(*collect, p.digs[i])
-					}
-				}
-				cr.Release(c)
-				if err := ctx.Err(); err != nil {
-					return context.Cause(ctx)
-				}
-			}
-			return nil
-		}()
-		if cerr := in.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := r.readInput(ctx, name); err != nil {
 			return err
 		}
 	}
@@ -192,9 +91,152 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 		*collect = sortUnique(*collect)
 		st.Digests = int64(len(*collect))
 	}
-	if bw != nil {
-		if err := bw.Flush(); err != nil {
+	if r.backfill != nil {
+		if err := r.backfill.Flush(); err != nil {
 			return &FileError{Op: "write", File: BackfillFile, Err: err}
+		}
+	}
+	return nil
+}
+
+// describe records how the records are read.
+func (st *RecordStats) describe(spec ingest.KeySpec) {
+	st.Format, st.Key, st.KeySep, st.Header = spec.Format.String(), spec.Keys, spec.Sep, spec.Header
+	if st.Key == nil {
+		st.Key = []string{}
+	}
+	if spec.Format == ingest.FormatLines {
+		st.KeySep = ""
+	}
+}
+
+// recordsReader is the state of the records pass across its inputs.
+type recordsReader struct {
+	spec       ingest.KeySpec
+	maxRecord  int
+	bad        *ingest.BadPolicy
+	st         *RecordStats
+	batch      *recordBatch
+	header     []byte        // the first input's header, as read; nil before it
+	backfill   *bufio.Writer // nil: no backfill
+	collect    *[][32]byte   // nil: no digests to collect
+	maxDigests int64
+}
+
+// readInput reads one input, chunk by chunk.
+func (r *recordsReader) readInput(ctx context.Context, name string) error {
+	r.st.Inputs++
+	in, err := ingest.Open(name)
+	if err != nil {
+		return err
+	}
+	err = r.readChunks(ctx, in)
+	if cerr := in.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (r *recordsReader) readChunks(ctx context.Context, in *ingest.Input) error {
+	cr := ingest.NewFormatChunkReader(in, in.Name, r.spec.Format, r.spec.Term, 1<<20, r.maxRecord)
+	var keyer *ingest.Keyer
+	for first := true; ; first = false {
+		c, err := cr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			var re *ingest.RecordError
+			if errors.As(err, &re) && errors.Is(err, ingest.ErrRecordTooLong) {
+				// Its bytes were never held: counted, not quarantined.
+				r.st.Records++
+				if herr := r.bad.Handle(re, nil); herr != nil {
+					return herr
+				}
+				continue
+			}
+			return err
+		}
+		err = r.readChunk(c, in.Name, first, &keyer)
+		cr.Release(c)
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// readChunk keys a chunk's records and keeps those whose key is missing
+// online. The first chunk of an input starts with its header, if any,
+// from which the keyer is made.
+func (r *recordsReader) readChunk(c *ingest.Chunk, name string, first bool, keyer **ingest.Keyer) error {
+	r.st.Bytes += int64(len(c.Data))
+	data := c.Data
+	line, recNo := c.FirstLine, c.FirstRecord
+	if first {
+		var hdr []byte
+		if r.spec.Header {
+			var err error
+			if hdr, err = r.readHeader(data, name); err != nil {
+				return err
+			}
+			data = data[len(hdr):]
+			line += int64(ingest.CountLines(hdr))
+		}
+		var err error
+		if *keyer, err = ingest.NewKeyer(r.spec, hdr); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if r.spec.Header && !first {
+		recNo-- // data records are numbered without the header
+	}
+	if err := r.batch.run(data, r.spec, *keyer, first && !r.spec.Header, name, line, recNo, r.bad, r.st); err != nil {
+		return err
+	}
+	return r.keep()
+}
+
+// readHeader takes the header that starts data: the first input's starts
+// the backfill; any other input's must be the same.
+func (r *recordsReader) readHeader(data []byte, name string) ([]byte, error) {
+	var hdr []byte
+	ingest.SplitFormat(data, r.spec.Format, r.spec.Term, func(rec []byte) bool { hdr = rec; return false })
+	if r.header == nil {
+		r.header = append([]byte{}, hdr...)
+		if r.backfill != nil {
+			if _, err := r.backfill.Write(r.header); err != nil {
+				return nil, &FileError{Op: "write", File: BackfillFile, Err: err}
+			}
+		}
+	} else if !sameHeader(r.header, hdr) {
+		return nil, fmt.Errorf("%s:1: header differs from the first input's (%q vs %q); headed inputs must share one header", name, trimEOL(hdr), trimEOL(r.header))
+	}
+	return hdr, nil
+}
+
+// keep writes the batch's records whose key is missing online to the
+// backfill, and collects their whole digests.
+func (r *recordsReader) keep() error {
+	p := r.batch
+	for _, i := range p.hits {
+		r.st.Missing++
+		if r.backfill != nil {
+			if _, err := r.backfill.Write(p.recs[i]); err != nil {
+				return &FileError{Op: "write", File: BackfillFile, Err: err}
+			}
+			r.st.Written++
+		}
+		if r.collect != nil {
+			if int64(len(*r.collect)) >= r.maxDigests {
+				*r.collect = sortUnique(*r.collect)
+				if int64(len(*r.collect)) >= r.maxDigests {
+					return &TooManyDigestsError{Max: r.maxDigests}
+				}
+			}
+			*r.collect = append(*r.collect, p.digs[i])
 		}
 	}
 	return nil

@@ -167,7 +167,7 @@ func TestMergeJoin(t *testing.T) {
 // a stream out of order.
 func TestChecker(t *testing.T) {
 	var got []fpstore.Fingerprint
-	c := &checker{rng: fpstore.Range{Bits: 1, Index: 0}, what: "test", downstrm: func(b []fpstore.Fingerprint) error {
+	c := &checker{rng: fpstore.Range{Bits: 1, Index: 0}, what: "test", downstream: func(b []fpstore.Fingerprint) error {
 		got = append(got, b...)
 		return nil
 	}}

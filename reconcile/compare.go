@@ -1,0 +1,265 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+// differences are where the comparison puts what only one side holds. The
+// missing fingerprints (only offline) go to an index, Options.Missing or
+// a temporary one the records pass looks records up in, or else, when
+// only Apply needs them, to a spool; the extra ones (only online) to
+// Options.Extra. Each side's sink counts them and keeps the first as
+// samples.
+type differences struct {
+	tmpDir       string          // holds the temporary missing index; "" none
+	missingPath  string          // the missing index, once committed; "" when there is none
+	missingIndex *fpstore.Writer // nil when none, or once committed
+	extraIndex   *fpstore.Writer
+	spool        *spool
+	missing      *sink
+	extra        *sink
+}
+
+// newDifferences makes the outputs the run needs. close undoes what was
+// not committed, whatever happened.
+func newDifferences(o *Options, x *fpstore.Index) (_ *differences, err error) {
+	d := &differences{}
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	missingPath := o.Missing
+	if missingPath == "" && len(o.Records) == 0 && o.writes() {
+		if d.spool, err = newSpool(o.TmpDir); err != nil {
+			return nil, err
+		}
+	}
+	if missingPath == "" && len(o.Records) > 0 {
+		if d.tmpDir, err = os.MkdirTemp(o.TmpDir, "fpdedup-reconcile-*"); err != nil {
+			return nil, &FileError{Op: "make a temp directory in", File: TempDir, Err: err}
+		}
+		missingPath = filepath.Join(d.tmpDir, "missing.fpx")
+	}
+	opts := fpstore.WriterOptions{Spec: x.Spec(), Range: x.Range(), Threads: o.Threads, Group: o.Group}
+	if missingPath != "" {
+		missingOpts := opts
+		if o.Missing == "" {
+			missingOpts.Group = nil // the records pass's own, in tmpDir
+		}
+		if d.missingIndex, err = fpstore.Create(missingPath, missingOpts); err != nil {
+			return nil, err
+		}
+	}
+	if o.Extra != "" {
+		if d.extraIndex, err = fpstore.Create(o.Extra, opts); err != nil {
+			return nil, err
+		}
+	}
+	// (A nil *Writer in an interface is not a nil interface.)
+	var toMissing, toExtra adder
+	switch {
+	case d.missingIndex != nil:
+		toMissing = d.missingIndex
+	case d.spool != nil:
+		toMissing = d.spool
+	}
+	if d.extraIndex != nil {
+		toExtra = d.extraIndex
+	}
+	d.missing, d.extra = newSink(o.Samples, toMissing), newSink(o.Samples, toExtra)
+	return d, nil
+}
+
+// commit finishes the indexes (published at the command's commit point
+// when they are outputs of a Group), and names them in the report.
+func (d *differences) commit(o *Options, rep *Report) error {
+	if d.missingIndex != nil {
+		if _, err := d.missingIndex.Commit(); err != nil {
+			return err
+		}
+		d.missingPath = d.missingIndex.Name() // a group publishes it at the end: read it where it is
+		d.missingIndex = nil
+		if o.Missing != "" {
+			rep.Outputs.Missing = o.Missing
+		}
+	}
+	if d.extraIndex != nil {
+		if _, err := d.extraIndex.Commit(); err != nil {
+			return err
+		}
+		d.extraIndex = nil
+		rep.Outputs.Extra = o.Extra
+	}
+	return nil
+}
+
+// close aborts the indexes not committed and removes the temporary files.
+func (d *differences) close() {
+	if d.missingIndex != nil {
+		d.missingIndex.Abort()
+	}
+	if d.extraIndex != nil {
+		d.extraIndex.Abort()
+	}
+	if d.spool != nil {
+		d.spool.close()
+	}
+	if d.tmpDir != "" {
+		os.RemoveAll(d.tmpDir)
+	}
+}
+
+// comparison reads the online side and joins it with the index, in one of
+// three modes: probe (each offline fingerprint looked up online),
+// merge-join (a sorted source) or sort-merge-join (an unsorted one, through
+// the external sorter).
+type comparison struct {
+	o       *Options
+	index   *fpstore.Index
+	src     Source
+	d       *differences
+	rep     *Report
+	stats   *ReadStats
+	checked *checker // the online stream, in range, in order, without repeats
+	both    int64
+	start   time.Time
+}
+
+// compare runs the comparison and puts its figures in the report.
+func compare(ctx context.Context, o *Options, x *fpstore.Index, src Source, d *differences, rep *Report) error {
+	c := &comparison{o: o, index: x, src: src, d: d, rep: rep,
+		stats:   &ReadStats{limiter: newPacer(o.ReadRate)},
+		checked: &checker{rng: x.Range(), what: o.Target.Redacted},
+		start:   time.Now()}
+	var err error
+	if o.Probe {
+		err = c.probe(ctx)
+	} else {
+		err = c.join(ctx)
+	}
+	if err == nil {
+		err = d.missing.flush()
+	}
+	if err == nil {
+		err = d.extra.flush()
+	}
+	rep.Timings.Compare = time.Since(c.start).Seconds()
+	c.report(err)
+	return err
+}
+
+// probe looks each offline fingerprint up online.
+func (c *comparison) probe(ctx context.Context) error {
+	c.rep.Mode = "probe"
+	err := probeJoin(ctx, newCursorReader(c.index), c.src, c.o, c.stats, &c.both, c.d.missing)
+	c.rep.Timings.OnlineRead = time.Since(c.start).Seconds()
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("probing %s failed after %d keys were answered (%d retries in all, at most %d per batch): %w",
+		c.o.Target.Redacted, c.both+c.d.missing.n, c.stats.Retries, c.o.Retries, err)
+	if retryable(err) {
+		err = fmt.Errorf("%w; nothing was published, rerun to probe again", err)
+	}
+	return err
+}
+
+// join merge-joins the online stream, read on another goroutine, with the
+// index's cursor.
+func (c *comparison) join(ctx context.Context) error {
+	var sorter *fpstore.Sorter
+	if c.src.Sorted() {
+		c.rep.Mode = "merge-join"
+	} else {
+		c.rep.Mode = "sort-merge-join"
+		sorter = fpstore.NewSorter(c.o.TmpDir, max(c.o.Mem/2, 16<<20))
+		defer sorter.Close()
+	}
+	online := startProducer(ctx, func(ctx context.Context, emit func([]fpstore.Fingerprint) error) error {
+		c.checked.downstream = emit
+		return c.readOnline(ctx, sorter)
+	})
+	err := mergeJoin(ctx, newCursorReader(c.index), online, &c.both, c.d.missing, c.d.extra)
+	if err != nil {
+		online.stop()
+	} else {
+		_, err = online.next() // the producer's own error, if any
+	}
+	if sorter != nil {
+		c.rep.Online.Spills = sorter.Spills()
+	}
+	return err
+}
+
+// readOnline reads the online side into the checker: at once from a
+// sorted source, else through the sorter once the whole side is read.
+func (c *comparison) readOnline(ctx context.Context, sorter *fpstore.Sorter) error {
+	progress := func() {
+		if c.o.Progress != nil {
+			c.o.Progress.Records.Store(c.stats.Values.Load())
+		}
+	}
+	if sorter == nil {
+		err := c.src.Read(ctx, c.stats, func(b []fpstore.Fingerprint) error {
+			progress()
+			return c.checked.emit(b)
+		})
+		c.rep.Timings.OnlineRead = time.Since(c.start).Seconds()
+		return err
+	}
+	col, err := sorter.NewCollector(1)
+	if err != nil {
+		return err
+	}
+	defer col.Free()
+	err = c.src.Read(ctx, c.stats, func(b []fpstore.Fingerprint) error {
+		progress()
+		return col.Add(b)
+	})
+	c.rep.Timings.OnlineRead = time.Since(c.start).Seconds()
+	if err != nil {
+		return err
+	}
+	return sorter.Emit([]*fpstore.Collector{col}, c.o.Threads, c.checked.emit)
+}
+
+// report puts the comparison's counts, samples and reading figures in the
+// report, as far as it got (err: how it ended).
+func (c *comparison) report(err error) {
+	rep, st, chk := c.rep, c.stats, c.checked
+	rep.Online.Values = st.Values.Load()
+	rep.Online.Bad, rep.Online.BadSamples = st.Bad, st.BadSamples
+	if rep.Online.BadSamples == nil {
+		rep.Online.BadSamples = []string{}
+	}
+	rep.Online.Expected, rep.Online.CountChecked, rep.Online.Retries, rep.Online.Note = st.Expected, st.Checked, st.Retries, st.Note
+	rep.Online.Masters = st.Masters
+	rep.Online.Distinct, rep.Online.Repeats, rep.Online.OutsideRange = chk.distinct, chk.repeats, chk.outside
+	missing, extra := c.d.missing, c.d.extra
+	rep.Counts = Counts{Both: c.both, OnlyOffline: missing.n, OnlyOnline: extra.n}
+	rep.Samples = Samples{OnlyOffline: missing.samples, OnlyOnline: extra.samples}
+	if c.o.Probe {
+		rep.Counts.OnlyOnline = -1
+		rep.Online.Distinct = -1
+	}
+	if c.o.Target.Kind == RedisSet && !c.o.Probe && st.Expected >= 0 {
+		// SSCAN returns every member present for the whole scan at least
+		// once; SCARD was taken before it. A difference means the set
+		// changed meanwhile (or members are not fingerprints).
+		if got := chk.distinct + chk.outside + st.Bad; got != st.Expected && err == nil {
+			rep.Online.Note = fmt.Sprintf("SCARD said %d members before the scan, %d distinct were read: the set changed during the scan?", st.Expected, got)
+		}
+	}
+	rep.Missing = missing.n
+	secs := max(rep.Timings.Compare, 1e-9)
+	rep.Timings.OnlinePerSecond = float64(rep.Online.Values) / secs
+	rep.Timings.OfflinePerSecond = float64(c.index.Len()) / secs
+	rep.Timings.KeysPerSecond = float64(max(int64(c.index.Len()), rep.Online.Values)) / secs
+}
