@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -26,12 +27,25 @@ type DedupOptions struct {
 	// Dedup succeeds).
 	Record     string
 	RecordSpec fpstore.Spec
-	Threads    int
-	Mem        int64
-	TmpDir     string
-	Progress   *ingest.Progress
+	// Duplicates, when set, gets the records that out does not (the
+	// duplicates, or with EmitDuplicates the first occurrences), in input
+	// order, a csv/tsv header first.
+	Duplicates io.Writer
+	// Check stops at the first record whose key was seen before (or is in
+	// Against) with a *DuplicateError, writing nothing.
+	Check bool
+	// KeepLast keeps each key's last occurrence instead of its first, in
+	// the order those last occurrences come (two passes: see tally).
+	KeepLast bool
+	Threads  int
+	Mem      int64
+	TmpDir   string
+	Progress *ingest.Progress
 	// Group, if set, publishes Record at the command's commit point.
 	Group *atomicfile.Group
+	// Stdin and Spool: see readOptions (tests, and --check's second look).
+	Stdin io.Reader
+	Spool io.Writer
 }
 
 // DedupStats are the figures of a dedup run.
@@ -83,6 +97,7 @@ type dedupChunk struct {
 	marked chan struct{}
 	owners atomic.Int32 // shard owners still to mark this chunk
 	bufs   *chunkBuffers
+	pos    []recordPos // where each record is, for --check only
 }
 
 // Dedup writes to out each record whose key was not seen earlier in the
@@ -95,6 +110,9 @@ type dedupChunk struct {
 func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, error) {
 	start := time.Now()
 	opts.Threads, opts.Inputs, opts.Progress = runDefaults(opts.Threads, opts.Inputs, opts.Progress)
+	if opts.KeepLast {
+		return dedupKeepLast(ctx, opts, out)
+	}
 	st := DedupStats{Mode: "memory"}
 
 	// --mem is shared out in equal parts: the exact tables, the blooms of
@@ -243,7 +261,7 @@ func startDedupStages(ctx context.Context, cancel context.CancelCauseFunc, opts 
 	jobs := make(chan chunkJob, opts.Threads)
 	go func() {
 		defer close(jobs)
-		if err := readChunks(ctx, readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers}, jobs); err != nil {
+		if err := readChunks(ctx, readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers, Stdin: opts.Stdin, Spool: opts.Spool}, jobs); err != nil {
 			cancel(err)
 		}
 	}()
@@ -323,6 +341,7 @@ func writeInOrder(ctx context.Context, cancel context.CancelCauseFunc, opts *Ded
 	var n dedupCounts
 	var err error
 	buf := make([]byte, 0, 1<<20)
+	var side []byte
 	wroteHeader := !opts.Records.Spec.Header
 	for c := range toWrite {
 		<-c.marked
@@ -331,16 +350,24 @@ func writeInOrder(ctx context.Context, cancel context.CancelCauseFunc, opts *Ded
 		}
 		if err == nil && ctx.Err() == nil {
 			data := c.job.chunk.Data
-			buf = buf[:0]
+			buf, side = buf[:0], side[:0]
 			if !wroteHeader {
 				// The first input's header, once, as read.
 				buf = append(buf, headers.First()...)
+				if opts.Duplicates != nil {
+					side = append(side, headers.First()...)
+				}
 				wroteHeader = true
 			}
 		records:
 			for i, r := range c.recs {
 				s := c.state[i]
 				keep := s == stateNew
+				if opts.Check && !keep {
+					err = &DuplicateError{Name: c.job.name, Line: c.pos[i].line, Record: c.pos[i].record, FP: c.fps[i], InAgainst: s == stateAgainst}
+					cancel(err)
+					break records
+				}
 				switch s {
 				case stateNew:
 					n.first++
@@ -359,10 +386,18 @@ func writeInOrder(ctx context.Context, cancel context.CancelCauseFunc, opts *Ded
 				if keep != opts.EmitDuplicates {
 					buf = append(buf, data[r[0]:r[1]]...)
 					n.emitted++
+				} else if opts.Duplicates != nil {
+					side = append(side, data[r[0]:r[1]]...)
 				}
 			}
 			if err == nil && len(buf) > 0 {
 				if _, werr := out.Write(buf); werr != nil {
+					err = werr
+					cancel(err)
+				}
+			}
+			if err == nil && len(side) > 0 {
+				if _, werr := opts.Duplicates.Write(side); werr != nil {
 					err = werr
 					cancel(err)
 				}
@@ -428,6 +463,7 @@ func (c *dedupChunk) takeBuffers(n int) {
 }
 
 func recycle(c *dedupChunk) {
+	c.pos = nil
 	if b := c.bufs; b != nil {
 		// Appends may have grown them: keep what they are now.
 		b.recs, b.fps, b.state = c.recs[:0], c.fps[:0], c.state[:0]
@@ -449,10 +485,13 @@ func (p *dedupParser) parse(c *dedupChunk) error {
 	data := c.job.chunk.Data
 	n := c.job.chunk.Records
 	c.takeBuffers(n)
-	err := p.rw.each(c.job, func(rec []byte, fp fpstore.Fingerprint) error {
+	err := p.rw.eachAt(c.job, func(rec []byte, fp fpstore.Fingerprint, at recordPos) error {
 		start := int32(cap(data) - cap(rec)) // rec is a slice of data
 		c.recs = append(c.recs, [2]int32{start, start + int32(len(rec))})
 		c.fps = append(c.fps, fp)
+		if p.opts.Check {
+			c.pos = append(c.pos, at)
+		}
 		return nil
 	})
 	if err != nil {
@@ -579,4 +618,46 @@ func measureBloomFPR(shards []*shardSet, mask uint64, probes int) float64 {
 		return 0
 	}
 	return float64(pass) / float64(n)
+}
+
+// FindFirst fills in where a --check's repeated key first occurred: it
+// reads the inputs again (stdin from its spool, opts.Stdin) up to the first
+// record with that key. Only what came before the repeat is read.
+func FindFirst(ctx context.Context, opts DedupOptions, dup *DuplicateError) error {
+	if dup.InAgainst {
+		return nil
+	}
+	opts.Threads, opts.Inputs, opts.Progress = runDefaults(1, opts.Inputs, &ingest.Progress{})
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ro := readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: newHeaders(), Stdin: opts.Stdin}
+	ro.Records.OnBad, _ = ingest.ParseOnBad("skip") // counted on the first pass
+	jobs := make(chan chunkJob, 1)
+	go func() {
+		defer close(jobs)
+		if err := readChunks(ctx, ro, jobs); err != nil {
+			cancel(err)
+		}
+	}()
+	w := newRecordWorker(&ro.Records, ro.Headers)
+	errFound := errors.New("found")
+	for job := range jobs {
+		if ctx.Err() == nil {
+			err := w.eachAt(job, func(_ []byte, fp fpstore.Fingerprint, at recordPos) error {
+				if fp != dup.FP {
+					return nil
+				}
+				dup.FirstName, dup.FirstLine = job.name, at.line
+				return errFound
+			})
+			if err != nil {
+				cancel(err)
+			}
+		}
+		job.rd.Release(job.chunk)
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, errFound) {
+		return err
+	}
+	return nil
 }

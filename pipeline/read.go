@@ -21,6 +21,11 @@ type readOptions struct {
 	// Headers receives each input's header record (csv/tsv --header),
 	// checked identical to the first; nil when there is none.
 	Headers *Headers
+	// Stdin, when set, is read instead of the process's stdin for "-";
+	// Spool, when set, gets a copy of the raw bytes of "-" as they are
+	// read, for a second pass over them.
+	Stdin io.Reader
+	Spool io.Writer
 }
 
 // Headers holds the header of headed inputs: the first is kept (dedup
@@ -93,7 +98,7 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 	spec := opts.Records.Spec
 	var before int64
 	for i, name := range opts.Inputs {
-		in, err := ingest.Open(name)
+		in, err := opts.open(name)
 		if err != nil {
 			return err
 		}
@@ -142,6 +147,22 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 	return nil
 }
 
+// open opens one input; "-" is read from opts.Stdin when set (a spool of
+// an earlier pass) and copied to opts.Spool when set.
+func (opts readOptions) open(name string) (*ingest.Input, error) {
+	if name != "-" || opts.Stdin == nil && opts.Spool == nil {
+		return ingest.Open(name)
+	}
+	var r io.Reader = os.Stdin
+	if opts.Stdin != nil {
+		r = opts.Stdin
+	}
+	if opts.Spool != nil {
+		r = io.TeeReader(r, opts.Spool)
+	}
+	return ingest.NewInput("-", r)
+}
+
 // recordWorker keys and fingerprints the records of chunks; one per
 // goroutine (its Keyer keeps scratch space).
 type recordWorker struct {
@@ -159,6 +180,22 @@ func newRecordWorker(opts *ingest.RecordOptions, headers *Headers) *recordWorker
 // error naming file, line and record under --on-bad fail; otherwise it is
 // counted (and quarantined) and fn is not called for it.
 func (w *recordWorker) each(job chunkJob, fn func(rec []byte, fp fpstore.Fingerprint) error) error {
+	return w.eachAt(job, func(rec []byte, fp fpstore.Fingerprint, _ recordPos) error { return fn(rec, fp) })
+}
+
+// recordPos is where a record is: its input (the index among the inputs),
+// the physical line it starts on, and its 1-based number in that input.
+type recordPos struct {
+	in           int
+	line, record int64
+}
+
+// order is a number that grows with the record's position in the whole
+// input, the same on every pass over it.
+func (p recordPos) order() uint64 { return uint64(p.in)<<40 | uint64(p.record) }
+
+// eachAt is each, telling fn where each record is.
+func (w *recordWorker) eachAt(job chunkJob, fn func(rec []byte, fp fpstore.Fingerprint, at recordPos) error) error {
 	if w.keyer == nil {
 		var hdr []byte
 		if w.opts.Spec.Header {
@@ -202,7 +239,7 @@ func (w *recordWorker) each(job chunkJob, fn func(rec []byte, fp fpstore.Fingerp
 			if err = w.opts.OnBad.Handle(re, rec); err != nil {
 				return false
 			}
-		} else if err = fn(rec, fp); err != nil {
+		} else if err = fn(rec, fp, recordPos{job.in, line, recNo}); err != nil {
 			return false
 		}
 		if oneLine {

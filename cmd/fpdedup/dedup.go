@@ -2,16 +2,20 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
+	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/tempfile"
 	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
@@ -25,6 +29,9 @@ type dedupOptions struct {
 	hash       string
 	files0From string
 	tmpDir     string
+	keep       string
+	check      bool
+	duplicates string
 }
 
 func newDedupCommand(g *globals) *cobra.Command {
@@ -62,6 +69,9 @@ Exit codes: 0 done; 2 bad usage, bad input or I/O error (nothing published);
 	f.StringVar(&o.hash, "hash", "", "fingerprint hash: xxh3 or sha256 (default: the --against index's, else xxh3)")
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for temporary files")
+	f.StringVar(&o.keep, "keep", "first", "which occurrence of each key: first, or last (in the order the last ones come; two passes, stdin spooled to --tmpdir)")
+	f.BoolVar(&o.check, "check", false, "write nothing; exit 0 if every key is unique, 1 at the first repeat, naming both lines")
+	f.StringVar(&o.duplicates, "duplicates", "", "write the records not kept to `FILE` (published atomically), the kept ones to stdout or -o")
 	return cmd
 }
 
@@ -74,6 +84,17 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	default:
 		return usageErrorf("--emit must be first or duplicates, not %q", o.emit)
 	}
+	switch o.keep {
+	case "first":
+	case "last":
+		opts.KeepLast = true
+	default:
+		return usageErrorf("--keep must be first or last, not %q", o.keep)
+	}
+	if o.check && (o.output != "" || o.record != "" || o.duplicates != "" || opts.EmitDuplicates || opts.KeepLast) {
+		return usageErrorf("--check writes nothing: no -o, --record, --duplicates, --emit or --keep")
+	}
+	opts.Check = o.check
 	var err error
 	if opts.Inputs, err = inputNames(g, o.files0From, args); err != nil {
 		return err
@@ -86,6 +107,7 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	// at the end); --record may not: it is an index, they are records.
 	paths.output("-o", o.output, kindRecords)
 	paths.output("--record", o.record)
+	paths.output("--duplicates", o.duplicates, kindRecords)
 	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
 	if err := g.checkPaths(paths); err != nil {
 		return err
@@ -133,13 +155,30 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	defer grp.Abort()
 	opts.Group = grp
 	var out io.Writer = g.stdout
-	var af *atomicfile.File
+	var af, dupFile *atomicfile.File
 	if o.output != "" && o.output != "-" {
 		if af, err = atomicfile.Create(o.output); err != nil {
 			return err
 		}
 		defer af.Abort()
 		out = af
+	}
+	var dupWriter *bufio.Writer
+	if o.duplicates != "" {
+		if dupFile, err = atomicfile.Create(o.duplicates); err != nil {
+			return err
+		}
+		defer dupFile.Abort()
+		dupWriter = bufio.NewWriterSize(dupFile, 1<<20)
+		opts.Duplicates = dupWriter
+	}
+	if o.check {
+		out = io.Discard
+		done, err := spoolStdinForCheck(&opts)
+		defer done()
+		if err != nil {
+			return err
+		}
 	}
 	// The seen-set, its blooms and the runs' writer live outside the Go
 	// heap (huge pages) and take about three quarters of --mem; the Go
@@ -151,11 +190,20 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	stop := g.showProgress("dedup", opts.Progress)
 	st, err := pipeline.Dedup(cmd.Context(), opts, bw)
 	stop()
+	if dup := (*pipeline.DuplicateError)(nil); o.check && errors.As(err, &dup) {
+		return checkAnswer(cmd, g, opts, dup)
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
+	if err == nil && dupWriter != nil {
+		err = dupWriter.Flush()
+	}
 	if err == nil && af != nil {
 		err = grp.Finish(af)
+	}
+	if err == nil && dupFile != nil {
+		err = grp.Finish(dupFile)
 	}
 	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
 		err = cerr
@@ -166,6 +214,10 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	if err != nil {
 		return err
 	}
+	if o.check {
+		g.summary("dedup --check: %d records, every key unique (%s)", st.Records, badSummary(opts.Records.OnBad))
+		return nil
+	}
 	g.summary("dedup: %d records, %d first occurrences, %d duplicates, %d in --against, %s, %d written, %s read, %.2f s, %s records/s (mode %s, seen-set %s)",
 		st.Records, st.FirstOccurrences, st.Duplicates, st.InAgainst, badSummary(opts.Records.OnBad), st.Emitted, units.FormatBytes(st.Bytes), st.Seconds,
 		humanRate(float64(st.Records)/max(st.Seconds, 1e-9)), st.Mode, units.FormatBytes(st.TableBytes))
@@ -174,4 +226,43 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 			st.Runs, units.FormatBytes(st.BloomBytes), st.FilterAnswered, st.FilterProbes, 100*st.FilterFPRMeasured, 100*st.FilterFPRFormula)
 	}
 	return nil
+}
+
+// spoolStdinForCheck copies stdin, as --check reads it, to a scratch file
+// in --tmpdir, so that the line of a repeated key's first occurrence can be
+// found afterwards (checkAnswer).
+func spoolStdinForCheck(opts *pipeline.DedupOptions) (done func(), err error) {
+	done = func() {}
+	if !slices.Contains(opts.Inputs, "-") && len(opts.Inputs) > 0 {
+		return done, nil
+	}
+	d, err := tempfile.MkDir(opts.TmpDir)
+	if err != nil {
+		return done, fmt.Errorf("--tmpdir %s: cannot spool stdin: %w", opts.TmpDir, err)
+	}
+	f, err := os.Create(filepath.Join(d.Path, "stdin"))
+	if err != nil {
+		d.Remove()
+		return done, fmt.Errorf("--tmpdir %s: cannot spool stdin: %w", opts.TmpDir, err)
+	}
+	opts.Spool = f
+	return func() { f.Close(); d.Remove() }, nil
+}
+
+// checkAnswer is --check's negative answer: the repeat, and where its key
+// first occurred (read again up to it; stdin from its spool).
+func checkAnswer(cmd *cobra.Command, g *globals, opts pipeline.DedupOptions, dup *pipeline.DuplicateError) error {
+	if f, ok := opts.Spool.(*os.File); ok {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		opts.Stdin, opts.Spool = f, nil
+	}
+	if err := pipeline.FindFirst(cmd.Context(), opts, dup); err != nil {
+		return err
+	}
+	if dup.InAgainst {
+		return negativeAnswer{fmt.Sprintf("%s:%d: record %d: its key is already in --against", dup.Name, dup.Line, dup.Record)}
+	}
+	return negativeAnswer{dup.Error()}
 }

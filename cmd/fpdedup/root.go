@@ -84,6 +84,7 @@ error, not an index; 130 on SIGINT, 143 on SIGTERM (nothing published);
 	root.AddCommand(
 		newBuildCommand(g),
 		newDedupCommand(g),
+		newCountCommand(g),
 		newQueryCommand(g),
 		newMergeCommand(g),
 		newDumpCommand(g),

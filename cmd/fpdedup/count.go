@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/pipeline"
+)
+
+type countOptions struct {
+	records    recordFlags
+	hash       string
+	files0From string
+	tmpDir     string
+	output     string
+	minCount   uint64
+	top        int
+	tsv        bool
+	check      bool
+}
+
+func newCountCommand(g *globals) *cobra.Command {
+	o := &countOptions{}
+	cmd := &cobra.Command{
+		Use:   "count [FILE...]",
+		Short: "Count the records of each key, in first-occurrence order",
+		Long: `Count reads records from the FILEs (none or "-": stdin; plain, gzip or zstd)
+and writes each distinct key once, in the order keys first appear, with the
+number of records that have it, as uniq -c prints it ("%7d RECORD"), the
+record being the key's first occurrence, bytes unchanged:
+
+  awk '{c[$0]++; if (!o[$0]++) k[++n] = $0}
+       END {for (i = 1; i <= n; i++) printf "%7d %s\n", c[k[i]], k[i]}'
+
+prints the same for whole lines, byte for byte. --tsv writes COUNT<TAB>RECORD
+for scripts; --min-count 2 keeps the keys seen twice or more (the retry
+audit); --top K the K most frequent, ties in first-occurrence order.
+--check writes nothing and exits 1 at the first repeated key, as dedup --check.
+
+It reads the input twice: a first pass counts (a table of 40 bytes a key,
+which must fit in --mem: a bigger input is refused, exit 2), a second writes
+in input order; stdin is spooled to --tmpdir for the second pass.
+
+Exit codes: 0 done; 1 (--check) a key repeats; 2 usage, input or I/O error,
+or the keys outgrow --mem; 130/143 interrupted; 141 the reader closed the pipe.`,
+		Example: `  fpdedup count events.log | sort -rn | head
+  fpdedup count --format csv --header --key user_id,device_id,timestamp_ms --min-count 2 day.csv.zst
+  fpdedup count --top 10 --tsv logins.log`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCount(cmd, g, o, args)
+		},
+	}
+	f := cmd.Flags()
+	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl (keyed by --key)")
+	f.StringVar(&o.hash, "hash", "xxh3", "fingerprint hash: xxh3 or sha256")
+	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
+	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for the spool of stdin")
+	f.StringVarP(&o.output, "output", "o", "", "write to FILE, published atomically on success (default stdout)")
+	f.Uint64Var(&o.minCount, "min-count", 0, "print only keys seen at least `N` times")
+	f.IntVar(&o.top, "top", 0, "print only the `K` most frequent keys (ties in first-occurrence order)")
+	f.BoolVar(&o.tsv, "tsv", false, "write COUNT<TAB>RECORD instead of uniq -c's layout")
+	f.BoolVar(&o.check, "check", false, "write nothing; exit 1 at the first repeated key, naming both lines")
+	return cmd
+}
+
+func runCount(cmd *cobra.Command, g *globals, o *countOptions, args []string) error {
+	if o.top < 0 {
+		return usageErrorf("--top must be at least 0")
+	}
+	if o.check {
+		if o.top > 0 || o.minCount > 0 || o.tsv || o.output != "" {
+			return usageErrorf("--check writes nothing: no --top, --min-count, --tsv or -o")
+		}
+		return runCheck(cmd, g, &dedupOptions{records: o.records, hash: o.hash, files0From: o.files0From, tmpDir: o.tmpDir}, args)
+	}
+	h, err := ingest.ParseHash(o.hash)
+	if err != nil {
+		return usageErrorf("--hash: %v", err)
+	}
+	opts := pipeline.CountOptions{MinCount: o.minCount, Top: o.top, TSV: o.tsv, Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
+	if opts.Records, err = o.records.options(h, false); err != nil {
+		return err
+	}
+	if opts.Inputs, err = inputNames(g, o.files0From, args); err != nil {
+		return err
+	}
+	paths := &ioPaths{}
+	paths.input("FILE", kindRecords, opts.Inputs...)
+	paths.input("--files0-from", kindOther, o.files0From)
+	paths.output("-o", o.output, kindRecords)
+	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
+	if err := g.checkPaths(paths); err != nil {
+		return err
+	}
+	grp := &atomicfile.Group{}
+	defer grp.Abort()
+	var out io.Writer = g.stdout
+	var af *atomicfile.File
+	if o.output != "" && o.output != "-" {
+		if af, err = atomicfile.Create(o.output); err != nil {
+			return err
+		}
+		defer af.Abort()
+		out = af
+	}
+	// The key table is outside the Go heap (huge pages): the heap's soft
+	// limit is what --mem leaves of it.
+	debug.SetMemoryLimit(max(g.mem/4, 16<<20))
+	bw := bufio.NewWriterSize(out, 1<<20)
+	hook("work")
+	stop := g.showProgress("count", opts.Progress)
+	st, err := pipeline.Count(cmd.Context(), opts, bw)
+	stop()
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil && af != nil {
+		err = grp.Finish(af)
+	}
+	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = g.commit(cmd.Context(), grp, map[string]any{"command": "count", "count": st, "threads": g.threads})
+	}
+	if err != nil {
+		return err
+	}
+	g.summary("count: %d records, %d distinct keys, %d printed, %s, %.2f s", st.Records, st.Distinct, st.Printed, badSummary(opts.Records.OnBad), st.Seconds)
+	return nil
+}
+
+// runCheck is count --check: dedup --check on the same records.
+func runCheck(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) error {
+	o.check, o.emit, o.keep = true, "first", "first"
+	return runDedup(cmd, g, o, args)
+}
