@@ -76,7 +76,7 @@ func exitCode(err error) int {
 			return exitTerm
 		}
 		return exitInterrupt
-	case errors.Is(err, syscall.EPIPE):
+	case errors.Is(err, errStdoutClosed):
 		return exitPipe
 	}
 	return exitError

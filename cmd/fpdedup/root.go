@@ -154,6 +154,7 @@ func (g *globals) summary(format string, a ...any) {
 
 // run executes the command line and returns the process exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	stdout = stdoutWriter{stdout}
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := newRootCommand(g)
 	root.SetArgs(args)
@@ -181,16 +182,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		pprof.StopCPUProfile()
 	}
 	// A nil error means the work is done (and published, past the commit
-	// point), whenever a signal came. An error while a signal is pending
-	// is the interruption, whatever the code that saw it made of it
-	// (context.Canceled, a closed reader); a negative answer was computed
-	// in full and stands.
-	var intr interrupted
-	var neg negativeAnswer
-	if err != nil && errors.As(context.Cause(ctx), &intr) && !errors.As(err, &neg) {
-		err = interruptedRun{sig: intr.sig, publishes: g.publishes, err: err}
+	// point), whenever a signal came.
+	return report(stderr, underSignal(ctx, err, g.publishes))
+}
+
+// errStdoutClosed: the reader of stdout went away (… | head). Only writes
+// to stdout are that: an EPIPE from a socket to Redis or MySQL is an error
+// like any other, never a quiet exit 141.
+var errStdoutClosed = errors.New("stdout closed by its reader")
+
+// stdoutWriter marks the broken pipes of stdout as errStdoutClosed.
+type stdoutWriter struct{ w io.Writer }
+
+func (s stdoutWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		err = fmt.Errorf("%w: %w", errStdoutClosed, err)
 	}
-	return report(stderr, err)
+	return n, err
 }
 
 // checkWritable tells, before any work, whether path can be published: a
