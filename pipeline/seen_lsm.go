@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -139,8 +140,14 @@ func (l *shardSet) rebuildBloom(capacity int) error {
 			for _, fp := range buf[:n] {
 				b.add(fp)
 			}
-			if err != nil {
+			if err == io.EOF {
 				break
+			}
+			if err != nil {
+				// A bloom missing a run's keys would call them new: a
+				// repeat written as a first occurrence.
+				b.free()
+				return fmt.Errorf("cannot rebuild the seen-set's bloom: %w", err)
 			}
 		}
 	}

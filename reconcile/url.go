@@ -140,7 +140,15 @@ func ParseURL(s string) (*Target, error) {
 }
 
 func parseFileURL(path string) (*Target, error) {
-	p := strings.TrimPrefix(path, "//")
+	p, authority := strings.CutPrefix(path, "//")
+	if authority {
+		// file://HOST/PATH: a host we do not read, and a user or password
+		// (user:pw@) that must never be taken from a URL.
+		host, _, _ := strings.Cut(p, "/")
+		if strings.Contains(host, "@") {
+			return nil, &URLError{Reason: "a file: URL names a path, not a user or password"}
+		}
+	}
 	if p == "" {
 		return nil, ErrNoPath
 	}
