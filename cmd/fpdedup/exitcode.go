@@ -110,7 +110,7 @@ func report(stderr io.Writer, err error) int {
 	case errors.As(err, &intr):
 		fmt.Fprintln(stderr, "fpdedup:", intr.Error())
 	default:
-		msg := cliMessage(err)
+		msg := say(err)
 		if hint := hintFor(err); hint != "" {
 			msg += "\n  hint: " + hint
 		}

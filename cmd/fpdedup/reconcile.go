@@ -247,7 +247,7 @@ func finishReconcile(ctx context.Context, g *globals, o *reconcileOptions, grp *
 	out := &reconcileReport{Report: rep}
 	if err != nil {
 		err = reconcileErr(err)
-		out.Error = cliMessage(err)
+		out.Error = say(err)
 		out.ExitCode = exitCode(underSignal(ctx, err, g.publishes))
 		if o.report != "" {
 			_ = writeReconcileReport(nil, o.report, out) // err says what matters

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 
 	"github.com/fpdedup/fpdedup/reconcile"
 )
@@ -30,7 +29,7 @@ func reconcileErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &reconcileError{msg: sayReconcile(err), err: err}
+	return &reconcileError{msg: say(err), err: err}
 }
 
 // reconcileUsage: err is a mistake in the command line (a bad --online
@@ -40,35 +39,6 @@ func reconcileUsage(err error) bool {
 	var oe *reconcile.OptionError
 	var ue *reconcile.URLError
 	return errors.As(err, &oe) || errors.As(err, &ue) || errors.Is(err, reconcile.ErrNoPath)
-}
-
-// sayReconcile is err's message in the CLI's words. The package's typed
-// errors are said from their fields. Any other error keeps its message,
-// in which each error it wraps (fmt.Errorf's %w) is said in the CLI's
-// words where its message appears as it is. A wrapped message that does
-// not appear as it is (Run scrubbed the password out of it) keeps the
-// package's words: what replaces a message is made of the same facts, so
-// the password is never put back.
-func sayReconcile(err error) string {
-	if msg, ok := sayReconcileTyped(err); ok {
-		return msg
-	}
-	msg := err.Error()
-	var wrapped []error
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		if w := u.Unwrap(); w != nil {
-			wrapped = []error{w}
-		}
-	case interface{ Unwrap() []error }:
-		wrapped = u.Unwrap()
-	}
-	for _, w := range wrapped {
-		if was, now := w.Error(), sayReconcile(w); was != "" && now != was {
-			msg = strings.Replace(msg, was, now, 1)
-		}
-	}
-	return msg
 }
 
 // sayReconcileTyped says one of the package's typed errors (not what it
@@ -104,7 +74,7 @@ func sayReconcileTyped(err error) (string, bool) {
 		if e.Path != "" {
 			file += " " + e.Path
 		}
-		return fmt.Sprintf("cannot %s %s: %s", e.Op, file, sayReconcile(e.Err)), true
+		return fmt.Sprintf("cannot %s %s: %s", e.Op, file, say(e.Err)), true
 	case *reconcile.CheckpointError:
 		switch e.Problem {
 		case reconcile.NotACheckpoint:
@@ -116,7 +86,7 @@ func sayReconcileTyped(err error) (string, bool) {
 			return fmt.Sprintf("--checkpoint %s: bad last fingerprint %q", e.Path, e.Last), true
 		}
 	case *reconcile.WriteError:
-		return e.Text(sayReconcile(e.Err)), true
+		return e.Text(say(e.Err)), true
 	case *reconcile.ApplyInterruptedError:
 		return sayApplyInterrupted(e), true
 	}
@@ -173,7 +143,7 @@ func sayApplyInterrupted(e *reconcile.ApplyInterruptedError) string {
 	case e.Checkpoint != "" && e.CheckpointSaved:
 		msg += fmt.Sprintf("; rerun with --checkpoint %s to resume", e.Checkpoint)
 	case e.Checkpoint != "" && e.CheckpointErr != nil:
-		msg += fmt.Sprintf("; the checkpoint could not be saved (%s): rerun with --checkpoint %s to resume from its last save (keys written since then are found present, not written again)", sayReconcile(e.CheckpointErr), e.Checkpoint)
+		msg += fmt.Sprintf("; the checkpoint could not be saved (%s): rerun with --checkpoint %s to resume from its last save (keys written since then are found present, not written again)", say(e.CheckpointErr), e.Checkpoint)
 	case e.Checkpoint != "":
 		msg += fmt.Sprintf("; rerun with --checkpoint %s to write the rest", e.Checkpoint)
 	default:
@@ -191,7 +161,7 @@ func applyInterruptedText(e *reconcile.ApplyInterruptedError) string {
 	case e.Checkpoint != "" && e.CheckpointSaved:
 		return msg + fmt.Sprintf("; rerun with --checkpoint %s to resume after them", e.Checkpoint)
 	case e.Checkpoint != "" && e.CheckpointErr != nil:
-		return msg + fmt.Sprintf("; the checkpoint could not be saved (%s): rerun with --checkpoint %s to resume from its last save (keys already online are found present, not written again)", sayReconcile(e.CheckpointErr), e.Checkpoint)
+		return msg + fmt.Sprintf("; the checkpoint could not be saved (%s): rerun with --checkpoint %s to resume from its last save (keys already online are found present, not written again)", say(e.CheckpointErr), e.Checkpoint)
 	case e.Checkpoint != "":
 		return msg + fmt.Sprintf("; rerun with --checkpoint %s to write the rest", e.Checkpoint)
 	}

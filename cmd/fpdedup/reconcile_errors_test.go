@@ -96,11 +96,11 @@ func (s scrubbedForTest) Unwrap() error { return s.err }
 
 func TestSayReconcileKeepsScrubbedWords(t *testing.T) {
 	inner := &reconcile.FileError{Op: "write", File: reconcile.BackfillFile, Err: errors.New("hunter2")}
-	if got, want := sayReconcile(scrubbedForTest{inner}), "cannot write the backfill: *****"; got != want {
+	if got, want := say(scrubbedForTest{inner}), "cannot write the backfill: *****"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 	clean := &reconcile.FileError{Op: "write", File: reconcile.BackfillFile, Err: errors.New("disk full")}
-	if got, want := sayReconcile(scrubbedForTest{clean}), "cannot write --backfill: disk full"; got != want {
+	if got, want := say(scrubbedForTest{clean}), "cannot write --backfill: disk full"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
