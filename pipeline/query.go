@@ -2,9 +2,11 @@ package pipeline
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
@@ -18,6 +20,7 @@ const (
 	QueryOnlyPresent                    // the present keys, verbatim
 	QueryOnlyAbsent                     // the absent keys, verbatim
 	QueryCountOnly                      // nothing per key
+	QueryJSON                           // one JSON object a line (AppendQueryJSON)
 )
 
 // QueryOptions configure Query.
@@ -47,12 +50,18 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 	var present, absent atomic.Int64
 	headers := newHeaders()
 	term := opts.Records.Spec.Term
+	// In JSON, records keyed by fields print their key (joined fields)
+	// beside the record; whole records and hex lines are their own key.
+	withRecord := opts.Output == QueryJSON && opts.Records.Spec.Format != ingest.FormatLines && !opts.Records.HexInput
 	newWork := func() chunkWork {
 		fps := make([]fpstore.Fingerprint, 0, queryBatch)
 		keys := make([][]byte, 0, queryBatch)
+		recs := make([][]byte, 0, queryBatch)
+		var arena []byte // copies of joined keys, which the keyer reuses
 		found := make([]bool, queryBatch)
 		scratch := make([]bool, queryBatch)
 		w := newRecordWorker(&opts.Records, headers)
+		var keyer *ingest.Keyer
 		return func(job chunkJob, buf []byte) ([]byte, error) {
 			n := int64(0)
 			flush := func() error {
@@ -64,21 +73,41 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 				}
 				p := int64(0)
 				for i, key := range keys {
-					buf = appendAnswer(buf, opts.Output, found[i], key, term)
+					if opts.Output == QueryJSON {
+						var rec []byte
+						if withRecord {
+							rec = recs[i]
+						}
+						buf = AppendQueryJSON(buf, key, rec, fps[i], found[i])
+					} else {
+						buf = appendAnswer(buf, opts.Output, found[i], key, term)
+					}
 					if found[i] {
 						p++
 					}
 				}
 				present.Add(p)
 				absent.Add(int64(len(fps)) - p)
-				fps, keys = fps[:0], keys[:0]
+				fps, keys, recs, arena = fps[:0], keys[:0], recs[:0], arena[:0]
 				return nil
 			}
 			err := w.each(job, func(rec []byte, fp fpstore.Fingerprint) error {
 				n++
 				fps = append(fps, fp)
 				// The record is printed as read, without its terminator.
-				keys = append(keys, opts.Records.Spec.TrimEnd(rec))
+				line := opts.Records.Spec.TrimEnd(rec)
+				if withRecord {
+					key, err := recordKey(&keyer, opts.Records.Spec, headers, job, rec)
+					if err != nil {
+						return err
+					}
+					start := len(arena)
+					arena = append(arena, key...)
+					keys = append(keys, arena[start:len(arena):len(arena)])
+					recs = append(recs, line)
+				} else {
+					keys = append(keys, line)
+				}
 				if len(fps) == queryBatch {
 					return flush()
 				}
@@ -87,7 +116,7 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 			if err == nil {
 				err = flush()
 			}
-			fps, keys = fps[:0], keys[:0]
+			fps, keys, recs, arena = fps[:0], keys[:0], recs[:0], arena[:0]
 			opts.Progress.Records.Add(n)
 			return buf, err
 		}
@@ -127,12 +156,96 @@ func QueryKeys(opts QueryOptions, keys []string, out io.Writer) (QueryStats, err
 		} else {
 			st.Absent++
 		}
-		buf = appendAnswer(buf[:0], opts.Output, found[0], []byte(k), opts.Records.Spec.Term)
+		if opts.Output == QueryJSON {
+			buf = AppendQueryJSON(buf[:0], []byte(k), nil, fp, found[0])
+		} else {
+			buf = appendAnswer(buf[:0], opts.Output, found[0], []byte(k), opts.Records.Spec.Term)
+		}
 		if _, err := out.Write(buf); err != nil {
 			return st, err
 		}
 	}
 	return st, nil
+}
+
+// recordKey keys rec again, for the JSON output: the worker's keyer is its
+// own, so a second one, made the same way (the same spec and header), gives
+// the joined key bytes that were hashed.
+func recordKey(k **ingest.Keyer, spec ingest.KeySpec, headers *Headers, job chunkJob, rec []byte) ([]byte, error) {
+	if *k == nil {
+		var hdr []byte
+		if spec.Header {
+			hdr = headers.First()
+		}
+		keyer, err := ingest.NewKeyer(spec, hdr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", job.name, err)
+		}
+		*k = keyer
+	}
+	// As recordWorker.each: the first record of an input without a header
+	// may start with a BOM that is not part of its key.
+	c := job.chunk
+	first := c.FirstRecord == 1 && job.skip == 0 && !job.header && len(rec) > 0 && len(c.Data) > 0 && &rec[0] == &c.Data[0]
+	return (*k).Key(rec, first)
+}
+
+// AppendQueryJSON appends the JSON line query --json prints for one key:
+//
+//	{"key":"u1:d1","fingerprint":"<32 lowercase hex>","present":true}
+//
+// The key is its bytes as a JSON string when they are valid UTF-8 (any
+// JSON parser gives them back exactly: \", \\, \n, \r, \t and \u00XX
+// for the other control bytes, NUL included); otherwise "key_base64" holds
+// them in standard base64 (RFC 4648, padded). A record (rec non-nil: the
+// record a key was read from, without its terminator) follows as "record"
+// or "record_base64" by the same rule. The line ends with '\n'.
+func AppendQueryJSON(buf, key, rec []byte, fp fpstore.Fingerprint, present bool) []byte {
+	buf = append(buf, '{')
+	buf = appendJSONBytes(buf, "key", key)
+	if rec != nil {
+		buf = append(buf, ',')
+		buf = appendJSONBytes(buf, "record", rec)
+	}
+	buf = append(buf, `,"fingerprint":"`...)
+	buf = fp.AppendHex(buf)
+	if present {
+		buf = append(buf, `","present":true}`...)
+	} else {
+		buf = append(buf, `","present":false}`...)
+	}
+	return append(buf, '\n')
+}
+
+// appendJSONBytes appends "name":"b" when b is valid UTF-8, else
+// "name_base64":"base64 of b".
+func appendJSONBytes(buf []byte, name string, b []byte) []byte {
+	buf = append(buf, '"')
+	buf = append(buf, name...)
+	if !utf8.Valid(b) {
+		buf = append(buf, `_base64":"`...)
+		buf = base64.StdEncoding.AppendEncode(buf, b)
+		return append(buf, '"')
+	}
+	buf = append(buf, `":"`...)
+	const hex = "0123456789abcdef"
+	for _, c := range b {
+		switch {
+		case c == '"' || c == '\\':
+			buf = append(buf, '\\', c)
+		case c == '\n':
+			buf = append(buf, '\\', 'n')
+		case c == '\r':
+			buf = append(buf, '\\', 'r')
+		case c == '\t':
+			buf = append(buf, '\\', 't')
+		case c < 0x20 || c == 0x7f:
+			buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			buf = append(buf, c)
+		}
+	}
+	return append(buf, '"')
 }
 
 func appendAnswer(buf []byte, mode QueryOutput, found bool, key []byte, term byte) []byte {

@@ -44,6 +44,54 @@ func KeySpecOf(s fpstore.Spec) (spec ingest.KeySpec, ok bool, err error) {
 	return spec, true, nil
 }
 
+// RecipeParts say which parts of a key recipe a command line set: the
+// record format, the key fields, their separator, the header.
+type RecipeParts struct {
+	Format, Keys, Sep, Header bool
+}
+
+// AdoptRecipe completes mine, how a command line says to read records
+// against an index with spec idx: each part the command line set (given)
+// stays as given; each part it did not set comes from the index's recorded
+// recipe (KeySpecOf), so that the same records give the index's
+// fingerprints. In the lines format the whole record is the key and
+// nothing else is taken (a --format lines given on the command line reads
+// whole records); the header is taken only in csv and tsv, where the index
+// has one when its key fields are named. An index that records no recipe
+// (whole records) gives nothing. mine.Term (-z) is never changed. The
+// caller then checks the result against the index (CheckRecipe): a part
+// given otherwise than the index's is refused there, not here.
+func AdoptRecipe(idx fpstore.Spec, mine ingest.KeySpec, given RecipeParts) (ingest.KeySpec, error) {
+	if len(idx.Key) == 0 || given == (RecipeParts{true, true, true, true}) {
+		return mine, nil
+	}
+	from, _, err := KeySpecOf(idx)
+	if err != nil {
+		if !given.Format {
+			return mine, err
+		}
+		// The recorded format is not needed, only its key fields.
+		from = ingest.KeySpec{Keys: idx.Key, Sep: idx.KeySep}
+	}
+	out := mine
+	if !given.Format {
+		out.Format = from.Format
+	}
+	if out.Format == ingest.FormatLines {
+		return out, nil
+	}
+	if !given.Keys {
+		out.Keys = append([]string(nil), from.Keys...)
+	}
+	if !given.Sep {
+		out.Sep = from.Sep
+	}
+	if !given.Header && (out.Format == ingest.FormatCSV || out.Format == ingest.FormatTSV) {
+		out.Header = from.Header
+	}
+	return out, nil
+}
+
 func allDigits(keys []string) bool {
 	for _, k := range keys {
 		if strings.Trim(k, "0123456789") != "" {
