@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/units"
+	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 func newInspectCommand(g *globals) *cobra.Command {
@@ -18,8 +20,11 @@ func newInspectCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect IDX",
 		Short: "Describe an index: spec, size, segments, filter",
-		Long: `Inspect prints what an index is: its fingerprint spec (hash and key recipe),
-format version, fingerprint count, covered range, segments, bytes per key, and
+		Long: `Inspect prints what an index is: its fingerprint spec (hash and key recipe:
+the record format its records were read in, whether csv/tsv records have a
+header (they do when the key fields are named, not column numbers), the key
+fields and their separator, or "whole record"; records read against the index
+later default to this recipe), format version, fingerprint count, covered range, segments, bytes per key, and
 its filters' kind, bits per key and false-positive rate, in theory and as
 measured on random probes from a fixed seed.
 
@@ -29,20 +34,23 @@ Exit codes: 0 done; 2 error.`,
 			// The index is opened and closed by the work itself, which an
 			// interrupt abandons: it must not be unmapped under it.
 			var in fpstore.Info
+			var spec fpstore.Spec
 			err := interruptible(cmd.Context(), func() error {
 				x, err := fpstore.Open(args[0])
 				if err != nil {
 					return err
 				}
 				defer x.Close()
+				spec = x.Spec()
 				in, err = x.Info(probes)
 				return err
 			})
 			if err != nil {
 				return err
 			}
+			rec := recordsOf(spec)
 			if asJSON {
-				b, _ := json.MarshalIndent(in, "", "  ")
+				b, _ := json.MarshalIndent(inspectJSON{in, rec}, "", "  ")
 				_, err = fmt.Fprintf(g.stdout, "%s\n", b)
 				return err
 			}
@@ -54,6 +62,7 @@ Exit codes: 0 done; 2 error.`,
 			fmt.Fprintf(w, "index          %s\n", in.Path)
 			fmt.Fprintf(w, "format         v%d\n", in.FormatVersion)
 			fmt.Fprintf(w, "hash           %s (%d bits)\n", in.Hash, in.HashBits)
+			fmt.Fprintf(w, "records        %s\n", rec)
 			fmt.Fprintf(w, "key            %s\n", key)
 			fmt.Fprintf(w, "partition      %s\n", in.Partition)
 			fmt.Fprintf(w, "fingerprints   %d\n", in.Fingerprints)
@@ -71,4 +80,40 @@ Exit codes: 0 done; 2 error.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().IntVar(&probes, "probes", 1_000_000, "random probes for the measured false-positive rate")
 	return cmd
+}
+
+// inspectRecords is how an index's records are read (its recorded recipe,
+// as pipeline.KeySpecOf gives it to dedup --against, query and reconcile).
+type inspectRecords struct {
+	Format      string `json:"record_format"` // csv, tsv, jsonl; lines for whole records
+	Header      bool   `json:"header"`        // csv/tsv: the first record names the fields
+	WholeRecord bool   `json:"whole_record"`  // no key fields: the whole record is the key
+}
+
+// inspectJSON is what inspect --json prints: the index's Info and its
+// records' recipe.
+type inspectJSON struct {
+	fpstore.Info
+	inspectRecords
+}
+
+func recordsOf(s fpstore.Spec) inspectRecords {
+	ks, ok, err := pipeline.KeySpecOf(s)
+	switch {
+	case !ok:
+		return inspectRecords{Format: "lines", WholeRecord: true}
+	case err != nil:
+		return inspectRecords{Format: cmp.Or(s.Format, "unknown")} // unknown to this version
+	}
+	return inspectRecords{Format: ks.Format.String(), Header: ks.Header}
+}
+
+func (r inspectRecords) String() string {
+	switch {
+	case r.Format != "csv" && r.Format != "tsv":
+		return r.Format
+	case r.Header:
+		return r.Format + ", with a header (the key fields are named)"
+	}
+	return r.Format + ", no header assumed (the key fields are column numbers)"
 }
