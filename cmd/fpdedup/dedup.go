@@ -134,10 +134,13 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	if err != nil {
 		return usageErrorf("--hash: %v", err)
 	}
-	// Records are read as the --against index was built unless the
-	// command line says otherwise; then the recipes must agree.
-	if opts.Against != nil && !o.records.given(cmd.Flags()) {
-		o.records.adoptRecipe(opts.Against.Spec())
+	// Records are read as the --against index was built, flag by flag:
+	// each record flag the command line sets wins, each other comes from
+	// the index; then the recipes must agree.
+	if opts.Against != nil {
+		if err := o.records.adoptUnset(cmd.Flags(), opts.Against.Indexes()[0].Path(), opts.Against.Spec()); err != nil {
+			return err
+		}
 	}
 	if opts.Records, err = o.records.options(h, false); err != nil {
 		return err

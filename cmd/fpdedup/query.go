@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ type queryOptions struct {
 	fp      bool
 	only    string
 	count   bool
+	json    bool
 	records recordFlags
 }
 
@@ -27,21 +29,43 @@ func newQueryCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "query IDX [KEY...]",
 		Short: "Say which keys an index holds",
-		Long: `Query looks up each KEY (from the arguments, or one per line on stdin) in the
-index IDX (more with --index: the set answers as if merged) and prints
-present<TAB>KEY or absent<TAB>KEY, in input order.
+		Long: `Query looks up each KEY (from the arguments, or one per line on stdin; a lone
+"-" reads stdin too) in the index IDX (more with --index: the set answers as if
+merged) and prints present<TAB>KEY or absent<TAB>KEY, in input order. A key
+"-" itself is queried through stdin, or by its fingerprint with --fp.
 
 Keys are hashed with the index's own hash, byte for byte (a \r or a BOM is part
 of the key). --fp reads 32-digit hex fingerprints instead.
 
+Records: with no --format, --key, --key-sep or --header each line of stdin is
+a key. With any of them stdin holds records, keyed as the index was: each of
+these flags given wins, each one not given comes from the index's recorded
+recipe (format, key fields, separator; a header when csv/tsv fields are
+named), so --format csv --header alone reads a csv index's records. The
+recipes must then agree: another key list or separator is refused unless
+--assume-recipe. --format lines reads whole lines as keys. KEY arguments
+are always keys (joined key fields), never records.
+
+--json prints one JSON object a line (JSON Lines, ended by a newline even
+with -z), in input order:
+  {"key":"u1:d1:1700000000000","fingerprint":"f8cfd8db0cd421ff2e467260fc3bfc2b","present":true}
+"key" is the key's bytes as a JSON string when they are valid UTF-8 (a \r, a
+NUL and other control bytes escaped as JSON does: \r, \u0000), else
+"key_base64" holds them in standard padded base64, so every key comes back
+byte for byte. With --fp the key is the hex as given. Records keyed by
+fields (--format csv, tsv, jsonl) add the record they were read from, without
+its line end, as "record" (or "record_base64") after the key. The
+fingerprint is 32 lowercase hex digits; "present" is true or false.
+
 Exit codes: 0 every key is present; 1 some key is absent; 2 error (a damaged
 page that a lookup touches is an error, never a wrong "absent"); 130/143
 interrupted; 141 the reader closed the pipe. The exit code does not depend on
---only or --count.`,
+--only, --count or --json.`,
 		Example: `  fpdedup query day.fpx 'u1:d1:1700000000000' && echo seen
   fpdedup query --only absent day.fpx < keys.txt > new-keys.txt
   fpdedup query --count --index day1.fpx --index day2.fpx < keys.txt
-  printf %s KEY | xxh128sum | cut -c1-32 | fpdedup query --fp day.fpx`,
+  printf %s KEY | xxh128sum | cut -c1-32 | fpdedup query --fp day.fpx
+  zcat day.csv.gz | fpdedup query --json --format csv --header truth.fpx -`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runQuery(cmd, g, o, args)
@@ -52,7 +76,8 @@ interrupted; 141 the reader closed the pipe. The exit code does not depend on
 	f.BoolVar(&o.fp, "fp", false, "keys are hex fingerprints")
 	f.StringVar(&o.only, "only", "", "print only the present or absent keys, verbatim")
 	f.BoolVar(&o.count, "count", false, "print only the counts: present<TAB>N and absent<TAB>M")
-	o.records.add(f, "lines (each line is a key), csv, tsv, jsonl (records keyed by --key)")
+	f.BoolVar(&o.json, "json", false, `one JSON object a line: "key" (or "key_base64"), "fingerprint", "present" (and "record" for csv/tsv/jsonl records)`)
+	o.records.add(f, "lines (each line is a key), csv, tsv, jsonl (records keyed by --key); given another record flag, the index's")
 	f.BoolVar(&o.records.assumeRecipe, "assume-recipe", false, "read records with another --key/--key-sep than the index's, with a warning")
 	return cmd
 }
@@ -88,6 +113,21 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 		}
 		opts.Output = pipeline.QueryCountOnly
 	}
+	if o.json {
+		if o.only != "" || o.count {
+			return usageErrorf("--json prints every key: no --only or --count")
+		}
+		opts.Output = pipeline.QueryJSON
+	}
+	// A lone "-" is stdin, as for other tools; among keys it is ambiguous.
+	if len(args) == 1 && args[0] == "-" {
+		args = nil
+	} else if slices.Contains(args, "-") {
+		return usageErrorf(`"-" (stdin) cannot be mixed with KEY arguments; query the key "-" through stdin or --fp`)
+	}
+	if o.fp && o.records.given(cmd.Flags()) {
+		return usageErrorf("--fp reads hex fingerprints: no --format/--key/--key-sep/--header")
+	}
 	files := &ioPaths{}
 	files.input("--index", kindIndex, paths...)
 	files.output("--on-bad quarantine", quarantinePath(o.records.onBad))
@@ -103,14 +143,18 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 	if err != nil {
 		return fmt.Errorf("%s: %w", paths[0], err)
 	}
+	// Without record flags each line is a key; with some, the others come
+	// from the index's recipe.
+	if o.records.given(cmd.Flags()) {
+		if err := o.records.adoptUnset(cmd.Flags(), paths[0], set.Spec()); err != nil {
+			return err
+		}
+	}
 	if opts.Records, err = o.records.options(h, false); err != nil {
 		return err
 	}
 	opts.Records.HexInput = o.fp
-	if o.fp && o.records.given(cmd.Flags()) {
-		return usageErrorf("--fp reads hex fingerprints: no --format/--key/--header")
-	}
-	// Plain keys and --fp need no recipe; records keyed by --key must be
+	// Plain keys and --fp need no recipe; records keyed by fields must be
 	// keyed as the index was.
 	if len(opts.Records.Spec.Keys) > 0 {
 		for _, x := range set.Indexes() {

@@ -101,16 +101,34 @@ func recipe(hash ingest.Hash, o ingest.RecordOptions) fpstore.Spec {
 }
 
 // adoptRecipe makes r read records the way index spec s was built, when
-// the command line said nothing about records.
+// the command line said nothing about records (reconcile --records).
 func (r *recordFlags) adoptRecipe(s fpstore.Spec) {
-	spec, ok, err := pipeline.KeySpecOf(s)
-	if !ok || err != nil {
-		return // whole records; or an unknown format, which options() reports
+	// An unknown recorded format is left to options() and the recipe check.
+	_ = r.adopt(pipeline.RecipeParts{}, "", s)
+}
+
+// adoptUnset completes the record flags with the key recipe of the index
+// at path, with spec s: each of --format, --key, --key-sep and --header
+// the command line set wins, each one it did not set comes from the index
+// (pipeline.AdoptRecipe). The caller then checks the recipes agree
+// (checkRecipe), so a flag set otherwise than the index's is refused
+// unless --assume-recipe.
+func (r *recordFlags) adoptUnset(f *pflag.FlagSet, path string, s fpstore.Spec) error {
+	return r.adopt(pipeline.RecipeParts{Format: f.Changed("format"), Keys: f.Changed("key"), Sep: f.Changed("key-sep"), Header: f.Changed("header")}, path, s)
+}
+
+func (r *recordFlags) adopt(given pipeline.RecipeParts, path string, s fpstore.Spec) error {
+	format, err := ingest.ParseFormat(r.format)
+	if err != nil {
+		return nil // --format fp, or a bad one: options() says which
 	}
-	r.format = spec.Format.String()
-	r.keys = spec.Keys
-	r.keySep = spec.Sep
-	r.header = spec.Header
+	mine := ingest.KeySpec{Format: format, Keys: r.keys, Sep: r.keySep, Header: r.header}
+	spec, err := pipeline.AdoptRecipe(s, mine, given)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	r.format, r.keys, r.keySep, r.header = spec.Format.String(), spec.Keys, spec.Sep, spec.Header
+	return nil
 }
 
 // checkRecipe refuses to read records into fingerprints that would not
