@@ -9,13 +9,6 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 )
 
-// Record kinds in keep-last's second-pass output, which interleaves what
-// goes to out, to Duplicates and to the recorder.
-const (
-	keepOut  byte = 1 // to out
-	keepSide byte = 2 // to Duplicates
-)
-
 // dedupKeepLast is Dedup with KeepLast: a first pass tallies each key's
 // last occurrence (tally), a second writes each record that is its key's
 // last, in input order — what tac | awk '!s[$0]++' | tac prints for whole

@@ -55,6 +55,7 @@ const (
 	BadRecordsPolicy                             // BadRecords is not a policy ingest.ParseOnBad knows
 	CheckpointWithoutApply                       // Checkpoint without Apply
 	NegativeRate                                 // Rate or ReadRate below zero
+	BadRecordSpec                                // RecordSpec, completed from the index, is not a valid key spec
 )
 
 func (e *OptionError) Error() string {
@@ -83,6 +84,8 @@ func (e *OptionError) Error() string {
 		return "a Checkpoint goes with Apply"
 	case NegativeRate:
 		return "Rate and ReadRate must be positive"
+	case BadRecordSpec:
+		return e.Err.Error() // ingest's
 	}
 	return fmt.Sprintf("OptionRule(%d)", int(e.Rule))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 // Options configure Run.
@@ -25,13 +26,17 @@ type Options struct {
 	Missing, Extra string // indexes to write (optional)
 	Records        []string
 	Backfill       string
-	// RecordOptions says how Records are read and keyed (format, key
-	// recipe, header, terminator, size limit) given the index's spec,
-	// whose recorded recipe it may adopt; a caller with record options of
-	// its own (the CLI's, shared by build, query and dedup) resolves them
-	// here. nil: lines, each line a key, refused for an index that records
-	// a key recipe.
-	RecordOptions func(index fpstore.Spec) (ingest.RecordOptions, error)
+	// RecordSpec says how Records are read and keyed (nil: lines, each
+	// line a key); the parts RecordGiven does not mark come from the key
+	// recipe the index records (pipeline.AdoptRecipe), so that records read
+	// as the index was built give its fingerprints. The result must agree
+	// with the index's recipe (pipeline.CheckRecipe), or, with
+	// AssumeRecipe, is used anyway and Report.Warnings says so.
+	RecordSpec   *ingest.KeySpec
+	RecordGiven  pipeline.RecipeParts
+	AssumeRecipe bool
+	// MaxRecord bounds a record's bytes (0: no limit); a longer one is bad.
+	MaxRecord int
 	// BadRecords says what a record without a key does (ingest.ParseOnBad):
 	// "fail" (or ""), "skip", or "quarantine=FILE".
 	BadRecords string
@@ -198,7 +203,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 	defer x.Close()
 	var ro ingest.RecordOptions
 	if len(o.Records) > 0 {
-		if ro, err = recordReading(o, o.Index, x.Spec()); err != nil {
+		if ro, err = recordReading(o, o.Index, x.Spec(), rep); err != nil {
 			return err
 		}
 	}

@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 // RecordStats are the figures of the pass over Options.Records.
@@ -34,25 +34,30 @@ type RecordStats struct {
 	Seconds  float64  `json:"seconds"`
 }
 
-// recordReading resolves how Records are read: by o.RecordOptions from
-// the index's spec, or else as lines (each line is a key), which an index
-// that records a key recipe refuses.
-func recordReading(o *Options, index string, spec fpstore.Spec) (ingest.RecordOptions, error) {
-	if o.RecordOptions != nil {
-		ro, err := o.RecordOptions(spec)
-		if err != nil {
+// recordReading resolves how Records are read: o.RecordSpec completed
+// with the recipe the index records, which the result must agree with
+// (or, with o.AssumeRecipe, a warning in the report). Records are keyed
+// and hashed with SHA-256, as the online side is.
+func recordReading(o *Options, index string, idx fpstore.Spec, rep *Report) (ingest.RecordOptions, error) {
+	mine := ingest.KeySpec{Format: ingest.FormatLines, Term: '\n'}
+	if o.RecordSpec != nil {
+		mine = *o.RecordSpec
+	}
+	spec, err := pipeline.AdoptRecipe(idx, mine, o.RecordGiven)
+	if err != nil {
+		return ingest.RecordOptions{}, fmt.Errorf("%s: %w", index, err)
+	}
+	if err := spec.Validate(); err != nil {
+		return ingest.RecordOptions{}, &OptionError{Rule: BadRecordSpec, Err: err}
+	}
+	ro := ingest.RecordOptions{Spec: spec, Hash: ingest.SHA256, MaxRecord: o.MaxRecord}
+	if err := pipeline.CheckRecipe(index, idx, pipeline.Recipe(ro)); err != nil {
+		if !o.AssumeRecipe {
 			return ro, err
 		}
-		if ro.Hash != ingest.SHA256 || ro.HexInput {
-			return ro, fmt.Errorf("Options.RecordOptions: records are keyed and hashed with SHA-256 as the online side is, not %v", ro.Hash)
-		}
-		return ro, ro.Spec.Validate()
+		rep.Warnings = append(rep.Warnings, err.Error())
 	}
-	if len(spec.Key) > 0 {
-		return ingest.RecordOptions{}, fmt.Errorf("%w: %s was built from records keyed by %s (joined by %q), but without Options.RecordOptions the records are read as lines (each line is the key)",
-			fpstore.ErrSpecMismatch, index, strings.Join(spec.Key, ","), spec.KeySep)
-	}
-	return ingest.RecordOptions{Hash: ingest.SHA256, Spec: ingest.KeySpec{Format: ingest.FormatLines, Term: '\n'}}, nil
+	return ro, nil
 }
 
 // recordsPass reads the Records inputs with the ingest record layer
@@ -73,7 +78,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	}
 	defer func() {
 		st.Bad = bad.Count()
-		if cerr := bad.Close(nil, err == nil); err == nil {
+		if cerr := bad.Close(o.Group, err == nil); err == nil {
 			err = cerr
 		}
 	}()

@@ -26,6 +26,9 @@ type Report struct {
 	Agree   bool         `json:"agree"`
 	Timings Timings      `json:"timings"`
 	Memory  Memory       `json:"memory"`
+	// Warnings are what the run went on despite (records keyed otherwise
+	// than the index, under Options.AssumeRecipe).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // IndexInfo describes the truth index.

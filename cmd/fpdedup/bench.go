@@ -20,7 +20,7 @@ const benchRunnerMoved = `the benchmark runner is a command of its own: fpdedup-
 // newBenchCommand is `fpdedup bench`: only its gen subcommand is left.
 // Called with anything else (the runner's old flags included) it points to
 // fpdedup-bench and exits 2.
-func newBenchCommand(g *globals) *cobra.Command {
+func newBenchCommand(inv *invocation) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench gen [flags]",
 		Short: "Write benchmark data (bench gen); the benchmark itself is fpdedup-bench",
@@ -40,7 +40,7 @@ Exit codes: fpdedup bench without gen exits 2 and names fpdedup-bench.`,
 			return usageErrorf("%s", benchRunnerMoved)
 		},
 	}
-	cmd.AddCommand(newBenchGenCommand(g))
+	cmd.AddCommand(newBenchGenCommand(inv))
 	return cmd
 }
 
@@ -58,7 +58,7 @@ func (s stopWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-func newBenchGenCommand(g *globals) *cobra.Command {
+func newBenchGenCommand(inv *invocation) *cobra.Command {
 	var records, format, output string
 	var repeat, far float64
 	var seed uint64
@@ -79,12 +79,12 @@ The summary on stderr gives the exact number of distinct records.`,
 			}
 			files := &ioPaths{}
 			files.output("-o", output)
-			if err := g.checkPaths(files); err != nil {
+			if err := inv.checkPaths(files); err != nil {
 				return err
 			}
 			grp := &atomicfile.Group{}
 			defer grp.Abort()
-			var w io.Writer = g.stdout
+			var w io.Writer = inv.stdout
 			var f *atomicfile.File
 			if output != "" && output != "-" {
 				if f, err = atomicfile.Create(output); err != nil {
@@ -111,12 +111,12 @@ The summary on stderr gives the exact number of distinct records.`,
 				err = grp.Finish(f)
 			}
 			if err == nil {
-				err = g.commit(cmd.Context(), grp, map[string]any{"command": "bench gen", "records": st.Records, "distinct": st.Distinct, "bytes": st.Bytes})
+				err = inv.commit(cmd.Context(), grp, map[string]any{"command": "bench gen", "records": st.Records, "distinct": st.Distinct, "bytes": st.Bytes})
 			}
 			if err != nil {
 				return err
 			}
-			g.summary("gen: %d records, %d distinct, %s", st.Records, st.Distinct, units.FormatBytes(st.Bytes))
+			inv.summary("gen: %d records, %d distinct, %s", st.Records, st.Distinct, units.FormatBytes(st.Bytes))
 			return nil
 		},
 	}

@@ -25,7 +25,7 @@ type buildOptions struct {
 	specFrom   string
 }
 
-func newBuildCommand(g *globals) *cobra.Command {
+func newBuildCommand(inv *invocation) *cobra.Command {
 	o := &buildOptions{}
 	cmd := &cobra.Command{
 		Use:   "build -o OUT.fpx [FILE...]",
@@ -56,7 +56,7 @@ published); 130/143 interrupted (nothing is published).`,
   fpdedup dump old.fpx | fpdedup build --format fp --spec-from old.fpx -o copy.fpx
   find logs -name '*.zst' -print0 | fpdedup build --files0-from - -o logs.fpx`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBuild(cmd, g, o, args)
+			return runBuild(cmd, inv, o, args)
 		},
 	}
 	f := cmd.Flags()
@@ -71,8 +71,8 @@ published); 130/143 interrupted (nothing is published).`,
 	return cmd
 }
 
-func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) error {
-	opts := pipeline.BuildOptions{Output: o.output, Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
+func runBuild(cmd *cobra.Command, inv *invocation, o *buildOptions, args []string) error {
+	opts := pipeline.BuildOptions{Output: o.output, Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
 	h, err := ingest.ParseHash(o.hash)
 	if err != nil {
 		return usageErrorf("--hash: %v", err)
@@ -107,7 +107,7 @@ func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) er
 			return err
 		}
 	}
-	inputs, err := inputNames(g, o.files0From, args)
+	inputs, err := inputNames(inv, o.files0From, args)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) er
 	paths.input("--spec-from", kindIndex, o.specFrom)
 	paths.output("-o", o.output)
 	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
-	if err := g.checkPaths(paths); err != nil {
+	if err := inv.checkPaths(paths); err != nil {
 		return err
 	}
 	grp := &atomicfile.Group{}
@@ -126,34 +126,34 @@ func runBuild(cmd *cobra.Command, g *globals, o *buildOptions, args []string) er
 	opts.Group = grp
 
 	hook("work")
-	stop := g.showProgress("build", opts.Progress)
+	stop := inv.showProgress("build", opts.Progress)
 	st, err := pipeline.Build(cmd.Context(), opts)
 	stop()
 	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = g.commit(cmd.Context(), grp, map[string]any{"command": "build", "output": o.output, "hash": h.String(), "build": st, "threads": g.threads})
+		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "build", "output": o.output, "hash": h.String(), "build": st, "threads": inv.threads})
 	}
 	if err != nil {
 		return err
 	}
 	rate := float64(st.Records) / max(st.Seconds, 1e-9)
-	g.summary("build: %d records, %d distinct, %d duplicates, %s, %s read, %.2f s, %s records/s → %s (%s, %.2f bytes/key)",
+	inv.summary("build: %d records, %d distinct, %d duplicates, %s, %s read, %.2f s, %s records/s → %s (%s, %.2f bytes/key)",
 		st.Records, st.Distinct, st.Duplicates, badSummary(opts.Records.OnBad), units.FormatBytes(st.Bytes), st.Seconds, humanRate(rate),
 		o.output, units.FormatBytes(st.IndexBytes), float64(st.IndexBytes)/float64(max(st.Distinct, 1)))
 	return nil
 }
 
 // inputNames resolves FILE arguments and --files0-from into input names.
-func inputNames(g *globals, files0From string, args []string) ([]string, error) {
+func inputNames(inv *invocation, files0From string, args []string) ([]string, error) {
 	if files0From == "" {
 		return args, nil
 	}
 	if len(args) > 0 {
 		return nil, usageErrorf("file operands cannot be combined with --files0-from")
 	}
-	r := g.stdin
+	r := inv.stdin
 	name := "-"
 	if files0From != "-" {
 		f, err := os.Open(files0From)

@@ -25,7 +25,7 @@ type countOptions struct {
 	check      bool
 }
 
-func newCountCommand(g *globals) *cobra.Command {
+func newCountCommand(inv *invocation) *cobra.Command {
 	o := &countOptions{}
 	cmd := &cobra.Command{
 		Use:   "count [FILE...]",
@@ -53,7 +53,7 @@ or the keys outgrow --mem; 130/143 interrupted; 141 the reader closed the pipe.`
   fpdedup count --format csv --header --key user_id,device_id,timestamp_ms --min-count 2 day.csv.zst
   fpdedup count --top 10 --tsv logins.log`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCount(cmd, g, o, args)
+			return runCount(cmd, inv, o, args)
 		},
 	}
 	f := cmd.Flags()
@@ -69,7 +69,7 @@ or the keys outgrow --mem; 130/143 interrupted; 141 the reader closed the pipe.`
 	return cmd
 }
 
-func runCount(cmd *cobra.Command, g *globals, o *countOptions, args []string) error {
+func runCount(cmd *cobra.Command, inv *invocation, o *countOptions, args []string) error {
 	if o.top < 0 {
 		return usageErrorf("--top must be at least 0")
 	}
@@ -77,17 +77,17 @@ func runCount(cmd *cobra.Command, g *globals, o *countOptions, args []string) er
 		if o.top > 0 || o.minCount > 0 || o.tsv || o.output != "" {
 			return usageErrorf("--check writes nothing: no --top, --min-count, --tsv or -o")
 		}
-		return runCheck(cmd, g, &dedupOptions{records: o.records, hash: o.hash, files0From: o.files0From, tmpDir: o.tmpDir}, args)
+		return runCheck(cmd, inv, &dedupOptions{records: o.records, hash: o.hash, files0From: o.files0From, tmpDir: o.tmpDir}, args)
 	}
 	h, err := ingest.ParseHash(o.hash)
 	if err != nil {
 		return usageErrorf("--hash: %v", err)
 	}
-	opts := pipeline.CountOptions{MinCount: o.minCount, Top: o.top, TSV: o.tsv, Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
+	opts := pipeline.CountOptions{MinCount: o.minCount, Top: o.top, TSV: o.tsv, Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
 	if opts.Records, err = o.records.options(h, false); err != nil {
 		return err
 	}
-	if opts.Inputs, err = inputNames(g, o.files0From, args); err != nil {
+	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
 		return err
 	}
 	paths := &ioPaths{}
@@ -95,12 +95,12 @@ func runCount(cmd *cobra.Command, g *globals, o *countOptions, args []string) er
 	paths.input("--files0-from", kindOther, o.files0From)
 	paths.output("-o", o.output, kindRecords)
 	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
-	if err := g.checkPaths(paths); err != nil {
+	if err := inv.checkPaths(paths); err != nil {
 		return err
 	}
 	grp := &atomicfile.Group{}
 	defer grp.Abort()
-	var out io.Writer = g.stdout
+	var out io.Writer = inv.stdout
 	var af *atomicfile.File
 	if o.output != "" && o.output != "-" {
 		if af, err = atomicfile.Create(o.output); err != nil {
@@ -111,10 +111,10 @@ func runCount(cmd *cobra.Command, g *globals, o *countOptions, args []string) er
 	}
 	// The key table is outside the Go heap (huge pages): the heap's soft
 	// limit is what --mem leaves of it.
-	debug.SetMemoryLimit(max(g.mem/4, 16<<20))
+	debug.SetMemoryLimit(max(inv.mem/4, 16<<20))
 	bw := bufio.NewWriterSize(out, 1<<20)
 	hook("work")
-	stop := g.showProgress("count", opts.Progress)
+	stop := inv.showProgress("count", opts.Progress)
 	st, err := pipeline.Count(cmd.Context(), opts, bw)
 	stop()
 	if err == nil {
@@ -127,17 +127,17 @@ func runCount(cmd *cobra.Command, g *globals, o *countOptions, args []string) er
 		err = cerr
 	}
 	if err == nil {
-		err = g.commit(cmd.Context(), grp, map[string]any{"command": "count", "count": st, "threads": g.threads})
+		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "count", "count": st, "threads": inv.threads})
 	}
 	if err != nil {
 		return err
 	}
-	g.summary("count: %d records, %d distinct keys, %d printed, %s, %.2f s", st.Records, st.Distinct, st.Printed, badSummary(opts.Records.OnBad), st.Seconds)
+	inv.summary("count: %d records, %d distinct keys, %d printed, %s, %.2f s", st.Records, st.Distinct, st.Printed, badSummary(opts.Records.OnBad), st.Seconds)
 	return nil
 }
 
 // runCheck is count --check: dedup --check on the same records.
-func runCheck(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) error {
+func runCheck(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []string) error {
 	o.check, o.emit, o.keep = true, "first", "first"
-	return runDedup(cmd, g, o, args)
+	return runDedup(cmd, inv, o, args)
 }

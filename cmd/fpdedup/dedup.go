@@ -34,7 +34,7 @@ type dedupOptions struct {
 	duplicates string
 }
 
-func newDedupCommand(g *globals) *cobra.Command {
+func newDedupCommand(inv *invocation) *cobra.Command {
 	o := &dedupOptions{}
 	cmd := &cobra.Command{
 		Use:   "dedup [FILE...]",
@@ -54,9 +54,11 @@ Exit codes: 0 done; 2 bad usage, bad input or I/O error (nothing published);
 (… | head): the run ends quietly, nothing published.`,
 		Example: `  zstdcat day.log.zst | fpdedup dedup > unique.log
   fpdedup dedup --against history.fpx --record today.fpx events-*.log.gz > new.log
-  fpdedup dedup --emit duplicates events.log | sort | uniq -c | sort -rn | head   # counts of repeats, one less than the occurrences`,
+  fpdedup dedup --keep last --duplicates older.log events.log > latest.log
+  fpdedup dedup --check --format csv --header --key order_id orders.csv && echo unique
+  fpdedup count --min-count 2 events.log | sort -rn | head   # keys seen more than once, with their counts`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDedup(cmd, g, o, args)
+			return runDedup(cmd, inv, o, args)
 		},
 	}
 	f := cmd.Flags()
@@ -75,8 +77,8 @@ Exit codes: 0 done; 2 bad usage, bad input or I/O error (nothing published);
 	return cmd
 }
 
-func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) error {
-	opts := pipeline.DedupOptions{Threads: g.threads, Mem: g.mem, TmpDir: o.tmpDir, Record: o.record, Progress: &ingest.Progress{}}
+func runDedup(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []string) error {
+	opts := pipeline.DedupOptions{Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Record: o.record, Progress: &ingest.Progress{}}
 	switch o.emit {
 	case "first":
 	case "duplicates":
@@ -96,7 +98,7 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	}
 	opts.Check = o.check
 	var err error
-	if opts.Inputs, err = inputNames(g, o.files0From, args); err != nil {
+	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
 		return err
 	}
 	paths := &ioPaths{}
@@ -109,7 +111,7 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	paths.output("--record", o.record)
 	paths.output("--duplicates", o.duplicates, kindRecords)
 	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
-	if err := g.checkPaths(paths); err != nil {
+	if err := inv.checkPaths(paths); err != nil {
 		return err
 	}
 
@@ -148,7 +150,7 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	opts.RecordSpec = recipe(h, opts.Records)
 	if opts.Against != nil {
 		for _, x := range opts.Against.Indexes() {
-			if err := checkRecipe(g, x.Path(), x.Spec(), opts.RecordSpec, o.records.assumeRecipe); err != nil {
+			if err := checkRecipe(inv, x.Path(), x.Spec(), opts.RecordSpec, o.records.assumeRecipe); err != nil {
 				return err
 			}
 		}
@@ -157,7 +159,7 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	grp := &atomicfile.Group{}
 	defer grp.Abort()
 	opts.Group = grp
-	var out io.Writer = g.stdout
+	var out io.Writer = inv.stdout
 	var af, dupFile *atomicfile.File
 	if o.output != "" && o.output != "-" {
 		if af, err = atomicfile.Create(o.output); err != nil {
@@ -187,14 +189,14 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 	// heap (huge pages) and take about three quarters of --mem; the Go
 	// heap's soft limit is what is left, or it would count the whole --mem
 	// as its own (measured: 62 MB of heap for 37 live under --mem 64MiB).
-	debug.SetMemoryLimit(max(g.mem/4, 16<<20))
+	debug.SetMemoryLimit(max(inv.mem/4, 16<<20))
 	bw := bufio.NewWriterSize(out, 1<<20)
 	hook("work")
-	stop := g.showProgress("dedup", opts.Progress)
+	stop := inv.showProgress("dedup", opts.Progress)
 	st, err := pipeline.Dedup(cmd.Context(), opts, bw)
 	stop()
 	if dup := (*pipeline.DuplicateError)(nil); o.check && errors.As(err, &dup) {
-		return checkAnswer(cmd, g, opts, dup)
+		return checkAnswer(cmd, inv, opts, dup)
 	}
 	if err == nil {
 		err = bw.Flush()
@@ -212,20 +214,20 @@ func runDedup(cmd *cobra.Command, g *globals, o *dedupOptions, args []string) er
 		err = cerr
 	}
 	if err == nil {
-		err = g.commit(cmd.Context(), grp, map[string]any{"command": "dedup", "dedup": st, "against": o.against, "record": o.record, "threads": g.threads})
+		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "dedup", "dedup": st, "against": o.against, "record": o.record, "threads": inv.threads})
 	}
 	if err != nil {
 		return err
 	}
 	if o.check {
-		g.summary("dedup --check: %d records, every key unique (%s)", st.Records, badSummary(opts.Records.OnBad))
+		inv.summary("dedup --check: %d records, every key unique (%s)", st.Records, badSummary(opts.Records.OnBad))
 		return nil
 	}
-	g.summary("dedup: %d records, %d first occurrences, %d duplicates, %d in --against, %s, %d written, %s read, %.2f s, %s records/s (mode %s, seen-set %s)",
+	inv.summary("dedup: %d records, %d first occurrences, %d duplicates, %d in --against, %s, %d written, %s read, %.2f s, %s records/s (mode %s, seen-set %s)",
 		st.Records, st.FirstOccurrences, st.Duplicates, st.InAgainst, badSummary(opts.Records.OnBad), st.Emitted, units.FormatBytes(st.Bytes), st.Seconds,
 		humanRate(float64(st.Records)/max(st.Seconds, 1e-9)), st.Mode, units.FormatBytes(st.TableBytes))
 	if st.Mode == "lsm" {
-		g.summary("dedup: bounded mode: %d runs on disk, bloom %s: %d of %d probes answered by the bloom alone, false positives %.4f%% measured at the final fill vs %.4f%% by the blocked-bloom formula",
+		inv.summary("dedup: bounded mode: %d runs on disk, bloom %s: %d of %d probes answered by the bloom alone, false positives %.4f%% measured at the final fill vs %.4f%% by the blocked-bloom formula",
 			st.Runs, units.FormatBytes(st.BloomBytes), st.FilterAnswered, st.FilterProbes, 100*st.FilterFPRMeasured, 100*st.FilterFPRFormula)
 	}
 	return nil
@@ -254,7 +256,7 @@ func spoolStdinForCheck(opts *pipeline.DedupOptions) (done func(), err error) {
 
 // checkAnswer is --check's negative answer: the repeat, and where its key
 // first occurred (read again up to it; stdin from its spool).
-func checkAnswer(cmd *cobra.Command, g *globals, opts pipeline.DedupOptions, dup *pipeline.DuplicateError) error {
+func checkAnswer(cmd *cobra.Command, inv *invocation, opts pipeline.DedupOptions, dup *pipeline.DuplicateError) error {
 	if f, ok := opts.Spool.(*os.File); ok {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err

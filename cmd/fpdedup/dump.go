@@ -8,7 +8,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 )
 
-func newDumpCommand(g *globals) *cobra.Command {
+func newDumpCommand(inv *invocation) *cobra.Command {
 	return &cobra.Command{
 		Use:   "dump IDX",
 		Short: "Print an index's fingerprints, sorted, as hex",
@@ -28,7 +28,7 @@ reject is printed); 130/143 interrupted; 141 the reader closed the pipe.`,
 			}
 			defer x.Close()
 			hook("work")
-			out := bufio.NewWriterSize(g.stdout, 1<<20)
+			out := bufio.NewWriterSize(inv.stdout, 1<<20)
 			line := make([]byte, 0, 33)
 			err = x.Scan(func(fps []fpstore.Fingerprint) error {
 				if err := cmd.Context().Err(); err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/fpdedup/fpdedup/pipeline"
 )
 
-func newInspectCommand(g *globals) *cobra.Command {
+func newInspectCommand(inv *invocation) *cobra.Command {
 	var asJSON bool
 	var probes int
 	cmd := &cobra.Command{
@@ -51,14 +51,14 @@ Exit codes: 0 done; 2 error.`,
 			rec := recordsOf(spec)
 			if asJSON {
 				b, _ := json.MarshalIndent(inspectJSON{in, rec}, "", "  ")
-				_, err = fmt.Fprintf(g.stdout, "%s\n", b)
+				_, err = fmt.Fprintf(inv.stdout, "%s\n", b)
 				return err
 			}
 			key := "whole record"
 			if len(in.Key) > 0 {
 				key = fmt.Sprintf("%s joined by %q", strings.Join(in.Key, ","), in.KeySep)
 			}
-			w := bufio.NewWriter(g.stdout)
+			w := bufio.NewWriter(inv.stdout)
 			fmt.Fprintf(w, "index          %s\n", in.Path)
 			fmt.Fprintf(w, "format         v%d\n", in.FormatVersion)
 			fmt.Fprintf(w, "hash           %s (%d bits)\n", in.Hash, in.HashBits)

@@ -11,7 +11,7 @@ import (
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
-func newMergeCommand(g *globals) *cobra.Command {
+func newMergeCommand(inv *invocation) *cobra.Command {
 	var output string
 	var subtract, intersect bool
 	var partition string
@@ -68,7 +68,7 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 			paths := &ioPaths{}
 			paths.input("IDX", kindIndex, args...)
 			paths.output("-o", output, kindIndex) // in place: merge -o H H today
-			if err := g.checkPaths(paths); err != nil {
+			if err := inv.checkPaths(paths); err != nil {
 				return err
 			}
 			var xs []*fpstore.Index
@@ -92,8 +92,8 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 			start := time.Now()
 			prog := &ingest.Progress{}
 			prog.Total.Store(total)
-			stop := g.showProgress("merge", prog)
-			st, err := fpstore.Merge(output, xs, fpstore.MergeOptions{Op: op, Threads: g.threads, Partition: part, Group: grp, Progress: func(n uint64) error {
+			stop := inv.showProgress("merge", prog)
+			st, err := fpstore.Merge(output, xs, fpstore.MergeOptions{Op: op, Threads: inv.threads, Partition: part, Group: grp, Progress: func(n uint64) error {
 				prog.RawBytes.Store(int64(n))
 				prog.Records.Store(int64(n))
 				return context.Cause(cmd.Context())
@@ -101,12 +101,12 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 			stop()
 			secs := time.Since(start).Seconds()
 			if err == nil {
-				err = g.commit(cmd.Context(), grp, map[string]any{"command": "merge", "op": name, "inputs": args, "output": output, "merge": st, "seconds": secs})
+				err = inv.commit(cmd.Context(), grp, map[string]any{"command": "merge", "op": name, "inputs": args, "output": output, "merge": st, "seconds": secs})
 			}
 			if err != nil {
 				return err
 			}
-			g.summary("merge (%s): %d indexes, %d fingerprints in, %d out, partition %s, %.2f s, %s fingerprints/s → %s",
+			inv.summary("merge (%s): %d indexes, %d fingerprints in, %d out, partition %s, %.2f s, %s fingerprints/s → %s",
 				name, st.Inputs, st.InputKeys, st.Fingerprints, st.Range, secs, humanRate(float64(st.InputKeys)/max(secs, 1e-9)), output)
 			return nil
 		},

@@ -17,8 +17,8 @@ import (
 // Prometheus gauges in text format, for node_exporter's textfile collector:
 // cron jobs are watched that way. Names are fpdedup_<command>_<figure>;
 // the file is published with the command's other outputs.
-func (g *globals) writeMetrics(grp *atomicfile.Group, command string, stats map[string]any) error {
-	if g.metrics == "" {
+func (inv *invocation) writeMetrics(grp *atomicfile.Group, command string, stats map[string]any) error {
+	if inv.metrics == "" {
 		return nil
 	}
 	reg := prometheus.NewRegistry()
@@ -56,7 +56,7 @@ func (g *globals) writeMetrics(grp *atomicfile.Group, command string, stats map[
 			return fmt.Errorf("--metrics: %w", err)
 		}
 	}
-	if err := atomicfile.WriteFile(grp, g.metrics, text.Bytes()); err != nil {
+	if err := atomicfile.WriteFile(grp, inv.metrics, text.Bytes()); err != nil {
 		return fmt.Errorf("cannot write --metrics: %w", err)
 	}
 	return nil

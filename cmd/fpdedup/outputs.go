@@ -21,7 +21,7 @@ import (
 // and take part in no check; symbolic links are judged by their target.
 //
 // Every output then joins one atomicfile.Group, which publishes them all at
-// the command's single commit point, g.commit: a signal before it means
+// the command's single commit point, inv.commit: a signal before it means
 // exit 130/143 and nothing published; after it, the work is done and is
 // reported as done.
 
@@ -61,8 +61,8 @@ func (p *ioPaths) output(flag, path string, inPlace ...pathKind) {
 }
 
 // check refuses an output that names an input (unless in place) or another
-// output. It also makes g say "nothing was published" when interrupted.
-func (p *ioPaths) check(g *globals) error {
+// output. It also makes inv say "nothing was published" when interrupted.
+func (p *ioPaths) check(inv *invocation) error {
 	type seen struct {
 		ioPath
 		target string
@@ -74,7 +74,7 @@ func (p *ioPaths) check(g *globals) error {
 		if err != nil {
 			return usageErrorf("%s: %v", o.flag, err)
 		}
-		g.publishes = true
+		inv.publishes = true
 		if through {
 			continue
 		}
@@ -110,10 +110,10 @@ func containsKind(ks []pathKind, k pathKind) bool {
 
 // checkPaths declares the outputs every command may have (--stats-json,
 // --metrics) besides its own, and checks them all.
-func (g *globals) checkPaths(p *ioPaths) error {
-	p.output("--stats-json", g.statsJSON)
-	p.output("--metrics", g.metrics)
-	return p.check(g)
+func (inv *invocation) checkPaths(p *ioPaths) error {
+	p.output("--stats-json", inv.statsJSON)
+	p.output("--metrics", inv.metrics)
+	return p.check(inv)
 }
 
 // commit is the command's commit point. The run's figures join the group
@@ -121,8 +121,8 @@ func (g *globals) checkPaths(p *ioPaths) error {
 // fails the run before anything is published); then, unless a signal came,
 // every output is published. A directory that cannot be fsynced after the
 // rename is a warning: the file is published, and the exit code says so.
-func (g *globals) commit(ctx context.Context, grp *atomicfile.Group, stats map[string]any) error {
-	if err := g.finishStats(grp, stats); err != nil {
+func (inv *invocation) commit(ctx context.Context, grp *atomicfile.Group, stats map[string]any) error {
+	if err := inv.finishStats(grp, stats); err != nil {
 		grp.Abort()
 		return err
 	}
@@ -132,7 +132,7 @@ func (g *globals) commit(ctx context.Context, grp *atomicfile.Group, stats map[s
 	if err != nil && errors.Is(err, atomicfile.ErrNotDurable) {
 		var pe *atomicfile.PublishError
 		if !errors.As(err, &pe) {
-			fmt.Fprintln(g.stderr, "fpdedup: warning:", err)
+			fmt.Fprintln(inv.stderr, "fpdedup: warning:", err)
 			return nil
 		}
 	}
@@ -140,29 +140,29 @@ func (g *globals) commit(ctx context.Context, grp *atomicfile.Group, stats map[s
 }
 
 // finishStats writes --stats-json and --metrics into the group.
-func (g *globals) finishStats(grp *atomicfile.Group, v map[string]any) error {
-	if g.statsJSON == "" && g.metrics == "" {
+func (inv *invocation) finishStats(grp *atomicfile.Group, v map[string]any) error {
+	if inv.statsJSON == "" && inv.metrics == "" {
 		return nil
 	}
-	if g.rss != nil {
-		v["memory"] = g.rss.peaks()
-		g.rss = nil
+	if inv.rss != nil {
+		v["memory"] = inv.rss.peaks()
+		inv.rss = nil
 	}
 	m, err := asMap(v)
 	if err != nil {
 		return err
 	}
-	if g.statsJSON != "" {
+	if inv.statsJSON != "" {
 		b, err := json.MarshalIndent(m, "", "  ")
 		if err != nil {
 			return err
 		}
-		if err := atomicfile.WriteFile(grp, g.statsJSON, append(b, '\n')); err != nil {
+		if err := atomicfile.WriteFile(grp, inv.statsJSON, append(b, '\n')); err != nil {
 			return fmt.Errorf("cannot write --stats-json: %w", err)
 		}
 	}
 	command, _ := m["command"].(string)
-	return g.writeMetrics(grp, command, m)
+	return inv.writeMetrics(grp, command, m)
 }
 
 // testHook, when set (by the test binary only), is called at named stages

@@ -14,10 +14,10 @@ import (
 // called: bytes against the total input size where known, records/s
 // always. It draws nothing with --progress never, or with auto when stderr
 // is not a terminal.
-func (g *globals) showProgress(label string, p *ingest.Progress) (stop func()) {
-	show := g.progress == "always"
-	if g.progress == "auto" {
-		f, ok := g.stderr.(*os.File)
+func (inv *invocation) showProgress(label string, p *ingest.Progress) (stop func()) {
+	show := inv.progress == "always"
+	if inv.progress == "auto" {
+		f, ok := inv.stderr.(*os.File)
 		show = ok && term.IsTerminal(int(f.Fd()))
 	}
 	if !show {
@@ -25,7 +25,7 @@ func (g *globals) showProgress(label string, p *ingest.Progress) (stop func()) {
 	}
 	total := p.Total.Load()
 	bar := progressbar.NewOptions64(max(total, -1),
-		progressbar.OptionSetWriter(g.stderr),
+		progressbar.OptionSetWriter(inv.stderr),
 		progressbar.OptionSetDescription(label),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionShowCount(),

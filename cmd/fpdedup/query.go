@@ -24,7 +24,7 @@ type queryOptions struct {
 	records recordFlags
 }
 
-func newQueryCommand(g *globals) *cobra.Command {
+func newQueryCommand(inv *invocation) *cobra.Command {
 	o := &queryOptions{}
 	cmd := &cobra.Command{
 		Use:   "query IDX [KEY...]",
@@ -68,7 +68,7 @@ interrupted; 141 the reader closed the pipe. The exit code does not depend on
   zcat day.csv.gz | fpdedup query --json --format csv --header truth.fpx -`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runQuery(cmd, g, o, args)
+			return runQuery(cmd, inv, o, args)
 		},
 	}
 	f := cmd.Flags()
@@ -82,7 +82,7 @@ interrupted; 141 the reader closed the pipe. The exit code does not depend on
 	return cmd
 }
 
-func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) error {
+func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []string) error {
 	paths := o.indexes
 	if len(paths) == 0 {
 		if len(args) == 0 {
@@ -97,7 +97,7 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 			paths, args = append([]string{args[0]}, paths...), args[1:]
 		}
 	}
-	opts := pipeline.QueryOptions{Threads: g.threads, Output: pipeline.QueryAll, Progress: &ingest.Progress{}}
+	opts := pipeline.QueryOptions{Threads: inv.threads, Output: pipeline.QueryAll, Progress: &ingest.Progress{}}
 	switch o.only {
 	case "":
 	case "present":
@@ -131,7 +131,7 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 	files := &ioPaths{}
 	files.input("--index", kindIndex, paths...)
 	files.output("--on-bad quarantine", quarantinePath(o.records.onBad))
-	if err := g.checkPaths(files); err != nil {
+	if err := inv.checkPaths(files); err != nil {
 		return err
 	}
 	set, err := openSet(paths)
@@ -158,20 +158,20 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 	// keyed as the index was.
 	if len(opts.Records.Spec.Keys) > 0 {
 		for _, x := range set.Indexes() {
-			if err := checkRecipe(g, x.Path(), x.Spec(), recipe(h, opts.Records), o.records.assumeRecipe); err != nil {
+			if err := checkRecipe(inv, x.Path(), x.Spec(), recipe(h, opts.Records), o.records.assumeRecipe); err != nil {
 				return err
 			}
 		}
 	}
 	opts.Set = set
 
-	out := bufio.NewWriterSize(g.stdout, 1<<20)
+	out := bufio.NewWriterSize(inv.stdout, 1<<20)
 	var st pipeline.QueryStats
 	hook("work")
 	if len(args) > 0 {
 		st, err = pipeline.QueryKeys(opts, args, out)
 	} else {
-		stop := g.showProgress("query", opts.Progress)
+		stop := inv.showProgress("query", opts.Progress)
 		st, err = pipeline.Query(cmd.Context(), opts, nil, out)
 		stop()
 	}
@@ -193,7 +193,7 @@ func runQuery(cmd *cobra.Command, g *globals, o *queryOptions, args []string) er
 	}
 	if err == nil {
 		// The answers are written: a signal now changes nothing.
-		err = g.commit(context.WithoutCancel(cmd.Context()), grp, map[string]any{"command": "query", "indexes": paths, "query": st})
+		err = inv.commit(context.WithoutCancel(cmd.Context()), grp, map[string]any{"command": "query", "indexes": paths, "query": st})
 	}
 	if err != nil {
 		return err

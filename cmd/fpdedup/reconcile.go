@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/internal/units"
@@ -36,7 +35,7 @@ type reconcileOptions struct {
 	samples                     int
 }
 
-func newReconcileCommand(g *globals) *cobra.Command {
+func newReconcileCommand(inv *invocation) *cobra.Command {
 	o := &reconcileOptions{}
 	cmd := &cobra.Command{
 		Use:   "reconcile --index TRUTH.fpx --online URL [--records FILE...]",
@@ -107,7 +106,7 @@ written online and how to resume from --checkpoint.`,
   fpdedup reconcile --index truth.fpx --online 'redis://10.0.0.5:6379/0?match=dd:*' \
       --apply --ttl 72h --rate 50k --checkpoint apply.ckpt`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReconcile(cmd, g, o, args)
+			return runReconcile(cmd, inv, o, args)
 		},
 	}
 	f := cmd.Flags()
@@ -138,19 +137,19 @@ written online and how to resume from --checkpoint.`,
 	return cmd
 }
 
-func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []string) error {
-	opts, err := reconcileRunOptions(cmd, g, o, args)
+func runReconcile(cmd *cobra.Command, inv *invocation, o *reconcileOptions, args []string) error {
+	opts, err := reconcileRunOptions(cmd, inv, o, args)
 	if err != nil {
 		return err
 	}
-	if err := g.checkPaths(reconcilePaths(o, opts.Records)); err != nil {
+	if err := inv.checkPaths(reconcilePaths(o, opts.Records)); err != nil {
 		return err
 	}
 	if opts.Password, err = password(opts.Target, o.passwordFile); err != nil {
 		return err
 	}
 	if o.dryRun {
-		bw := bufio.NewWriterSize(g.stdout, 1<<16)
+		bw := bufio.NewWriterSize(inv.stdout, 1<<16)
 		defer bw.Flush()
 		opts.DryRunOut = bw
 	}
@@ -162,15 +161,15 @@ func runReconcile(cmd *cobra.Command, g *globals, o *reconcileOptions, args []st
 	// the summary, not for go-redis's own log lines.
 	reconcile.QuietRedisLogs()
 	hook("work")
-	stop := g.showProgress("reconcile", opts.Progress)
+	stop := inv.showProgress("reconcile", opts.Progress)
 	rep, err := reconcile.Run(cmd.Context(), opts)
 	stop()
-	return finishReconcile(cmd.Context(), g, o, grp, rep, err)
+	return finishReconcile(cmd.Context(), inv, o, grp, rep, err)
 }
 
 // reconcileRunOptions checks the flags and makes reconcile's options of
 // them.
-func reconcileRunOptions(cmd *cobra.Command, g *globals, o *reconcileOptions, args []string) (reconcile.Options, error) {
+func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOptions, args []string) (reconcile.Options, error) {
 	if o.index == "" || o.online == "" {
 		return reconcile.Options{}, usageErrorf("reconcile needs --index TRUTH.fpx and --online URL")
 	}
@@ -184,7 +183,7 @@ func reconcileRunOptions(cmd *cobra.Command, g *globals, o *reconcileOptions, ar
 		Records: append(o.records, args...), Backfill: o.backfill, BadRecords: o.recs.onBad,
 		Apply: o.apply, DryRun: o.dryRun, TTL: o.ttl,
 		Batch: o.batch, Conns: o.conns, Retries: o.retries, Timeout: o.timeout, Checkpoint: o.checkpoint,
-		Mem: g.mem, TmpDir: o.tmpDir, Threads: g.threads, Samples: o.samples,
+		Mem: inv.mem, TmpDir: o.tmpDir, Threads: inv.threads, Samples: o.samples,
 		Progress: &ingest.Progress{}, Version: version,
 	}
 	// --records are read as the index was built (its recorded format and
@@ -193,15 +192,15 @@ func reconcileRunOptions(cmd *cobra.Command, g *globals, o *reconcileOptions, ar
 	if len(opts.Records) == 0 && (o.recs.given(cmd.Flags()) || cmd.Flags().Changed("zero-terminated")) {
 		return opts, usageErrorf("--format, --key, --key-sep, --header and -z describe --records: give the records too")
 	}
-	opts.RecordOptions = func(idx fpstore.Spec) (ingest.RecordOptions, error) {
-		if !o.recs.given(cmd.Flags()) {
-			o.recs.adoptRecipe(idx)
-		}
-		ro, err := o.recs.options(ingest.SHA256, false)
+	if len(opts.Records) > 0 {
+		f := cmd.Flags()
+		spec, maxRecord, err := o.recs.keySpec()
 		if err != nil {
-			return ro, err
+			return opts, err
 		}
-		return ro, checkRecipe(g, o.index, idx, recipe(ingest.SHA256, ro), o.recs.assumeRecipe)
+		opts.RecordSpec, opts.MaxRecord = &spec, maxRecord
+		opts.RecordGiven = givenParts(f)
+		opts.AssumeRecipe = o.recs.assumeRecipe
 	}
 	if o.batch < 1 || o.conns < 1 || o.retries < 0 || o.samples < 0 {
 		return opts, usageErrorf("--batch and --conns must be at least 1, --retries and --samples at least 0")
@@ -243,12 +242,15 @@ func reconcilePaths(o *reconcileOptions, records []string) *ioPaths {
 // written at once, to say what failed and with which exit code the
 // process ends; a run that succeeded publishes its outputs and report at
 // the commit point, prints the summary and exits 0 or 1.
-func finishReconcile(ctx context.Context, g *globals, o *reconcileOptions, grp *atomicfile.Group, rep *reconcile.Report, err error) error {
+func finishReconcile(ctx context.Context, inv *invocation, o *reconcileOptions, grp *atomicfile.Group, rep *reconcile.Report, err error) error {
+	for _, w := range rep.Warnings {
+		fmt.Fprintln(inv.stderr, "fpdedup: warning:", w, "(--assume-recipe)")
+	}
 	out := &reconcileReport{Report: rep}
 	if err != nil {
 		err = reconcileErr(err)
 		out.Error = say(err)
-		out.ExitCode = exitCode(underSignal(ctx, err, g.publishes))
+		out.ExitCode = exitCode(underSignal(ctx, err, inv.publishes))
 		if o.report != "" {
 			_ = writeReconcileReport(nil, o.report, out) // err says what matters
 		}
@@ -268,10 +270,10 @@ func finishReconcile(ctx context.Context, g *globals, o *reconcileOptions, grp *
 	if rep.Apply != nil && !rep.Apply.DryRun && rep.Apply.Written > 0 {
 		ctx = context.WithoutCancel(ctx)
 	}
-	if err := g.commit(ctx, grp, map[string]any{"command": "reconcile", "reconcile": out}); err != nil {
+	if err := inv.commit(ctx, grp, map[string]any{"command": "reconcile", "reconcile": out}); err != nil {
 		return err
 	}
-	printReconcileSummary(g, rep)
+	printReconcileSummary(inv, rep)
 	if !rep.Agree {
 		return negativeAnswer{}
 	}
@@ -288,9 +290,9 @@ type reconcileReport struct {
 }
 
 // writeReconcileReport writes the report as indented JSON (& < > kept as
-// they are: URLs read better), published with g at the commit point, or at
-// once with a nil g.
-func writeReconcileReport(g *atomicfile.Group, path string, r *reconcileReport) error {
+// they are: URLs read better), published with grp at the commit point, or at
+// once with a nil grp.
+func writeReconcileReport(grp *atomicfile.Group, path string, r *reconcileReport) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -306,7 +308,7 @@ func writeReconcileReport(g *atomicfile.Group, path string, r *reconcileReport) 
 	if _, err := af.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("cannot write --report: %w", err)
 	}
-	return g.Finish(af)
+	return grp.Finish(af)
 }
 
 // password reads the online store's password from --password-file or the
@@ -326,27 +328,27 @@ func password(t *reconcile.Target, file string) (string, error) {
 	return "", nil
 }
 
-func printReconcileSummary(g *globals, r *reconcile.Report) {
+func printReconcileSummary(inv *invocation, r *reconcile.Report) {
 	online := "not listed (probe)"
 	if r.Counts.OnlyOnline >= 0 {
 		online = fmt.Sprint(r.Counts.OnlyOnline)
 	}
-	g.summary("reconcile (%s): %d offline, %d online values read; both %d, only offline (missing online) %d, only online (unknown offline) %s; %.2f s, %s keys/s",
+	inv.summary("reconcile (%s): %d offline, %d online values read; both %d, only offline (missing online) %d, only online (unknown offline) %s; %.2f s, %s keys/s",
 		r.Mode, r.Index.Fingerprints, r.Online.Values, r.Counts.Both, r.Counts.OnlyOffline, online,
 		r.Timings.Compare, humanRate(r.Timings.KeysPerSecond))
 	if r.Online.Bad > 0 {
-		g.summary("reconcile: %d online values are not fingerprints, e.g. %s", r.Online.Bad, strings.Join(r.Online.BadSamples[:min(3, len(r.Online.BadSamples))], ", "))
+		inv.summary("reconcile: %d online values are not fingerprints, e.g. %s", r.Online.Bad, strings.Join(r.Online.BadSamples[:min(3, len(r.Online.BadSamples))], ", "))
 	}
 	if r.Online.OutsideRange > 0 {
-		g.summary("reconcile: %d online fingerprints lie outside the index's partition %s and were not compared", r.Online.OutsideRange, r.Index.Range)
+		inv.summary("reconcile: %d online fingerprints lie outside the index's partition %s and were not compared", r.Online.OutsideRange, r.Index.Range)
 	}
 	if r.Online.Note != "" {
-		g.summary("reconcile: %s", r.Online.Note)
+		inv.summary("reconcile: %s", r.Online.Note)
 	}
 	if rs := r.Records; rs != nil {
-		g.summary("reconcile: %d records read (%s), %d with keys missing online, %d written to %s", rs.Records, rs.Format, rs.Missing, rs.Written, rs.Backfill)
+		inv.summary("reconcile: %d records read (%s), %d with keys missing online, %d written to %s", rs.Records, rs.Format, rs.Missing, rs.Written, rs.Backfill)
 		if rs.Bad > 0 {
-			g.summary("reconcile: %d records without a key were skipped (--on-bad)", rs.Bad)
+			inv.summary("reconcile: %d records without a key were skipped (--on-bad)", rs.Bad)
 		}
 	}
 	if a := r.Apply; a != nil {
@@ -354,12 +356,12 @@ func printReconcileSummary(g *globals, r *reconcile.Report) {
 		if a.DryRun {
 			verb = "would be written"
 		}
-		g.summary("reconcile: %d keys %s to %s in %d batches, %.2f s, %s keys/s (%d retries, %d skipped by the checkpoint, %d without a record)",
+		inv.summary("reconcile: %d keys %s to %s in %d batches, %.2f s, %s keys/s (%d retries, %d skipped by the checkpoint, %d without a record)",
 			a.Written, verb, a.Target, a.Batches, a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.SkippedCheckpoint, a.NotInRecords)
 	}
 	if r.Agree {
-		g.summary("reconcile: the sides agree")
+		inv.summary("reconcile: the sides agree")
 	} else {
-		g.summary("reconcile: the sides differ (%d missing online after the run)", r.Missing)
+		inv.summary("reconcile: the sides differ (%d missing online after the run)", r.Missing)
 	}
 }

@@ -113,8 +113,8 @@ func sayOptionError(e *reconcile.OptionError) string {
 		return "--backfill needs --records FILE…: the records to pick the missing ones from"
 	case reconcile.RecordsUnused:
 		return "--records is read for --backfill OUT or for --apply (whole digests); give one of them"
-	case reconcile.BadRecordsPolicy:
-		return e.Err.Error() // ingest's, which names --on-bad
+	case reconcile.BadRecordsPolicy, reconcile.BadRecordSpec:
+		return e.Err.Error() // ingest's, which names --on-bad or the record flags
 	case reconcile.CheckpointWithoutApply:
 		return "--checkpoint goes with --apply"
 	case reconcile.NegativeRate:

@@ -100,13 +100,6 @@ func recipe(hash ingest.Hash, o ingest.RecordOptions) fpstore.Spec {
 	return pipeline.Recipe(o)
 }
 
-// adoptRecipe makes r read records the way index spec s was built, when
-// the command line said nothing about records (reconcile --records).
-func (r *recordFlags) adoptRecipe(s fpstore.Spec) {
-	// An unknown recorded format is left to options() and the recipe check.
-	_ = r.adopt(pipeline.RecipeParts{}, "", s)
-}
-
 // adoptUnset completes the record flags with the key recipe of the index
 // at path, with spec s: each of --format, --key, --key-sep and --header
 // the command line set wins, each one it did not set comes from the index
@@ -114,7 +107,37 @@ func (r *recordFlags) adoptRecipe(s fpstore.Spec) {
 // (checkRecipe), so a flag set otherwise than the index's is refused
 // unless --assume-recipe.
 func (r *recordFlags) adoptUnset(f *pflag.FlagSet, path string, s fpstore.Spec) error {
-	return r.adopt(pipeline.RecipeParts{Format: f.Changed("format"), Keys: f.Changed("key"), Sep: f.Changed("key-sep"), Header: f.Changed("header")}, path, s)
+	return r.adopt(givenParts(f), path, s)
+}
+
+// givenParts says which parts of the key recipe the command line set.
+func givenParts(f *pflag.FlagSet) pipeline.RecipeParts {
+	return pipeline.RecipeParts{Format: f.Changed("format"), Keys: f.Changed("key"), Sep: f.Changed("key-sep"), Header: f.Changed("header")}
+}
+
+// keySpec is the flags' key spec as given, not yet completed from an index
+// nor validated (reconcile does both once it has opened the index), and
+// the --max-record limit.
+func (r *recordFlags) keySpec() (ingest.KeySpec, int, error) {
+	if r.format == "fp" {
+		return ingest.KeySpec{}, 0, usageErrorf("--format fp is only for build")
+	}
+	f, err := ingest.ParseFormat(r.format)
+	if err != nil {
+		return ingest.KeySpec{}, 0, usageErrorf("--format: %v", err)
+	}
+	spec := ingest.KeySpec{Format: f, Keys: r.keys, Sep: r.keySep, Header: r.header, Term: '\n'}
+	if r.nul {
+		if f != ingest.FormatLines {
+			return spec, 0, usageErrorf("-z is for the lines format: csv, tsv and jsonl records end with newlines")
+		}
+		spec.Term = 0
+	}
+	mr, err := units.ParseSize(r.maxRecord)
+	if err != nil {
+		return spec, 0, usageErrorf("--max-record: %v", err)
+	}
+	return spec, int(mr), nil
 }
 
 func (r *recordFlags) adopt(given pipeline.RecipeParts, path string, s fpstore.Spec) error {
@@ -134,14 +157,14 @@ func (r *recordFlags) adopt(given pipeline.RecipeParts, path string, s fpstore.S
 // checkRecipe refuses to read records into fingerprints that would not
 // match an index's: a different key list or separator would make every
 // answer silently wrong. --assume-recipe overrides it, with a warning.
-func checkRecipe(g *globals, path string, idx fpstore.Spec, mine fpstore.Spec, assume bool) error {
+func checkRecipe(inv *invocation, path string, idx fpstore.Spec, mine fpstore.Spec, assume bool) error {
 	err := pipeline.CheckRecipe(path, idx, mine)
 	if err == nil {
 		return nil
 	}
 	if assume {
-		fmt.Fprintln(g.stderr, "fpdedup: warning:", err, "(--assume-recipe)")
+		fmt.Fprintln(inv.stderr, "fpdedup: warning:", err, "(--assume-recipe)")
 		return nil
 	}
-	return fmt.Errorf("%w: %w; give the same --key/--key-sep, or --assume-recipe if they are the same fields under other names", fpstore.ErrSpecMismatch, err)
+	return err // say words it with the flags
 }

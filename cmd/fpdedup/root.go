@@ -24,8 +24,11 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "0.1.0-dev"
 
-// globals are the flags every command takes.
-type globals struct {
+// invocation is one run of fpdedup as every command sees it: the flags all
+// commands take, the standard streams, the memory sampler, and whether the
+// command declared outputs (for what an interruption says). Commands get it
+// as inv.
+type invocation struct {
 	progress  string
 	statsJSON string
 	metrics   string
@@ -43,7 +46,7 @@ type globals struct {
 	stdout, stderr io.Writer
 }
 
-func newRootCommand(g *globals) *cobra.Command {
+func newRootCommand(inv *invocation) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "fpdedup",
 		Short: "Exact, offline deduplication of event records with 128-bit fingerprint indexes",
@@ -68,58 +71,58 @@ error, not an index; 130 on SIGINT, 143 on SIGTERM (nothing published);
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			return g.resolve()
+			return inv.resolve()
 		},
 	}
 	root.SetVersionTemplate("fpdedup {{.Version}}\n")
 	f := root.PersistentFlags()
-	f.StringVar(&g.progress, "progress", "auto", "progress bars on stderr: auto (when stderr is a terminal), always, never")
-	f.StringVar(&g.statsJSON, "stats-json", "", "write the run's figures as JSON to `FILE`")
-	f.StringVar(&g.metrics, "metrics", "", "write the run's figures as Prometheus text to `FILE` (node_exporter textfile collector)")
-	f.IntVar(&g.threads, "threads", runtime.NumCPU(), "worker threads")
-	f.StringVar(&g.memText, "mem", "", "bound on anonymous memory, e.g. 512MiB, 4GiB: what grows with the data (tables, blooms, sort buffers, heap) fits in it and spills beyond; ~60 MiB of fixed buffers are the floor, so the process stays within max(--mem, 64MiB) + 16MiB (default: half of min(RAM, cgroup limit))")
-	f.BoolVarP(&g.quiet, "quiet", "q", false, "no summary line on stderr")
-	f.StringVar(&g.cpuProf, "cpuprofile", "", "write a CPU profile to `FILE` (for go tool pprof)")
+	f.StringVar(&inv.progress, "progress", "auto", "progress bars on stderr: auto (when stderr is a terminal), always, never")
+	f.StringVar(&inv.statsJSON, "stats-json", "", "write the run's figures as JSON to `FILE`")
+	f.StringVar(&inv.metrics, "metrics", "", "write the run's figures as Prometheus text to `FILE` (node_exporter textfile collector)")
+	f.IntVar(&inv.threads, "threads", runtime.NumCPU(), "worker threads")
+	f.StringVar(&inv.memText, "mem", "", "bound on anonymous memory, e.g. 512MiB, 4GiB: what grows with the data (tables, blooms, sort buffers, heap) fits in it and spills beyond; ~60 MiB of fixed buffers are the floor, so the process stays within max(--mem, 64MiB) + 16MiB (default: half of min(RAM, cgroup limit))")
+	f.BoolVarP(&inv.quiet, "quiet", "q", false, "no summary line on stderr")
+	f.StringVar(&inv.cpuProf, "cpuprofile", "", "write a CPU profile to `FILE` (for go tool pprof)")
 	_ = f.MarkHidden("cpuprofile")
 	root.AddCommand(
-		newBuildCommand(g),
-		newDedupCommand(g),
-		newCountCommand(g),
-		newQueryCommand(g),
-		newMergeCommand(g),
-		newDumpCommand(g),
-		newInspectCommand(g),
-		newVerifyCommand(g),
-		newBenchCommand(g),
-		newReconcileCommand(g),
+		newBuildCommand(inv),
+		newDedupCommand(inv),
+		newCountCommand(inv),
+		newQueryCommand(inv),
+		newMergeCommand(inv),
+		newDumpCommand(inv),
+		newInspectCommand(inv),
+		newVerifyCommand(inv),
+		newBenchCommand(inv),
+		newReconcileCommand(inv),
 	)
 	return root
 }
 
-func (g *globals) resolve() error {
-	switch g.progress {
+func (inv *invocation) resolve() error {
+	switch inv.progress {
 	case "auto", "always", "never":
 	default:
-		return usageErrorf("--progress must be auto, always or never, not %q", g.progress)
+		return usageErrorf("--progress must be auto, always or never, not %q", inv.progress)
 	}
-	if g.threads < 1 {
+	if inv.threads < 1 {
 		return usageErrorf("--threads must be at least 1")
 	}
-	runtime.GOMAXPROCS(g.threads)
-	if g.memText == "" {
-		g.mem = defaultMem()
+	runtime.GOMAXPROCS(inv.threads)
+	if inv.memText == "" {
+		inv.mem = defaultMem()
 	} else {
-		m, err := units.ParseSize(g.memText)
+		m, err := units.ParseSize(inv.memText)
 		if err != nil {
 			return usageErrorf("--mem: %v", err)
 		}
 		if m < 16<<20 {
-			return usageErrorf("--mem %s is below the 16MiB minimum", g.memText)
+			return usageErrorf("--mem %s is below the 16MiB minimum", inv.memText)
 		}
-		g.mem = m
+		inv.mem = m
 	}
-	if g.cpuProf != "" {
-		f, err := os.Create(g.cpuProf)
+	if inv.cpuProf != "" {
+		f, err := os.Create(inv.cpuProf)
 		if err != nil {
 			return err
 		}
@@ -130,7 +133,7 @@ func (g *globals) resolve() error {
 	// Output files for figures are checked before any work: a command
 	// that publishes its result must not fail afterwards for want of a
 	// writable --stats-json.
-	for flag, path := range map[string]string{"--stats-json": g.statsJSON, "--metrics": g.metrics} {
+	for flag, path := range map[string]string{"--stats-json": inv.statsJSON, "--metrics": inv.metrics} {
 		if path == "" {
 			continue
 		}
@@ -138,25 +141,25 @@ func (g *globals) resolve() error {
 			return usageErrorf("%s %s: cannot write there: %v", flag, path, err)
 		}
 	}
-	g.rss = startRSSSampler()
+	inv.rss = startRSSSampler()
 	// The Go runtime's soft limit keeps the heap inside the budget; the
 	// commands size their tables and spill thresholds from the same figure.
-	debug.SetMemoryLimit(g.mem)
+	debug.SetMemoryLimit(inv.mem)
 	return nil
 }
 
 // summary prints the end-of-run line unless -q.
-func (g *globals) summary(format string, a ...any) {
-	if !g.quiet {
-		fmt.Fprintf(g.stderr, format+"\n", a...)
+func (inv *invocation) summary(format string, a ...any) {
+	if !inv.quiet {
+		fmt.Fprintf(inv.stderr, format+"\n", a...)
 	}
 }
 
 // run executes the command line and returns the process exit code.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stdout = stdoutWriter{stdout}
-	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
-	root := newRootCommand(g)
+	inv := &invocation{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRootCommand(inv)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -178,12 +181,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 
 	err := root.ExecuteContext(ctx)
-	if g.cpuProf != "" {
+	if inv.cpuProf != "" {
 		pprof.StopCPUProfile()
 	}
 	// A nil error means the work is done (and published, past the commit
 	// point), whenever a signal came.
-	return report(stderr, underSignal(ctx, err, g.publishes))
+	return report(stderr, underSignal(ctx, err, inv.publishes))
 }
 
 // errStdoutClosed: the reader of stdout went away (… | head). Only writes

@@ -9,7 +9,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 )
 
-func newVerifyCommand(g *globals) *cobra.Command {
+func newVerifyCommand(inv *invocation) *cobra.Command {
 	return &cobra.Command{
 		Use:   "verify IDX",
 		Short: "Check every byte of an index",
@@ -32,7 +32,7 @@ format version is unsupported, or it cannot be read.`,
 				return err
 			}
 			if len(rep.Problems) > 0 {
-				w := bufio.NewWriter(g.stdout)
+				w := bufio.NewWriter(inv.stdout)
 				for _, p := range rep.Problems {
 					fmt.Fprintf(w, "%s: %s\n", args[0], p)
 				}
@@ -41,7 +41,7 @@ format version is unsupported, or it cannot be read.`,
 				}
 				return negativeAnswer{fmt.Sprintf("%s is damaged (%d problems found)", args[0], len(rep.Problems))}
 			}
-			g.summary("%s: ok (%d fingerprints in %d segments)", args[0], rep.Fingerprints, rep.Segments)
+			inv.summary("%s: ok (%d fingerprints in %d segments)", args[0], rep.Fingerprints, rep.Segments)
 			return nil
 		},
 	}
