@@ -35,47 +35,7 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 	defer t.free()
 	st.TableBytes = int64(len(t.mem))
 
-	newWork := func() chunkWork {
-		w := newRecordWorker(&second.Records, second.Headers)
-		var fps []fpstore.Fingerprint
-		var recs [][]byte
-		var orders []uint64
-		var found, scratch []bool
-		return func(job chunkJob, buf []byte) ([]byte, error) {
-			fps, recs, orders = fps[:0], recs[:0], orders[:0]
-			err := w.eachAt(job, func(r []byte, fp fpstore.Fingerprint, at recordPos) error {
-				fps, recs, orders = append(fps, fp), append(recs, r), append(orders, at.order())
-				return nil
-			})
-			if err != nil {
-				return buf, err
-			}
-			found = append(found[:0], make([]bool, len(fps))...)
-			if opts.Against != nil {
-				scratch = append(scratch[:0], make([]bool, len(fps))...)
-				if err := opts.Against.ContainsBatch(fps, found, scratch); err != nil {
-					return buf, err
-				}
-			}
-			for i, fp := range fps {
-				// One byte of state (new, dup, against), the fingerprint,
-				// the record.
-				s := stateDup
-				switch {
-				case found[i]:
-					s = stateAgainst
-				case t.get(fp).last == orders[i]:
-					s = stateNew
-				}
-				buf = append(buf, s)
-				buf = binary.LittleEndian.AppendUint64(buf, fp.Hi)
-				buf = binary.LittleEndian.AppendUint64(buf, fp.Lo)
-				buf = binary.LittleEndian.AppendUint32(buf, uint32(len(recs[i])))
-				buf = append(buf, recs[i]...)
-			}
-			return buf, nil
-		}
-	}
+	newWork := keepLastWork(t, second, &opts)
 	var n dedupCounts
 	wroteHeader := !opts.Records.Spec.Header
 	var keep, side []byte
@@ -138,4 +98,51 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 	}
 	st.Seconds = time.Since(start).Seconds()
 	return st, nil
+}
+
+// keepLastWork is the second pass's work: each record's state (its key's
+// last occurrence, another, or in Against), its fingerprint and its bytes,
+// for the writer to sort out in input order.
+func keepLastWork(t *tally, second readOptions, opts *DedupOptions) func() chunkWork {
+	return func() chunkWork {
+		w := newRecordWorker(&second.Records, second.Headers)
+		var fps []fpstore.Fingerprint
+		var recs [][]byte
+		var orders []uint64
+		var found, scratch []bool
+		return func(job chunkJob, buf []byte) ([]byte, error) {
+			fps, recs, orders = fps[:0], recs[:0], orders[:0]
+			err := w.eachAt(job, func(r []byte, fp fpstore.Fingerprint, at recordPos) error {
+				fps, recs, orders = append(fps, fp), append(recs, r), append(orders, at.order())
+				return nil
+			})
+			if err != nil {
+				return buf, err
+			}
+			found = append(found[:0], make([]bool, len(fps))...)
+			if opts.Against != nil {
+				scratch = append(scratch[:0], make([]bool, len(fps))...)
+				if err := opts.Against.ContainsBatch(fps, found, scratch); err != nil {
+					return buf, err
+				}
+			}
+			for i, fp := range fps {
+				// One byte of state (new, dup, against), the fingerprint,
+				// the record.
+				s := stateDup
+				switch {
+				case found[i]:
+					s = stateAgainst
+				case t.get(fp).last == orders[i]:
+					s = stateNew
+				}
+				buf = append(buf, s)
+				buf = binary.LittleEndian.AppendUint64(buf, fp.Hi)
+				buf = binary.LittleEndian.AppendUint64(buf, fp.Lo)
+				buf = binary.LittleEndian.AppendUint32(buf, uint32(len(recs[i])))
+				buf = append(buf, recs[i]...)
+			}
+			return buf, nil
+		}
+	}
 }

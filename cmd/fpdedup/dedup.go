@@ -78,26 +78,13 @@ Exit codes: 0 done; 2 bad usage, bad input or I/O error (nothing published);
 }
 
 func runDedup(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []string) error {
-	opts := pipeline.DedupOptions{Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Record: o.record, Progress: &ingest.Progress{}}
-	switch o.emit {
-	case "first":
-	case "duplicates":
-		opts.EmitDuplicates = true
-	default:
-		return usageErrorf("--emit must be first or duplicates, not %q", o.emit)
+	opts, err := dedupModes(inv, o)
+	if opts.Against != nil {
+		defer opts.Against.Close()
 	}
-	switch o.keep {
-	case "first":
-	case "last":
-		opts.KeepLast = true
-	default:
-		return usageErrorf("--keep must be first or last, not %q", o.keep)
+	if err != nil {
+		return err
 	}
-	if o.check && (o.output != "" || o.record != "" || o.duplicates != "" || opts.EmitDuplicates || opts.KeepLast) {
-		return usageErrorf("--check writes nothing: no -o, --record, --duplicates, --emit or --keep")
-	}
-	opts.Check = o.check
-	var err error
 	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
 		return err
 	}
@@ -114,20 +101,88 @@ func runDedup(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []strin
 	if err := inv.checkPaths(paths); err != nil {
 		return err
 	}
+	if err := dedupRecords(cmd, inv, o, &opts); err != nil {
+		return err
+	}
 
-	hashName := o.hash
+	grp := &atomicfile.Group{}
+	defer grp.Abort()
+	opts.Group = grp
+	outs, err := openDedupOutputs(inv, o, &opts)
+	defer outs.close()
+	if err != nil {
+		return err
+	}
+	// The seen-set, its blooms and the runs' writer live outside the Go
+	// heap (huge pages) and take about three quarters of --mem; the Go
+	// heap's soft limit is what is left, or it would count the whole --mem
+	// as its own (measured: 62 MB of heap for 37 live under --mem 64MiB).
+	debug.SetMemoryLimit(max(inv.mem/4, 16<<20))
+	hook("work")
+	stop := inv.showProgress("dedup", opts.Progress)
+	st, err := pipeline.Dedup(cmd.Context(), opts, outs.out)
+	stop()
+	if dup := (*pipeline.DuplicateError)(nil); o.check && errors.As(err, &dup) {
+		return checkAnswer(cmd, inv, opts, dup)
+	}
+	if err == nil {
+		err = outs.finish(grp)
+	}
+	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "dedup", "dedup": st, "against": o.against, "record": o.record, "threads": inv.threads})
+	}
+	if err != nil {
+		return err
+	}
+	dedupSummary(inv, o, opts, st)
+	return nil
+}
+
+// dedupModes checks the flags that choose what dedup writes (--emit,
+// --keep, --check) and opens --against.
+func dedupModes(inv *invocation, o *dedupOptions) (pipeline.DedupOptions, error) {
+	opts := pipeline.DedupOptions{Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Record: o.record, Progress: &ingest.Progress{}}
+	switch o.emit {
+	case "first":
+	case "duplicates":
+		opts.EmitDuplicates = true
+	default:
+		return opts, usageErrorf("--emit must be first or duplicates, not %q", o.emit)
+	}
+	switch o.keep {
+	case "first":
+	case "last":
+		opts.KeepLast = true
+	default:
+		return opts, usageErrorf("--keep must be first or last, not %q", o.keep)
+	}
+	if o.check && (o.output != "" || o.record != "" || o.duplicates != "" || opts.EmitDuplicates || opts.KeepLast) {
+		return opts, usageErrorf("--check writes nothing: no -o, --record, --duplicates, --emit or --keep")
+	}
+	opts.Check = o.check
 	if len(o.against) > 0 {
 		set, err := openSet(o.against)
 		if err != nil {
-			return err
+			return opts, err
 		}
-		defer set.Close()
-		if hashName != "" && hashName != set.Spec().Hash {
-			return fmt.Errorf("%w: --hash %s, but %s holds %s fingerprints; drop --hash or rebuild the index with --hash %s",
-				fpstore.ErrSpecMismatch, hashName, o.against[0], set.Spec().Hash, hashName)
-		}
-		hashName = set.Spec().Hash
 		opts.Against = set
+	}
+	return opts, nil
+}
+
+// dedupRecords resolves how records are read and hashed: the --against
+// index's hash, and its key recipe for each record flag not given.
+func dedupRecords(cmd *cobra.Command, inv *invocation, o *dedupOptions, opts *pipeline.DedupOptions) error {
+	hashName := o.hash
+	if opts.Against != nil {
+		if hashName != "" && hashName != opts.Against.Spec().Hash {
+			return fmt.Errorf("%w: --hash %s, but %s holds %s fingerprints; drop --hash or rebuild the index with --hash %s",
+				fpstore.ErrSpecMismatch, hashName, o.against[0], opts.Against.Spec().Hash, hashName)
+		}
+		hashName = opts.Against.Spec().Hash
 	}
 	if hashName == "" {
 		hashName = "xxh3"
@@ -155,73 +210,80 @@ func runDedup(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []strin
 			}
 		}
 	}
+	return nil
+}
 
-	grp := &atomicfile.Group{}
-	defer grp.Abort()
-	opts.Group = grp
+// dedupOutputs are where dedup writes: stdout or -o, --duplicates, and
+// under --check nothing (stdin spooled to find a first occurrence again).
+type dedupOutputs struct {
+	out, side   *bufio.Writer
+	file, dups  *atomicfile.File
+	spoolClosed func()
+}
+
+func openDedupOutputs(inv *invocation, o *dedupOptions, opts *pipeline.DedupOptions) (*dedupOutputs, error) {
+	d := &dedupOutputs{spoolClosed: func() {}}
 	var out io.Writer = inv.stdout
-	var af, dupFile *atomicfile.File
 	if o.output != "" && o.output != "-" {
-		if af, err = atomicfile.Create(o.output); err != nil {
-			return err
+		f, err := atomicfile.Create(o.output)
+		if err != nil {
+			return d, err
 		}
-		defer af.Abort()
-		out = af
+		d.file, out = f, f
 	}
-	var dupWriter *bufio.Writer
 	if o.duplicates != "" {
-		if dupFile, err = atomicfile.Create(o.duplicates); err != nil {
-			return err
+		f, err := atomicfile.Create(o.duplicates)
+		if err != nil {
+			return d, err
 		}
-		defer dupFile.Abort()
-		dupWriter = bufio.NewWriterSize(dupFile, 1<<20)
-		opts.Duplicates = dupWriter
+		d.dups, d.side = f, bufio.NewWriterSize(f, 1<<20)
+		opts.Duplicates = d.side
 	}
 	if o.check {
 		out = io.Discard
-		done, err := spoolStdinForCheck(&opts)
-		defer done()
+		done, err := spoolStdinForCheck(opts)
+		d.spoolClosed = done
 		if err != nil {
+			return d, err
+		}
+	}
+	d.out = bufio.NewWriterSize(out, 1<<20)
+	return d, nil
+}
+
+// finish flushes the outputs and hands the files to the group.
+func (d *dedupOutputs) finish(grp *atomicfile.Group) error {
+	if err := d.out.Flush(); err != nil {
+		return err
+	}
+	if d.side != nil {
+		if err := d.side.Flush(); err != nil {
 			return err
 		}
 	}
-	// The seen-set, its blooms and the runs' writer live outside the Go
-	// heap (huge pages) and take about three quarters of --mem; the Go
-	// heap's soft limit is what is left, or it would count the whole --mem
-	// as its own (measured: 62 MB of heap for 37 live under --mem 64MiB).
-	debug.SetMemoryLimit(max(inv.mem/4, 16<<20))
-	bw := bufio.NewWriterSize(out, 1<<20)
-	hook("work")
-	stop := inv.showProgress("dedup", opts.Progress)
-	st, err := pipeline.Dedup(cmd.Context(), opts, bw)
-	stop()
-	if dup := (*pipeline.DuplicateError)(nil); o.check && errors.As(err, &dup) {
-		return checkAnswer(cmd, inv, opts, dup)
+	for _, f := range []*atomicfile.File{d.file, d.dups} {
+		if f != nil {
+			if err := grp.Finish(f); err != nil {
+				return err
+			}
+		}
 	}
-	if err == nil {
-		err = bw.Flush()
+	return nil
+}
+
+func (d *dedupOutputs) close() {
+	for _, f := range []*atomicfile.File{d.file, d.dups} {
+		if f != nil {
+			f.Abort()
+		}
 	}
-	if err == nil && dupWriter != nil {
-		err = dupWriter.Flush()
-	}
-	if err == nil && af != nil {
-		err = grp.Finish(af)
-	}
-	if err == nil && dupFile != nil {
-		err = grp.Finish(dupFile)
-	}
-	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "dedup", "dedup": st, "against": o.against, "record": o.record, "threads": inv.threads})
-	}
-	if err != nil {
-		return err
-	}
+	d.spoolClosed()
+}
+
+func dedupSummary(inv *invocation, o *dedupOptions, opts pipeline.DedupOptions, st pipeline.DedupStats) {
 	if o.check {
 		inv.summary("dedup --check: %d records, every key unique (%s)", st.Records, badSummary(opts.Records.OnBad))
-		return nil
+		return
 	}
 	inv.summary("dedup: %d records, %d first occurrences, %d duplicates, %d in --against, %s, %d written, %s read, %.2f s, %s records/s (mode %s, seen-set %s)",
 		st.Records, st.FirstOccurrences, st.Duplicates, st.InAgainst, badSummary(opts.Records.OnBad), st.Emitted, units.FormatBytes(st.Bytes), st.Seconds,
@@ -230,7 +292,6 @@ func runDedup(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []strin
 		inv.summary("dedup: bounded mode: %d runs on disk, bloom %s: %d of %d probes answered by the bloom alone, false positives %.4f%% measured at the final fill vs %.4f%% by the blocked-bloom formula",
 			st.Runs, units.FormatBytes(st.BloomBytes), st.FilterAnswered, st.FilterProbes, 100*st.FilterFPRMeasured, 100*st.FilterFPRFormula)
 	}
-	return nil
 }
 
 // spoolStdinForCheck copies stdin, as --check reads it, to a scratch file
