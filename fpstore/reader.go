@@ -33,6 +33,7 @@ type Index struct {
 
 	lutBits uint
 	lut     []int32
+	segRank []uint64 // fingerprints in the segments before each (Rank)
 }
 
 type segSlot struct {
@@ -135,6 +136,12 @@ func Open(path string) (*Index, error) {
 	keep = true
 	x.segs = make([]segSlot, len(x.foot.segments))
 	x.buildLUT()
+	x.segRank = make([]uint64, len(x.foot.segments))
+	var below uint64
+	for i, r := range x.foot.segments {
+		x.segRank[i] = below
+		below += r.count
+	}
 	return x, nil
 }
 
@@ -382,26 +389,32 @@ func (s *segment) verifyRange(from, to uint64) error {
 // cache misses overlap), then, if the filter lets the key through, one
 // bucket of fingerprints is searched from an interpolated position.
 func (s *segment) contains(fp Fingerprint) (bool, error) {
+	_, found, err := s.position(fp)
+	return found, err
+}
+
+// position is contains that also says where in the segment fp is.
+func (s *segment) position(fp Fingerprint) (uint64, bool, error) {
 	blk := BloomBlock(fp, uint64(len(s.filter)))
 	b := fp.bits(s.depth, s.dirBits)
 	if err := s.verifyPage((s.filterAt + 64*blk) / PageSize); err != nil {
-		return false, err
+		return 0, false, err
 	}
 	if err := s.verifyRange(s.dirAt+4*b, s.dirAt+4*b+8); err != nil {
-		return false, err
+		return 0, false, err
 	}
 	lo, hi := uint64(s.dir[b]), uint64(s.dir[b+1])
 	if !BloomTest(&s.filter[blk], fp) {
-		return false, nil
+		return 0, false, nil
 	}
 	if lo > hi || hi > uint64(len(s.fps)) {
-		return false, fmt.Errorf("%w: directory entry %d of segment at offset %d points outside its fingerprints", ErrCorrupt, b, s.ref.offset)
+		return 0, false, fmt.Errorf("%w: directory entry %d of segment at offset %d points outside its fingerprints", ErrCorrupt, b, s.ref.offset)
 	}
 	if lo == hi {
-		return false, nil
+		return 0, false, nil
 	}
 	if err := s.verifyRange(s.fpsAt+16*lo, s.fpsAt+16*hi); err != nil {
-		return false, err
+		return 0, false, err
 	}
 	// Fingerprints are uniform within the bucket: start where the next
 	// bits say and walk (usually zero or one step, same cache line).
@@ -413,9 +426,9 @@ func (s *segment) contains(fp Fingerprint) (bool, error) {
 		p++
 	}
 	if s.fps[p] == fp {
-		return true, nil
+		return p, true, nil
 	}
-	return false, s.checkBucket(b, p)
+	return 0, false, s.checkBucket(b, p)
 }
 
 // checkBucket checks, before a lookup answers "absent", that the
@@ -432,6 +445,29 @@ func (s *segment) checkBucket(b, p uint64) error {
 	}
 	return fmt.Errorf("%w: segment at offset %d: fingerprint %d (%s) at offset %d is not in bucket %d of the directory that leads to it",
 		ErrCorrupt, s.ref.offset, p, q, s.ref.offset+s.fpsAt+16*p, b)
+}
+
+// Rank reports whether fp is in the index and, if so, how many of the
+// index's fingerprints are smaller: its position in ascending order, for a
+// caller that keeps values for the fingerprints in an array of its own.
+// Safe for concurrent use.
+func (x *Index) Rank(fp Fingerprint) (rank uint64, found bool, err error) {
+	err = x.guard(func() error {
+		i := x.find(fp)
+		if i < 0 {
+			return nil
+		}
+		s, err := x.segment(i)
+		if err != nil {
+			return err
+		}
+		var p uint64
+		if p, found, err = s.position(fp); found {
+			rank = x.segRank[i] + p
+		}
+		return err
+	})
+	return rank, found, err
 }
 
 // Contains reports whether fp is in the index.

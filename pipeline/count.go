@@ -32,6 +32,7 @@ type CountStats struct {
 	Records  int64   `json:"records"`
 	Distinct int64   `json:"distinct"`
 	Printed  int64   `json:"printed"`
+	Runs     int     `json:"runs,omitempty"` // key table runs spilled to --tmpdir
 	Seconds  float64 `json:"seconds"`
 }
 
@@ -52,12 +53,7 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 		return st, err
 	}
 	defer t.free()
-	for i := range t.slots {
-		if c := t.slots[i].count; c > 0 {
-			st.Distinct++
-			st.Records += int64(c)
-		}
-	}
+	st.Records, st.Distinct, st.Runs = t.records, t.distinct, len(t.runs)
 	term := opts.Records.Spec.Term
 	if opts.Records.Spec.Format != ingest.FormatLines {
 		term = '\n'
@@ -69,9 +65,9 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 		w := newRecordWorker(&second.Records, second.Headers)
 		return func(job chunkJob, buf []byte) ([]byte, error) {
 			err := w.eachAt(job, func(rec []byte, fp fpstore.Fingerprint, at recordPos) error {
-				e := t.get(fp)
-				if e.first != at.order() || e.count < opts.MinCount {
-					return nil
+				e, err := t.get(fp)
+				if err != nil || e.first != at.order() || e.count < opts.MinCount {
+					return err
 				}
 				printed.Add(1)
 				buf = appendCountLine(buf, e.count, second.Records.Spec.TrimEnd(rec), opts.TSV, term)
@@ -135,9 +131,9 @@ func topWork(t *tally, second readOptions, minCount uint64) func() chunkWork {
 		w := newRecordWorker(&second.Records, second.Headers)
 		return func(job chunkJob, buf []byte) ([]byte, error) {
 			err := w.eachAt(job, func(rec []byte, fp fpstore.Fingerprint, at recordPos) error {
-				e := t.get(fp)
-				if e.first != at.order() || e.count < minCount {
-					return nil
+				e, err := t.get(fp)
+				if err != nil || e.first != at.order() || e.count < minCount {
+					return err
 				}
 				rec = second.Records.Spec.TrimEnd(rec)
 				buf = binary.LittleEndian.AppendUint64(buf, e.count)

@@ -27,13 +27,13 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 		return st, err
 	}
 	defer rec.close()
-	t, second, done, err := twoPasses(ctx, tallyOptions{Inputs: opts.Inputs, Records: opts.Records, Threads: opts.Threads, Mem: opts.Mem * 2 / parts, TmpDir: opts.TmpDir, Progress: opts.Progress}, newHeaders())
+	t, second, done, err := twoPasses(ctx, tallyOptions{Inputs: opts.Inputs, Records: opts.Records, Threads: opts.Threads, Mem: opts.Mem * 2 / parts, TmpDir: opts.TmpDir, Progress: opts.Progress, Stdin: opts.Stdin}, newHeaders())
 	defer done()
 	if err != nil {
 		return st, err
 	}
 	defer t.free()
-	st.TableBytes = int64(len(t.mem))
+	st.TableBytes, st.Runs = int64(len(t.mem)), len(t.runs)
 
 	newWork := keepLastWork(t, second, &opts)
 	var n dedupCounts
@@ -129,11 +129,15 @@ func keepLastWork(t *tally, second readOptions, opts *DedupOptions) func() chunk
 			for i, fp := range fps {
 				// One byte of state (new, dup, against), the fingerprint,
 				// the record.
+				e, err := t.get(fp)
+				if err != nil {
+					return buf, err
+				}
 				s := stateDup
 				switch {
 				case found[i]:
 					s = stateAgainst
-				case t.get(fp).last == orders[i]:
+				case e.last == orders[i]:
 					s = stateNew
 				}
 				buf = append(buf, s)

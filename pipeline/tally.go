@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -8,9 +9,13 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
+	"slices"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/failpoint"
 	"github.com/fpdedup/fpdedup/internal/hugemem"
 	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
@@ -20,12 +25,27 @@ import (
 // key, how many records have it and where the first and the last are. It
 // is made in a first pass over the input and read, unchanged, by a second
 // pass that writes in input order (stdin is spooled to --tmpdir for it).
+//
+// It is a hash table in huge pages up to its memory budget. Beyond it, the
+// table is sorted and spilled to a run in a scratch directory and emptied;
+// at the end the runs are merged (counts added, first and last positions
+// kept) into an index of the keys' fingerprints, whose Rank finds each
+// key's entry in a file of values beside it: exact, in bounded memory,
+// with a lookup per record in the second pass.
 type tally struct {
 	mem     []byte
 	slots   []tallyEntry
 	used    int
 	budget  int64
 	maxUsed int // grow past this many entries
+
+	records, distinct int64
+
+	tmpDir  string
+	scratch *tempfile.Dir
+	runs    []string
+	index   *fpstore.Index // the merged runs' keys; nil while all is in the table
+	values  []byte         // 24 bytes a key of index, in its order: count, first, last
 }
 
 // tallyEntry is one key's: 40 bytes. count 0 marks an empty slot.
@@ -35,34 +55,24 @@ type tallyEntry struct {
 	first, last uint64 // recordPos.order()
 }
 
-const tallyEntryBytes = 40
+const (
+	tallyEntryBytes = 40
+	tallyValueBytes = 24
+	tallyMinSlots   = 1 << 16
+)
 
-// TallyMemoryError: the keys of the input need a bigger table than the
-// memory budget allows. (Spilling the tally to disk is not done yet.)
-type TallyMemoryError struct {
-	Keys   int   // distinct keys when the table was full
-	Budget int64 // bytes
+func newTally(budget int64, tmpDir string) (*tally, error) {
+	t := &tally{budget: max(budget, 2*tallyMinSlots*tallyEntryBytes), tmpDir: tmpDir}
+	return t, t.alloc(tallyMinSlots)
 }
 
-func (e *TallyMemoryError) Error() string {
-	return fmt.Sprintf("more than %d distinct keys: their table (%d bytes each) does not fit in %d bytes of memory", e.Keys, tallyEntryBytes, e.Budget)
-}
-
-func newTally(budget int64) (*tally, error) {
-	t := &tally{budget: budget}
-	return t, t.alloc(1 << 16)
-}
-
+// alloc makes a table of n slots and moves the current entries into it.
 func (t *tally) alloc(n int) error {
-	if int64(n)*tallyEntryBytes > t.budget {
-		return &TallyMemoryError{Keys: t.used, Budget: t.budget}
-	}
 	mem, err := hugemem.Alloc(n * tallyEntryBytes)
 	if err != nil {
 		return fmt.Errorf("cannot allocate the key table: %w", err)
 	}
-	old := t.slots
-	oldMem := t.mem
+	old, oldMem := t.slots, t.mem
 	t.mem, t.slots, t.used = mem, hugemem.Slice[tallyEntry](mem), 0
 	t.maxUsed = n / 4 * 3
 	for i := range old {
@@ -78,6 +88,15 @@ func (t *tally) alloc(n int) error {
 func (t *tally) free() {
 	hugemem.Free(t.mem)
 	t.mem, t.slots = nil, nil
+	if t.index != nil {
+		t.index.Close()
+		t.index = nil
+	}
+	if t.values != nil {
+		_ = unix.Munmap(t.values)
+		t.values = nil
+	}
+	t.scratch.Remove()
 }
 
 // slot is fp's entry, or the empty slot where it goes.
@@ -95,10 +114,17 @@ func (t *tally) slot(fp fpstore.Fingerprint) *tallyEntry {
 
 // add counts an occurrence of fp at order.
 func (t *tally) add(fp fpstore.Fingerprint, order uint64) error {
+	t.records++
 	e := t.slot(fp)
 	if e.count == 0 {
 		if t.used >= t.maxUsed {
-			if err := t.alloc(2 * len(t.slots)); err != nil {
+			var err error
+			if int64(2*len(t.slots))*tallyEntryBytes <= t.budget {
+				err = t.alloc(2 * len(t.slots))
+			} else {
+				err = t.spill()
+			}
+			if err != nil {
 				return err
 			}
 			e = t.slot(fp)
@@ -112,10 +138,245 @@ func (t *tally) add(fp fpstore.Fingerprint, order uint64) error {
 	return nil
 }
 
+// spill writes the table's entries, sorted by fingerprint, as a run and
+// empties the table.
+func (t *tally) spill() error {
+	if t.scratch == nil {
+		d, err := tempfile.MkDir(t.tmpDir)
+		if err != nil {
+			return &TmpDirError{Dir: t.tmpDir, Err: fmt.Errorf("cannot spill the key table: %w", err)}
+		}
+		t.scratch = d
+	}
+	// Sorted in the table's own memory: no copy, the budget holds.
+	n := 0
+	for i := range t.slots {
+		if t.slots[i].count > 0 {
+			t.slots[n] = t.slots[i]
+			n++
+		}
+	}
+	run := t.slots[:n]
+	slices.SortFunc(run, func(a, b tallyEntry) int { return a.fp.Compare(b.fp) })
+	path := filepath.Join(t.scratch.Path, fmt.Sprintf("run-%d", len(t.runs)))
+	if err := writeTallyRun(path, run); err != nil {
+		return &TmpDirError{Dir: t.tmpDir, Err: err}
+	}
+	t.runs = append(t.runs, path)
+	clear(t.slots)
+	t.used = 0
+	return nil
+}
+
+func writeTallyRun(path string, run []tallyEntry) error {
+	if err := failpoint.Hit(failpoint.Create, path); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(failpoint.Writer(f, path), 1<<20)
+	var rec [tallyEntryBytes]byte
+	for _, e := range run {
+		putTallyEntry(rec[:], e)
+		if _, err := bw.Write(rec[:]); err != nil {
+			break // bw keeps the error
+		}
+	}
+	err = bw.Flush()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("cannot write a run of the key table: %w", err)
+	}
+	return nil
+}
+
+func putTallyEntry(b []byte, e tallyEntry) {
+	binary.BigEndian.PutUint64(b[0:], e.fp.Hi)
+	binary.BigEndian.PutUint64(b[8:], e.fp.Lo)
+	binary.LittleEndian.PutUint64(b[16:], e.count)
+	binary.LittleEndian.PutUint64(b[24:], e.first)
+	binary.LittleEndian.PutUint64(b[32:], e.last)
+}
+
+func getTallyEntry(b []byte) tallyEntry {
+	return tallyEntry{
+		fp:    fpstore.Fingerprint{Hi: binary.BigEndian.Uint64(b[0:]), Lo: binary.BigEndian.Uint64(b[8:])},
+		count: binary.LittleEndian.Uint64(b[16:]), first: binary.LittleEndian.Uint64(b[24:]), last: binary.LittleEndian.Uint64(b[32:]),
+	}
+}
+
+// finish ends the first pass: with no run spilled the table is the tally;
+// otherwise the rest is spilled too and the runs are merged into the
+// index and values that get reads.
+func (t *tally) finish() error {
+	if len(t.runs) == 0 {
+		t.distinct = int64(t.used)
+		return nil
+	}
+	if t.used > 0 {
+		if err := t.spill(); err != nil {
+			return err
+		}
+	}
+	hugemem.Free(t.mem)
+	t.mem, t.slots = nil, nil
+	return t.merge()
+}
+
+// merge folds the runs into one index of the keys and a values file.
+func (t *tally) merge() error {
+	idxPath := filepath.Join(t.scratch.Path, "keys.fpx")
+	valPath := filepath.Join(t.scratch.Path, "values")
+	w, err := fpstore.Create(idxPath, fpstore.WriterOptions{Spec: fpstore.Spec{Hash: "tally"}, Sequential: true, Scratch: true})
+	if err != nil {
+		return &TmpDirError{Dir: t.tmpDir, Err: err}
+	}
+	defer w.Abort()
+	vf, err := os.OpenFile(valPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return &TmpDirError{Dir: t.tmpDir, Err: err}
+	}
+	defer vf.Close()
+	vw := bufio.NewWriterSize(failpoint.Writer(vf, valPath), 1<<20)
+	var cur tallyEntry
+	have := false
+	var val [tallyValueBytes]byte
+	emit := func() error {
+		t.distinct++
+		if err := w.Add(cur.fp); err != nil {
+			return err
+		}
+		binary.LittleEndian.PutUint64(val[0:], cur.count)
+		binary.LittleEndian.PutUint64(val[8:], cur.first)
+		binary.LittleEndian.PutUint64(val[16:], cur.last)
+		_, err := vw.Write(val[:])
+		return err
+	}
+	err = mergeTallyRuns(t.runs, func(e tallyEntry) error {
+		if have && e.fp == cur.fp {
+			cur.count += e.count
+			cur.first = min(cur.first, e.first)
+			cur.last = max(cur.last, e.last)
+			return nil
+		}
+		if have {
+			if err := emit(); err != nil {
+				return err
+			}
+		}
+		cur, have = e, true
+		return nil
+	})
+	if err == nil && have {
+		err = emit()
+	}
+	if err == nil {
+		err = vw.Flush()
+	}
+	if err == nil {
+		_, err = w.Commit()
+	}
+	if err != nil {
+		return fmt.Errorf("cannot merge the key table's runs: %w", err)
+	}
+	for _, r := range t.runs {
+		os.Remove(r)
+	}
+	if t.index, err = fpstore.Open(idxPath); err != nil {
+		return err
+	}
+	if t.distinct > 0 {
+		if t.values, err = unix.Mmap(int(vf.Fd()), 0, int(t.distinct)*tallyValueBytes, unix.PROT_READ, unix.MAP_SHARED); err != nil {
+			return fmt.Errorf("cannot map the key table's values: %w", err)
+		}
+	}
+	return nil
+}
+
+// mergeTallyRuns calls fn with every entry of the runs in fingerprint order.
+func mergeTallyRuns(paths []string, fn func(tallyEntry) error) error {
+	type reader struct {
+		r   *bufio.Reader
+		f   *os.File
+		cur tallyEntry
+	}
+	var rs []*reader
+	defer func() {
+		for _, r := range rs {
+			r.f.Close()
+		}
+	}()
+	var rec [tallyEntryBytes]byte
+	next := func(r *reader) (bool, error) {
+		if _, err := io.ReadFull(r.r, rec[:]); err != nil {
+			if err == io.EOF {
+				return false, nil
+			}
+			return false, fmt.Errorf("cannot read a run of the key table: %w", err)
+		}
+		r.cur = getTallyEntry(rec[:])
+		return true, nil
+	}
+	for _, p := range paths {
+		if err := failpoint.Hit(failpoint.Open, p); err != nil {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		r := &reader{r: bufio.NewReaderSize(failpoint.Reader(f, p), 256<<10), f: f}
+		rs = append(rs, r)
+	}
+	live := rs[:0:0]
+	for _, r := range rs {
+		ok, err := next(r)
+		if err != nil {
+			return err
+		}
+		if ok {
+			live = append(live, r)
+		}
+	}
+	for len(live) > 0 {
+		// Few runs (the input's keys over the table's size): a scan for
+		// the smallest is as good as a heap.
+		m := 0
+		for i := range live[1:] {
+			if live[i+1].cur.fp.Less(live[m].cur.fp) {
+				m = i + 1
+			}
+		}
+		if err := fn(live[m].cur); err != nil {
+			return err
+		}
+		ok, err := next(live[m])
+		if err != nil {
+			return err
+		}
+		if !ok {
+			live = append(live[:m], live[m+1:]...)
+		}
+	}
+	return nil
+}
+
 // get is fp's entry; the zero entry (count 0) when fp was never added. Safe
-// for concurrent use once the adding is done.
-func (t *tally) get(fp fpstore.Fingerprint) tallyEntry {
-	return *t.slot(fp)
+// for concurrent use once finish has run.
+func (t *tally) get(fp fpstore.Fingerprint) (tallyEntry, error) {
+	if t.index == nil {
+		return *t.slot(fp), nil
+	}
+	rank, found, err := t.index.Rank(fp)
+	if err != nil || !found {
+		return tallyEntry{}, err
+	}
+	v := t.values[rank*tallyValueBytes:]
+	return tallyEntry{fp: fp, count: binary.LittleEndian.Uint64(v), first: binary.LittleEndian.Uint64(v[8:]), last: binary.LittleEndian.Uint64(v[16:])}, nil
 }
 
 // tallyOptions say what the two passes read.
@@ -126,6 +387,7 @@ type tallyOptions struct {
 	Mem      int64
 	TmpDir   string
 	Progress *ingest.Progress
+	Stdin    io.Reader // read for "-" instead of the process's stdin (tests)
 }
 
 // twoPasses makes the tally of the inputs in a first pass and returns it
@@ -134,7 +396,7 @@ type tallyOptions struct {
 // counted (and quarantined) under --on-bad, are passed over in silence.
 // done removes the spool.
 func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tally, second readOptions, done func(), err error) {
-	first := readOptions{Inputs: o.Inputs, Records: o.Records, Progress: o.Progress, Headers: headers}
+	first := readOptions{Inputs: o.Inputs, Records: o.Records, Progress: o.Progress, Headers: headers, Stdin: o.Stdin}
 	var scratch *tempfile.Dir
 	var spool *os.File
 	done = func() {
@@ -155,7 +417,7 @@ func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tally,
 			break
 		}
 	}
-	if t, err = newTally(o.Mem); err != nil {
+	if t, err = newTally(o.Mem, o.TmpDir); err != nil {
 		return nil, second, done, err
 	}
 	newWork := func() chunkWork {
@@ -182,6 +444,9 @@ func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tally,
 		}
 		return nil
 	})
+	if err == nil {
+		err = t.finish()
+	}
 	if err != nil {
 		t.free()
 		return nil, second, done, err

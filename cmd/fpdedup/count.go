@@ -43,12 +43,12 @@ for scripts; --min-count 2 keeps the keys seen twice or more (the retry
 audit); --top K the K most frequent, ties in first-occurrence order.
 --check writes nothing and exits 1 at the first repeated key, as dedup --check.
 
-It reads the input twice: a first pass counts (a table of 40 bytes a key,
-which must fit in --mem: a bigger input is refused, exit 2), a second writes
-in input order; stdin is spooled to --tmpdir for the second pass.
+It reads the input twice: a first pass counts (a table of 40 bytes a key in
+--mem; beyond it, sorted runs in --tmpdir, merged exactly), a second writes in
+input order; stdin is spooled to --tmpdir for the second pass.
 
-Exit codes: 0 done; 1 (--check) a key repeats; 2 usage, input or I/O error,
-or the keys outgrow --mem; 130/143 interrupted; 141 the reader closed the pipe.`,
+Exit codes: 0 done; 1 (--check) a key repeats; 2 usage, input or I/O error;
+130/143 interrupted; 141 the reader closed the pipe.`,
 		Example: `  fpdedup count events.log | sort -rn | head
   fpdedup count --format csv --header --key user_id,device_id,timestamp_ms --min-count 2 day.csv.zst
   fpdedup count --top 10 --tsv logins.log`,
@@ -132,7 +132,7 @@ func runCount(cmd *cobra.Command, inv *invocation, o *countOptions, args []strin
 	if err != nil {
 		return err
 	}
-	inv.summary("count: %d records, %d distinct keys, %d printed, %s, %.2f s", st.Records, st.Distinct, st.Printed, badSummary(opts.Records.OnBad), st.Seconds)
+	inv.summary("count: %d records, %d distinct keys, %d printed, %s, %.2f s, %d runs of the key table in --tmpdir", st.Records, st.Distinct, st.Printed, badSummary(opts.Records.OnBad), st.Seconds, st.Runs)
 	return nil
 }
 

@@ -50,6 +50,13 @@ func TestFaultLoop(t *testing.T) {
 	if err := os.WriteFile(big, []byte(sb.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// 250k distinct keys: two runs of a 16 MiB count's key table.
+	medium := filepath.Join(dir, "medium.txt")
+	all := sb.String()
+	cut := strings.Index(all, "k250000\n") // the first 250k lines
+	if err := os.WriteFile(medium, []byte(all[:cut]), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	index := filepath.Join(dir, "in.fpx")
 	index2 := filepath.Join(dir, "in2.fpx") // the same keys under another name, for merge
 	shaIndex := filepath.Join(dir, "sha.fpx")
@@ -87,6 +94,8 @@ func TestFaultLoop(t *testing.T) {
 		{"merge", []string{"merge", "-q", "-o", "@o.fpx", "--metrics", "@m.prom", index, index2}, []string{"o.fpx", "m.prom"}, 0, ""},
 		{"dedup -o --record", []string{"dedup", "-q", "-o", "@o.txt", "--record", "@o.fpx", records}, []string{"o.txt", "o.fpx"}, 0, ""},
 		{"reconcile --missing", []string{"reconcile", "-q", "--index", shaIndex, "--online", "file:" + online, "--tmpdir", "@tmp", "--missing", "@o.fpx", "--report", "@r.json"}, []string{"o.fpx", "r.json"}, 1, "r.json"},
+		{"count spilling", []string{"count", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.txt", medium}, []string{"o.txt"}, 0, ""},
+		{"dedup --keep last", []string{"dedup", "-q", "--keep", "last", "--tmpdir", "@tmp", "-o", "@o.txt", "--duplicates", "@d.txt", records}, []string{"o.txt", "d.txt"}, 0, ""},
 		{"dedup --record spilling", []string{"dedup", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.txt", "--record", "@o.fpx", big}, []string{"o.txt", "o.fpx"}, 0, ""},
 	}
 
