@@ -65,6 +65,9 @@ func (b *runner) fp(stats string, args ...string) command {
 	return command{argv: append(argv, args...)}
 }
 
+// awkCount is count in awk: what fpdedup count must equal byte for byte.
+const awkCount = `{c[$0]++; if (!o[$0]++) k[++n] = $0} END {for (i = 1; i <= n; i++) printf "%7d %s\n", c[k[i]], k[i]}`
+
 func sh(script string) command { return command{argv: []string{"sh", "-c", script}} }
 
 func linesEqual(want int64, what string) func(outStats, map[string]any) (string, *bool) {
@@ -275,6 +278,23 @@ func (b *runner) jobs() []jobSpec {
 				cmd:    sh(fmt.Sprintf("zstd -dc %s | mawk -F, %s", q(csvZst), q(awkCSVKey))),
 				verify: b.sameOutput(dist+1, "distinct + header", "dedup-csv", "fpdedup dedup --format csv")},
 			zcat(csvZst),
+		},
+	}, {
+		name: "count", title: "each distinct line once with its count, as uniq -c prints it (sort | uniq -c: in sorted order)",
+		input: "events.txt", inputBytes: d.LinesBytes, units: n, unit: "records", distinct: dist,
+		ref: "fpdedup count",
+		rows: []rowSpec{
+			{tool: "fpdedup count", kind: kindFpdedup, cmd: b.fp(b.path("stats-count.json"), "count", "--tmpdir", b.work, lines),
+				stats: b.path("stats-count.json"), verify: b.keepHash("count", linesEqual(dist, "distinct"))},
+			{tool: "sort | uniq -c", kind: kindPeer, needs: []string{"sh", "sort"},
+				cmd:    sh(fmt.Sprintf("LC_ALL=C sort -S 50%% %s -T %s %s | LC_ALL=C uniq -c", par, q(b.work), q(lines))),
+				verify: linesEqual(dist, "distinct")},
+			{tool: "duckdb GROUP BY l ORDER BY first", kind: kindPeer, needs: []string{"duckdb"},
+				cmd: duck("duckdb-count.mjs", lines), verify: b.sameOutput(dist, "distinct", "count", "fpdedup count")},
+			{tool: "mawk (counts, first-occurrence order)", kind: kindPeer, needs: []string{"mawk"},
+				cmd:    command{argv: []string{"mawk", awkCount, lines}},
+				verify: b.sameOutput(dist, "distinct", "count", "fpdedup count")},
+			cat(lines),
 		},
 	}, {
 		name: "merge", title: "the union of the indexes of the two halves of events.txt",

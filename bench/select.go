@@ -12,7 +12,7 @@ import (
 // mem (each command's anonymous memory under a sweep of --mem). A run
 // measures its jobs in the order of AllJobs.
 var (
-	DefaultJobs = []string{"build", "query-present", "query-absent", "dedup-lines", "dedup-bounded", "dedup-csv", "dedup-zstd", "merge"}
+	DefaultJobs = []string{"build", "query-present", "query-absent", "dedup-lines", "dedup-bounded", "dedup-csv", "dedup-zstd", "count", "merge"}
 	ExtraJobs   = []string{"merge-partitions", "build-partitions", "mem"}
 	AllJobs     = append(slices.Clone(DefaultJobs), ExtraJobs...)
 )

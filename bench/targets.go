@@ -96,6 +96,8 @@ func judgeTargets(r *Report) []Target {
 		x := ref.Median.WallS / z.Median.WallS
 		return fmt.Sprintf("%s vs %s: %.2f× its time", fmtSeconds(ref.Median.WallS), fmtSeconds(z.Median.WallS), x), truth(x <= 2)
 	})
+	add(12, "count", "count ≥ 3× faster than sort | uniq -c", small, faster("count", "sort | uniq -c", 3))
+	add(12, "count", "count ≥ 3× faster than DuckDB GROUP BY l ORDER BY first occurrence", small, faster("count", "duckdb GROUP BY l ORDER BY first", 3))
 	add(3, "dedup-lines", "dedup in memory: anonymous peak RSS ≤ 32 bytes per distinct key + 64 MiB", small,
 		anonUnder("dedup-lines", 32*float64(r.Data.Distinct)+64<<20, "32 B × "+commas(r.Data.Distinct)+" + 64 MiB"))
 	add(3, "dedup-bounded", "dedup --mem M: anonymous peak RSS under M + 64 MiB", "the issue asks it of --mem 128MiB on 50M lines; this run's is --mem "+r.Options.BoundedMem+" on "+commas(r.Data.BoundedRecords)+" lines",

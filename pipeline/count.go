@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 )
 
@@ -53,7 +52,7 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 		return st, err
 	}
 	defer t.free()
-	st.Records, st.Distinct, st.Runs = t.records, t.distinct, len(t.runs)
+	st.Records, st.Distinct, st.Runs, _ = t.figures()
 	term := opts.Records.Spec.Term
 	if opts.Records.Spec.Format != ingest.FormatLines {
 		term = '\n'
@@ -63,11 +62,11 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	var printed atomic.Int64
 	newWork := func() chunkWork {
 		w := newRecordWorker(&second.Records, second.Headers)
+		var g tallyGroupReader
 		return func(job chunkJob, buf []byte) ([]byte, error) {
-			err := w.eachAt(job, func(rec []byte, fp fpstore.Fingerprint, at recordPos) error {
-				e, err := t.get(fp)
-				if err != nil || e.first != at.order() || e.count < opts.MinCount {
-					return err
+			err := g.each(t, w, job, func(rec []byte, e tallyEntry, at recordPos) error {
+				if e.first != at.order() || e.count < opts.MinCount {
+					return nil
 				}
 				printed.Add(1)
 				buf = appendCountLine(buf, e.count, second.Records.Spec.TrimEnd(rec), opts.TSV, term)
@@ -126,14 +125,14 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 
 // topWork is the second pass under --top: count, first and the record
 // without its terminator, for the heap.
-func topWork(t *tally, second readOptions, minCount uint64) func() chunkWork {
+func topWork(t *tallySet, second readOptions, minCount uint64) func() chunkWork {
 	return func() chunkWork {
 		w := newRecordWorker(&second.Records, second.Headers)
+		var g tallyGroupReader
 		return func(job chunkJob, buf []byte) ([]byte, error) {
-			err := w.eachAt(job, func(rec []byte, fp fpstore.Fingerprint, at recordPos) error {
-				e, err := t.get(fp)
-				if err != nil || e.first != at.order() || e.count < minCount {
-					return err
+			err := g.each(t, w, job, func(rec []byte, e tallyEntry, at recordPos) error {
+				if e.first != at.order() || e.count < minCount {
+					return nil
 				}
 				rec = second.Records.Spec.TrimEnd(rec)
 				buf = binary.LittleEndian.AppendUint64(buf, e.count)

@@ -33,7 +33,7 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 		return st, err
 	}
 	defer t.free()
-	st.TableBytes, st.Runs = int64(len(t.mem)), len(t.runs)
+	_, _, st.Runs, st.TableBytes = t.figures()
 
 	newWork := keepLastWork(t, second, &opts)
 	var n dedupCounts
@@ -103,7 +103,7 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 // keepLastWork is the second pass's work: each record's state (its key's
 // last occurrence, another, or in Against), its fingerprint and its bytes,
 // for the writer to sort out in input order.
-func keepLastWork(t *tally, second readOptions, opts *DedupOptions) func() chunkWork {
+func keepLastWork(t *tallySet, second readOptions, opts *DedupOptions) func() chunkWork {
 	return func() chunkWork {
 		w := newRecordWorker(&second.Records, second.Headers)
 		var fps []fpstore.Fingerprint

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -40,6 +42,7 @@ type tally struct {
 	maxUsed int // grow past this many entries
 
 	records, distinct int64
+	sink              atomic.Uint64 // keeps touch's loads from being optimised away
 
 	tmpDir  string
 	scratch *tempfile.Dir
@@ -61,9 +64,16 @@ const (
 	tallyMinSlots   = 1 << 16
 )
 
-func newTally(budget int64, tmpDir string) (*tally, error) {
+// newTally makes a table sized for keys distinct keys (an estimate: the
+// input's record count when known), within budget: growing it as it fills
+// cost a quarter of a count's CPU time in rehashing (pprof).
+func newTally(budget int64, tmpDir string, keys int64) (*tally, error) {
 	t := &tally{budget: max(budget, 2*tallyMinSlots*tallyEntryBytes), tmpDir: tmpDir}
-	return t, t.alloc(tallyMinSlots)
+	n := tallyMinSlots
+	for int64(n)*3/4 < keys && int64(2*n)*tallyEntryBytes <= t.budget {
+		n *= 2
+	}
+	return t, t.alloc(n)
 }
 
 // alloc makes a table of n slots and moves the current entries into it.
@@ -110,6 +120,26 @@ func (t *tally) slot(fp fpstore.Fingerprint) *tallyEntry {
 		}
 		i = (i + 1) & mask
 	}
+}
+
+// tallyGroup is how many keys' slots are loaded together (touch) before
+// they are used: the loads are independent, so their cache misses overlap
+// (the table is memory-latency bound: pprof put half a count in slot).
+const tallyGroup = 16
+
+// touch loads the home slots of fps, so that the adds or gets that follow
+// find them in cache. Go has no prefetch instruction; independent loads do
+// its work.
+func (t *tally) touch(fps []fpstore.Fingerprint) {
+	if t.index != nil {
+		return
+	}
+	var sink uint64
+	for _, fp := range fps {
+		i, _ := bits.Mul64(fp.Lo, uint64(len(t.slots)))
+		sink += t.slots[i].count
+	}
+	t.sink.Add(sink)
 }
 
 // add counts an occurrence of fp at order.
@@ -395,7 +425,7 @@ type tallyOptions struct {
 // its spool in a scratch directory, and bad records, which the first pass
 // counted (and quarantined) under --on-bad, are passed over in silence.
 // done removes the spool.
-func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tally, second readOptions, done func(), err error) {
+func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tallySet, second readOptions, done func(), err error) {
 	first := readOptions{Inputs: o.Inputs, Records: o.Records, Progress: o.Progress, Headers: headers, Stdin: o.Stdin}
 	var scratch *tempfile.Dir
 	var spool *os.File
@@ -417,34 +447,14 @@ func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tally,
 			break
 		}
 	}
-	if t, err = newTally(o.Mem, o.TmpDir); err != nil {
+	est, err := estimateRecords(o.Inputs)
+	if err != nil {
 		return nil, second, done, err
 	}
-	newWork := func() chunkWork {
-		w := newRecordWorker(&first.Records, headers)
-		return func(job chunkJob, buf []byte) ([]byte, error) {
-			n := int64(0)
-			err := w.eachAt(job, func(_ []byte, fp fpstore.Fingerprint, at recordPos) error {
-				n++
-				buf = binary.LittleEndian.AppendUint64(buf, fp.Hi)
-				buf = binary.LittleEndian.AppendUint64(buf, fp.Lo)
-				buf = binary.LittleEndian.AppendUint64(buf, at.order())
-				return nil
-			})
-			o.Progress.Records.Add(n)
-			return buf, err
-		}
+	if t, err = newTallySet(o.Threads, o.Mem, o.TmpDir, est); err != nil {
+		return nil, second, done, err
 	}
-	err = runOrdered(ctx, first, max(o.Threads, 1), newWork, func(b []byte) error {
-		for ; len(b) >= 24; b = b[24:] {
-			fp := fpstore.Fingerprint{Hi: binary.LittleEndian.Uint64(b), Lo: binary.LittleEndian.Uint64(b[8:])}
-			if err := t.add(fp, binary.LittleEndian.Uint64(b[16:])); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err == nil {
+	if err = t.fill(ctx, first, max(o.Threads, 1), o.Progress); err == nil {
 		err = t.finish()
 	}
 	if err != nil {
@@ -461,4 +471,201 @@ func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tally,
 		second.Stdin = spool
 	}
 	return t, second, done, nil
+}
+
+// tallySet is the tally in shards by fingerprint bits (the low bits of Hi;
+// a shard's table places keys by Lo), one goroutine owning each while the
+// first pass fills them: the table is memory-latency bound, and one owner
+// alone was half a count's time (pprof). The entries do not depend on the
+// order of the adds (a sum, a min, a max), so the owners need no ordering.
+type tallySet struct {
+	shards []*tally
+	mask   uint64
+}
+
+func newTallySet(threads int, budget int64, tmpDir string, keys int64) (*tallySet, error) {
+	n := 1
+	for n < threads {
+		n *= 2
+	}
+	ts := &tallySet{mask: uint64(n - 1)}
+	for range n {
+		t, err := newTally(budget/int64(n), tmpDir, keys/int64(n))
+		if err != nil {
+			ts.free()
+			return nil, err
+		}
+		ts.shards = append(ts.shards, t)
+	}
+	return ts, nil
+}
+
+func (ts *tallySet) shard(fp fpstore.Fingerprint) *tally { return ts.shards[fp.Hi&ts.mask] }
+
+// fill is the first pass: records are read, keyed and hashed on threads
+// workers, and every shard owner takes its keys from each batch.
+func (ts *tallySet) fill(ctx context.Context, first readOptions, threads int, progress *ingest.Progress) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	jobs := make(chan chunkJob, threads)
+	go func() {
+		defer close(jobs)
+		if err := readChunks(ctx, first, jobs); err != nil {
+			cancel(err)
+		}
+	}()
+	type batch struct {
+		b    []byte // fingerprint (Hi, Lo) and order, 24 bytes a record
+		left atomic.Int32
+	}
+	owners := make([]chan *batch, len(ts.shards))
+	for i := range owners {
+		owners[i] = make(chan *batch, 2*threads)
+	}
+	var pool sync.Pool
+	var workers sync.WaitGroup
+	for range threads {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			w := newRecordWorker(&first.Records, first.Headers)
+			for job := range jobs {
+				if ctx.Err() != nil {
+					job.rd.Release(job.chunk)
+					continue
+				}
+				var buf []byte
+				if b, ok := pool.Get().(*[]byte); ok {
+					buf = (*b)[:0]
+				}
+				n := int64(0)
+				err := w.eachAt(job, func(_ []byte, fp fpstore.Fingerprint, at recordPos) error {
+					n++
+					buf = binary.LittleEndian.AppendUint64(buf, fp.Hi)
+					buf = binary.LittleEndian.AppendUint64(buf, fp.Lo)
+					buf = binary.LittleEndian.AppendUint64(buf, at.order())
+					return nil
+				})
+				job.rd.Release(job.chunk)
+				progress.Records.Add(n)
+				if err != nil {
+					cancel(err)
+					continue
+				}
+				bt := &batch{b: buf}
+				bt.left.Store(int32(len(owners)))
+				for _, o := range owners {
+					o <- bt
+				}
+			}
+		}()
+	}
+	go func() {
+		workers.Wait()
+		for _, o := range owners {
+			close(o)
+		}
+	}()
+	var owning sync.WaitGroup
+	for me := range ts.shards {
+		owning.Add(1)
+		go func(me uint64, t *tally, in <-chan *batch) {
+			defer owning.Done()
+			var group [tallyGroup]fpstore.Fingerprint
+			var orders [tallyGroup]uint64
+			for bt := range in {
+				b := bt.b
+				for len(b) >= 24 && ctx.Err() == nil {
+					n := 0
+					for ; len(b) >= 24 && n < tallyGroup; b = b[24:] {
+						fp := fpstore.Fingerprint{Hi: binary.LittleEndian.Uint64(b), Lo: binary.LittleEndian.Uint64(b[8:])}
+						if fp.Hi&ts.mask == me {
+							group[n], orders[n] = fp, binary.LittleEndian.Uint64(b[16:])
+							n++
+						}
+					}
+					t.touch(group[:n])
+					for k := range n {
+						if err := t.add(group[k], orders[k]); err != nil {
+							cancel(err)
+							break
+						}
+					}
+				}
+				if bt.left.Add(-1) == 0 {
+					pool.Put(&bt.b)
+				}
+			}
+		}(uint64(me), ts.shards[me], owners[me])
+	}
+	owning.Wait()
+	return context.Cause(ctx)
+}
+
+func (ts *tallySet) finish() error {
+	for _, t := range ts.shards {
+		if err := t.finish(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (ts *tallySet) free() {
+	for _, t := range ts.shards {
+		t.free()
+	}
+}
+
+func (ts *tallySet) get(fp fpstore.Fingerprint) (tallyEntry, error) { return ts.shard(fp).get(fp) }
+
+func (ts *tallySet) touch(fps []fpstore.Fingerprint) {
+	for _, fp := range fps {
+		ts.shard(fp).touch([]fpstore.Fingerprint{fp})
+	}
+}
+
+// figures: records, distinct keys, runs spilled, table bytes.
+func (ts *tallySet) figures() (records, distinct int64, runs int, bytes int64) {
+	for _, t := range ts.shards {
+		records += t.records
+		distinct += t.distinct
+		runs += len(t.runs)
+		bytes += int64(len(t.mem))
+	}
+	return
+}
+
+// tallyGroupReader is a second pass's reading of a chunk: its records, each
+// with its key's entry, looked up tallyGroup at a time (touch). One per
+// worker goroutine.
+type tallyGroupReader struct {
+	recs  [][]byte
+	fps   []fpstore.Fingerprint
+	where []recordPos
+}
+
+func (g *tallyGroupReader) each(t *tallySet, w *recordWorker, job chunkJob, fn func(rec []byte, e tallyEntry, at recordPos) error) error {
+	g.recs, g.fps, g.where = g.recs[:0], g.fps[:0], g.where[:0]
+	err := w.eachAt(job, func(rec []byte, fp fpstore.Fingerprint, at recordPos) error {
+		g.recs, g.fps, g.where = append(g.recs, rec), append(g.fps, fp), append(g.where, at)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for base := 0; base < len(g.fps); base += tallyGroup {
+		end := min(base+tallyGroup, len(g.fps))
+		t.touch(g.fps[base:end])
+		for i := base; i < end; i++ {
+			e, err := t.get(g.fps[i])
+			if err != nil {
+				return err
+			}
+			if err := fn(g.recs[i], e, g.where[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
