@@ -83,47 +83,13 @@ interrupted; 141 the reader closed the pipe. The exit code does not depend on
 }
 
 func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []string) error {
-	paths := o.indexes
-	if len(paths) == 0 {
-		if len(args) == 0 {
-			return usageErrorf("query needs an index: fpdedup query IDX [KEY...]")
-		}
-		paths, args = args[:1], args[1:]
-	} else if len(args) > 0 {
-		// With --index the positional index is optional: the first
-		// argument is one when it names an existing file (which must then
-		// open as an index: a damaged one is an error, not a key).
-		if st, err := os.Stat(args[0]); err == nil && st.Mode().IsRegular() {
-			paths, args = append([]string{args[0]}, paths...), args[1:]
-		}
+	paths, args, err := queryArgs(o, args)
+	if err != nil {
+		return err
 	}
-	opts := pipeline.QueryOptions{Threads: inv.threads, Output: pipeline.QueryAll, Progress: &ingest.Progress{}}
-	switch o.only {
-	case "":
-	case "present":
-		opts.Output = pipeline.QueryOnlyPresent
-	case "absent":
-		opts.Output = pipeline.QueryOnlyAbsent
-	default:
-		return usageErrorf("--only must be present or absent, not %q", o.only)
-	}
-	if o.count {
-		if o.only != "" {
-			return usageErrorf("--count and --only cannot be combined")
-		}
-		opts.Output = pipeline.QueryCountOnly
-	}
-	if o.json {
-		if o.only != "" || o.count {
-			return usageErrorf("--json prints every key: no --only or --count")
-		}
-		opts.Output = pipeline.QueryJSON
-	}
-	// A lone "-" is stdin, as for other tools; among keys it is ambiguous.
-	if len(args) == 1 && args[0] == "-" {
-		args = nil
-	} else if slices.Contains(args, "-") {
-		return usageErrorf(`"-" (stdin) cannot be mixed with KEY arguments; query the key "-" through stdin or --fp`)
+	opts, err := queryOutput(o)
+	if err != nil {
+		return err
 	}
 	if o.fp && o.records.given(cmd.Flags()) {
 		return usageErrorf("--fp reads hex fingerprints: no --format/--key/--key-sep/--header")
@@ -139,31 +105,10 @@ func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []strin
 		return err
 	}
 	defer set.Close()
-	h, err := ingest.ParseHash(set.Spec().Hash)
-	if err != nil {
-		return fmt.Errorf("%s: %w", paths[0], err)
-	}
-	// Without record flags each line is a key; with some, the others come
-	// from the index's recipe.
-	if o.records.given(cmd.Flags()) {
-		if err := o.records.adoptUnset(cmd.Flags(), paths[0], set.Spec()); err != nil {
-			return err
-		}
-	}
-	if opts.Records, err = o.records.options(h, false); err != nil {
+	opts.Set = set
+	if err := queryRecords(cmd, inv, o, &opts, paths[0]); err != nil {
 		return err
 	}
-	opts.Records.HexInput = o.fp
-	// Plain keys and --fp need no recipe; records keyed by fields must be
-	// keyed as the index was.
-	if len(opts.Records.Spec.Keys) > 0 {
-		for _, x := range set.Indexes() {
-			if err := checkRecipe(inv, x.Path(), x.Spec(), recipe(h, opts.Records), o.records.assumeRecipe); err != nil {
-				return err
-			}
-		}
-	}
-	opts.Set = set
 
 	out := bufio.NewWriterSize(inv.stdout, 1<<20)
 	var st pipeline.QueryStats
@@ -200,6 +145,90 @@ func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []strin
 	}
 	if st.Absent > 0 {
 		return negativeAnswer{}
+	}
+	return nil
+}
+
+// queryArgs splits the arguments into the indexes and the keys ("-" alone:
+// stdin, as nil keys).
+func queryArgs(o *queryOptions, args []string) (paths, keys []string, err error) {
+	paths = o.indexes
+	if len(paths) == 0 {
+		if len(args) == 0 {
+			return nil, nil, usageErrorf("query needs an index: fpdedup query IDX [KEY...]")
+		}
+		paths, args = args[:1], args[1:]
+	} else if len(args) > 0 {
+		// With --index the positional index is optional: the first
+		// argument is one when it names an existing file (which must then
+		// open as an index: a damaged one is an error, not a key).
+		if st, err := os.Stat(args[0]); err == nil && st.Mode().IsRegular() {
+			paths, args = append([]string{args[0]}, paths...), args[1:]
+		}
+	}
+	// A lone "-" is stdin, as for other tools; among keys it is ambiguous.
+	if len(args) == 1 && args[0] == "-" {
+		args = nil
+	} else if slices.Contains(args, "-") {
+		return nil, nil, usageErrorf(`"-" (stdin) cannot be mixed with KEY arguments; query the key "-" through stdin or --fp`)
+	}
+	return paths, args, nil
+}
+
+// queryOutput is what --only, --count and --json ask to print.
+func queryOutput(o *queryOptions) (pipeline.QueryOptions, error) {
+	opts := pipeline.QueryOptions{Output: pipeline.QueryAll, Progress: &ingest.Progress{}}
+	switch o.only {
+	case "":
+	case "present":
+		opts.Output = pipeline.QueryOnlyPresent
+	case "absent":
+		opts.Output = pipeline.QueryOnlyAbsent
+	default:
+		return opts, usageErrorf("--only must be present or absent, not %q", o.only)
+	}
+	if o.count {
+		if o.only != "" {
+			return opts, usageErrorf("--count and --only cannot be combined")
+		}
+		opts.Output = pipeline.QueryCountOnly
+	}
+	if o.json {
+		if o.only != "" || o.count {
+			return opts, usageErrorf("--json prints every key: no --only or --count")
+		}
+		opts.Output = pipeline.QueryJSON
+	}
+	return opts, nil
+}
+
+// queryRecords says how keys are read: plain keys without record flags;
+// with some, the others come from the index's recipe, which the records
+// must then match; hashed with the index's hash.
+func queryRecords(cmd *cobra.Command, inv *invocation, o *queryOptions, opts *pipeline.QueryOptions, first string) error {
+	opts.Threads = inv.threads
+	set := opts.Set
+	h, err := ingest.ParseHash(set.Spec().Hash)
+	if err != nil {
+		return fmt.Errorf("%s: %w", first, err)
+	}
+	if o.records.given(cmd.Flags()) {
+		if err := o.records.adoptUnset(cmd.Flags(), first, set.Spec()); err != nil {
+			return err
+		}
+	}
+	if opts.Records, err = o.records.options(h, false); err != nil {
+		return err
+	}
+	opts.Records.HexInput = o.fp
+	// Plain keys and --fp need no recipe; records keyed by fields must be
+	// keyed as the index was.
+	if len(opts.Records.Spec.Keys) > 0 {
+		for _, x := range set.Indexes() {
+			if err := checkRecipe(inv, x.Path(), x.Spec(), recipe(h, opts.Records), o.records.assumeRecipe); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
