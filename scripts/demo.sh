@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# demo.sh -- build fpdedup and run its main jobs (dedup, build, query,
-# inspect, verify) on the bundled example
+# demo.sh -- build fpdedup and run its main jobs (dedup, count, check,
+# build, query, inspect, verify) on the bundled example
 # (testdata/example/events.txt: 2000 login/payment events, 1240 distinct).
 # Needs only Go; no server. Leaves its files in ${DEMO_DIR:-/tmp/fpdedup-demo}.
 set -euo pipefail
@@ -19,6 +19,10 @@ step "$fp" dedup -o "$out/unique.txt" --record "$out/day1.fpx" "$events"
 printf '$ wc -l unique.txt; same as awk '"'"'!s[$0]++'"'"'?\n'
 wc -l < "$out/unique.txt"
 awk '!s[$0]++' "$events" | cmp - "$out/unique.txt" && echo "identical to awk"
+# The keys seen most often, with their counts (= awk + uniq -c), and a
+# uniqueness check that fails on the first repeat.
+step "$fp" count --top 3 "$events"
+step "$fp" dedup --check "$events" || echo "(exit 1: a key repeats)"
 # Tomorrow's run against today's fingerprints writes nothing new here.
 step "$fp" dedup --against "$out/day1.fpx" -o "$out/new.txt" "$events"
 step "$fp" build -o "$out/events.fpx" "$events"

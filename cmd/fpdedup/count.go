@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
@@ -132,7 +133,11 @@ func runCount(cmd *cobra.Command, inv *invocation, o *countOptions, args []strin
 	if err != nil {
 		return err
 	}
-	inv.summary("count: %d records, %d distinct keys, %d printed, %s, %.2f s, %d runs of the key table in --tmpdir", st.Records, st.Distinct, st.Printed, badSummary(opts.Records.OnBad), st.Seconds, st.Runs)
+	spilled := ""
+	if st.Runs > 0 {
+		spilled = fmt.Sprintf(" (key table beyond --mem: %d runs in --tmpdir)", st.Runs)
+	}
+	inv.summary("count: %d records, %d distinct keys, %d printed, %s, %.2f s%s", st.Records, st.Distinct, st.Printed, badSummary(opts.Records.OnBad), st.Seconds, spilled)
 	return nil
 }
 
