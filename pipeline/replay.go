@@ -1,0 +1,332 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+// Replay simulates, offline and exactly, what an online dedup of two
+// bloom tiers did with a day of events, and compares each event's online
+// decision with the truth.
+//
+// The online system, as simulated, takes the events one at a time in time
+// order (ReplayOptions.Arrival: in input order) and for each:
+//
+//  1. L1, the per-process bloom of SIZE bits with one hash (bit lo mod
+//     SIZE), is emptied whenever the event's time enters a new window
+//     [w·TTL, (w+1)·TTL), w = ⌊time / TTL⌋ (times in ns since the Unix
+//     epoch). If the key's bit is set, the event is dropped by L1.
+//  2. Otherwise L2, N shards of M bits with K hashes (shard hi mod N; bits
+//     (lo + j·hi) mod 2^64 mod M), is asked: if all K bits of the key are
+//     set, the event is dropped by L2.
+//  3. Otherwise the event is accepted and its key added to both: its L1
+//     bit and its K L2 bits are set. Nothing else adds: a dropped event
+//     changes no bit.
+//
+// Either tier may be absent (L1 nil or L2 nil), not both. (hi, lo) is the
+// key's fingerprint (ReplayHashScheme). The truth is exact: an event is a
+// first occurrence when no earlier event (in the same order) has its key;
+// the others are duplicates. Per tier, a false drop is a first occurrence
+// the tier dropped (its bloom's false positive: an event the online system
+// lost) and a duplicate passed is a duplicate the tier did not catch (for
+// L1, one whose key was not accepted in the current window: TTL expiry);
+// the duplicates the whole system let through are those accepted.
+//
+// The false-positive rate of each tier is measured on the first
+// occurrences that reach it (their keys are certainly not in it, and they
+// are an unbiased sample), next to BloomFormula averaged over the same
+// events at the fill each met: L1 with the keys added in its window so
+// far, L2 with the keys added to the shard so far.
+//
+// L2.Bits may list several sizes: each is a whole simulated system (its L1
+// too, since what L1 holds depends on L2's answers), all fed in one pass.
+// The first is the primary, whose lost events go to Lost.
+//
+// The exact truth is the seen-set of dedup (a table of 16 bytes a key,
+// spilling to sorted runs in TmpDir beyond its share of Mem). Parsing,
+// keying and hashing run on Threads goroutines; the simulation is one
+// goroutine, which loads each group of 16 events' table buckets and bloom
+// words before it decides them, so that their cache misses overlap.
+func Replay(ctx context.Context, opts ReplayOptions) (ReplayStats, error) {
+	start := time.Now()
+	opts.Threads, opts.Inputs, opts.Progress = runDefaults(opts.Threads, opts.Inputs, opts.Progress)
+	var st ReplayStats
+	if err := opts.check(); err != nil {
+		return st, err
+	}
+	r, err := newReplayer(&opts)
+	defer r.free()
+	if err != nil {
+		return st, err
+	}
+	headers := newHeaders()
+	ro := readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers, Stdin: opts.Stdin}
+	r.headers = headers
+	err = runOrdered(ctx, ro, opts.Threads, r.newWork(headers), r.consume)
+	if err == nil {
+		err = r.finish()
+	}
+	r.stats(&st)
+	st.BadRecords = opts.Records.OnBad.Count()
+	st.Bytes = opts.Progress.RawBytes.Load()
+	st.Seconds = time.Since(start).Seconds()
+	return st, err
+}
+
+// ReplayL1 is the simulated per-process bloom.
+type ReplayL1 struct {
+	Bits uint64        // SIZE
+	TTL  time.Duration // the window: the bloom is emptied at each multiple of it
+}
+
+// ReplayL2 is the simulated sharded bloom.
+type ReplayL2 struct {
+	Shards uint64   // N
+	Bits   []uint64 // M, bits a shard; more than one: a sweep, Bits[0] the primary
+	K      int      // bits a key
+}
+
+// ReplayOptions configure Replay.
+type ReplayOptions struct {
+	Inputs  []string // none: stdin
+	Records ingest.RecordOptions
+	// TimeField is the field holding the event time (a csv/tsv column
+	// number or header name, a jsonl path: the grammar of --key);
+	// TimeUnit the unit of a time written as a number. L1 needs it; without
+	// it (L2 alone) the events are taken in input order.
+	TimeField string
+	TimeUnit  time.Duration
+	// Arrival: the events are in arrival order, not necessarily in time
+	// order; they are taken in input order, with a clock that is the
+	// latest time seen so far (a late event falls in the current window).
+	// Without it an event earlier than the one before is a
+	// *ReplayOrderError.
+	Arrival bool
+	L1      *ReplayL1
+	L2      *ReplayL2
+	// Lost, when set, gets the first occurrences the primary system
+	// dropped, bytes unchanged, in input order; a csv/tsv header first.
+	Lost     io.Writer
+	Threads  int
+	Mem      int64 // the exact seen-set's share is what the blooms leave
+	TmpDir   string
+	Progress *ingest.Progress
+	Stdin    io.Reader // read for "-" instead of the process's stdin (tests)
+}
+
+func (o *ReplayOptions) check() error {
+	switch {
+	case o.L1 == nil && o.L2 == nil:
+		return errors.New("replay: no tier to simulate")
+	case o.L1 != nil && (o.L1.Bits == 0 || o.L1.TTL <= 0):
+		return errors.New("replay: L1 needs bits and a TTL")
+	case o.L2 != nil && (o.L2.Shards == 0 || len(o.L2.Bits) == 0 || o.L2.K < 1 || o.L2.K > maxReplayK):
+		return fmt.Errorf("replay: L2 needs shards, bits and 1 to %d hashes", maxReplayK)
+	case o.TimeField == "" && o.L1 != nil:
+		return errors.New("replay: L1 needs a time field")
+	}
+	if o.L2 != nil {
+		for _, b := range o.L2.Bits {
+			if b == 0 {
+				return errors.New("replay: an L2 shard of 0 bits")
+			}
+		}
+	}
+	if o.TimeUnit <= 0 {
+		o.TimeUnit = time.Millisecond
+	}
+	return nil
+}
+
+// maxReplayK bounds K: no bloom is better with more.
+const maxReplayK = 32
+
+// ReplayBloomBytes is the memory the simulated blooms of opts take: every
+// system of a sweep has its own L1 and L2.
+func ReplayBloomBytes(opts ReplayOptions) int64 {
+	var n int64
+	systems := 1
+	if opts.L2 != nil {
+		systems = len(opts.L2.Bits)
+		for _, b := range opts.L2.Bits {
+			n += l2Bytes(opts.L2.Shards, b)
+		}
+	}
+	if opts.L1 != nil {
+		n += int64(systems) * int64((opts.L1.Bits+63)/64*8)
+	}
+	return n
+}
+
+// ReplayStats are the figures of a Replay run.
+type ReplayStats struct {
+	Events           int64 `json:"events"`
+	FirstOccurrences int64 `json:"first_occurrences"`
+	Duplicates       int64 `json:"duplicates"`
+	// Late counts, with Arrival, the events whose time was behind the
+	// clock (they fell in the current window).
+	Late    int64 `json:"late,omitempty"`
+	Windows int64 `json:"l1_windows,omitempty"` // L1 windows that had events
+	// Systems are the simulated systems, the primary first (a sweep has
+	// one per L2 size).
+	Systems    []ReplaySystem `json:"systems"`
+	TruthMode  string         `json:"truth_mode"` // the exact seen-set: memory, or lsm (spilled)
+	TruthBytes int64          `json:"truth_table_bytes"`
+	TruthRuns  int            `json:"truth_runs,omitempty"`
+	BadRecords int64          `json:"bad_records"`
+	Bytes      int64          `json:"bytes"`
+	Seconds    float64        `json:"seconds"`
+}
+
+// ReplaySystem is what one simulated system did.
+type ReplaySystem struct {
+	L2Bits     uint64 `json:"l2_bits_per_shard,omitempty"`
+	BloomBytes int64  `json:"bloom_bytes"` // its L1 and L2
+	Accepted   int64  `json:"accepted"`
+	Dropped    int64  `json:"dropped"`
+	// Lost: first occurrences dropped (the tiers' false drops together);
+	// LetThrough: duplicates accepted.
+	Lost       int64       `json:"lost"`
+	LetThrough int64       `json:"let_through"`
+	L1         *ReplayTier `json:"l1,omitempty"`
+	L2         *ReplayTier `json:"l2,omitempty"`
+}
+
+// ReplayTier is what one tier of a system did.
+type ReplayTier struct {
+	Bytes      int64 `json:"bytes"`
+	Reached    int64 `json:"reached"` // events the tier was asked about
+	Dropped    int64 `json:"dropped"` // of them, the tier said "seen"
+	FalseDrops int64 `json:"false_drops"`
+	DupsPassed int64 `json:"duplicates_passed"`
+	// FirstsReached are the first occurrences asked about: the sample of
+	// FPRMeasured (FalseDrops / FirstsReached) and FPRFormula (the mean
+	// of BloomFormula at each one's fill).
+	FirstsReached int64   `json:"first_occurrences_reached"`
+	FPRMeasured   float64 `json:"fpr_measured"`
+	FPRFormula    float64 `json:"fpr_formula"`
+	// FPRFinal is the formula at the end: L2, the final fill (mean over
+	// the shards); L1, the fullest window's. Keys is what it is for: L2,
+	// the keys it holds; L1, the fullest window's.
+	FPRFinal float64 `json:"fpr_formula_final"`
+	Keys     uint64  `json:"keys"`
+	expected float64 // the sum behind FPRFormula
+}
+
+// ReplayOrderError is an event earlier than the one before it, when
+// Replay takes the events in time order.
+type ReplayOrderError struct {
+	Name         string
+	Line, Record int64
+	Time         int64 // ns since the epoch
+	PrevName     string
+	PrevLine     int64
+	PrevTime     int64
+}
+
+func (e *ReplayOrderError) Error() string {
+	return fmt.Sprintf("%s:%d: record %d: event time %s is earlier than %s, the time of %s:%d; replay takes the events in time order",
+		e.Name, e.Line, e.Record, formatEventTime(e.Time), formatEventTime(e.PrevTime), e.PrevName, e.PrevLine)
+}
+
+// replayEvent is one event on its way from a parser to the simulation.
+type replayEvent struct {
+	fp           fpstore.Fingerprint
+	t            int64
+	line, record int64
+	rec          []byte // the record's bytes, with Lost only
+}
+
+// replayEventBytes is an event's fixed part in a chunk's output: hi, lo,
+// time, line, record, and the length of the record bytes that follow.
+const replayEventBytes = 5*8 + 4
+
+// newWork is the parsers' work: each chunk's events, keyed, hashed and
+// timed, as bytes: the input's name, then the events.
+func (r *replayer) newWork(headers *Headers) func() chunkWork {
+	opts := r.opts
+	keepRec := opts.Lost != nil
+	return func() chunkWork {
+		w := newRecordWorker(&opts.Records, headers)
+		var tk *ingest.Keyer
+		return func(job chunkJob, buf []byte) ([]byte, error) {
+			if tk == nil && opts.TimeField != "" {
+				var hdr []byte
+				if opts.Records.Spec.Header {
+					hdr = headers.First()
+				}
+				spec := opts.Records.Spec
+				spec.Keys = []string{opts.TimeField}
+				k, err := ingest.NewKeyer(spec, hdr)
+				if err != nil {
+					return buf, fmt.Errorf("%s: --time-field: %w", job.name, err)
+				}
+				tk = k
+			}
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(len(job.name)))
+			buf = append(buf, job.name...)
+			n := int64(0)
+			err := w.eachAt(job, func(rec []byte, fp fpstore.Fingerprint, at recordPos) error {
+				var t int64
+				if tk != nil {
+					f, err := tk.Key(rec, at.record == 1 && !job.header)
+					if err == nil {
+						t, err = parseEventTime(f, int64(opts.TimeUnit))
+					}
+					if err != nil {
+						var br *ingest.BadRecord
+						if !errors.As(err, &br) {
+							err = &ingest.BadRecord{Reason: "time field " + opts.TimeField + ": " + err.Error()}
+						}
+						return opts.Records.OnBad.Handle(&ingest.RecordError{Name: job.name, Line: at.line, Record: at.record, Err: err}, rec)
+					}
+				}
+				buf = binary.LittleEndian.AppendUint64(buf, fp.Hi)
+				buf = binary.LittleEndian.AppendUint64(buf, fp.Lo)
+				buf = binary.LittleEndian.AppendUint64(buf, uint64(t))
+				buf = binary.LittleEndian.AppendUint64(buf, uint64(at.line))
+				buf = binary.LittleEndian.AppendUint64(buf, uint64(at.record))
+				if keepRec {
+					buf = binary.LittleEndian.AppendUint32(buf, uint32(len(rec)))
+					buf = append(buf, rec...)
+				} else {
+					buf = binary.LittleEndian.AppendUint32(buf, 0)
+				}
+				n++
+				return nil
+			})
+			opts.Progress.Records.Add(n)
+			return buf, err
+		}
+	}
+}
+
+// decode reads a chunk's output back into events (their rec aliases b).
+func decodeReplayChunk(b []byte, evs []replayEvent) (string, []replayEvent) {
+	n := binary.LittleEndian.Uint32(b)
+	name := string(b[4 : 4+n])
+	b = b[4+n:]
+	evs = evs[:0]
+	for len(b) >= replayEventBytes {
+		e := replayEvent{
+			fp:     fpstore.Fingerprint{Hi: binary.LittleEndian.Uint64(b), Lo: binary.LittleEndian.Uint64(b[8:])},
+			t:      int64(binary.LittleEndian.Uint64(b[16:])),
+			line:   int64(binary.LittleEndian.Uint64(b[24:])),
+			record: int64(binary.LittleEndian.Uint64(b[32:])),
+		}
+		l := int(binary.LittleEndian.Uint32(b[40:]))
+		b = b[replayEventBytes:]
+		if l > 0 {
+			e.rec, b = b[:l:l], b[l:]
+		}
+		evs = append(evs, e)
+	}
+	return name, evs
+}
