@@ -182,7 +182,11 @@ type ReplayStats struct {
 	TruthRuns  int            `json:"truth_runs,omitempty"`
 	BadRecords int64          `json:"bad_records"`
 	Bytes      int64          `json:"bytes"`
-	Seconds    float64        `json:"seconds"`
+	// SetupSeconds is the blooms' first touch, part of Seconds, and
+	// SetupCPUSeconds the process CPU time it took.
+	SetupSeconds    float64 `json:"setup_seconds"`
+	SetupCPUSeconds float64 `json:"setup_cpu_seconds"`
+	Seconds         float64 `json:"seconds"`
 }
 
 // ReplaySystem is what one simulated system did.
@@ -251,61 +255,7 @@ const replayEventBytes = 5*8 + 4
 // newWork is the parsers' work: each chunk's events, keyed, hashed and
 // timed, as bytes: the input's name, then the events.
 func (r *replayer) newWork(headers *Headers) func() chunkWork {
-	opts := r.opts
-	keepRec := opts.Lost != nil
-	return func() chunkWork {
-		w := newRecordWorker(&opts.Records, headers)
-		var tk *ingest.Keyer
-		return func(job chunkJob, buf []byte) ([]byte, error) {
-			if tk == nil && opts.TimeField != "" {
-				var hdr []byte
-				if opts.Records.Spec.Header {
-					hdr = headers.First()
-				}
-				spec := opts.Records.Spec
-				spec.Keys = []string{opts.TimeField}
-				k, err := ingest.NewKeyer(spec, hdr)
-				if err != nil {
-					return buf, fmt.Errorf("%s: --time-field: %w", job.name, err)
-				}
-				tk = k
-			}
-			buf = binary.LittleEndian.AppendUint32(buf, uint32(len(job.name)))
-			buf = append(buf, job.name...)
-			n := int64(0)
-			err := w.eachAt(job, func(rec []byte, fp fpstore.Fingerprint, at recordPos) error {
-				var t int64
-				if tk != nil {
-					f, err := tk.Key(rec, at.record == 1 && !job.header)
-					if err == nil {
-						t, err = parseEventTime(f, int64(opts.TimeUnit))
-					}
-					if err != nil {
-						var br *ingest.BadRecord
-						if !errors.As(err, &br) {
-							err = &ingest.BadRecord{Reason: "time field " + opts.TimeField + ": " + err.Error()}
-						}
-						return opts.Records.OnBad.Handle(&ingest.RecordError{Name: job.name, Line: at.line, Record: at.record, Err: err}, rec)
-					}
-				}
-				buf = binary.LittleEndian.AppendUint64(buf, fp.Hi)
-				buf = binary.LittleEndian.AppendUint64(buf, fp.Lo)
-				buf = binary.LittleEndian.AppendUint64(buf, uint64(t))
-				buf = binary.LittleEndian.AppendUint64(buf, uint64(at.line))
-				buf = binary.LittleEndian.AppendUint64(buf, uint64(at.record))
-				if keepRec {
-					buf = binary.LittleEndian.AppendUint32(buf, uint32(len(rec)))
-					buf = append(buf, rec...)
-				} else {
-					buf = binary.LittleEndian.AppendUint32(buf, 0)
-				}
-				n++
-				return nil
-			})
-			opts.Progress.Records.Add(n)
-			return buf, err
-		}
-	}
+	return func() chunkWork { return newReplayParser(r.opts, headers).parse }
 }
 
 // decode reads a chunk's output back into events (their rec aliases b).

@@ -1,6 +1,12 @@
 package pipeline
 
 import (
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
 	"github.com/fpdedup/fpdedup/fpstore"
 )
 
@@ -16,13 +22,15 @@ type replayer struct {
 	ttl      int64 // ns; 0 without L1
 	started  bool
 	clock    int64
-	window   int64
+	winStart int64 // the current L1 window, [winStart, winEnd)
+	winEnd   int64
 	prevName string
 	prevLine int64
 
 	events, firsts, dups, late, windows int64
 	wroteHeader                         bool
-	sink                                uint64 // the grouped loads' sum, so they are not dead code
+	setup, setupCPU                     time.Duration // the blooms' first touch
+	sink                                uint64        // the grouped loads' sum, so they are not dead code
 }
 
 // replaySystem is one simulated online system: an L1, an L2, or both.
@@ -78,7 +86,42 @@ func newReplayer(opts *ReplayOptions) (*replayer, error) {
 		return r, err
 	}
 	r.truth = &shardSet{table: t, tmpDir: opts.TmpDir, bloomMax: rest / 3}
+	r.prefault()
 	return r, nil
+}
+
+// prefault writes a zero to every page of the blooms, on every thread, so
+// that their page faults (in this VM ~2 s a GiB of guest memory used for
+// the first time, 0.12 s after) are paid before the first event, and the
+// memory is the process's from the start, as it would be a few million
+// events later.
+func (r *replayer) prefault() {
+	start, cpu := time.Now(), processCPU()
+	var mems [][]byte
+	for _, s := range r.systems {
+		if s.l1 != nil {
+			mems = append(mems, s.l1.mem)
+		}
+		if s.l2 != nil {
+			mems = append(mems, s.l2.mem)
+		}
+	}
+	var wg sync.WaitGroup
+	threads := max(r.opts.Threads, 1)
+	for w := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, m := range mems {
+				part := (len(m)/threads + 4095) &^ 4095
+				for i := w * part; i < min((w+1)*part, len(m)); i += 4096 {
+					m[i] = 0
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r.setup, r.setupCPU = time.Since(start), processCPU()-cpu
 }
 
 func (r *replayer) free() {
@@ -99,6 +142,16 @@ func (r *replayer) consume(out []byte) error {
 	r.evs = evs
 	if err := r.header(); err != nil {
 		return err
+	}
+	return r.replay(name, evs)
+}
+
+// replay decides evs, in order, a group at a time, each group's memory
+// loaded first. (Loading the next group while deciding this one gained
+// nothing measurable: the loads hold the reorder buffer either way.)
+func (r *replayer) replay(name string, evs []replayEvent) error {
+	if len(evs) == 0 {
+		return nil
 	}
 	for base := 0; base < len(evs); base += replayGroup {
 		g := evs[base:min(base+replayGroup, len(evs))]
@@ -133,6 +186,16 @@ func (r *replayer) finish() error { return r.header() }
 // has no prefetch, but independent loads in a short loop run together.
 func (r *replayer) load(g []replayEvent) {
 	var sink uint64
+	// The positions first, then the loads alone in tight loops: the fewer
+	// instructions between them, the more misses the core has in flight.
+	for _, sys := range r.systems {
+		if l2 := sys.l2; l2 != nil {
+			k := l2.k
+			for i := range g {
+				sys.shard[i] = l2.positions(g[i].fp, sys.pos[i*k:i*k+k])
+			}
+		}
+	}
 	if t := r.truth; t.bloom == nil {
 		s := t.table
 		for i := range g {
@@ -141,13 +204,9 @@ func (r *replayer) load(g []replayEvent) {
 	}
 	for _, sys := range r.systems {
 		if l2 := sys.l2; l2 != nil {
-			k := l2.k
-			for i := range g {
-				p := sys.pos[i*k : i*k+k]
-				sys.shard[i] = l2.positions(g[i].fp, p)
-				for _, x := range p {
-					sink += l2.words[x>>6]
-				}
+			words := l2.words
+			for _, x := range sys.pos[:len(g)*l2.k] {
+				sink += words[x>>6]
 			}
 		}
 		if l1 := sys.l1; l1 != nil {
@@ -171,13 +230,15 @@ func (r *replayer) step(name string, e *replayEvent, i int) error {
 		t = r.clock
 	}
 	r.clock, r.prevName, r.prevLine = t, name, e.line
-	if r.ttl > 0 {
-		if w := floorDiv(t, r.ttl); !r.started || w != r.window {
-			r.window = w
-			r.windows++
-			for _, s := range r.systems {
-				s.l1.reset()
-			}
+	if r.ttl > 0 && (!r.started || t >= r.winEnd || t < r.winStart) {
+		r.winStart = floorDiv(t, r.ttl) * r.ttl
+		r.winEnd = r.winStart + r.ttl
+		if r.winEnd < r.winStart { // the last window before 2262
+			r.winEnd = math.MaxInt64
+		}
+		r.windows++
+		for _, s := range r.systems {
+			s.l1.reset()
 		}
 	}
 	r.started = true
@@ -212,7 +273,7 @@ func (s *replaySystem) step(fp fpstore.Fingerprint, i int, first bool) bool {
 		w, mask = l1.bit(fp)
 		if first {
 			t.FirstsReached++
-			t.expected += l1.rateNow()
+			t.expected += l1.rate.rate()
 		}
 		if l1.words[w]&mask != 0 {
 			t.Dropped++
@@ -233,7 +294,7 @@ func (s *replaySystem) step(fp fpstore.Fingerprint, i int, first bool) bool {
 		shard := s.shard[i]
 		if first {
 			t.FirstsReached++
-			t.expected += l2.rateNow(shard)
+			t.expected += l2.rates[shard].rate()
 		}
 		if l2.testAndSet(s.pos[i*l2.k : i*l2.k+l2.k]) {
 			t.Dropped++
@@ -245,6 +306,7 @@ func (s *replaySystem) step(fp fpstore.Fingerprint, i int, first bool) bool {
 			return first
 		}
 		l2.n[shard]++
+		l2.rates[shard].add()
 		if !first {
 			t.DupsPassed++
 		}
@@ -263,6 +325,7 @@ func (s *replaySystem) step(fp fpstore.Fingerprint, i int, first bool) bool {
 func (r *replayer) stats(st *ReplayStats) {
 	st.Events, st.FirstOccurrences, st.Duplicates = r.events, r.firsts, r.dups
 	st.Late, st.Windows = r.late, r.windows
+	st.SetupSeconds, st.SetupCPUSeconds = r.setup.Seconds(), r.setupCPU.Seconds()
 	st.TruthMode = "memory"
 	if t := r.truth; t != nil {
 		st.TruthBytes = t.table.bytes()
@@ -303,4 +366,13 @@ func (t *ReplayTier) rates() {
 		t.FPRMeasured = float64(t.FalseDrops) / float64(t.FirstsReached)
 		t.FPRFormula = t.expected / float64(t.FirstsReached)
 	}
+}
+
+// processCPU is the process's CPU time, user and system, all threads.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -175,7 +175,7 @@ func writeEvents(t *testing.T, evs []refEvent, header string) string {
 	return path
 }
 
-func csvRecords(t *testing.T, header bool, keys ...string) ingest.RecordOptions {
+func csvRecords(t testing.TB, header bool, keys ...string) ingest.RecordOptions {
 	t.Helper()
 	bad, err := ingest.ParseOnBad("fail")
 	if err != nil {
@@ -403,5 +403,90 @@ func TestParseEventTime(t *testing.T) {
 		if got := floorDiv(c[0], c[1]); got != c[2] {
 			t.Errorf("floorDiv(%d, %d) = %d, want %d", c[0], c[1], got, c[2])
 		}
+	}
+}
+
+// TestReplayKeyTime: one Keyer's output split at the separator gives the
+// key and the time field the two Keyers give, wherever the time field is
+// (a key field or not, first, middle or last) and whatever the fields
+// hold (the separator inside a field, a multi-byte separator, quotes,
+// jsonl paths): the split is taken only when it is exact.
+func TestReplayKeyTime(t *testing.T) {
+	csvRecs := []string{"a,b,17,x\n", "a:b,c,18,y\n", "\"a,\"\"q\",b:,19,z\r\n", ":,:,20,:\n", "a,b,:21,c\n"}
+	jsonRecs := []string{`{"u":"a","t":17,"d":{"x":"b"}}` + "\n", `{"u":"a:b","t":"18","d":{"x":":"}}` + "\n"}
+	cases := []struct {
+		format ingest.Format
+		keys   []string
+		sep    string
+		time   string
+		recs   []string
+	}{
+		{ingest.FormatCSV, []string{"1", "2", "3"}, ":", "3", csvRecs},
+		{ingest.FormatCSV, []string{"3", "1"}, ":", "3", csvRecs},
+		{ingest.FormatCSV, []string{"1", "3", "2"}, ":", "3", csvRecs},
+		{ingest.FormatCSV, []string{"1", "2"}, ":", "3", csvRecs},
+		{ingest.FormatCSV, []string{"3"}, ":", "3", csvRecs},
+		{ingest.FormatCSV, []string{"1", "2"}, "::", "3", csvRecs},
+		{ingest.FormatCSV, []string{"4", "1"}, "", "3", csvRecs},
+		{ingest.FormatJSONL, []string{"u", "d.x"}, ":", "t", jsonRecs},
+		{ingest.FormatJSONL, []string{"t", "u"}, ":", "t", jsonRecs},
+	}
+	for _, c := range cases {
+		rec := ingest.RecordOptions{Spec: ingest.KeySpec{Format: c.format, Keys: c.keys, Sep: c.sep, Term: '\n'}}
+		p := newReplayParser(&ReplayOptions{Records: rec, TimeField: c.time}, newHeaders())
+		if err := p.init("test"); err != nil {
+			t.Fatal(err)
+		}
+		keyOnly, err := ingest.NewKeyer(rec.Spec, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		one := rec.Spec
+		one.Keys = []string{c.time}
+		timeOnly, err := ingest.NewKeyer(one, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range c.recs {
+			key, tf, err := p.keyTime([]byte(r), false)
+			if err != nil {
+				t.Fatalf("%v %q: %v", c.keys, r, err)
+			}
+			key, tf = bytes.Clone(key), bytes.Clone(tf)
+			wantKey, _ := keyOnly.Key([]byte(r), false)
+			wantTime, _ := timeOnly.Key([]byte(r), false)
+			if string(key) != string(wantKey) || string(tf) != string(wantTime) {
+				t.Errorf("keys %v sep %q time %s, %q: key %q time %q, want %q %q", c.keys, c.sep, c.time, r, key, tf, wantKey, wantTime)
+			}
+		}
+	}
+}
+
+// TestReplayOrderLines: the order error names the record's first line and
+// its number, counted as dedup counts them (a header, a quoted field over
+// two lines, a second input).
+func TestReplayOrderLines(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.csv")
+	if err := os.WriteFile(a, []byte("id,at\nx,10\n\"y\nz\",20\nw,30\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte("id,at\n\"v\nu\",40\nq,35\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Replay(context.Background(), ReplayOptions{
+		Inputs: []string{a, b}, Records: csvRecords(t, true, "id"), TimeField: "at",
+		L1: &ReplayL1{Bits: 64, TTL: time.Second}, Threads: 2, Mem: 64 << 20, TmpDir: dir,
+	})
+	var oe *ReplayOrderError
+	if !errors.As(err, &oe) {
+		t.Fatalf("%v, want a *ReplayOrderError", err)
+	}
+	want := ReplayOrderError{Name: b, Line: 4, Record: 2, Time: 35e6, PrevName: b, PrevLine: 2, PrevTime: 40e6}
+	if *oe != want {
+		t.Errorf("%+v, want %+v", *oe, want)
+	}
+	if msg := oe.Error(); !strings.Contains(msg, "b.csv:4: record 2: event time 1970-01-01T00:00:00.035Z is earlier than 1970-01-01T00:00:00.04Z, the time of "+b+":2") {
+		t.Errorf("message %q", msg)
 	}
 }

@@ -63,21 +63,30 @@ func BloomFormula(n, m float64, k int) float64 {
 	return math.Pow(-math.Expm1(-float64(k)*n/m), float64(k))
 }
 
-// fillRate follows BloomFormula for a count that only grows (or starts
-// again from 0), recomputed when n has grown by more than 1/4096 since the
-// last time: the cached rate is then within k/4096 of the formula's
-// (relatively), at a few thousand evaluations a bloom instead of one an
-// event.
+// fillRate follows BloomFormula as keys are added one at a time, without
+// an exp or a pow an event: 1 - e^(-kn/m) is 1 - q with q multiplied by
+// e^(-k/m) at each key (rounding adds ~n·2^-53 relatively), and the k-th
+// power is k products.
 type fillRate struct {
-	at uint64
-	f  float64
+	q, step float64
+	k       int
 }
 
-func (r *fillRate) get(n uint64, m float64, k int) float64 {
-	if n != r.at && (n < r.at || n-r.at > r.at>>12) {
-		r.at, r.f = n, BloomFormula(float64(n), m, k)
+func newFillRate(m uint64, k int) fillRate {
+	return fillRate{q: 1, step: math.Exp(-float64(k) / float64(m)), k: k}
+}
+
+func (r *fillRate) add()   { r.q *= r.step }
+func (r *fillRate) reset() { r.q = 1 }
+
+// rate is the formula at the current fill.
+func (r *fillRate) rate() float64 {
+	p := 1 - r.q
+	f := p
+	for i := 1; i < r.k; i++ {
+		f *= p
 	}
-	return r.f
+	return f
 }
 
 // l1Bloom is the per-process bloom: SIZE bits, one hash, emptied at every
@@ -103,7 +112,7 @@ func newL1Bloom(bits uint64) (*l1Bloom, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot allocate the L1 bloom (%d bits): %w", bits, err)
 	}
-	return &l1Bloom{mem: mem, words: hugemem.Slice[uint64](mem), mod: newModulo(bits)}, nil
+	return &l1Bloom{mem: mem, words: hugemem.Slice[uint64](mem), mod: newModulo(bits), rate: newFillRate(bits, 1)}, nil
 }
 
 func (b *l1Bloom) free() {
@@ -130,6 +139,7 @@ func (b *l1Bloom) set(w, mask uint64) {
 	}
 	b.words[w] |= mask
 	b.n++
+	b.rate.add()
 	b.peak = max(b.peak, b.n)
 }
 
@@ -143,10 +153,8 @@ func (b *l1Bloom) reset() {
 		}
 	}
 	b.touched, b.full, b.n = b.touched[:0], false, 0
+	b.rate.reset()
 }
-
-// rateNow is the formula at the window's fill so far.
-func (b *l1Bloom) rateNow() float64 { return b.rate.get(b.n, float64(b.mod.m), 1) }
 
 // l2Bloom is the sharded bloom: N shards of M bits, K bits a key in the
 // key's shard, never emptied. The shards are one array (shard s is words
@@ -158,8 +166,8 @@ type l2Bloom struct {
 	mod    modulo // M
 	wps    uint64 // words per shard
 	k      int
-	n      []uint64 // keys added, per shard
-	rates  []fillRate
+	n      []uint64   // keys added, per shard
+	rates  []fillRate // per shard
 }
 
 // l2Bytes is the memory of an L2 of shards × bits.
@@ -171,8 +179,12 @@ func newL2Bloom(shards, bits uint64, k int) (*l2Bloom, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot allocate the L2 bloom (%d shards of %d bits): %w", shards, bits, err)
 	}
-	return &l2Bloom{mem: mem, words: hugemem.Slice[uint64](mem), shards: newModulo(shards), mod: newModulo(bits), wps: wps, k: k,
-		n: make([]uint64, shards), rates: make([]fillRate, shards)}, nil
+	b := &l2Bloom{mem: mem, words: hugemem.Slice[uint64](mem), shards: newModulo(shards), mod: newModulo(bits), wps: wps, k: k,
+		n: make([]uint64, shards), rates: make([]fillRate, shards)}
+	for s := range b.rates {
+		b.rates[s] = newFillRate(bits, k)
+	}
+	return b, nil
 }
 
 func (b *l2Bloom) free() {
@@ -210,11 +222,6 @@ func (b *l2Bloom) testAndSet(pos []uint64) bool {
 		}
 	}
 	return all
-}
-
-// rateNow is the formula at shard s's fill so far.
-func (b *l2Bloom) rateNow(s uint64) float64 {
-	return b.rates[s].get(b.n[s], float64(b.mod.m), b.k)
 }
 
 // finalRate is the formula at the final fill, averaged over the shards:

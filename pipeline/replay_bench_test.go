@@ -1,0 +1,117 @@
+package pipeline
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/fpdedup/fpdedup/bench/gen"
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+// benchReplayEvents is the benchmark's day: the reference mix of bench gen
+// (38% repeats, half of them far back), csv lines of ~51 bytes.
+const benchReplayEvents = 4_000_000
+
+// BenchmarkReplay replays the reference mix with L2 at 1 GiB (16 shards of
+// 2^29 bits, k=3) and an L1 of 2^20 bits with a 1 s TTL, keyed by
+// user:device:timestamp_ms, in arrival order (far repeats are late): the
+// whole job, reading, parsing, hashing, the exact truth and both tiers.
+// events/cpu-s is events per second of process CPU time (all threads):
+// the per-core figure, with and without the blooms' first touch
+// (setup-s/op, paid once a run: ~0.1 s a GiB here, 2 s on guest memory
+// never used before).
+//
+//	go test -run '^$' -bench 'Replay$' -benchtime 3x ./pipeline
+func BenchmarkReplay(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "day.csv")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if _, err := gen.Generate(bw, gen.Options{Records: benchReplayEvents, Seed: 1}); err != nil {
+		b.Fatal(err)
+	}
+	if err := errors.Join(bw.Flush(), f.Close()); err != nil {
+		b.Fatal(err)
+	}
+	opts := ReplayOptions{
+		Inputs: []string{path}, Records: csvRecords(b, false, "1", "2", "3"), TimeField: "3", Arrival: true,
+		L1: &ReplayL1{Bits: 1 << 20, TTL: time.Second}, L2: &ReplayL2{Shards: 16, Bits: []uint64{1 << 29}, K: 3},
+		Mem: 4 << 30, TmpDir: b.TempDir(),
+	}
+	var cpu, setup, setupCPU time.Duration
+	var events int64
+	b.ResetTimer()
+	for range b.N {
+		c := processCPU()
+		st, err := Replay(context.Background(), opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu += processCPU() - c
+		events += st.Events
+		setup += time.Duration(st.SetupSeconds * 1e9)
+		setupCPU += time.Duration(st.SetupCPUSeconds * 1e9)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(events)/cpu.Seconds(), "events/cpu-s")
+	b.ReportMetric(float64(events)/(b.Elapsed()-setup).Seconds(), "events/s-after-setup")
+	b.ReportMetric(float64(events)/(cpu-setupCPU).Seconds(), "events/cpu-s-after-setup")
+	b.ReportMetric(setup.Seconds()/float64(b.N), "setup-s/op")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkReplaySim is the simulation's goroutine alone, one event an
+// op, on fingerprints made beforehand (38% repeats): the exact seen-set,
+// an L1 of 2^20 bits and L2 at 1 GiB. It bounds Replay's throughput
+// whatever the threads parsing for it.
+func BenchmarkReplaySim(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	fps := make([]fpstore.Fingerprint, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		if i > 0 && r.IntN(100) < 38 {
+			fps = append(fps, fps[r.IntN(i)])
+			continue
+		}
+		fps = append(fps, fpstore.Fingerprint{Hi: r.Uint64(), Lo: r.Uint64()})
+	}
+	opts := &ReplayOptions{
+		L1: &ReplayL1{Bits: 1 << 20, TTL: time.Second}, L2: &ReplayL2{Shards: 16, Bits: []uint64{1 << 29}, K: 3},
+		Inputs: []string{"-"}, Mem: 4 << 30, TmpDir: b.TempDir(),
+	}
+	rp, err := newReplayer(opts)
+	defer rp.free()
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Sized for the input, as a file's estimate sizes it (stdin's grows).
+	rp.truth.table.free()
+	if rp.truth.table, err = newSeenShard(b.N, 1<<40); err != nil {
+		b.Fatal(err)
+	}
+	evs := make([]replayEvent, 4096) // a chunk's worth, as consume has
+	runtime.GC()
+	c := processCPU()
+	b.ResetTimer()
+	for at := 0; at < len(fps); at += len(evs) {
+		chunk := evs[:min(len(evs), len(fps)-at)]
+		for i := range chunk {
+			n := at + i
+			chunk[i] = replayEvent{fp: fps[n], t: int64(n) * int64(4*time.Millisecond), line: int64(n + 1), record: int64(n + 1)}
+		}
+		if err := rp.replay("bench", chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/(processCPU()-c).Seconds(), "events/cpu-s")
+}

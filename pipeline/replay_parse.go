@@ -1,0 +1,219 @@
+package pipeline
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+// replayParser keys, hashes and times the records of chunks for Replay;
+// one per goroutine. It reads each record once for its key and its time:
+// one Keyer over the key fields and, unless it is one of them, the time
+// field after them, whose output is split at the separator when that
+// occurs exactly between the fields (a single-byte separator that no
+// field holds: every record of the usual recipes). Otherwise two Keyers,
+// one for the key and one for the time, read the record again. Records
+// are numbered as recordWorker.eachAt numbers them.
+type replayParser struct {
+	opts    *ReplayOptions
+	headers *Headers
+	time    timeParser
+
+	keyer   *ingest.Keyer // the key fields [and the time field]
+	fields  int           // fields keyer joins
+	timeAt  int           // the time field's index among them; -1: no time
+	appends bool          // the time field is keyer's last, after the key's
+	sep     byte
+	split   bool          // the separator is one byte: splitting can be exact
+	keyOnly *ingest.Keyer // the fallbacks
+	timeOne *ingest.Keyer
+}
+
+func newReplayParser(opts *ReplayOptions, headers *Headers) *replayParser {
+	p := &replayParser{opts: opts, headers: headers, timeAt: -1, time: newTimeParser(int64(opts.TimeUnit))}
+	spec := opts.Records.Spec
+	p.split = len(spec.Sep) == 1
+	if p.split {
+		p.sep = spec.Sep[0]
+	}
+	return p
+}
+
+// init makes the Keyers, once the header (if any) is known.
+func (p *replayParser) init(name string) error {
+	spec := p.opts.Records.Spec
+	var hdr []byte
+	if spec.Header {
+		hdr = p.headers.First()
+	}
+	tf := p.opts.TimeField
+	joined := spec
+	p.fields = len(spec.Keys)
+	if tf != "" {
+		p.timeAt = slices.Index(spec.Keys, tf)
+		if p.timeAt < 0 {
+			joined.Keys = append(slices.Clip(spec.Keys), tf)
+			p.timeAt, p.appends = len(spec.Keys), true
+			p.fields++
+		}
+	}
+	var err error
+	if p.keyer, err = ingest.NewKeyer(joined, hdr); err != nil {
+		if tf != "" {
+			// Which of the two: the key's errors are the usual ones.
+			if _, kerr := ingest.NewKeyer(spec, hdr); kerr == nil {
+				return fmt.Errorf("%s: --time-field: %w", name, err)
+			}
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if tf != "" {
+		if p.keyOnly, err = ingest.NewKeyer(spec, hdr); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		one := spec
+		one.Keys = []string{tf}
+		if p.timeOne, err = ingest.NewKeyer(one, hdr); err != nil {
+			return fmt.Errorf("%s: --time-field: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// keyTime returns rec's key and its time field's bytes (nil without a time
+// field); both may alias rec or a Keyer's scratch space until the next
+// call.
+func (p *replayParser) keyTime(rec []byte, first bool) (key, tf []byte, err error) {
+	out, err := p.keyer.Key(rec, first)
+	if err != nil || p.timeAt < 0 {
+		return out, nil, err
+	}
+	if p.split {
+		// One pass: the separators, and where the time field is. When
+		// there are exactly fields-1, no field holds one and the i-th
+		// field is between the (i-1)-th and the i-th.
+		seps, start, end := 0, 0, len(out)
+		for i, c := range out {
+			if c != p.sep {
+				continue
+			}
+			seps++
+			switch seps {
+			case p.timeAt:
+				start = i + 1
+			case p.timeAt + 1:
+				end = i
+			}
+		}
+		if seps == p.fields-1 {
+			tf = out[start:end]
+			if p.appends {
+				return out[:start-1], tf, nil
+			}
+			return out, tf, nil
+		}
+	}
+	if tf, err = p.timeOne.Key(rec, first); err != nil {
+		return nil, nil, err
+	}
+	// Key's result is valid until that Keyer's next call: each has its own.
+	key, err = p.keyOnly.Key(rec, first)
+	return key, tf, err
+}
+
+// parse appends the chunk's events to buf: the input's name, then each
+// event (replayEventBytes and, with Lost, the record's bytes).
+func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
+	if p.keyer == nil {
+		if err := p.init(job.name); err != nil {
+			return buf, err
+		}
+	}
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(job.name)))
+	buf = append(buf, job.name...)
+	opts := p.opts
+	spec := opts.Records.Spec
+	keepRec := opts.Lost != nil
+	c := job.chunk
+	data := c.Data[job.skip:]
+	line := c.FirstLine
+	recNo := c.FirstRecord
+	if job.skip > 0 {
+		line += int64(ingest.CountLines(c.Data[:job.skip]))
+		recNo++
+	}
+	if job.header {
+		recNo-- // data records are numbered without the header
+	}
+	oneLine := spec.Format == ingest.FormatLines && spec.Term == '\n'
+	var n int64
+	var err error
+	ingest.SplitFormat(data, spec.Format, spec.Term, func(rec []byte) bool {
+		first := c.FirstRecord == 1 && recNo == 1 && !job.header
+		key, tf, kerr := p.keyTime(rec, first)
+		var t int64
+		if kerr == nil {
+			fp := opts.Records.Hash.Sum(key)
+			if tf != nil {
+				if t, kerr = p.time.parse(tf); kerr != nil {
+					kerr = &ingest.BadRecord{Reason: "time field " + opts.TimeField + ": " + kerr.Error()}
+				}
+			}
+			if kerr == nil {
+				at := len(buf)
+				buf = append(buf, make([]byte, replayEventBytes)...)
+				e := buf[at:]
+				binary.LittleEndian.PutUint64(e, fp.Hi)
+				binary.LittleEndian.PutUint64(e[8:], fp.Lo)
+				binary.LittleEndian.PutUint64(e[16:], uint64(t))
+				binary.LittleEndian.PutUint64(e[24:], uint64(line))
+				binary.LittleEndian.PutUint64(e[32:], uint64(recNo))
+				if keepRec {
+					binary.LittleEndian.PutUint32(e[40:], uint32(len(rec)))
+					buf = append(buf, rec...)
+				}
+				n++
+			}
+		}
+		if kerr != nil {
+			re := &ingest.RecordError{Name: job.name, Line: line, Record: recNo, Err: kerr}
+			if err = opts.Records.OnBad.Handle(re, rec); err != nil {
+				return false
+			}
+		}
+		if oneLine {
+			line++
+		} else {
+			line += int64(ingest.CountLines(rec))
+		}
+		recNo++
+		return true
+	})
+	opts.Progress.Records.Add(n)
+	return buf, err
+}
+
+// timeParser reads time fields of one --time-unit (parseEventTime).
+type timeParser struct{ unit, limit int64 }
+
+func newTimeParser(unit int64) timeParser {
+	return timeParser{unit: max(unit, 1), limit: math.MaxInt64 / max(unit, 1)}
+}
+
+// parse is parseEventTime, the integer case first.
+func (tp timeParser) parse(b []byte) (int64, error) {
+	if len(b) > 0 && len(b) <= 18 {
+		var v int64
+		i := 0
+		for ; i < len(b) && b[i]-'0' <= 9; i++ {
+			v = v*10 + int64(b[i]-'0')
+		}
+		if i == len(b) && v <= tp.limit {
+			return v * tp.unit, nil
+		}
+	}
+	return parseEventTime(b, tp.unit)
+}
