@@ -79,6 +79,11 @@ if ! alive "$(pid_of munged)"; then
   munge_ok || { tail_log munged "$DIR/logs/munged.log"; exit 1; }
 fi
 
+# Listen on loopback only: slurmctld on SlurmctldHost's address; slurmd and
+# srun on the address this host's name resolves to (when it resolves).
+COMM=NoCtldInAddrAny
+if getent hosts "$(hostname)" >/dev/null; then COMM+=,NoInAddrAny; fi
+
 # The configuration: written afresh each time (same inputs, same file).
 {
   echo "# Written by scripts/services/slurm-up.sh: a throwaway one-host cluster."
@@ -106,6 +111,7 @@ fi
   echo "SelectTypeParameters=CR_CPU"
   echo "SchedulerType=sched/backfill"
   echo "SchedulerParameters=sched_interval=2,bf_interval=2"
+  echo "CommunicationParameters=$COMM"
   echo "MpiDefault=none"
   echo "ReturnToService=2"
   echo "MinJobAge=900"
