@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # with-services.sh CMD [ARG...] -- run CMD with a throwaway redis-server, a
-# 3-master Redis Cluster and mariadbd on loopback, then tear them all down
-# (on success, failure or signal).
+# 3-master Redis Cluster, mariadbd and a one-host Slurm cluster on loopback,
+# then tear them all down (on success, failure or signal).
 #
 #   bash scripts/services/with-services.sh go test -count=1 ./reconcile/
 #
@@ -11,13 +11,16 @@
 # 127.0.0.1:$REDIS_PORT (6390), a Redis Cluster of three masters on
 # 127.0.0.1:$REDIS_CLUSTER_PORTS (7391 7392 7393) and MariaDB on
 # 127.0.0.1:$MARIADB_PORT (3390) with redis-up.sh, redis-cluster-up.sh and
-# mariadb-up.sh beside this file, and exports for CMD:
+# mariadb-up.sh beside this file, and Slurm (munged, slurmctld on
+# 127.0.0.1:6917, slurmd nodes fp1 and fp2 on 6918 and 6919; installed from
+# slurm-wlm and munge) with slurm-up.sh, and exports for CMD:
 #
 #   FPDEDUP_REDIS_ADDR=127.0.0.1:6390
 #   FPDEDUP_REDIS_CLUSTER=127.0.0.1:7391,127.0.0.1:7392,127.0.0.1:7393
 #   FPDEDUP_MYSQL_DSN=fpdedup:fpdedup-Test-pw-7@tcp(127.0.0.1:3390)/fpdedup
 #   FPDEDUP_SERVICES_DIR=$SERVICES_DIR     (datadirs, pidfiles and logs)
 #   FPDEDUP_TEST_KILL=1                    (tests may kill and restart these servers)
+#   FPDEDUP_SLURM=1, SLURM_CONF=$SERVICES_DIR/slurm/slurm.conf   (sbatch, squeue, sacct -c reach the cluster)
 #
 # Teardown stops the servers by the PID in their pidfiles at exit time (a test
 # may have restarted one), never by name. CMD's exit status is returned.
@@ -38,6 +41,8 @@ need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v mariadbd >/dev/null || need+=(mariadb-server)
 command -v mariadb >/dev/null || need+=(mariadb-client)
+{ command -v slurmctld && command -v slurmd && command -v sbatch; } >/dev/null || need+=(slurm-wlm)
+command -v munged >/dev/null || need+=(munge)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
     log "missing ${need[*]}, and cannot install them (not root on Debian)"; exit 2
@@ -49,11 +54,12 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
   apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-    redis-server mariadb-server mariadb-client >/dev/null || { log "apt-get install failed"; exit 2; }
+    redis-server mariadb-server mariadb-client slurm-wlm munge >/dev/null || { log "apt-get install failed"; exit 2; }
 fi
 
 teardown() {
   local pid
+  bash "$HERE/slurm-down.sh" 2>/dev/null
   pid=$(cat "$SERVICES_DIR/redis-$REDIS_PORT/redis.pid" 2>/dev/null || true)
   [ -n "$pid" ] && bash "$HERE/redis-down.sh" "$pid" 2>/dev/null
   bash "$HERE/redis-cluster-down.sh" "${CLUSTER_PORTS[@]}" 2>/dev/null
@@ -65,10 +71,12 @@ teardown() {
 REDIS_PID=$(bash "$HERE/redis-up.sh" "$REDIS_PORT") || { log "redis did not start"; exit 2; }
 MARIADB_PID=$(bash "$HERE/mariadb-up.sh" "$MARIADB_PORT") || { log "mariadb did not start"; teardown; exit 2; }
 CLUSTER_PIDS=$(bash "$HERE/redis-cluster-up.sh" "${CLUSTER_PORTS[@]}") || { log "the redis cluster did not start"; teardown; exit 2; }
+SLURM_PIDS=$(bash "$HERE/slurm-up.sh") || { log "slurm did not start"; teardown; exit 2; }
 trap teardown EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 log "redis pid $REDIS_PID on 127.0.0.1:$REDIS_PORT, mariadb pid $MARIADB_PID on 127.0.0.1:$MARIADB_PORT, redis cluster pids $CLUSTER_PIDS on 127.0.0.1:${CLUSTER_PORTS[*]}"
+log "slurm pids $SLURM_PIDS (munged slurmctld slurmd...), SLURM_CONF=$SERVICES_DIR/slurm/slurm.conf"
 
 seeds=()
 for p in "${CLUSTER_PORTS[@]}"; do seeds+=("127.0.0.1:$p"); done
@@ -77,4 +85,5 @@ export FPDEDUP_REDIS_CLUSTER="$(IFS=,; echo "${seeds[*]}")"
 export FPDEDUP_MYSQL_DSN="$DB_USER:$DB_PASS@tcp(127.0.0.1:$MARIADB_PORT)/$DB_NAME"
 export FPDEDUP_SERVICES_DIR="$SERVICES_DIR"
 export FPDEDUP_TEST_KILL=1
+export FPDEDUP_SLURM=1 SLURM_CONF="$SERVICES_DIR/slurm/slurm.conf"
 "$@"
