@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/fpdedup/fpdedup/ingest"
 )
@@ -65,7 +66,7 @@ func (p *replayParser) init(name string) error {
 		if tf != "" {
 			// Which of the two: the key's errors are the usual ones.
 			if _, kerr := ingest.NewKeyer(spec, hdr); kerr == nil {
-				return fmt.Errorf("%s: --time-field: %w", name, err)
+				return timeFieldError(name, err)
 			}
 		}
 		return fmt.Errorf("%s: %w", name, err)
@@ -77,10 +78,16 @@ func (p *replayParser) init(name string) error {
 		one := spec
 		one.Keys = []string{tf}
 		if p.timeOne, err = ingest.NewKeyer(one, hdr); err != nil {
-			return fmt.Errorf("%s: --time-field: %w", name, err)
+			return timeFieldError(name, err)
 		}
 	}
 	return nil
+}
+
+// timeFieldError is a Keyer's error about the time field, which it words
+// as a --key item.
+func timeFieldError(name string, err error) error {
+	return fmt.Errorf("%s: --time-field %s", name, strings.TrimPrefix(err.Error(), "--key "))
 }
 
 // keyTime returns rec's key and its time field's bytes (nil without a time

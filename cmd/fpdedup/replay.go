@@ -1,0 +1,491 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/units"
+	"github.com/fpdedup/fpdedup/pipeline"
+)
+
+type replayOptions struct {
+	records    recordFlags
+	hash       string
+	files0From string
+	tmpDir     string
+	l1, l2     string
+	sweep      string
+	timeField  string
+	timeUnit   string
+	order      string
+	lost       string
+	json       bool
+}
+
+func newReplayCommand(inv *invocation) *cobra.Command {
+	o := &replayOptions{}
+	cmd := &cobra.Command{
+		Use:   "replay --l1 SIZE,ttl=DUR --l2 shards=N,bits=M,k=K [FILE...]",
+		Short: "Replay an online dedup's bloom tiers over the day's events, against the exact truth",
+		Long: `Replay simulates, offline, what an online dedup of two bloom tiers did with the
+day's events in the FILEs (none or "-": stdin; plain, gzip or zstd), and
+compares each event's online decision with the exact truth.
+
+The online system, as simulated, takes the events one at a time in time order
+and for each:
+  1. L1 (--l1 SIZE,ttl=DUR), the per-process bloom of SIZE bits with one hash,
+     is emptied whenever the event's time enters a new window [w*DUR, (w+1)*DUR)
+     (w = floor(time / DUR), times since the Unix epoch). If the key's bit is
+     set, the event is dropped by L1.
+  2. Otherwise L2 (--l2 shards=N,bits=M,k=K), N shards of M bits, the key's
+     shard holding its K bits, is asked: if all K are set, it is dropped by L2.
+  3. Otherwise it is accepted and its key added to both tiers. A dropped event
+     sets no bit.
+Either tier may be left out. The truth is exact: an event is a first
+occurrence when no earlier event has its key (dedup's seen-set, within --mem).
+Per tier: false drops (first occurrences the tier dropped: its bloom's false
+positives, events the online system lost), duplicates passed (duplicates it did
+not catch; for L1, TTL expiry), and its false-positive rate measured on the
+first occurrences that reached it, next to the bloom formula
+(1 - e^(-k*n/m))^k averaged over them at the fill each met (L1: the keys
+accepted in its window so far; L2: in the shard so far). --lost FILE writes the
+lost events, bytes unchanged, in input order (a csv/tsv header first): the
+backfill list.
+
+--sweep bits=A,B,... replays with each L2 size too, in the same pass (each size
+a whole system: what L1 holds depends on L2's answers), and prints the table a
+team sizes its blooms with: per size, its memory, bits per key, the events lost
+in the day and the rates.
+
+Hashes (name: fp128-km). Every position comes from the key's 128-bit
+fingerprint (hi, lo): XXH3-128 of the key bytes (printf %s KEY | xxh128sum
+prints hi then lo, 16 hex digits each), or with --hash sha256 the first 128
+bits of SHA-256. The key is the --key fields joined by --key-sep, as in dedup.
+  L1 bit         lo mod SIZE
+  L2 shard       hi mod N
+  L2 bit j       (lo + j*hi) mod 2^64 mod M, j = 0..K-1, in the shard
+(Kirsch-Mitzenmacher double hashing, as Guava's MURMUR128_MITZ_64 with its
+own 128-bit hash.)
+
+Time: the --time-field (a csv/tsv column number or header name, or a jsonl
+path), by default the key field named timestamp_ms: an integer or decimal number
+of --time-unit since the epoch, or an RFC 3339 time. The events must be in time
+order (an event earlier than the one before is an error naming it); with
+--order arrival they are taken in input order and the clock is the latest time
+seen, so a late event falls in the current window, as online. A copy of an
+event that carries its time in the key lands next to it in time order, where L1
+always catches it: TTL expiry shows in arrival order, or with a time field of
+its own (a receive time). With --l2 alone and no time field, input order.
+
+SIZE and M are bit counts: 1000000, 1M (10^6), 2^20, or bytes with a unit
+(128KiB, 64MiB: 8 bits a byte). The blooms take their size in memory, written
+once before the first event; --mem must hold them and leave room for the exact
+seen-set.
+
+Exit codes: 0 done; 2 usage, input or I/O error (events out of time order
+among them); 130/143 interrupted (nothing published).`,
+		Example: `  fpdedup replay --format csv --key 1,2,3 --time-field 3 --order arrival \
+      --l1 1M,ttl=1s --l2 shards=16,bits=2^29,k=3 --lost lost.csv events.txt
+  fpdedup replay --format csv --header --key user_id,device_id,timestamp_ms \
+      --l1 2^20,ttl=1s --l2 shards=16,k=3 --sweep bits=2^24,2^26,2^28,2^30 day.csv.zst`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReplay(cmd, inv, o, args)
+		},
+	}
+	f := cmd.Flags()
+	o.records.add(f, "csv, tsv, jsonl (keyed by --key); lines (whole-record keys) only with --l2 alone")
+	f.StringVar(&o.hash, "hash", "xxh3", "fingerprint the tiers' positions come from: xxh3 or sha256")
+	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
+	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for the exact seen-set's runs beyond --mem")
+	f.StringVar(&o.l1, "l1", "", "the per-process bloom: `SIZE,ttl=DUR` (SIZE bits, one hash, emptied every DUR)")
+	f.StringVar(&o.l2, "l2", "", "the sharded bloom: `shards=N,bits=M,k=K` (bits may come from --sweep)")
+	f.StringVar(&o.sweep, "sweep", "", "replay with each L2 size too, in one pass, and print the sizing table: `bits=A,B,...`")
+	f.StringVar(&o.timeField, "time-field", "", "the field holding the event time (default: the key field timestamp_ms)")
+	f.StringVar(&o.timeUnit, "time-unit", "ms", "unit of a numeric time: s, ms, us or ns")
+	f.StringVar(&o.order, "order", "time", "time (events must be in time order) or arrival (input order, the clock the latest time seen)")
+	f.StringVar(&o.lost, "lost", "", "write the first occurrences the online system lost to `FILE`, bytes unchanged (published atomically)")
+	f.BoolVar(&o.json, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []string) error {
+	opts, err := replayConfig(cmd, inv, o)
+	if err != nil {
+		return err
+	}
+	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
+		return err
+	}
+	paths := &ioPaths{}
+	paths.input("FILE", kindRecords, opts.Inputs...)
+	paths.input("--files0-from", kindOther, o.files0From)
+	paths.output("--lost", o.lost)
+	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
+	if err := inv.checkPaths(paths); err != nil {
+		return err
+	}
+	grp := &atomicfile.Group{}
+	defer grp.Abort()
+	var lost *atomicfile.File
+	var lostBuf *bufio.Writer
+	if o.lost != "" {
+		if lost, err = atomicfile.Create(o.lost); err != nil {
+			return err
+		}
+		defer lost.Abort()
+		lostBuf = bufio.NewWriterSize(lost, 1<<20)
+		opts.Lost = lostBuf
+	}
+	// The blooms and the seen-set are outside the Go heap (huge pages):
+	// the heap's soft limit is a third of what the blooms leave.
+	debug.SetMemoryLimit(max((inv.mem-pipeline.ReplayBloomBytes(opts))/3, 16<<20))
+	hook("work")
+	stop := inv.showProgress("replay", opts.Progress)
+	st, err := pipeline.Replay(cmd.Context(), opts)
+	stop()
+	var oe *pipeline.ReplayOrderError
+	if errors.As(err, &oe) {
+		err = fmt.Errorf("%w\n  hint: sort the input by its time field first (a stable sort, e.g. sort -s -t, -k3,3n when it is the third csv column, the header kept first), or give --order arrival if it is in arrival order", err)
+	}
+	if err == nil && lost != nil {
+		if err = lostBuf.Flush(); err == nil {
+			err = grp.Finish(lost)
+		}
+	}
+	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
+		err = cerr
+	}
+	config := replayJSONConfig(o, opts)
+	if err == nil {
+		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "replay", "config": config, "replay": st, "threads": inv.threads})
+	}
+	if err != nil {
+		return err
+	}
+	if o.json {
+		b, err := json.MarshalIndent(map[string]any{"config": config, "replay": st}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if _, err := inv.stdout.Write(append(b, '\n')); err != nil {
+			return err
+		}
+	} else if err := writeReplayReport(inv.stdout, opts, st); err != nil {
+		return err
+	}
+	truth := units.FormatBytes(st.TruthBytes)
+	if st.TruthMode == "lsm" {
+		truth += fmt.Sprintf(", spilled: %d runs", st.TruthRuns)
+	}
+	p := st.Systems[0]
+	inv.summary("replay: %d events, %d first occurrences, %d duplicates, %d lost, %d let through, %s, %s read, %.2f s, %s events/s (seen-set %s; blooms %s, set up in %.2f s)",
+		st.Events, st.FirstOccurrences, st.Duplicates, p.Lost, p.LetThrough, badSummary(opts.Records.OnBad), units.FormatBytes(st.Bytes), st.Seconds,
+		humanRate(float64(st.Events)/max(st.Seconds, 1e-9)), truth, units.FormatBytes(pipeline.ReplayBloomBytes(opts)), st.SetupSeconds)
+	return nil
+}
+
+// replayConfig checks the flags and makes the pipeline's options (all but
+// the inputs and Lost).
+func replayConfig(cmd *cobra.Command, inv *invocation, o *replayOptions) (pipeline.ReplayOptions, error) {
+	opts := pipeline.ReplayOptions{Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
+	var err error
+	if o.l1 == "" && o.l2 == "" {
+		return opts, usageErrorf("replay needs a tier to simulate: --l1 SIZE,ttl=DUR, --l2 shards=N,bits=M,k=K, or both")
+	}
+	if o.l1 != "" {
+		if opts.L1, err = parseL1(o.l1); err != nil {
+			return opts, err
+		}
+	}
+	if o.l2 != "" {
+		if opts.L2, err = parseL2(o.l2, o.sweep); err != nil {
+			return opts, err
+		}
+	} else if o.sweep != "" {
+		return opts, usageErrorf("--sweep varies the L2 size: it needs --l2 shards=N,k=K")
+	}
+	switch o.order {
+	case "time":
+	case "arrival":
+		opts.Arrival = true
+	default:
+		return opts, usageErrorf("--order must be time or arrival, not %q", o.order)
+	}
+	timeUnits := map[string]time.Duration{"s": time.Second, "ms": time.Millisecond, "us": time.Microsecond, "ns": time.Nanosecond}
+	var ok bool
+	if opts.TimeUnit, ok = timeUnits[o.timeUnit]; !ok {
+		return opts, usageErrorf("--time-unit must be s, ms, us or ns, not %q", o.timeUnit)
+	}
+	h, err := ingest.ParseHash(o.hash)
+	if err != nil {
+		return opts, usageErrorf("--hash: %v", err)
+	}
+	if o.records.format == "lines" && (opts.L1 != nil || o.timeField != "") {
+		return opts, usageErrorf("replay reads the event time from a field: --format csv, tsv or jsonl with --key and --time-field (in lines format only --l2 alone, in input order)")
+	}
+	if opts.Records, err = o.records.options(h, false); err != nil {
+		return opts, err
+	}
+	opts.TimeField = o.timeField
+	if opts.TimeField == "" && slices.Contains(opts.Records.Spec.Keys, "timestamp_ms") {
+		opts.TimeField = "timestamp_ms"
+	}
+	if opts.TimeField == "" && opts.L1 != nil {
+		return opts, usageErrorf("--l1 windows need the event time: --time-field FIELD (a column number or name, a jsonl path), or a --key field named timestamp_ms")
+	}
+	if opts.TimeField != "" {
+		spec := opts.Records.Spec
+		spec.Keys = []string{opts.TimeField}
+		if err := spec.Validate(); err != nil {
+			return opts, usageErrorf("--time-field: %v", strings.TrimPrefix(err.Error(), "--key "))
+		}
+	}
+	need := pipeline.ReplayBloomBytes(opts)
+	if need+16<<20 > inv.mem {
+		return opts, usageErrorf("the simulated blooms take %s, and --mem %s must hold them and at least 16 MiB for the exact seen-set: give --mem %s or more",
+			units.FormatBytes(need), units.FormatBytes(inv.mem), units.FormatBytes(need+64<<20))
+	}
+	return opts, nil
+}
+
+// parseL1 reads --l1 SIZE,ttl=DUR.
+func parseL1(s string) (*pipeline.ReplayL1, error) {
+	l1 := &pipeline.ReplayL1{}
+	for _, item := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(item, "=")
+		if !ok {
+			k, v = "bits", item
+		}
+		var err error
+		switch k {
+		case "bits", "size":
+			if l1.Bits, err = parseBits(v); err != nil {
+				return nil, usageErrorf("--l1: %v", err)
+			}
+		case "ttl":
+			if l1.TTL, err = time.ParseDuration(v); err != nil || l1.TTL <= 0 {
+				return nil, usageErrorf("--l1: ttl=%s: want a positive duration such as 1s, 500ms, 1m", v)
+			}
+		default:
+			return nil, usageErrorf("--l1: unknown %q: want SIZE,ttl=DUR", item)
+		}
+	}
+	if l1.Bits == 0 || l1.TTL == 0 {
+		return nil, usageErrorf("--l1 %s: want SIZE,ttl=DUR (e.g. 1M,ttl=1s)", s)
+	}
+	return l1, nil
+}
+
+// parseL2 reads --l2 shards=N,bits=M,k=K and --sweep bits=A,B,...: the
+// primary size first (--l2's bits, else the first of --sweep), then the
+// others of --sweep.
+func parseL2(s, sweep string) (*pipeline.ReplayL2, error) {
+	l2 := &pipeline.ReplayL2{}
+	for _, item := range strings.Split(s, ",") {
+		k, v, _ := strings.Cut(item, "=")
+		switch k {
+		case "shards":
+			n, err := strconv.ParseUint(v, 10, 32)
+			if err != nil || n == 0 || n > 1<<20 {
+				return nil, usageErrorf("--l2: shards=%s: want 1 to 1048576", v)
+			}
+			l2.Shards = n
+		case "bits":
+			b, err := parseBits(v)
+			if err != nil {
+				return nil, usageErrorf("--l2: %v", err)
+			}
+			l2.Bits = []uint64{b}
+		case "k":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 32 {
+				return nil, usageErrorf("--l2: k=%s: want 1 to 32 hashes", v)
+			}
+			l2.K = n
+		default:
+			return nil, usageErrorf("--l2: unknown %q: want shards=N,bits=M,k=K", item)
+		}
+	}
+	if sweep != "" {
+		list, ok := strings.CutPrefix(sweep, "bits=")
+		if !ok {
+			return nil, usageErrorf("--sweep %s: want bits=A,B,... (L2 bits a shard)", sweep)
+		}
+		for _, v := range strings.Split(list, ",") {
+			b, err := parseBits(v)
+			if err != nil {
+				return nil, usageErrorf("--sweep: %v", err)
+			}
+			if !slices.Contains(l2.Bits, b) {
+				l2.Bits = append(l2.Bits, b)
+			}
+		}
+	}
+	if l2.Shards == 0 || l2.K == 0 || len(l2.Bits) == 0 {
+		return nil, usageErrorf("--l2 %s: want shards=N,bits=M,k=K (bits may come from --sweep)", s)
+	}
+	return l2, nil
+}
+
+// parseBits reads a bloom size in bits: a count (1000000, 1M = 10^6), a
+// power of two (2^20), or bytes with a unit (128KiB, 64MiB, 1GB).
+func parseBits(s string) (uint64, error) {
+	var b uint64
+	switch {
+	case strings.HasPrefix(s, "2^"):
+		e, err := strconv.Atoi(s[2:])
+		if err != nil || e < 0 || e > 40 {
+			return 0, fmt.Errorf("%q: want 2^0 to 2^40 bits", s)
+		}
+		b = 1 << e
+	case strings.HasSuffix(s, "B"):
+		n, err := units.ParseSize(s)
+		if err != nil {
+			return 0, err
+		}
+		b = uint64(n) * 8
+	default:
+		n, err := units.ParseCount(s)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a size in bits (1000000, 1M, 2^20, or bytes: 128KiB)", s)
+		}
+		b = uint64(n)
+	}
+	if b == 0 || b > 1<<43 {
+		return 0, fmt.Errorf("%q: want 1 bit to 1 TiB", s)
+	}
+	return b, nil
+}
+
+// formatBits writes a size in bits as given most often: 2^N for powers of
+// two.
+func formatBits(b uint64) string {
+	if b > 1 && b&(b-1) == 0 {
+		return fmt.Sprintf("2^%d", bits.TrailingZeros64(b))
+	}
+	return strconv.FormatUint(b, 10)
+}
+
+func replayJSONConfig(o *replayOptions, opts pipeline.ReplayOptions) map[string]any {
+	c := map[string]any{"hash": o.hash, "hash_scheme": pipeline.ReplayHashScheme, "order": o.order, "time_field": opts.TimeField, "time_unit": o.timeUnit}
+	if opts.L1 != nil {
+		c["l1"] = map[string]any{"bits": opts.L1.Bits, "ttl": opts.L1.TTL.String()}
+	}
+	if opts.L2 != nil {
+		c["l2"] = map[string]any{"shards": opts.L2.Shards, "bits": opts.L2.Bits, "k": opts.L2.K}
+	}
+	return c
+}
+
+// writeReplayReport prints the report: the truth, then the primary system
+// tier by tier, then with a sweep the sizing table.
+func writeReplayReport(w io.Writer, opts pipeline.ReplayOptions, st pipeline.ReplayStats) error {
+	var b strings.Builder
+	order := "in time order"
+	switch {
+	case opts.Arrival:
+		order = fmt.Sprintf("in arrival order, %d late", st.Late)
+	case opts.TimeField == "":
+		order = "in input order"
+	}
+	fmt.Fprintf(&b, "events %d, first occurrences %d, duplicates %d (%s", st.Events, st.FirstOccurrences, st.Duplicates, order)
+	if opts.L1 != nil {
+		fmt.Fprintf(&b, "; %d L1 windows of %s", st.Windows, opts.L1.TTL)
+	}
+	b.WriteString(")\n\n")
+	p := st.Systems[0]
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	head := []string{""}
+	var tiers []*pipeline.ReplayTier
+	var sizes []string
+	if p.L1 != nil {
+		head = append(head, "L1")
+		tiers = append(tiers, p.L1)
+		sizes = append(sizes, fmt.Sprintf("%s bits, ttl %s", formatBits(opts.L1.Bits), opts.L1.TTL))
+	}
+	if p.L2 != nil {
+		head = append(head, "L2")
+		tiers = append(tiers, p.L2)
+		sizes = append(sizes, fmt.Sprintf("%d shards of %s bits, k=%d", opts.L2.Shards, formatBits(p.L2Bits), opts.L2.K))
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	row := func(name string, f func(i int, t *pipeline.ReplayTier) string) {
+		cells := []string{name}
+		for i, t := range tiers {
+			cells = append(cells, f(i, t))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	row("size", func(i int, _ *pipeline.ReplayTier) string { return sizes[i] })
+	row("memory", func(_ int, t *pipeline.ReplayTier) string { return units.FormatBytes(t.Bytes) })
+	row("reached", func(_ int, t *pipeline.ReplayTier) string { return strconv.FormatInt(t.Reached, 10) })
+	row("dropped", func(_ int, t *pipeline.ReplayTier) string { return strconv.FormatInt(t.Dropped, 10) })
+	row("false drops (lost)", func(_ int, t *pipeline.ReplayTier) string { return strconv.FormatInt(t.FalseDrops, 10) })
+	row("duplicates passed", func(_ int, t *pipeline.ReplayTier) string { return strconv.FormatInt(t.DupsPassed, 10) })
+	row("fp rate measured", func(_ int, t *pipeline.ReplayTier) string {
+		return fmt.Sprintf("%s (%d of %d first occurrences)", percent(t.FPRMeasured), t.FalseDrops, t.FirstsReached)
+	})
+	row("fp rate formula", func(_ int, t *pipeline.ReplayTier) string { return percent(t.FPRFormula) + " (at each one's fill)" })
+	row("fill", func(i int, t *pipeline.ReplayTier) string {
+		if tiers[i] == p.L1 {
+			return fmt.Sprintf("%d keys in the fullest window: formula %s", t.Keys, percent(t.FPRFinal))
+		}
+		return fmt.Sprintf("%d keys at the end: formula %s", t.Keys, percent(t.FPRFinal))
+	})
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "\nonline: %d accepted, %d dropped; %d first occurrences lost (false drops), %d duplicates let through\n", p.Accepted, p.Dropped, p.Lost, p.LetThrough)
+	if len(st.Systems) > 1 {
+		fmt.Fprintf(&b, "\nL2 sweep: %d shards, k=%d, one pass (lost: first occurrences dropped by either tier; * the --l2 system above)\n", opts.L2.Shards, opts.L2.K)
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "bits/shard\tmemory\tbits/key\tlost\tL2 false drops\tlet through\tL2 fp measured\tformula\tat the end")
+		systems := slices.Clone(st.Systems)
+		slices.SortStableFunc(systems, func(a, b pipeline.ReplaySystem) int { return cmp.Compare(a.L2Bits, b.L2Bits) })
+		for _, s := range systems {
+			mark := ""
+			if s.L2Bits == p.L2Bits {
+				mark = " *"
+			}
+			bpk := "-"
+			if s.L2.Keys > 0 {
+				bpk = strconv.FormatFloat(float64(opts.L2.Shards*s.L2Bits)/float64(s.L2.Keys), 'f', 1, 64)
+			}
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", formatBits(s.L2Bits), mark, units.FormatBytes(s.L2.Bytes), bpk,
+				s.Lost, s.L2.FalseDrops, s.LetThrough, percent(s.L2.FPRMeasured), percent(s.L2.FPRFormula), percent(s.L2.FPRFinal))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// percent writes a rate as a percentage with three significant digits,
+// without an exponent (0.0000477%).
+func percent(r float64) string {
+	v := 100 * r
+	if v <= 0 {
+		return "0%"
+	}
+	digits := min(max(2-int(math.Floor(math.Log10(v))), 0), 12)
+	return strconv.FormatFloat(v, 'f', digits, 64) + "%"
+}
