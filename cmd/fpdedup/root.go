@@ -88,6 +88,7 @@ error, not an index; 130 on SIGINT, 143 on SIGTERM (nothing published);
 		newBuildCommand(inv),
 		newDedupCommand(inv),
 		newCountCommand(inv),
+		newReplayCommand(inv),
 		newQueryCommand(inv),
 		newMergeCommand(inv),
 		newDumpCommand(inv),
