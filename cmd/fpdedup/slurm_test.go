@@ -100,19 +100,20 @@ func (r *slurmRun) cmd(env []string, name string, args ...string) string {
 	return out.String()
 }
 
-// submitDay runs submit.sh and returns the array's and the stitch's job ids.
-func (r *slurmRun) submitDay(env []string, args ...string) (array, stitch string) {
+// submitDay runs submit.sh and returns the ids of the arrays it submitted and
+// of the stitch.
+func (r *slurmRun) submitDay(env []string, args ...string) (arrays []string, stitch string) {
 	r.t.Helper()
 	env = append(env, "FPDEDUP="+r.fp)
 	if i := slices.Index(args, "-w"); i >= 0 && i+1 < len(args) {
 		r.works = append(r.works, args[i+1])
 	}
 	f := strings.Fields(r.cmd(env, "bash", append([]string{r.submit}, args...)...))
-	if len(f) != 2 {
-		r.t.Fatalf("submit.sh %s printed %q, not two job ids", strings.Join(args, " "), f)
+	if len(f) < 2 {
+		r.t.Fatalf("submit.sh %s printed %q, not the job ids of arrays and a stitch", strings.Join(args, " "), f)
 	}
 	r.jobs = append(r.jobs, f...)
-	return f[0], f[1]
+	return f[:len(f)-1], f[len(f)-1]
 }
 
 // pending lists the jobs of this test that squeue still shows.
@@ -268,12 +269,14 @@ func slurmSame(t *testing.T, got, want string) {
 
 // TestSlurmDays: three days of events (4 files each, a few million records
 // in all, each day with some of the day before's records arriving late), one
-// submit.sh per day chained with afterok: each day is an array of 4 `build
-// --partition I/4` tasks that also fold their range of history, then a
-// stitch. Each day's index is the bytes of one build of that day's files, the
-// history the bytes of one build of all of them; a rollup of the three day
-// indexes by `merge --partition I/4` on the array is too. Then a finished
-// task is run again (scontrol requeue) and changes nothing.
+// submit.sh per day chained with afterok. Days 1 and 3 go by prefix (an array
+// of 4 `build --partition I/4` tasks), day 2 by input slices (4 whole-range
+// builds, then 4 `merge --partition I/4`); the last array's tasks also fold
+// their range of history; then a stitch. Each day's index is the bytes of one
+// build of that day's files, the history the bytes of one build of all of
+// them; a rollup of the three day indexes by `merge --partition I/4` on the
+// array is too. Then a finished task is run again (scontrol requeue) and
+// changes nothing.
 func TestSlurmDays(t *testing.T) {
 	r := newSlurmRun(t)
 	dir := t.TempDir()
@@ -310,16 +313,23 @@ func TestSlurmDays(t *testing.T) {
 	r.build(filepath.Join(dir, "ref-all.fpx"), all...)
 
 	history := filepath.Join(dir, "history.fpx")
-	var arrays, stitches []string
+	var arrays [][]string
+	var stitches []string
 	start := time.Now()
 	after := ""
 	for d := range days {
 		args := []string{"day", "-n", strconv.Itoa(n), "-w", filepath.Join(dir, fmt.Sprintf("work-day%d", d+1)),
 			"-o", filepath.Join(dir, fmt.Sprintf("day%d.fpx", d+1)), "-H", history}
+		if d == 1 {
+			args = append(args, "-s")
+		}
 		if after != "" {
 			args = append(args, "-d", after)
 		}
 		a, s := r.submitDay(nil, append(args, dayFiles[d]...)...)
+		if want := map[bool]int{true: 2, false: 1}[d == 1]; len(a) != want {
+			t.Fatalf("day %d: submit.sh made %d arrays, want %d", d+1, len(a), want)
+		}
 		arrays, stitches, after = append(arrays, a), append(stitches, s), s
 	}
 	rollA, rollS := r.submitDay(nil, "merge", "-n", strconv.Itoa(n), "-w", filepath.Join(dir, "work-rollup"),
@@ -331,7 +341,8 @@ func TestSlurmDays(t *testing.T) {
 		records, n, wall.Seconds(), refWall[0].Seconds())
 
 	nodes := map[string]bool{}
-	for _, id := range append(append(arrays, stitches...), rollA, rollS) {
+	ids := append(slices.Concat(arrays...), stitches...)
+	for _, id := range append(append(ids, rollA...), rollS) {
 		for _, j := range r.completed(id) {
 			nodes[j.node] = true
 		}
@@ -363,11 +374,12 @@ func TestSlurmDays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.cmd(nil, "scontrol", "requeue", arrays[2]+"_1")
+	task := arrays[2][0] + "_1"
+	r.cmd(nil, "scontrol", "requeue", task)
 	r.wait(2 * time.Minute)
-	for _, j := range r.completed(arrays[2] + "_1") {
+	for _, j := range r.completed(task) {
 		if j.restarts != 1 {
-			t.Errorf("task %s_1 after a requeue: %d restarts, want 1", arrays[2], j.restarts)
+			t.Errorf("task %s after a requeue: %d restarts, want 1", task, j.restarts)
 		}
 	}
 	again, err := os.Stat(filepath.Join(work3, "part-1.fpx"))
@@ -443,7 +455,8 @@ func TestSlurmKilledTask(t *testing.T) {
 		r.t = t
 		defer func() { r.t = parent }()
 		work, out := filepath.Join(dir, "work-step"), filepath.Join(dir, "day-step.fpx")
-		array, stitch := r.submitDay(nil, append([]string{"day", "-n", n, "-w", work, "-o", out}, files...)...)
+		arrays, stitch := r.submitDay(nil, append([]string{"day", "-n", n, "-w", work, "-o", out}, files...)...)
+		array := arrays[0]
 		pid := buildingPID(t, r.fp, filepath.Join(work, "part-1.fpx"), 4<<20, time.Minute)
 		if pid == 0 {
 			t.Fatal("task 1's build was not seen reading its input")
@@ -477,7 +490,8 @@ func TestSlurmKilledTask(t *testing.T) {
 		defer func() { r.t = parent }()
 		work, out := filepath.Join(dir, "work-element"), filepath.Join(dir, "day-element.fpx")
 		args := append([]string{"day", "-n", n, "-w", work, "-o", out}, files...)
-		array, stitch := r.submitDay(nil, args...)
+		arrays, stitch := r.submitDay(nil, args...)
+		array := arrays[0]
 		if buildingPID(t, r.fp, filepath.Join(work, "part-2.fpx"), 4<<20, time.Minute) == 0 {
 			t.Fatal("task 2's build was not seen reading its input")
 		}
