@@ -210,17 +210,35 @@ func newTimeParser(unit int64) timeParser {
 	return timeParser{unit: max(unit, 1), limit: math.MaxInt64 / max(unit, 1)}
 }
 
-// parse is parseEventTime, the integer case first.
+// parse is parseEventTime, the integer case first, eight digits at a time.
 func (tp timeParser) parse(b []byte) (int64, error) {
 	if len(b) > 0 && len(b) <= 18 {
-		var v int64
+		var v uint64
 		i := 0
-		for ; i < len(b) && b[i]-'0' <= 9; i++ {
-			v = v*10 + int64(b[i]-'0')
+		if len(b) >= 8 {
+			if x, ok := eightDigits(b); ok {
+				v, i = x, 8
+			}
 		}
-		if i == len(b) && v <= tp.limit {
-			return v * tp.unit, nil
+		for ; i < len(b) && b[i]-'0' <= 9; i++ {
+			v = v*10 + uint64(b[i]-'0')
+		}
+		if i == len(b) && v <= uint64(tp.limit) {
+			return int64(v) * tp.unit, nil
 		}
 	}
 	return parseEventTime(b, tp.unit)
+}
+
+// eightDigits reads b[:8] as a decimal number when they are all digits
+// (the SWAR test and reduction of simdjson's parse_eight_digits_unrolled).
+func eightDigits(b []byte) (uint64, bool) {
+	v := binary.LittleEndian.Uint64(b)
+	if (v&0xF0F0F0F0F0F0F0F0)|((v+0x0606060606060606)&0xF0F0F0F0F0F0F0F0)>>4 != 0x3333333333333333 {
+		return 0, false
+	}
+	v -= 0x3030303030303030
+	v = (v*10 + v>>8) & 0x00FF00FF00FF00FF
+	v = (v*100 + v>>16) & 0x0000FFFF0000FFFF
+	return (v*10000 + v>>32) & 0xFFFFFFFF, true
 }

@@ -490,3 +490,28 @@ func TestReplayOrderLines(t *testing.T) {
 		t.Errorf("message %q", msg)
 	}
 }
+
+// TestTimeParserDigits: the eight-digit reduction agrees with strconv on
+// every length and on non-digits in any position.
+func TestTimeParserDigits(t *testing.T) {
+	tp := newTimeParser(int64(time.Millisecond))
+	r := rand.New(rand.NewPCG(9, 9))
+	for i := 0; i < 100_000; i++ {
+		n := 1 + r.IntN(18)
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte('0' + r.IntN(10))
+		}
+		if r.IntN(4) == 0 {
+			b[r.IntN(n)] = "/:a. -+e"[r.IntN(8)]
+		}
+		got, gerr := tp.parse(b)
+		want, werr := parseEventTime(b, int64(time.Millisecond))
+		if got != want || (gerr == nil) != (werr == nil) {
+			t.Fatalf("%q: %d, %v; parseEventTime %d, %v", b, got, gerr, want, werr)
+		}
+		if v, err := strconv.ParseInt(string(b), 10, 64); err == nil && v <= math.MaxInt64/1_000_000 && v >= -math.MaxInt64/1_000_000 && (gerr != nil || got != v*1e6) {
+			t.Fatalf("%q: %d, %v; want %d", b, got, gerr, v*1e6)
+		}
+	}
+}

@@ -14,8 +14,8 @@ import (
 func parseEventTime(b []byte, unit int64) (int64, error) {
 	// The common case, integer milliseconds, without allocating.
 	i, neg := 0, false
-	if len(b) > 0 && b[0] == '-' {
-		i, neg = 1, true
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		i, neg = 1, b[0] == '-'
 	}
 	var v int64
 	digits := 0
