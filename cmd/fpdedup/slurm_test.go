@@ -267,6 +267,21 @@ func slurmSame(t *testing.T, got, want string) {
 	}
 }
 
+// TestSlurmRecipeInDocs: docs/SCALE-OUT.md shows the tested script, verbatim.
+func TestSlurmRecipeInDocs(t *testing.T) {
+	script, err := os.ReadFile(filepath.Join("..", "..", "scripts", "slurm", "fpdedup-day.sbatch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "SCALE-OUT.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, append(append([]byte("```bash\n"), script...), "```\n"...)) {
+		t.Error("docs/SCALE-OUT.md does not show scripts/slurm/fpdedup-day.sbatch verbatim in a ```bash block: copy it there")
+	}
+}
+
 // TestSlurmDays: three days of events (4 files each, a few million records
 // in all, each day with some of the day before's records arriving late), one
 // submit.sh per day chained with afterok. Days 1 and 3 go by prefix (an array
