@@ -74,19 +74,21 @@ func newReplayer(opts *ReplayOptions) (*replayer, error) {
 			s.shard = make([]uint64, replayGroup)
 		}
 	}
-	// The exact seen-set gets a third of what the blooms leave of Mem for
-	// its table and a third for its bloom once it spills (the Go heap's
-	// soft limit, set by the caller, is the last third).
+	// What the blooms leave of Mem is shared out as dedup shares it: a
+	// quarter for the exact seen-set's table, a quarter for its bloom once
+	// it spills, a quarter for the Go heap (its soft limit, set by the
+	// caller) and a quarter for what does not grow with the data (a run
+	// being written, chunks in flight).
 	rest := max(opts.Mem-ReplayBloomBytes(*opts), 16<<20)
 	est, err := estimateRecords(opts.Inputs)
 	if err != nil {
 		return r, err
 	}
-	t, err := newSeenShard(int(min(est, rest/3/16)), rest/3)
+	t, err := newSeenShard(int(min(est, rest/4/16)), rest/4)
 	if err != nil {
 		return r, err
 	}
-	r.truth = &shardSet{table: t, tmpDir: opts.TmpDir, bloomMax: rest / 3}
+	r.truth = &shardSet{table: t, tmpDir: opts.TmpDir, bloomMax: rest / 4}
 	r.prefault()
 	return r, nil
 }

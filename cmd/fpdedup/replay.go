@@ -154,8 +154,9 @@ func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []str
 		opts.Lost = lostBuf
 	}
 	// The blooms and the seen-set are outside the Go heap (huge pages):
-	// the heap's soft limit is a third of what the blooms leave.
-	debug.SetMemoryLimit(max((inv.mem-pipeline.ReplayBloomBytes(opts))/3, 16<<20))
+	// the heap's soft limit is a quarter of what the blooms leave (as
+	// pipeline.Replay shares it out).
+	debug.SetMemoryLimit(max((inv.mem-pipeline.ReplayBloomBytes(opts))/4, 16<<20))
 	hook("work")
 	stop := inv.showProgress("replay", opts.Progress)
 	st, err := pipeline.Replay(cmd.Context(), opts)
@@ -257,10 +258,16 @@ func replayConfig(cmd *cobra.Command, inv *invocation, o *replayOptions) (pipeli
 			return opts, usageErrorf("--time-field: %v", strings.TrimPrefix(err.Error(), "--key "))
 		}
 	}
+	// Beyond the blooms, the exact seen-set and the fixed buffers (chunks,
+	// a run being written, the runtime: ~60 MiB) need 64 MiB at least.
 	need := pipeline.ReplayBloomBytes(opts)
-	if need+16<<20 > inv.mem {
-		return opts, usageErrorf("the simulated blooms take %s, and --mem %s must hold them and at least 16 MiB for the exact seen-set: give --mem %s or more",
-			units.FormatBytes(need), units.FormatBytes(inv.mem), units.FormatBytes(need+64<<20))
+	if need+64<<20 > inv.mem {
+		mem := inv.memText
+		if mem == "" {
+			mem = units.FormatBytes(inv.mem) + " (the default)"
+		}
+		return opts, usageErrorf("the simulated blooms take %s, and --mem %s must hold them and 64 MiB more for the exact seen-set and the buffers: give --mem %dMiB or more",
+			units.FormatBytes(need), mem, (need+64<<20+1<<20-1)>>20)
 	}
 	return opts, nil
 }
