@@ -24,18 +24,6 @@ import (
 // cleared). The name of this derivation is ReplayHashScheme.
 const ReplayHashScheme = "fp128-km: L1 bit = lo mod SIZE; L2 shard = hi mod N; L2 bit j = (lo + j*hi) mod 2^64 mod M, j = 0..K-1"
 
-// ReplayL1Bit is the L1 bit of a key with fingerprint fp in a bloom of m
-// bits.
-func ReplayL1Bit(fp fpstore.Fingerprint, m uint64) uint64 { return fp.Lo % m }
-
-// ReplayL2Shard is the L2 shard of fp among n.
-func ReplayL2Shard(fp fpstore.Fingerprint, n uint64) uint64 { return fp.Hi % n }
-
-// ReplayL2Bit is fp's j-th bit (0-based) in its shard of m bits.
-func ReplayL2Bit(fp fpstore.Fingerprint, j int, m uint64) uint64 {
-	return (fp.Lo + uint64(j)*fp.Hi) % m
-}
-
 // modulo is x mod m, a mask when m is a power of two (a 64-bit division
 // costs ~25 cycles, and there are K+2 of them an event).
 type modulo struct{ m, mask uint64 }

@@ -96,8 +96,8 @@ its own (a receive time). With --l2 alone and no time field, input order.
 
 SIZE and M are bit counts: 1000000, 1M (10^6), 2^20, or bytes with a unit
 (128KiB, 64MiB: 8 bits a byte). The blooms take their size in memory, written
-once before the first event; --mem must hold them and leave room for the exact
-seen-set.
+once before the first event; --mem must hold them and 64 MiB more: the exact
+seen-set spills to --tmpdir beyond a quarter of what they leave.
 
 Exit codes: 0 done; 2 usage, input or I/O error (events out of time order
 among them); 130/143 interrupted (nothing published).`,
@@ -175,7 +175,9 @@ func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []str
 	}
 	config := replayJSONConfig(o, opts)
 	if err == nil {
-		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "replay", "config": config, "replay": st, "threads": inv.threads})
+		// "online" is the primary system again, for --metrics (which
+		// keeps the scalars: lost, let through, the rates).
+		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "replay", "config": config, "replay": st, "online": st.Systems[0], "threads": inv.threads})
 	}
 	if err != nil {
 		return err
