@@ -182,8 +182,9 @@ type ReplayStats struct {
 	TruthRuns  int            `json:"truth_runs,omitempty"`
 	BadRecords int64          `json:"bad_records"`
 	Bytes      int64          `json:"bytes"`
-	// SetupSeconds is the blooms' first touch, part of Seconds, and
-	// SetupCPUSeconds the process CPU time it took.
+	// SetupSeconds is the first touch of the blooms and the seen-set's
+	// table before the first event, part of Seconds, and SetupCPUSeconds
+	// the process CPU time it took.
 	SetupSeconds    float64 `json:"setup_seconds"`
 	SetupCPUSeconds float64 `json:"setup_cpu_seconds"`
 	Seconds         float64 `json:"seconds"`

@@ -30,7 +30,7 @@ type replayer struct {
 	events, firsts, dups, late, windows int64
 	wroteHeader                         bool
 	direct                              bool          // the group's inserts go to the table (see replay)
-	setup, setupCPU                     time.Duration // the blooms' first touch
+	setup, setupCPU                     time.Duration // the first touch of the blooms and the table (prefault)
 	sink                                uint64        // the grouped loads' sum, so they are not dead code
 }
 
