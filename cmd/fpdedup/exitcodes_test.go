@@ -140,6 +140,8 @@ func TestExitCodes(t *testing.T) {
 		{"build", []string{"build", "-o", out("b.fpx"), f.records}, nil, []string{"build", f.records}, []string{"build", "-o", out("b.fpx"), out("missing.txt")}, nil, out("b.fpx")},
 		{"dedup", []string{"dedup", "-o", out("d.txt"), "--record", out("d.fpx"), f.records}, nil, []string{"dedup", "--emit", "some", f.records}, []string{"dedup", out("missing.txt")}, []string{"dedup", f.records}, out("d.txt")},
 		{"count", []string{"count", "-o", out("c.txt"), f.records}, []string{"count", "--check", f.records}, []string{"count", "--top", "-1", f.records}, []string{"count", out("missing.txt")}, []string{"count", f.records}, out("c.txt")},
+		{"replay", []string{"replay", "--format", "csv", "--key", "1,2,3", "--time-field", "3", "--order", "arrival", "--l1", "4096,ttl=1s", "--l2", "shards=2,bits=8192,k=3", "--lost", out("lost.txt"), f.records}, nil,
+			[]string{"replay", "--l2", "shards=0", f.records}, []string{"replay", "--l2", "shards=2,bits=8192,k=3", out("missing.txt")}, []string{"replay", "--l2", "shards=2,bits=8192,k=3", f.records}, out("lost.txt")},
 		{"query", []string{"query", f.index, f.first}, []string{"query", f.index, "not a key of it"}, []string{"query"}, []string{"query", out("missing.fpx"), "k"}, []string{"query", "--fp", f.index, strings.Repeat("0", 32)}, ""},
 		{"merge", []string{"merge", "-o", out("m.fpx"), f.index, f.index}, nil, []string{"merge", f.index}, []string{"merge", "-o", out("m.fpx"), f.damaged}, nil, out("m.fpx")},
 		{"dump", []string{"dump", f.index}, nil, []string{"dump"}, []string{"dump", f.damaged}, []string{"dump", f.index}, ""},

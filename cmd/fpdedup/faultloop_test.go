@@ -96,6 +96,7 @@ func TestFaultLoop(t *testing.T) {
 		{"reconcile --missing", []string{"reconcile", "-q", "--index", shaIndex, "--online", "file:" + online, "--tmpdir", "@tmp", "--missing", "@o.fpx", "--report", "@r.json"}, []string{"o.fpx", "r.json"}, 1, "r.json"},
 		{"count spilling", []string{"count", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.txt", medium}, []string{"o.txt"}, 0, ""},
 		{"dedup --keep last", []string{"dedup", "-q", "--keep", "last", "--tmpdir", "@tmp", "-o", "@o.txt", "--duplicates", "@d.txt", records}, []string{"o.txt", "d.txt"}, 0, ""},
+		{"replay --lost", []string{"replay", "-q", "--format", "csv", "--key", "1,2,3", "--time-field", "3", "--order", "arrival", "--l1", "64,ttl=1s", "--l2", "shards=2,bits=512,k=2", "--tmpdir", "@tmp", "--lost", "@o.txt", "--stats-json", "@st.json", records}, []string{"o.txt", "st.json"}, 0, ""},
 		{"dedup --record spilling", []string{"dedup", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.txt", "--record", "@o.fpx", big}, []string{"o.txt", "o.fpx"}, 0, ""},
 	}
 
