@@ -49,6 +49,12 @@ func TestScript(t *testing.T) {
 			// Inputs are bytes; the summary must not depend on the locale.
 			env.Setenv("LC_ALL", "C")
 			env.Setenv("TMPDIR", env.WorkDir)
+			// The bundled example, for the README's walkthroughs.
+			example, err := filepath.Abs(filepath.Join("..", "..", "testdata", "example", "events.txt"))
+			if err != nil {
+				return err
+			}
+			env.Setenv("EXAMPLE", example)
 			return nil
 		},
 	})
