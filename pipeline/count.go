@@ -60,6 +60,11 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	// Second pass: at each key's first occurrence, its line (with --top,
 	// what the heap needs: topWork).
 	var printed atomic.Int64
+	var bp *byPosition
+	if opts.Top == 0 {
+		bp = t.firstCountsByPosition(opts.Mem*3/4, len(opts.Inputs))
+		defer bp.free()
+	}
 	newWork := func() chunkWork {
 		w := newRecordWorker(&second.Records, second.Headers)
 		var g tallyGroupReader
@@ -73,6 +78,19 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 				return nil
 			})
 			return buf, err
+		}
+	}
+	if bp != nil {
+		newWork = func() chunkWork {
+			return func(job chunkJob, buf []byte) ([]byte, error) {
+				eachRecordAt(job, second.Records.Spec, func(rec []byte, at recordPos) {
+					if c := bp.count(at); c > 0 && c >= opts.MinCount {
+						printed.Add(1)
+						buf = appendCountLine(buf, c, second.Records.Spec.TrimEnd(rec), opts.TSV, term)
+					}
+				})
+				return buf, nil
+			}
 		}
 	}
 	if opts.Top > 0 {

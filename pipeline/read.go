@@ -274,3 +274,24 @@ func runDefaults(threads int, inputs []string, p *ingest.Progress) (int, []strin
 	}
 	return threads, inputs, p
 }
+
+// eachRecordAt calls fn for every record of the chunk with its position,
+// without keying or hashing it: a second pass that already knows, by
+// position, what to do with each record. Records are numbered exactly as
+// eachAt numbers them (bad ones included).
+func eachRecordAt(job chunkJob, spec ingest.KeySpec, fn func(rec []byte, at recordPos)) {
+	c := job.chunk
+	data := c.Data[job.skip:]
+	recNo := c.FirstRecord
+	if job.skip > 0 {
+		recNo++
+	}
+	if job.header {
+		recNo--
+	}
+	ingest.SplitFormat(data, spec.Format, spec.Term, func(rec []byte) bool {
+		fn(rec, recordPos{in: job.in, record: recNo})
+		recNo++
+		return true
+	})
+}

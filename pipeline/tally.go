@@ -669,3 +669,82 @@ func (g *tallyGroupReader) each(t *tallySet, w *recordWorker, job chunkJob, fn f
 	}
 	return nil
 }
+
+// byPosition is the tally turned around for a second pass that needs only
+// the first occurrences and their counts: per input, an array indexed by
+// record number holding the count of the key first seen there (0: not a
+// first occurrence). The second pass then reads it in order, without
+// keying, hashing or probing the table (pprof: the probes were most of that
+// pass). 8 bytes a record; made only when that fits the budget and nothing
+// was spilled.
+type byPosition struct {
+	mem    [][]byte
+	counts [][]uint64
+}
+
+// firstCountsByPosition makes it, or returns nil when it does not fit in
+// budget or the tally spilled; the tally's table is freed when it is made.
+func (ts *tallySet) firstCountsByPosition(budget int64, inputs int) *byPosition {
+	maxRec := make([]uint64, inputs)
+	for _, t := range ts.shards {
+		if t.index != nil {
+			return nil
+		}
+	}
+	for _, t := range ts.shards {
+		for i := range t.slots {
+			if e := &t.slots[i]; e.count > 0 {
+				in, rec := e.last>>40, e.last&(1<<40-1)
+				if in >= uint64(inputs) {
+					return nil
+				}
+				maxRec[in] = max(maxRec[in], rec)
+			}
+		}
+	}
+	var need int64
+	for _, m := range maxRec {
+		need += 8 * int64(m+1)
+	}
+	if need > budget {
+		return nil
+	}
+	bp := &byPosition{}
+	for _, m := range maxRec {
+		mem, err := hugemem.Alloc(8 * int(m+1))
+		if err != nil {
+			bp.free()
+			return nil
+		}
+		bp.mem, bp.counts = append(bp.mem, mem), append(bp.counts, hugemem.Slice[uint64](mem))
+	}
+	for _, t := range ts.shards {
+		for i := range t.slots {
+			if e := &t.slots[i]; e.count > 0 {
+				bp.counts[e.first>>40][e.first&(1<<40-1)] = e.count
+			}
+		}
+		hugemem.Free(t.mem)
+		t.mem, t.slots = nil, nil
+	}
+	return bp
+}
+
+// count is how many records have the key first seen at p; 0 when p is not
+// a first occurrence.
+func (bp *byPosition) count(p recordPos) uint64 {
+	if c := bp.counts[p.in]; uint64(p.record) < uint64(len(c)) {
+		return c[p.record]
+	}
+	return 0
+}
+
+func (bp *byPosition) free() {
+	if bp == nil {
+		return
+	}
+	for _, m := range bp.mem {
+		hugemem.Free(m)
+	}
+	bp.mem, bp.counts = nil, nil
+}
