@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/fpdedup/fpdedup/fpstore"
@@ -212,6 +213,7 @@ func (b *runner) jobs() []jobSpec {
 			{tool: "gawk '!s[$0]++'", kind: kindPeer, needs: []string{"gawk"},
 				cmd:    command{argv: []string{"gawk", "!s[$0]++", lines}},
 				verify: b.sameOutput(dist, "distinct", "dedup-lines", "fpdedup dedup")},
+			b.boundRow(lines, dist),
 			cat(lines),
 			zcat(linesZst),
 		},
@@ -331,6 +333,17 @@ func (b *runner) floorWrite(inputs []string, out string) command {
 	return sh(fmt.Sprintf("cat %s > /dev/null && dd if=/dev/zero of=%s bs=1M count=$(stat -c %%s %s) iflag=count_bytes conv=fsync status=none",
 		strings.Join(mapQ(inputs), " "), shellQuote(b.path("floor.out")), shellQuote(out)))
 }
+
+// boundRow is dedup's floor: fpdedup-bench bound, the least an exact
+// order-keeping dedup of lines does (its output checked like dedup's).
+func (b *runner) boundRow(lines string, dist int64) rowSpec {
+	return rowSpec{tool: "floor: split+hash+table", kind: kindFloor, needs: []string{boundPeer},
+		cmd:    command{argv: []string{b.o.Bound, "-q", "bound", "--distinct", strconv.FormatInt(dist, 10), lines}},
+		verify: b.sameOutput(dist, "distinct", "dedup-lines", "fpdedup dedup")}
+}
+
+// boundPeer names the bound row's binary among the peers.
+const boundPeer = "fpdedup-bench bound"
 
 // catFloor is reading f, the floor of every job that reads it once.
 func catFloor(f string) rowSpec {

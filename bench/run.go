@@ -19,7 +19,10 @@ import (
 // Options say what Run measures. The zero values of the counts mean their
 // defaults (Quick's or the full run's).
 type Options struct {
-	Exe      string // the fpdedup binary to measure (required)
+	Exe string // the fpdedup binary to measure (required)
+	// Bound is a binary whose "bound --distinct N FILE" is dedup's
+	// split+hash+table floor (fpdedup-bench itself); "": no such row.
+	Bound    string
 	Records  int64  // records generated: 0 = 10M, or 1M with Quick
 	Seed     uint64 // generator seed
 	Runs     int    // timed runs per row: 0 = 3, or 1 with Quick
@@ -196,6 +199,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	b.rep.Machine.TmpFS = fsType(b.work)
 
 	b.peers = findPeers(ctx, o.Peers, o.PeersDir)
+	b.peers[boundPeer] = &Peer{Name: boundPeer, Status: "ok", Path: o.Bound}
+	switch {
+	case o.Peers == "none":
+		b.peers[boundPeer].Status, b.peers[boundPeer].Why = "skipped", "--peers none"
+	case o.Bound == "":
+		b.peers[boundPeer].Status, b.peers[boundPeer].Why = "missing", "no Options.Bound (fpdedup-bench sets it to itself)"
+	}
 	for _, name := range []string{"sh", "cat", "dd", "sort", "mawk", "gawk", "zstd", "bloom", "node", "duckdb"} {
 		b.rep.Peers = append(b.rep.Peers, *b.peers[name])
 	}

@@ -116,6 +116,35 @@ func judgeTargets(r *Report) []Target {
 		x := bf.FilterFPRMeasured / bf.FilterFPRFormula
 		return fmt.Sprintf("%.4f%% vs %.4f%%: ×%.3f", 100*bf.FilterFPRMeasured, 100*bf.FilterFPRFormula, x), truth(x >= 0.9 && x <= 1.1)
 	})
+	// within: fpdedup's row in job at most x times the time of row other
+	// (a floor) of job otherJob.
+	within := func(job, otherJob, other string, x float64) func() (string, *bool) {
+		return func() (string, *bool) {
+			ref, f := r.job(job).ref(), r.job(otherJob).row(other)
+			if otherJob == job && f == nil {
+				return "not measured (no " + other + " row)", nil
+			}
+			if ref == nil || ref.Median == nil || f == nil || f.Median == nil || f.Median.WallS <= 0 {
+				return "not measured (" + rowStatus(f) + ")", nil
+			}
+			y := ref.Median.WallS / f.Median.WallS
+			return fmt.Sprintf("%s vs %s: %.2f× its time", fmtSeconds(ref.Median.WallS), fmtSeconds(f.Median.WallS), y), truth(y <= x)
+		}
+	}
+	add(11, "dedup-lines", "dedup (lines) within 1.1× of the split+hash+table bound (fpdedup-bench bound)", small, within("dedup-lines", "dedup-lines", "floor: split+hash+table", 1.1))
+	add(11, "dedup-lines", "dedup (lines) ≥ 5× faster than DuckDB SELECT DISTINCT", small, faster("dedup-lines", "duckdb SELECT DISTINCT", 5))
+	if r.ran("dedup-lines") {
+		if l := r.job("dedup-lines").ref(); l != nil {
+			add(11, "dedup-csv", "dedup --format csv --key 1,2,3 within 1.2× of dedup of lines", small,
+				within("dedup-csv", "dedup-lines", l.Tool, 1.2))
+		}
+	}
+	add(11, "dedup-zstd", "dedup of .zst input within 1.3× of zstd -dc alone", small, within("dedup-zstd", "dedup-zstd", "floor: zstd -dc", 1.3))
+	add(11, "build", "build ≥ 10× faster than LC_ALL=C sort -u --parallel", small, faster("build", "sort -u", 10))
+	add(11, "query-present", "query of 10M present keys ≥ 15× faster than bloom check", small, faster("query-present", "bloom check", 15))
+	add(11, "query-absent", "query of 10M absent keys ≥ 5× faster than bloom check", small, faster("query-absent", "bloom check", 5))
+	add(11, "merge", "merge within 1.5× of its I/O floor (cat of the inputs + dd conv=fsync of the output)", "the issue asks it of two 50M-key indexes; this run merges the two halves of its own index",
+		within("merge", "merge", "floor: cat + dd conv=fsync of the output", 1.5))
 	add(6, "merge", "merge ≥ 10× faster than LC_ALL=C sort -m -u of the hex dumps", "the issue asks it of two 50M-key indexes; this run merges the two halves of its own index", faster("merge", "sort -m -u (hex)", 10))
 	add(6, "merge", "merge: anonymous peak RSS under 64 MiB", "", anonUnder("merge", 64<<20, "limit"))
 	return ts

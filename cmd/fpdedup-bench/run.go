@@ -36,7 +36,8 @@ temporary directory and measures whole processes of an fpdedup binary and of
 the peers that are installed: build, query (all present, all absent), dedup
 (lines, bounded memory, CSV keys, zstd input) and merge, against LC_ALL=C
 sort -u, mawk/gawk '!s[$0]++', DuckDB (node and @duckdb/node-api), the bloom
-CLI, and cat/zstd -dc/dd as floors. Each row runs once untimed (its output
+CLI, and floors: cat, zstd -dc, dd, and for dedup of lines "fpdedup-bench
+bound", the least an exact order-keeping dedup does here. Each row runs once untimed (its output
 is checked against the generator's exact distinct count), then --runs times,
 interleaved with the other rows; the report gives medians of wall time, CPU
 (user+sys) and peak RSS, and ratios to fpdedup. In process it times single
@@ -132,6 +133,9 @@ func runBench(ctx context.Context, e *env, o runOptions) error {
 		if opts.Compare, err = bench.ReadReport(o.compare); err != nil {
 			return usageErrorf("--compare: %v", err)
 		}
+	}
+	if self, err := os.Executable(); err == nil {
+		opts.Bound = self
 	}
 	if opts.Exe = o.exe; opts.Exe == "" {
 		if opts.Exe, err = findFpdedup(); err != nil {

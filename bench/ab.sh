@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# ab.sh: interleaved A/B timing of whole commands, for a change's before
+# and after on a noisy machine: run i of every command comes before run
+# i+1 of any, so a neighbour's burst hurts all alike. Prints each
+# command's median, min and max wall time and its ratio to the first.
+#
+#   bench/ab.sh [-n RUNS] [-o OUT] 'CMD A' 'CMD B' ...
+#
+# -n runs per command (default 7, after one untimed warm-up each); -o where
+# each command's stdout goes (default /dev/null; "pipe" sends it through
+# cat, as into a pipeline). Commands run under bash -c. Check the load
+# (uptime) first: the figures are only worth what the machine's quiet is.
+set -euo pipefail
+runs=7 out=/dev/null
+while getopts n:o: opt; do
+	case $opt in
+	n) runs=$OPTARG ;;
+	o) out=$OPTARG ;;
+	*) exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+if (($# == 0)); then
+	echo "usage: bench/ab.sh [-n RUNS] [-o /dev/null|pipe] 'CMD A' 'CMD B' ..." >&2
+	exit 2
+fi
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg); $runs interleaved runs each" >&2
+declare -A times
+run() { # run CMD: its wall time in ms
+	local t0 t1
+	t0=$(date +%s%N)
+	if [[ $out == pipe ]]; then
+		bash -c "$1" | cat >/dev/null
+	else
+		bash -c "$1" >"$out"
+	fi
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000000))
+}
+for c in "$@"; do run "$c" >/dev/null; done
+for ((i = 0; i < runs; i++)); do
+	for c in "$@"; do times[$c]+="$(run "$c") "; done
+done
+first=
+for c in "$@"; do
+	read -r med lo hi < <(tr ' ' '\n' <<<"${times[$c]}" | grep . | sort -n |
+		awk '{v[NR]=$1} END {print v[int((NR+1)/2)], v[1], v[NR]}')
+	first=${first:-$med}
+	awk -v m="$med" -v lo="$lo" -v hi="$hi" -v f="$first" -v c="$c" \
+		'BEGIN {printf "%7d ms (%d-%d)  %.2fx  %s\n", m, lo, hi, m/f, c}'
+done
