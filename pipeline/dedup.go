@@ -519,7 +519,7 @@ func (p *dedupParser) parse(c *dedupChunk) error {
 // markShard decides new or duplicate for the records of c whose
 // fingerprints fall in shard me, in input order.
 func markShard(l *shardSet, me, mask uint64, c *dedupChunk) error {
-	const group = 16
+	const group = 64
 	var idx [group]int
 	for base := 0; base < len(c.fps); {
 		n := 0
