@@ -69,11 +69,14 @@ const (
 // cost a quarter of a count's CPU time in rehashing (pprof).
 func newTally(budget int64, tmpDir string, keys int64) (*tally, error) {
 	t := &tally{budget: max(budget, 2*tallyMinSlots*tallyEntryBytes), tmpDir: tmpDir}
-	n := tallyMinSlots
-	for int64(n)*3/4 < keys && int64(2*n)*tallyEntryBytes <= t.budget {
-		n *= 2
+	// Exactly the estimate's size, not the next power of two: every page
+	// of the table is touched, and a page used for the first time is the
+	// costliest thing a count does in a VM (sys time: ~2 s a GiB here).
+	n := int64(tallyMinSlots)
+	if want := keys * 4 / 3; want > n {
+		n = min(want, t.budget/tallyEntryBytes)
 	}
-	return t, t.alloc(n)
+	return t, t.alloc(int(n))
 }
 
 // alloc makes a table of n slots and moves the current entries into it.
@@ -111,14 +114,16 @@ func (t *tally) free() {
 
 // slot is fp's entry, or the empty slot where it goes.
 func (t *tally) slot(fp fpstore.Fingerprint) *tallyEntry {
-	mask := uint64(len(t.slots) - 1)
-	i, _ := bits.Mul64(fp.Lo, uint64(len(t.slots)))
+	n := uint64(len(t.slots))
+	i, _ := bits.Mul64(fp.Lo, n)
 	for {
 		e := &t.slots[i]
 		if e.count == 0 || e.fp == fp {
 			return e
 		}
-		i = (i + 1) & mask
+		if i++; i == n {
+			i = 0
+		}
 	}
 }
 
@@ -149,8 +154,8 @@ func (t *tally) add(fp fpstore.Fingerprint, order uint64) error {
 	if e.count == 0 {
 		if t.used >= t.maxUsed {
 			var err error
-			if int64(2*len(t.slots))*tallyEntryBytes <= t.budget {
-				err = t.alloc(2 * len(t.slots))
+			if next := min(2*len(t.slots), int(t.budget/tallyEntryBytes)); next >= len(t.slots)*5/4 {
+				err = t.alloc(next)
 			} else {
 				err = t.spill()
 			}
