@@ -166,8 +166,11 @@ func (b *runner) jobs() []jobSpec {
 	}, {
 		name: "query-present", title: "look every line up in the index (all present)",
 		input: "events.txt", inputBytes: d.LinesBytes, units: n, unit: "records",
-		ref: "fpdedup query",
+		ref: "fpdedup query --only present",
 		rows: []rowSpec{
+			// Like bloom check, it prints the keys found, verbatim.
+			{tool: "fpdedup query --only present", kind: kindFpdedup, needsFile: index,
+				cmd: withStdin(b.fp("", "query", "--only", "present", index), lines), verify: linesEqual(n, "every line present")},
 			{tool: "fpdedup query", kind: kindFpdedup, needsFile: index,
 				cmd: withStdin(b.fp("", "query", index), lines),
 				verify: func(o outStats, _ map[string]any) (string, *bool) {
@@ -181,8 +184,11 @@ func (b *runner) jobs() []jobSpec {
 	}, {
 		name: "query-absent", title: "look up as many lines that are not in the index (all absent)",
 		input: "absent.txt", inputBytes: d.AbsentBytes, units: n, unit: "records",
-		ref: "fpdedup query",
+		ref: "fpdedup query --only present",
 		rows: []rowSpec{
+			// Like bloom check, it prints the keys found: none.
+			{tool: "fpdedup query --only present", kind: kindFpdedup, needsFile: index, wantExit: 1,
+				cmd: withStdin(b.fp("", "query", "--only", "present", index), absent), verify: linesEqual(0, "no line present")},
 			{tool: "fpdedup query", kind: kindFpdedup, needsFile: index, wantExit: 1,
 				cmd: withStdin(b.fp("", "query", index), absent),
 				verify: func(o outStats, _ map[string]any) (string, *bool) {
