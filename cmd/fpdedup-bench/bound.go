@@ -85,7 +85,9 @@ func bound(name string, distinct int64, e *env) (int64, error) {
 	for range cap(free) {
 		free <- &boundBlock{data: make([]byte, 0, blockSize)}
 	}
-	go splitAndHash(f, free, full)
+	stop := make(chan struct{})
+	defer close(stop) // an early return (an error) ends the reader too
+	go splitAndHash(f, free, full, stop)
 
 	out := bufio.NewWriterSize(e.stdout, 1<<20)
 	var emitted int64
@@ -141,11 +143,24 @@ func bound(name string, distinct int64, e *env) (int64, error) {
 // splitAndHash reads f into free blocks, each ending at a line's end (a
 // last unterminated line gets its newline), and sends them on full with
 // their lines' offsets (end excluding the newline) and XXH3-128s.
-func splitAndHash(f io.Reader, free <-chan *boundBlock, full chan<- *boundBlock) {
+func splitAndHash(f io.Reader, free <-chan *boundBlock, full chan<- *boundBlock, stop <-chan struct{}) {
 	defer close(full)
+	send := func(b *boundBlock) bool {
+		select {
+		case full <- b:
+			return true
+		case <-stop:
+			return false
+		}
+	}
 	var carry []byte
 	for eof := false; !eof; {
-		b := <-free
+		var b *boundBlock
+		select {
+		case b = <-free:
+		case <-stop:
+			return
+		}
 		b.data = append(b.data[:0], carry...)
 		n, err := io.ReadFull(f, b.data[len(b.data):cap(b.data)])
 		b.data = b.data[:len(b.data)+n]
@@ -157,13 +172,13 @@ func splitAndHash(f io.Reader, free <-chan *boundBlock, full chan<- *boundBlock)
 			}
 		case err != nil:
 			b.err = err
-			full <- b
+			send(b)
 			return
 		}
 		end := bytes.LastIndexByte(b.data, '\n') + 1
 		if end == 0 && len(b.data) == cap(b.data) {
 			b.err = fmt.Errorf("a line longer than %d bytes", cap(b.data))
-			full <- b
+			send(b)
 			return
 		}
 		carry = append(carry[:0], b.data[end:]...)
@@ -176,6 +191,8 @@ func splitAndHash(f io.Reader, free <-chan *boundBlock, full chan<- *boundBlock)
 			at = i + 1
 		}
 		b.data = b.data[:end]
-		full <- b
+		if !send(b) {
+			return
+		}
 	}
 }
