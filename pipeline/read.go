@@ -75,6 +75,22 @@ type chunkJob struct {
 	header bool // the input has a header (record numbers exclude it)
 }
 
+// records is the job's data past its header, with the physical line and
+// the record number (data records are numbered without the header) of its
+// first record.
+func (job chunkJob) records() (data []byte, line, recNo int64) {
+	c := job.chunk
+	line, recNo = c.FirstLine, c.FirstRecord
+	if job.skip > 0 {
+		line += int64(ingest.CountLines(c.Data[:job.skip]))
+		recNo++
+	}
+	if job.header {
+		recNo--
+	}
+	return c.Data[job.skip:], line, recNo
+}
+
 // readChunks opens the inputs one after another and cuts them into chunks
 // at record boundaries of the format, peeling each input's header off.
 func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) error {
@@ -208,16 +224,7 @@ func (w *recordWorker) eachAt(job chunkJob, fn func(rec []byte, fp fpstore.Finge
 		w.keyer = k
 	}
 	c := job.chunk
-	data := c.Data[job.skip:]
-	line := c.FirstLine
-	recNo := c.FirstRecord
-	if job.skip > 0 {
-		line += int64(ingest.CountLines(c.Data[:job.skip]))
-		recNo++
-	}
-	if job.header {
-		recNo-- // data records are numbered without the header
-	}
+	data, line, recNo := job.records()
 	// A newline-terminated line is one line: no need to count (bytes.Count
 	// per record was 6% of a dedup's CPU time in pprof).
 	oneLine := w.opts.Spec.Format == ingest.FormatLines && w.opts.Spec.Term == '\n'

@@ -145,16 +145,7 @@ func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
 	spec := opts.Records.Spec
 	keepRec := opts.Lost != nil
 	c := job.chunk
-	data := c.Data[job.skip:]
-	line := c.FirstLine
-	recNo := c.FirstRecord
-	if job.skip > 0 {
-		line += int64(ingest.CountLines(c.Data[:job.skip]))
-		recNo++
-	}
-	if job.header {
-		recNo-- // data records are numbered without the header
-	}
+	data, line, recNo := job.records()
 	oneLine := spec.Format == ingest.FormatLines && spec.Term == '\n'
 	var n int64
 	var err error
