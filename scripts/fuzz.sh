@@ -5,8 +5,16 @@
 # crashers of earlier runs, kept as regression inputs), and print a table
 # of what each did.
 #
-#   scripts/fuzz.sh short            a few seconds each (CI; ~2 min in all)
+#   scripts/fuzz.sh short            20000 executions each (CI; ~1 min in all)
 #   scripts/fuzz.sh long [DURATION]  DURATION each (default 1h), e.g. 3m
+#
+# Why short counts executions: with a duration, Go's fuzzing coordinator can
+# fail a target with a bare "context deadline exceeded" and no input when
+# its deadline fires (it compares the parent context's error with the
+# child's before the cancel has reached the child; seen here in CI on
+# FuzzCSVChunks, 88772 execs, nothing saved). A count sets no deadline.
+# In long mode that bare failure, with no input written and nothing else in
+# the log's FAIL block, is reported as "deadline race" and is not a finding.
 #
 # Environment: FUZZ_ONLY, a regexp of PKG.FuzzX to run (default all);
 # FUZZ_PARALLEL, fuzz workers (default 1: the test machines have 2 shared
@@ -22,7 +30,7 @@ export PATH="/usr/local/go/bin:$PATH"
 usage() { echo "usage: scripts/fuzz.sh short | long [DURATION]" >&2; exit 2; }
 mode=${1:-}
 case "$mode" in
-  short) [ $# -eq 1 ] || usage; fuzztime=5s; minimize=5s ;;
+  short) [ $# -eq 1 ] || usage; fuzztime=20000x; minimize=5s ;;
   long) [ $# -le 2 ] || usage; fuzztime=${2:-1h}; minimize=30s ;;
   *) usage ;;
 esac
@@ -35,6 +43,16 @@ mapfile -t targets < <(
   grep -rn --include='*_test.go' --exclude-dir=.git --exclude-dir=vendor -E '^func Fuzz[A-Za-z0-9_]*\(' . |
     sed -E 's#^\./(.*)/[^/]+_test\.go:[0-9]+:func (Fuzz[A-Za-z0-9_]*)\(.*#\1 \2#' | sort -u)
 [ ${#targets[@]} -gt 0 ] || { echo "fuzz.sh: no fuzz targets found" >&2; exit 1; }
+
+# deadline_race LOG: the target failed only with the coordinator's own
+# deadline: the FAIL line is followed by "context deadline exceeded" alone
+# (no panic, no t.Error output, no input written).
+deadline_race() {
+  local said
+  said=$(awk '/^--- FAIL: /{f=1; next} f && NF' "$1" |
+    grep -v -E '^FAIL([[:space:]].*)?$|^exit status [0-9]+$' | sed 's/^[[:space:]]*//' | sort -u)
+  [ "$said" = "context deadline exceeded" ] && ! grep -q 'Failing input written' "$1"
+}
 
 interrupted=0
 trap 'interrupted=1' INT TERM
@@ -58,10 +76,14 @@ for t in "${targets[@]}"; do
   execs=$(grep -o 'execs: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2 || true)
   result=ok
   if [ "$status" -ne 0 ]; then
+    prev_failed=$failed
     failed=1
     crasher=$(sed -n 's#.*Failing input written to \([^ ]*\).*#\1#p' "$log" | tail -n 1)
     if [ -n "$crasher" ]; then
       result="FAIL: $pkg/$crasher"
+    elif deadline_race "$log"; then
+      failed=$prev_failed
+      result="ok (deadline race at the end, no input: not a finding)"
     elif [ "$interrupted" = 1 ]; then
       result="interrupted"
     else
