@@ -2,8 +2,13 @@
 // deduplicates event records with them. See README.md and `fpdedup --help`.
 package main
 
-import "os"
+import (
+	"os"
+
+	"github.com/fpdedup/fpdedup/internal/pipes"
+)
 
 func main() {
+	pipes.Widen(os.Stdin, os.Stdout)
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
