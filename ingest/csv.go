@@ -25,6 +25,10 @@ import (
 //	hand-written            63 ns   107 ns   0 allocs
 //	encoding/csv           241 ns   145 ns   1 alloc, 47 B a record
 //
+// (On an idle machine, 2026-12-03, with the word-at-a-time split and the
+// one-copy join of adjacent columns: hand-written 30 ns plain, 91 quoted;
+// encoding/csv 119 and 129.)
+//
 // and encoding/csv breaks the byte rules besides (it drops the \r of
 // "\r\n" inside quotes and skips blank lines).
 //
@@ -45,6 +49,7 @@ func (k *Keyer) csvFields(line []byte) error {
 		// commas, and the fields after the last key column need no check.
 		return k.splitFields(line, ',')
 	}
+	k.plain = false // a quoted field's bytes are not all of the span between its commas
 	c := 0
 	for p := 0; ; c++ {
 		start, end, next, esc, err := csvField(line, p, c)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"io"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -37,14 +38,7 @@ func FuzzKeyTSV(f *testing.F) {
 	for _, s := range []string{"a\tb\tc\n", "\"a\tb\r\n", "\t\t\n\n", "\xef\xbb\xbfa\tb\n", "\xff\x00\tq\"\n"} {
 		f.Add([]byte(s))
 	}
-	var keyers []*Keyer
-	for c := 1; c <= 3; c++ {
-		k, err := NewKeyer(KeySpec{Format: FormatTSV, Keys: []string{strconv.Itoa(c)}}, nil)
-		if err != nil {
-			f.Fatal(err)
-		}
-		keyers = append(keyers, k)
-	}
+	keyers := fuzzKeyers(f, FormatTSV)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		first := true
 		SplitFormat(data, FormatTSV, '\n', func(rec []byte) bool {
@@ -52,22 +46,69 @@ func FuzzKeyTSV(f *testing.F) {
 			if first {
 				line = bytes.TrimPrefix(line, []byte(bom))
 			}
-			fields := bytes.Split(line, []byte{'\t'})
-			for c, k := range keyers {
-				key, err := k.Key(rec, first)
-				switch {
-				case len(line) == 0 || c >= len(fields):
-					if err == nil {
-						t.Fatalf("%q column %d: %q, want an error", rec, c+1, key)
-					}
-				case err != nil || !bytes.Equal(key, fields[c]):
-					t.Fatalf("%q column %d: %q, %v; want %q", rec, c+1, key, err, fields[c])
-				}
-			}
+			checkFuzzKeys(t, keyers, rec, first, len(line) == 0, bytes.Split(line, []byte{'\t'}))
 			first = false
 			return true
 		})
 	})
+}
+
+// fuzzKeyer is a Keyer with what it was made of, for checkFuzzKeys.
+type fuzzKeyer struct {
+	k    *Keyer
+	cols []int // 0-based
+	sep  string
+}
+
+// fuzzKeyers makes keyers of single columns, adjacent columns in order
+// (the one-copy join, with a separator that is the delimiter too) and
+// others, with one- and two-byte separators.
+func fuzzKeyers(f *testing.F, format Format) []fuzzKeyer {
+	var ks []fuzzKeyer
+	for _, c := range []struct {
+		cols []int
+		sep  string
+	}{
+		{[]int{0}, ":"}, {[]int{1}, ":"}, {[]int{2}, ":"}, {[]int{1, 0}, ":"}, {[]int{0, 2}, ":"},
+		{[]int{0, 1, 2}, ":"}, {[]int{1, 2}, ","}, {[]int{0, 1}, "\t"}, {[]int{0, 1}, "::"}, {[]int{1, 2, 3}, "|"},
+	} {
+		var keys []string
+		for _, col := range c.cols {
+			keys = append(keys, strconv.Itoa(col+1))
+		}
+		k, err := NewKeyer(KeySpec{Format: format, Keys: keys, Sep: c.sep}, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		ks = append(ks, fuzzKeyer{k, c.cols, c.sep})
+	}
+	return ks
+}
+
+// checkFuzzKeys checks each keyer's key of rec against the reference
+// fields of its line: an error when bad is set or a key column is missing,
+// else the columns' fields joined by the separator, byte for byte.
+func checkFuzzKeys(t *testing.T, keyers []fuzzKeyer, rec []byte, first, bad bool, fields [][]byte) {
+	t.Helper()
+	for _, fk := range keyers {
+		key, err := fk.k.Key(rec, first)
+		if bad || slices.Max(fk.cols) >= len(fields) {
+			if err == nil {
+				t.Fatalf("%q columns %v: key %q, want an error", rec, fk.cols, key)
+			}
+			continue
+		}
+		var want []byte
+		for i, c := range fk.cols {
+			if i > 0 {
+				want = append(want, fk.sep...)
+			}
+			want = append(want, fields[c]...)
+		}
+		if err != nil || !bytes.Equal(key, want) {
+			t.Fatalf("%q columns %v sep %q: key %q, %v; want %q", rec, fk.cols, fk.sep, key, err, want)
+		}
+	}
 }
 
 // BenchmarkKeyTSV compares the hand-written split with bytes.Split and
