@@ -70,7 +70,7 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 		var g tallyGroupReader
 		return func(job chunkJob, buf []byte) ([]byte, error) {
 			err := g.each(t, w, job, func(rec []byte, e tallyEntry, at recordPos) error {
-				if e.first != at.order() || e.count < opts.MinCount {
+				if e.at != at.order() || e.count < opts.MinCount {
 					return nil
 				}
 				printed.Add(1)
@@ -149,12 +149,12 @@ func topWork(t *tallySet, second readOptions, minCount uint64) func() chunkWork 
 		var g tallyGroupReader
 		return func(job chunkJob, buf []byte) ([]byte, error) {
 			err := g.each(t, w, job, func(rec []byte, e tallyEntry, at recordPos) error {
-				if e.first != at.order() || e.count < minCount {
+				if e.at != at.order() || e.count < minCount {
 					return nil
 				}
 				rec = second.Records.Spec.TrimEnd(rec)
 				buf = binary.LittleEndian.AppendUint64(buf, e.count)
-				buf = binary.LittleEndian.AppendUint64(buf, e.first)
+				buf = binary.LittleEndian.AppendUint64(buf, e.at)
 				buf = binary.LittleEndian.AppendUint32(buf, uint32(len(rec)))
 				buf = append(buf, rec...)
 				return nil

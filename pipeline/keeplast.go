@@ -27,7 +27,7 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 		return st, err
 	}
 	defer rec.close()
-	t, second, done, err := twoPasses(ctx, tallyOptions{Inputs: opts.Inputs, Records: opts.Records, Threads: opts.Threads, Mem: opts.Mem * 2 / parts, TmpDir: opts.TmpDir, Progress: opts.Progress, Stdin: opts.Stdin}, newHeaders())
+	t, second, done, err := twoPasses(ctx, tallyOptions{Inputs: opts.Inputs, Records: opts.Records, Threads: opts.Threads, Mem: opts.Mem * 2 / parts, TmpDir: opts.TmpDir, Progress: opts.Progress, Stdin: opts.Stdin, KeepLast: true}, newHeaders())
 	defer done()
 	if err != nil {
 		return st, err
@@ -137,7 +137,7 @@ func keepLastWork(t *tallySet, second readOptions, opts *DedupOptions) func() ch
 				switch {
 				case found[i]:
 					s = stateAgainst
-				case e.last == orders[i]:
+				case e.at == orders[i]:
 					s = stateNew
 				}
 				buf = append(buf, s)

@@ -24,7 +24,8 @@ import (
 
 // A tally is what the jobs that look at every occurrence of a key need
 // before they can write anything (count, dedup --keep last): per distinct
-// key, how many records have it and where the first and the last are. It
+// key, how many records have it and where its first (count) or its last
+// (keep last) is. It
 // is made in a first pass over the input and read, unchanged, by a second
 // pass that writes in input order (stdin is spooled to --tmpdir for it).
 //
@@ -44,31 +45,37 @@ type tally struct {
 	records, distinct int64
 	sink              atomic.Uint64 // keeps touch's loads from being optimised away
 
+	last    bool // entries keep the last occurrence, not the first
 	tmpDir  string
 	scratch *tempfile.Dir
 	runs    []string
 	index   *fpstore.Index // the merged runs' keys; nil while all is in the table
-	values  []byte         // 24 bytes a key of index, in its order: count, first, last
+	values  []byte         // 16 bytes a key of index, in its order: count, at
 }
 
-// tallyEntry is one key's: 40 bytes. count 0 marks an empty slot.
+// tallyEntry is one key's: 32 bytes, two to a cache line. count 0 marks an
+// empty slot. With first and last both (40 bytes, which count and keep
+// last never needed together), half the entries straddled two lines, and
+// the table had a fifth more pages to touch for the first time, the
+// costliest thing a count does in this VM (see newTally).
 type tallyEntry struct {
-	fp          fpstore.Fingerprint
-	count       uint64
-	first, last uint64 // recordPos.order()
+	fp    fpstore.Fingerprint
+	count uint64
+	at    uint64 // recordPos.order() of the first occurrence, or of the last
 }
 
 const (
-	tallyEntryBytes = 40
-	tallyValueBytes = 24
+	tallyEntryBytes = 32
+	tallyValueBytes = 16
 	tallyMinSlots   = 1 << 16
 )
 
 // newTally makes a table sized for keys distinct keys (an estimate: the
 // input's record count when known), within budget: growing it as it fills
 // cost a quarter of a count's CPU time in rehashing (pprof).
-func newTally(budget int64, tmpDir string, keys int64) (*tally, error) {
-	t := &tally{budget: max(budget, 2*tallyMinSlots*tallyEntryBytes), tmpDir: tmpDir}
+// last says the entries keep each key's last occurrence.
+func newTally(budget int64, tmpDir string, keys int64, last bool) (*tally, error) {
+	t := &tally{budget: max(budget, 2*tallyMinSlots*tallyEntryBytes), tmpDir: tmpDir, last: last}
 	// Exactly the estimate's size, not the next power of two: every page
 	// of the table is touched, and a page used for the first time is the
 	// costliest thing a count does in a VM (sys time: ~2 s a GiB here).
@@ -164,13 +171,20 @@ func (t *tally) add(fp fpstore.Fingerprint, order uint64) error {
 			}
 			e = t.slot(fp)
 		}
-		*e = tallyEntry{fp: fp, first: order, last: order}
+		*e = tallyEntry{fp: fp, at: order}
 		t.used++
 	}
 	e.count++
-	e.first = min(e.first, order)
-	e.last = max(e.last, order)
+	e.at = t.keep(e.at, order)
 	return nil
+}
+
+// keep is the occurrence an entry keeps of two.
+func (t *tally) keep(a, b uint64) uint64 {
+	if t.last {
+		return max(a, b)
+	}
+	return min(a, b)
 }
 
 // spill writes the table's entries, sorted by fingerprint, as a run and
@@ -233,14 +247,13 @@ func putTallyEntry(b []byte, e tallyEntry) {
 	binary.BigEndian.PutUint64(b[0:], e.fp.Hi)
 	binary.BigEndian.PutUint64(b[8:], e.fp.Lo)
 	binary.LittleEndian.PutUint64(b[16:], e.count)
-	binary.LittleEndian.PutUint64(b[24:], e.first)
-	binary.LittleEndian.PutUint64(b[32:], e.last)
+	binary.LittleEndian.PutUint64(b[24:], e.at)
 }
 
 func getTallyEntry(b []byte) tallyEntry {
 	return tallyEntry{
 		fp:    fpstore.Fingerprint{Hi: binary.BigEndian.Uint64(b[0:]), Lo: binary.BigEndian.Uint64(b[8:])},
-		count: binary.LittleEndian.Uint64(b[16:]), first: binary.LittleEndian.Uint64(b[24:]), last: binary.LittleEndian.Uint64(b[32:]),
+		count: binary.LittleEndian.Uint64(b[16:]), at: binary.LittleEndian.Uint64(b[24:]),
 	}
 }
 
@@ -286,16 +299,14 @@ func (t *tally) merge() error {
 			return err
 		}
 		binary.LittleEndian.PutUint64(val[0:], cur.count)
-		binary.LittleEndian.PutUint64(val[8:], cur.first)
-		binary.LittleEndian.PutUint64(val[16:], cur.last)
+		binary.LittleEndian.PutUint64(val[8:], cur.at)
 		_, err := vw.Write(val[:])
 		return err
 	}
 	err = mergeTallyRuns(t.runs, func(e tallyEntry) error {
 		if have && e.fp == cur.fp {
 			cur.count += e.count
-			cur.first = min(cur.first, e.first)
-			cur.last = max(cur.last, e.last)
+			cur.at = t.keep(cur.at, e.at)
 			return nil
 		}
 		if have {
@@ -411,7 +422,7 @@ func (t *tally) get(fp fpstore.Fingerprint) (tallyEntry, error) {
 		return tallyEntry{}, err
 	}
 	v := t.values[rank*tallyValueBytes:]
-	return tallyEntry{fp: fp, count: binary.LittleEndian.Uint64(v), first: binary.LittleEndian.Uint64(v[8:]), last: binary.LittleEndian.Uint64(v[16:])}, nil
+	return tallyEntry{fp: fp, count: binary.LittleEndian.Uint64(v), at: binary.LittleEndian.Uint64(v[8:])}, nil
 }
 
 // tallyOptions say what the two passes read.
@@ -423,6 +434,7 @@ type tallyOptions struct {
 	TmpDir   string
 	Progress *ingest.Progress
 	Stdin    io.Reader // read for "-" instead of the process's stdin (tests)
+	KeepLast bool      // entries keep each key's last occurrence, not its first
 }
 
 // twoPasses makes the tally of the inputs in a first pass and returns it
@@ -456,7 +468,7 @@ func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tallyS
 	if err != nil {
 		return nil, second, done, err
 	}
-	if t, err = newTallySet(o.Threads, o.Mem, o.TmpDir, est); err != nil {
+	if t, err = newTallySet(o.Threads, o.Mem, o.TmpDir, est, o.KeepLast); err != nil {
 		return nil, second, done, err
 	}
 	if err = t.fill(ctx, first, max(o.Threads, 1), o.Progress); err == nil {
@@ -488,14 +500,14 @@ type tallySet struct {
 	mask   uint64
 }
 
-func newTallySet(threads int, budget int64, tmpDir string, keys int64) (*tallySet, error) {
+func newTallySet(threads int, budget int64, tmpDir string, keys int64, last bool) (*tallySet, error) {
 	n := 1
 	for n < threads {
 		n *= 2
 	}
 	ts := &tallySet{mask: uint64(n - 1)}
 	for range n {
-		t, err := newTally(budget/int64(n), tmpDir, keys/int64(n))
+		t, err := newTally(budget/int64(n), tmpDir, keys/int64(n), last)
 		if err != nil {
 			ts.free()
 			return nil, err
@@ -688,18 +700,19 @@ type byPosition struct {
 }
 
 // firstCountsByPosition makes it, or returns nil when it does not fit in
-// budget or the tally spilled; the tally's table is freed when it is made.
+// budget, the tally spilled or it keeps last occurrences; the tally's
+// table is freed when it is made.
 func (ts *tallySet) firstCountsByPosition(budget int64, inputs int) *byPosition {
 	maxRec := make([]uint64, inputs)
 	for _, t := range ts.shards {
-		if t.index != nil {
+		if t.index != nil || t.last {
 			return nil
 		}
 	}
 	for _, t := range ts.shards {
 		for i := range t.slots {
 			if e := &t.slots[i]; e.count > 0 {
-				in, rec := e.last>>40, e.last&(1<<40-1)
+				in, rec := e.at>>40, e.at&(1<<40-1)
 				if in >= uint64(inputs) {
 					return nil
 				}
@@ -726,7 +739,7 @@ func (ts *tallySet) firstCountsByPosition(budget int64, inputs int) *byPosition 
 	for _, t := range ts.shards {
 		for i := range t.slots {
 			if e := &t.slots[i]; e.count > 0 {
-				bp.counts[e.first>>40][e.first&(1<<40-1)] = e.count
+				bp.counts[e.at>>40][e.at&(1<<40-1)] = e.count
 			}
 		}
 		hugemem.Free(t.mem)
