@@ -44,7 +44,7 @@ for scripts; --min-count 2 keeps the keys seen twice or more (the retry
 audit); --top K the K most frequent, ties in first-occurrence order.
 --check writes nothing and exits 1 at the first repeated key, as dedup --check.
 
-It reads the input twice: a first pass counts (a table of 40 bytes a key in
+It reads the input twice: a first pass counts (a table of 32 bytes a key in
 --mem; beyond it, sorted runs in --tmpdir, merged exactly), a second writes in
 input order; stdin is spooled to --tmpdir for the second pass.
 
