@@ -47,7 +47,7 @@ func (k *Keyer) csvFields(line []byte) error {
 	if bytes.IndexByte(line, '"') < 0 {
 		// The common case: no quote, so each field is the bytes between
 		// commas, and the fields after the last key column need no check.
-		return k.splitFields(line, ',')
+		return k.splitFields(line, k.delimiter)
 	}
 	k.plain = false // a quoted field's bytes are not all of the span between its commas
 	c := 0

@@ -180,8 +180,11 @@ func TestCSVWriteReadProperty(t *testing.T) {
 }
 
 // FuzzKeyCSV splits arbitrary bytes into csv records and takes keys from
-// them: no panic, and where encoding/csv can judge (a record without CR,
-// which it would drop), the same verdict and the same fields.
+// them: every key (single, adjacent and other columns, 1- and 2-byte
+// separators) is its columns' fields from csvSplit joined, or an error
+// where csvSplit has one; and where encoding/csv can judge (a record
+// without CR, which it would drop), csvSplit gives the same verdict and the
+// same fields.
 func FuzzKeyCSV(f *testing.F) {
 	for _, s := range []string{
 		"a,b,c\n", "\"a\nb\",c\r\n", "\"a\"\"b\",\n", "a\"b,c\n", "\"a\"b\n", "\"abc\n",

@@ -128,7 +128,10 @@ func NewKeyer(spec KeySpec, header []byte) (*Keyer, error) {
 			k.need[c] = true
 		}
 		k.fields = make([]field, len(k.need))
-		k.delimiter = map[Format]byte{FormatCSV: ',', FormatTSV: '\t'}[spec.Format]
+		k.delimiter = ','
+		if spec.Format == FormatTSV {
+			k.delimiter = '\t'
+		}
 		k.span = len(cols) > 1 && len(k.sep) == 1
 		for i := 1; i < len(cols); i++ {
 			k.span = k.span && cols[i] == cols[i-1]+1
@@ -173,7 +176,7 @@ func (k *Keyer) Key(rec []byte, first bool) ([]byte, error) {
 	case FormatCSV:
 		err = k.csvFields(line)
 	case FormatTSV:
-		err = k.splitFields(line, '\t')
+		err = k.splitFields(line, k.delimiter)
 	case FormatJSONL:
 		return k.jsonKey(line)
 	}
@@ -195,7 +198,7 @@ func (k *Keyer) join(line []byte) []byte {
 		// 30 ns a record, BenchmarkKeyTSV/hand 31 -> 22 ns.
 		start, end := k.fields[k.cols[0]].start, k.fields[k.cols[len(k.cols)-1]].end
 		if k.sep[0] == k.delimiter {
-			return line[start:end]
+			return line[start:end:end] // an append to the key must not write into the record
 		}
 		out := append(k.out[:0], line[start:end]...)
 		for _, c := range k.cols[:len(k.cols)-1] {
@@ -218,9 +221,9 @@ func (k *Keyer) join(line []byte) []byte {
 // bytes returns the bytes f locates.
 func (k *Keyer) bytes(line []byte, f field) []byte {
 	if f.scratch {
-		return k.scratch[f.start:f.end]
+		return k.scratch[f.start:f.end:f.end]
 	}
-	return line[f.start:f.end]
+	return line[f.start:f.end:f.end]
 }
 
 // TrimEnd returns rec without its terminator: Term in the lines format,

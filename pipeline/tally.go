@@ -56,7 +56,7 @@ type tally struct {
 // tallyEntry is one key's: 32 bytes, two to a cache line. count 0 marks an
 // empty slot. With first and last both (40 bytes, which count and keep
 // last never needed together), half the entries straddled two lines, and
-// the table had a fifth more pages to touch for the first time, the
+// the table had a quarter more pages to touch for the first time, the
 // costliest thing a count does in this VM (see newTally).
 type tallyEntry struct {
 	fp    fpstore.Fingerprint

@@ -13,6 +13,10 @@ const Size = 1 << 20
 // `fpdedup dedup events.txt | cat` 677 → 575 ms, `| sha256sum` 1510 →
 // 1355 ms (medians of 7 interleaved runs, 10M lines, 317 MB out). Best
 // effort: a lower pipe-max-size or another kernel leaves a pipe as it is.
+// The cost: a widened pipe counts 256 pages against its user's
+// fs.pipe-user-pages-soft (16384 by default, root exempt) while it lives,
+// so some 30 pipelines of one user at once, each widening two pipes, use it
+// up, and that user's later pipes are created at the kernel's minimum.
 func Widen(files ...*os.File) {
 	for _, f := range files {
 		widen(f)
