@@ -2,7 +2,7 @@
 # ab.sh: interleaved A/B timing of whole commands, for a change's before
 # and after on a noisy machine: run i of every command comes before run
 # i+1 of any, so a neighbour's burst hurts all alike, and each round
-# starts one command further on (see below). Prints each
+# runs them in another order (see below). Prints each
 # command's median, min and max wall time and its ratio to the first.
 #
 #   bench/ab.sh [-n RUNS] [-o OUT] 'CMD A' 'CMD B' ...
@@ -39,18 +39,29 @@ run() { # run CMD: its wall time in ms
 	t1=$(date +%s%N)
 	echo $(((t1 - t0) / 1000000))
 }
-for c in "$@"; do run "$c" >/dev/null; done
-# Round i starts at command i mod N: no command always runs right after the
-# same one. In this VM that matters: memory a process frees is handed back
-# to the host within seconds, and a process that maps fresh huge pages right
-# after another one freed its own finds them backed (count: 1.1 s, 0.3 s of
-# sys) where after a peer or a pause it waits for the host (5 s, 6 s of sys).
 cmds=("$@")
+for c in "$@"; do run "$c" >/dev/null; done
+# Each round runs the commands in a new order (a shuffle seeded by the
+# round: the same orders every time), so that no command always runs right
+# after the same one. In this VM that matters: memory a process frees is
+# handed back to the host within seconds, and a process that maps fresh huge
+# pages right after another one freed its own finds them backed (count:
+# 1.1 s, 0.3 s of sys) where after a peer or a pause it waits for the host
+# (5 s, 6 s of sys). (Rotating the order is not enough: it keeps each
+# command's predecessor.)
+order() { # order ROUND N: 0..N-1 shuffled
+	awk -v seed="$1" -v n="$2" 'BEGIN {
+		srand(seed + 1)
+		for (k = 0; k < n; k++) p[k] = k
+		for (k = n - 1; k > 0; k--) { r = int(rand() * (k + 1)); t = p[k]; p[k] = p[r]; p[r] = t }
+		for (k = 0; k < n; k++) print p[k]
+	}'
+}
 for ((i = 0; i < runs; i++)); do
-	for ((j = 0; j < ${#cmds[@]}; j++)); do
-		c=${cmds[$(((i + j) % ${#cmds[@]}))]}
+	while read -r j; do
+		c=${cmds[$j]}
 		times[$c]+="$(run "$c") "
-	done
+	done < <(order "$i" ${#cmds[@]})
 done
 first=
 for c in "$@"; do
