@@ -5,31 +5,37 @@
 # runs them in another order (see below). Prints each
 # command's median, min and max wall time and its ratio to the first.
 #
-#   bench/ab.sh [-n RUNS] [-o OUT] 'CMD A' 'CMD B' ...
+#   bench/ab.sh [-n RUNS] [-o OUT] [-w WARM] 'CMD A' 'CMD B' ...
 #
 # -n runs per command (default 7, after one untimed warm-up each); -o where
 # each command's stdout goes (default /dev/null; "pipe" sends it through
-# cat, as into a pipeline). Commands run under bash -c; their exit
+# cat, as into a pipeline); -w a command run, untimed, before every run
+# (fpdedup-bench warm: every command then starts from memory the host has
+# just backed, see below). Commands run under bash -c; their exit
 # status is not checked (query exits 1 when a key is absent). Check the load
 # (uptime) first: the figures are only worth what the machine's quiet is.
 set -euo pipefail
-runs=7 out=/dev/null
-while getopts n:o: opt; do
+runs=7 out=/dev/null warm=
+while getopts n:o:w: opt; do
 	case $opt in
 	n) runs=$OPTARG ;;
 	o) out=$OPTARG ;;
+	w) warm=$OPTARG ;;
 	*) exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
 if (($# == 0)); then
-	echo "usage: bench/ab.sh [-n RUNS] [-o /dev/null|pipe] 'CMD A' 'CMD B' ..." >&2
+	echo "usage: bench/ab.sh [-n RUNS] [-o /dev/null|pipe] [-w WARM] 'CMD A' 'CMD B' ..." >&2
 	exit 2
 fi
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg); $runs interleaved runs each" >&2
 declare -A times
 run() { # run CMD: its wall time in ms
 	local t0 t1
+	if [[ -n $warm ]]; then
+		bash -c "$warm" >/dev/null || true
+	fi
 	t0=$(date +%s%N)
 	if [[ $out == pipe ]]; then
 		bash -c "$1" | cat >/dev/null || true
