@@ -44,3 +44,11 @@ func TestFp(t *testing.T) {
 		t.Errorf("fp -o differs from gen.Fingerprints (%v)", err)
 	}
 }
+
+func TestWarm(t *testing.T) {
+	runCmd(t, 0, "warm", "8MiB")
+	if _, stderr := runCmd(t, 2, "warm", "lots"); !strings.Contains(stderr, `"lots" is not a size`) {
+		t.Errorf("warm lots: %q", stderr)
+	}
+	runCmd(t, 2, "warm", "1GiB", "2GiB")
+}
