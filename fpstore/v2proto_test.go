@@ -1,3 +1,5 @@
+//go:build v2proto
+
 package fpstore
 
 // A test-only prototype of a candidate format v2 segment encoding, to decide
