@@ -25,9 +25,9 @@ import (
 // A tally is what the jobs that look at every occurrence of a key need
 // before they can write anything (count, dedup --keep last): per distinct
 // key, how many records have it and where its first (count) or its last
-// (keep last) is. It
-// is made in a first pass over the input and read, unchanged, by a second
-// pass that writes in input order (stdin is spooled to --tmpdir for it).
+// (keep last) is. It is made in a first pass over the input and read,
+// unchanged, by a second pass that writes in input order (stdin is spooled
+// to --tmpdir for it).
 //
 // It is a hash table in huge pages up to its memory budget. Beyond it, the
 // table is sorted and spilled to a run in a scratch directory and emptied;
@@ -78,7 +78,8 @@ func newTally(budget int64, tmpDir string, keys int64, last bool) (*tally, error
 	t := &tally{budget: max(budget, 2*tallyMinSlots*tallyEntryBytes), tmpDir: tmpDir, last: last}
 	// Exactly the estimate's size, not the next power of two: every page
 	// of the table is touched, and a page used for the first time is the
-	// costliest thing a count does in a VM (sys time: ~2 s a GiB here).
+	// costliest thing a count does in a VM (here 0.3 to 6 s of sys time for
+	// count's 0.5 GB, by what ran before: bench/results/ab-2026-12-03-s11.md).
 	n := int64(tallyMinSlots)
 	if want := keys * 4 / 3; want > n {
 		n = min(want, t.budget/tallyEntryBytes)
