@@ -52,8 +52,9 @@ import (
 // The exact truth is the seen-set of dedup (a table of 16 bytes a key,
 // spilling to sorted runs in TmpDir beyond its share of Mem). Parsing,
 // keying and hashing run on Threads goroutines; the simulation is one
-// goroutine, which loads each group of 16 events' table buckets and bloom
-// words before it decides them, so that their cache misses overlap.
+// goroutine, which prefetches the table buckets and bloom words of the
+// next 8 events while it decides the current 8, so that their cache misses
+// overlap with each other and with the decisions.
 func Replay(ctx context.Context, opts ReplayOptions) (ReplayStats, error) {
 	start := time.Now()
 	opts.Threads, opts.Inputs, opts.Progress = runDefaults(opts.Threads, opts.Inputs, opts.Progress)

@@ -1,0 +1,4 @@
+package prefetch
+
+//go:noescape
+func addrs_(addrs []uintptr)
