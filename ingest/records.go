@@ -81,6 +81,7 @@ type Keyer struct {
 
 	scratch []byte // unescaped field contents
 	out     []byte // the joined key
+	line    []byte // the record the fields locate, for Item
 
 	// span: csv or tsv keyed on adjacent columns in order (1,2,3) with a
 	// one-byte separator, so that a key is the record's bytes from its
@@ -158,6 +159,16 @@ func NewKeyer(spec KeySpec, header []byte) (*Keyer, error) {
 // is valid until the next call. A record that has no key returns a
 // *BadRecord.
 func (k *Keyer) Key(rec []byte, first bool) ([]byte, error) {
+	return k.key(rec, first, false)
+}
+
+// KeyShaped is Key for a record SplitShaped gave, with what it said of the
+// record: a simple csv record is not searched for quotes again.
+func (k *Keyer) KeyShaped(rec []byte, first, simple bool) ([]byte, error) {
+	return k.key(rec, first, simple)
+}
+
+func (k *Keyer) key(rec []byte, first, simple bool) ([]byte, error) {
 	if k.format == FormatLines {
 		if n := len(rec); n > 0 && rec[n-1] == k.term {
 			return rec[:n-1], nil
@@ -171,10 +182,15 @@ func (k *Keyer) Key(rec []byte, first bool) ([]byte, error) {
 	if len(line) == 0 {
 		return nil, &BadRecord{Reason: "blank line"}
 	}
+	k.line = line
 	var err error
 	switch k.format {
 	case FormatCSV:
-		err = k.csvFields(line)
+		if simple {
+			err = k.splitFields(line, k.delimiter)
+		} else {
+			err = k.csvFields(line)
+		}
 	case FormatTSV:
 		err = k.splitFields(line, k.delimiter)
 	case FormatJSONL:
@@ -184,6 +200,18 @@ func (k *Keyer) Key(rec []byte, first bool) ([]byte, error) {
 		return nil, err
 	}
 	return k.join(line), nil
+}
+
+// Item returns the bytes of key item i (KeySpec.Keys[i]) of the record the
+// last successful Key call read: what a Keyer of that item alone would
+// return, valid until the next call. In lines format, which has no items,
+// it is nil. (Replay reads its time field this way, from the record
+// already split for the key.)
+func (k *Keyer) Item(i int) []byte {
+	if k.format == FormatLines || i < 0 || i >= len(k.cols) {
+		return nil
+	}
+	return k.bytes(k.line, k.fields[k.cols[i]])
 }
 
 // join returns the key fields joined by the separator, without copying
@@ -263,6 +291,19 @@ func trimNewline(rec []byte) []byte {
 // is passed as it is; so is, in csv, the rest of the data after a quote
 // that is never closed, as one record that Key then reports.
 func SplitFormat(data []byte, f Format, term byte, fn func(rec []byte) bool) {
+	SplitShaped(data, f, term, func(rec []byte, _ bool) bool { return fn(rec) })
+}
+
+// SplitShaped is SplitFormat that also says of each record whether it is
+// simple: it holds no line feed but its terminator, so it moves the line
+// count on by one (CountLines is not needed; a final record without a
+// terminator moves it on by none, but nothing follows it), and in csv it
+// holds no '"', so that KeyShaped need not look for one. Every record of tsv, jsonl and
+// '\n'-terminated lines is simple; a csv record is when the splitter's
+// search for the next quote (which it makes anyway) ends beyond it. The
+// two searches saved are 10 ns of a csv record's ~70 (pprof of dedup
+// --format csv).
+func SplitShaped(data []byte, f Format, term byte, fn func(rec []byte, simple bool) bool) {
 	if f != FormatLines {
 		term = '\n'
 	}
@@ -270,19 +311,20 @@ func SplitFormat(data []byte, f Format, term byte, fn func(rec []byte) bool) {
 		var q quoteCursor
 		for p := 0; p < len(data); {
 			end := q.recordEnd(data, p)
-			if !fn(data[p:end]) {
+			if !fn(data[p:end], q.q >= end) {
 				return
 			}
 			p = end
 		}
 		return
 	}
+	simple := term == '\n'
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, term) + 1
 		if i == 0 {
 			i = len(data)
 		}
-		if !fn(data[:i]) {
+		if !fn(data[:i], simple) {
 			return
 		}
 		data = data[i:]

@@ -41,12 +41,12 @@ func FuzzKeyTSV(f *testing.F) {
 	keyers := fuzzKeyers(f, FormatTSV)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		first := true
-		SplitFormat(data, FormatTSV, '\n', func(rec []byte) bool {
+		SplitShaped(data, FormatTSV, '\n', func(rec []byte, simple bool) bool {
 			line := trimNewline(rec)
 			if first {
 				line = bytes.TrimPrefix(line, []byte(bom))
 			}
-			checkFuzzKeys(t, keyers, rec, first, len(line) == 0, bytes.Split(line, []byte{'\t'}))
+			checkFuzzKeys(t, keyers, rec, first, simple, len(line) == 0, bytes.Split(line, []byte{'\t'}))
 			first = false
 			return true
 		})
@@ -87,26 +87,42 @@ func fuzzKeyers(f *testing.F, format Format) []fuzzKeyer {
 
 // checkFuzzKeys checks each keyer's key of rec against the reference
 // fields of its line: an error when bad is set or a key column is missing,
-// else the columns' fields joined by the separator, byte for byte.
-func checkFuzzKeys(t *testing.T, keyers []fuzzKeyer, rec []byte, first, bad bool, fields [][]byte) {
+// else the columns' fields joined by the separator, byte for byte, and
+// each Item the column's field. It checks Key, and KeyShaped with simple,
+// what SplitShaped said of rec; and what simple promises: no line feed but
+// a final one, and in csv no quote.
+func checkFuzzKeys(t *testing.T, keyers []fuzzKeyer, rec []byte, first, simple, bad bool, fields [][]byte) {
 	t.Helper()
+	if lf := bytes.IndexByte(rec, '\n'); simple && (lf >= 0 && lf < len(rec)-1 || keyers[0].k.format == FormatCSV && bytes.IndexByte(rec, '"') >= 0) {
+		t.Fatalf("%q: SplitShaped calls it simple", rec)
+	}
 	for _, fk := range keyers {
-		key, err := fk.k.Key(rec, first)
-		if bad || slices.Max(fk.cols) >= len(fields) {
-			if err == nil {
-				t.Fatalf("%q columns %v: key %q, want an error", rec, fk.cols, key)
+		for _, shaped := range []bool{false, true} {
+			key, err := fk.k.Key(rec, first)
+			if shaped {
+				key, err = fk.k.KeyShaped(rec, first, simple)
 			}
-			continue
-		}
-		var want []byte
-		for i, c := range fk.cols {
-			if i > 0 {
-				want = append(want, fk.sep...)
+			if bad || slices.Max(fk.cols) >= len(fields) {
+				if err == nil {
+					t.Fatalf("%q columns %v (shaped %v): key %q, want an error", rec, fk.cols, shaped, key)
+				}
+				continue
 			}
-			want = append(want, fields[c]...)
-		}
-		if err != nil || !bytes.Equal(key, want) {
-			t.Fatalf("%q columns %v sep %q: key %q, %v; want %q", rec, fk.cols, fk.sep, key, err, want)
+			var want []byte
+			for i, c := range fk.cols {
+				if i > 0 {
+					want = append(want, fk.sep...)
+				}
+				want = append(want, fields[c]...)
+			}
+			if err != nil || !bytes.Equal(key, want) {
+				t.Fatalf("%q columns %v sep %q (shaped %v): key %q, %v; want %q", rec, fk.cols, fk.sep, shaped, key, err, want)
+			}
+			for i, c := range fk.cols {
+				if item := fk.k.Item(i); !bytes.Equal(item, fields[c]) {
+					t.Fatalf("%q columns %v (shaped %v): item %d %q, want %q", rec, fk.cols, shaped, i, item, fields[c])
+				}
+			}
 		}
 	}
 }

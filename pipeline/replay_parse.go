@@ -13,37 +13,25 @@ import (
 // replayParser keys, hashes and times the records of chunks for Replay;
 // one per goroutine. It reads each record once for its key and its time:
 // one Keyer over the key fields and, unless it is one of them, the time
-// field after them, whose output is split at the separator when that
-// occurs exactly between the fields (a single-byte separator that no
-// field holds: every record of the usual recipes). Otherwise two Keyers,
-// one for the key and one for the time, read the record again. Records
-// are numbered as recordWorker.eachAt numbers them.
+// field after them; the time is that Keyer's item, and the key its output
+// less the time item when that was added. Records are numbered as
+// recordWorker.eachAt numbers them.
 type replayParser struct {
 	opts    *ReplayOptions
 	headers *Headers
 	time    timeParser
 
 	keyer   *ingest.Keyer // the key fields [and the time field]
-	fields  int           // fields keyer joins
 	timeAt  int           // the time field's index among them; -1: no time
 	appends bool          // the time field is keyer's last, after the key's
-	sep     byte
-	split   bool          // the separator is one byte: splitting can be exact
-	keyOnly *ingest.Keyer // the fallbacks
-	timeOne *ingest.Keyer
+	sep     int           // the key separator's length
 }
 
 func newReplayParser(opts *ReplayOptions, headers *Headers) *replayParser {
-	p := &replayParser{opts: opts, headers: headers, timeAt: -1, time: newTimeParser(int64(opts.TimeUnit))}
-	spec := opts.Records.Spec
-	p.split = len(spec.Sep) == 1
-	if p.split {
-		p.sep = spec.Sep[0]
-	}
-	return p
+	return &replayParser{opts: opts, headers: headers, timeAt: -1, time: newTimeParser(int64(opts.TimeUnit)), sep: len(opts.Records.Spec.Sep)}
 }
 
-// init makes the Keyers, once the header (if any) is known.
+// init makes the Keyer, once the header (if any) is known.
 func (p *replayParser) init(name string) error {
 	spec := p.opts.Records.Spec
 	var hdr []byte
@@ -52,13 +40,11 @@ func (p *replayParser) init(name string) error {
 	}
 	tf := p.opts.TimeField
 	joined := spec
-	p.fields = len(spec.Keys)
 	if tf != "" {
 		p.timeAt = slices.Index(spec.Keys, tf)
 		if p.timeAt < 0 {
 			joined.Keys = append(slices.Clip(spec.Keys), tf)
 			p.timeAt, p.appends = len(spec.Keys), true
-			p.fields++
 		}
 	}
 	var err error
@@ -71,16 +57,6 @@ func (p *replayParser) init(name string) error {
 		}
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	if tf != "" {
-		if p.keyOnly, err = ingest.NewKeyer(spec, hdr); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		one := spec
-		one.Keys = []string{tf}
-		if p.timeOne, err = ingest.NewKeyer(one, hdr); err != nil {
-			return timeFieldError(name, err)
-		}
-	}
 	return nil
 }
 
@@ -91,44 +67,22 @@ func timeFieldError(name string, err error) error {
 }
 
 // keyTime returns rec's key and its time field's bytes (nil without a time
-// field); both may alias rec or a Keyer's scratch space until the next
+// field); both may alias rec or the Keyer's scratch space until the next
 // call.
-func (p *replayParser) keyTime(rec []byte, first bool) (key, tf []byte, err error) {
-	out, err := p.keyer.Key(rec, first)
+func (p *replayParser) keyTime(rec []byte, first, simple bool) (key, tf []byte, err error) {
+	out, err := p.keyer.KeyShaped(rec, first, simple)
 	if err != nil || p.timeAt < 0 {
 		return out, nil, err
 	}
-	if p.split {
-		// One pass: the separators, and where the time field is. When
-		// there are exactly fields-1, no field holds one and the i-th
-		// field is between the (i-1)-th and the i-th.
-		seps, start, end := 0, 0, len(out)
-		for i, c := range out {
-			if c != p.sep {
-				continue
-			}
-			seps++
-			switch seps {
-			case p.timeAt:
-				start = i + 1
-			case p.timeAt + 1:
-				end = i
-			}
-		}
-		if seps == p.fields-1 {
-			tf = out[start:end]
-			if p.appends {
-				return out[:start-1], tf, nil
-			}
-			return out, tf, nil
-		}
+	tf = p.keyer.Item(p.timeAt)
+	if p.appends {
+		// The key's items, then the separator and the time item: the key
+		// is what is before them (capped: an append to it must not write
+		// over a record it aliases).
+		n := len(out) - p.sep - len(tf)
+		return out[:n:n], tf, nil
 	}
-	if tf, err = p.timeOne.Key(rec, first); err != nil {
-		return nil, nil, err
-	}
-	// Key's result is valid until that Keyer's next call: each has its own.
-	key, err = p.keyOnly.Key(rec, first)
-	return key, tf, err
+	return out, tf, nil
 }
 
 // parse appends the chunk's events to buf: the input's name, then each
@@ -146,12 +100,11 @@ func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
 	keepRec := opts.Lost != nil
 	c := job.chunk
 	data, line, recNo := job.records()
-	oneLine := spec.Format == ingest.FormatLines && spec.Term == '\n'
 	var n int64
 	var err error
-	ingest.SplitFormat(data, spec.Format, spec.Term, func(rec []byte) bool {
+	ingest.SplitShaped(data, spec.Format, spec.Term, func(rec []byte, simple bool) bool {
 		first := c.FirstRecord == 1 && recNo == 1 && !job.header
-		key, tf, kerr := p.keyTime(rec, first)
+		key, tf, kerr := p.keyTime(rec, first, simple)
 		var t int64
 		if kerr == nil {
 			fp := opts.Records.Hash.Sum(key)
@@ -182,7 +135,7 @@ func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
 				return false
 			}
 		}
-		if oneLine {
+		if simple {
 			line++
 		} else {
 			line += int64(ingest.CountLines(rec))

@@ -406,11 +406,11 @@ func TestParseEventTime(t *testing.T) {
 	}
 }
 
-// TestReplayKeyTime: one Keyer's output split at the separator gives the
-// key and the time field the two Keyers give, wherever the time field is
-// (a key field or not, first, middle or last) and whatever the fields
-// hold (the separator inside a field, a multi-byte separator, quotes,
-// jsonl paths): the split is taken only when it is exact.
+// TestReplayKeyTime: one Keyer's output and item give the key and the time
+// field two separate Keyers give, wherever the time field is (a key field
+// or not, first, middle or last) and whatever the fields hold (the
+// separator inside a field, a multi-byte separator, quotes, jsonl paths),
+// with the splitter's word on the record and without it.
 func TestReplayKeyTime(t *testing.T) {
 	csvRecs := []string{"a,b,17,x\n", "a:b,c,18,y\n", "\"a,\"\"q\",b:,19,z\r\n", ":,:,20,:\n", "a,b,:21,c\n"}
 	jsonRecs := []string{`{"u":"a","t":17,"d":{"x":"b"}}` + "\n", `{"u":"a:b","t":"18","d":{"x":":"}}` + "\n"}
@@ -448,15 +448,19 @@ func TestReplayKeyTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range c.recs {
-			key, tf, err := p.keyTime([]byte(r), false)
-			if err != nil {
-				t.Fatalf("%v %q: %v", c.keys, r, err)
-			}
-			key, tf = bytes.Clone(key), bytes.Clone(tf)
-			wantKey, _ := keyOnly.Key([]byte(r), false)
-			wantTime, _ := timeOnly.Key([]byte(r), false)
-			if string(key) != string(wantKey) || string(tf) != string(wantTime) {
-				t.Errorf("keys %v sep %q time %s, %q: key %q time %q, want %q %q", c.keys, c.sep, c.time, r, key, tf, wantKey, wantTime)
+			var simple bool
+			ingest.SplitShaped([]byte(r), c.format, '\n', func(_ []byte, s bool) bool { simple = s; return false })
+			for _, shaped := range []bool{false, simple} {
+				key, tf, err := p.keyTime([]byte(r), false, shaped)
+				if err != nil {
+					t.Fatalf("%v %q: %v", c.keys, r, err)
+				}
+				key, tf = bytes.Clone(key), bytes.Clone(tf)
+				wantKey, _ := keyOnly.Key([]byte(r), false)
+				wantTime, _ := timeOnly.Key([]byte(r), false)
+				if string(key) != string(wantKey) || string(tf) != string(wantTime) {
+					t.Errorf("keys %v sep %q time %s, %q (simple %v): key %q time %q, want %q %q", c.keys, c.sep, c.time, r, shaped, key, tf, wantKey, wantTime)
+				}
 			}
 		}
 	}
