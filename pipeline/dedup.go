@@ -10,10 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/prefetch"
 )
 
 // DedupOptions configure Dedup.
@@ -517,48 +519,63 @@ func (p *dedupParser) parse(c *dedupChunk) error {
 }
 
 // markShard decides new or duplicate for the records of c whose
-// fingerprints fall in shard me, in input order.
+// fingerprints fall in shard me, in input order, a group at a time. In
+// memory mode the next group's home buckets are prefetched while this
+// group is decided, so that their misses overlap with each other and with
+// the probes.
 func markShard(l *shardSet, me, mask uint64, c *dedupChunk) error {
-	const group = 64
-	var idx [group]int
-	for base := 0; base < len(c.fps); {
+	var idx [2][markGroup]int
+	var addrs [markGroup]uintptr
+	base := 0
+	// collect fills buf with the indexes of the next group's records.
+	collect := func(buf *[markGroup]int) int {
 		n := 0
-		for ; base < len(c.fps) && n < group; base++ {
+		for ; base < len(c.fps) && n < markGroup; base++ {
 			if c.fps[base].Hi&mask == me && c.state[base] == stateUnknown {
-				idx[n] = base
+				buf[n] = base
 				n++
 			}
 		}
-		s := l.table
-		if l.bloom == nil && !s.needsRoom(n) {
-			// Memory mode: load the group's home buckets first so their
-			// misses overlap (Go has no prefetch intrinsic).
-			var sink uint64
-			for _, i := range idx[:n] {
-				sink += s.slots[s.home(c.fps[i])*slotsPerBucket].Hi
+		if l.bloom == nil {
+			s := l.table
+			for j, i := range buf[:n] {
+				addrs[j] = uintptr(unsafe.Pointer(&s.slots[s.home(c.fps[i])*slotsPerBucket]))
 			}
-			s.sink += sink // keeps the compiler from dropping the loads
-			for _, i := range idx[:n] {
+			prefetch.Addrs(addrs[:n])
+		}
+		return n
+	}
+	cur := 0
+	for n := collect(&idx[cur]); n > 0; {
+		g := idx[cur][:n]
+		cur ^= 1
+		next := collect(&idx[cur])
+		if s := l.table; l.bloom == nil && !s.needsRoom(n) {
+			for _, i := range g {
 				c.state[i] = stateDup
 				if s.insert(c.fps[i]) {
 					c.state[i] = stateNew
 				}
 			}
-			continue
-		}
-		for _, i := range idx[:n] {
-			isNew, err := l.insert(c.fps[i])
-			if err != nil {
-				return err
+		} else {
+			for _, i := range g {
+				isNew, err := l.insert(c.fps[i])
+				if err != nil {
+					return err
+				}
+				c.state[i] = stateDup
+				if isNew {
+					c.state[i] = stateNew
+				}
 			}
-			c.state[i] = stateDup
-			if isNew {
-				c.state[i] = stateNew
-			}
 		}
+		n = next
 	}
 	return nil
 }
+
+// markGroup is how many records markShard prefetches ahead.
+const markGroup = 16
 
 // estimateRecords guesses the record count from the input sizes and a
 // sample's average record length, to size the seen-set once; 1M when

@@ -23,8 +23,7 @@ type seenShard struct {
 	buckets  uint64
 	count    int
 	zero     bool
-	maxBytes int64  // growth stops here; grow then says so
-	sink     uint64 // the grouped loads' sum, kept so they are not dead code
+	maxBytes int64 // growth stops here; grow then says so
 }
 
 const (
