@@ -167,7 +167,8 @@ func topWork(t *tallySet, second readOptions, minCount uint64) func() chunkWork 
 // appendCountLine is uniq -c's "%7d RECORD" (or COUNT<TAB>RECORD), ended
 // by the record terminator.
 func appendCountLine(buf []byte, count uint64, rec []byte, tsv bool, term byte) []byte {
-	n := strconv.AppendUint(nil, count, 10)
+	var digits [20]byte // on the stack: AppendUint(nil, …) was an allocation a line
+	n := strconv.AppendUint(digits[:0], count, 10)
 	if tsv {
 		buf = append(buf, n...)
 		buf = append(buf, '\t')

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/failpoint"
 	"github.com/fpdedup/fpdedup/internal/hugemem"
+	"github.com/fpdedup/fpdedup/internal/prefetch"
 	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
@@ -43,7 +45,6 @@ type tally struct {
 	maxUsed int // grow past this many entries
 
 	records, distinct int64
-	sink              atomic.Uint64 // keeps touch's loads from being optimised away
 
 	last    bool // entries keep the last occurrence, not the first
 	tmpDir  string
@@ -135,24 +136,27 @@ func (t *tally) slot(fp fpstore.Fingerprint) *tallyEntry {
 	}
 }
 
-// tallyGroup is how many keys' slots are loaded together (touch) before
-// they are used: the loads are independent, so their cache misses overlap
-// (the table is memory-latency bound: pprof put half a count in slot).
+// tallyGroup is how many keys' slots are prefetched (touch) one group ahead
+// of their use: the table is memory-latency bound (pprof put half a count
+// in slot), and the misses of a group overlap with each other and with the
+// adds or gets of the group before.
 const tallyGroup = 16
 
-// touch loads the home slots of fps, so that the adds or gets that follow
-// find them in cache. Go has no prefetch instruction; independent loads do
-// its work.
+// touch prefetches the home slots of fps.
 func (t *tally) touch(fps []fpstore.Fingerprint) {
 	if t.index != nil {
 		return
 	}
-	var sink uint64
-	for _, fp := range fps {
-		i, _ := bits.Mul64(fp.Lo, uint64(len(t.slots)))
-		sink += t.slots[i].count
+	var addrs [tallyGroup]uintptr
+	for len(fps) > 0 {
+		n := min(len(fps), tallyGroup)
+		for j, fp := range fps[:n] {
+			i, _ := bits.Mul64(fp.Lo, uint64(len(t.slots)))
+			addrs[j] = uintptr(unsafe.Pointer(&t.slots[i]))
+		}
+		prefetch.Addrs(addrs[:n])
+		fps = fps[n:]
 	}
-	t.sink.Add(sink)
 }
 
 // add counts an occurrence of fp at order.
@@ -589,26 +593,34 @@ func (ts *tallySet) fill(ctx context.Context, first readOptions, threads int, pr
 		owning.Add(1)
 		go func(me uint64, t *tally, in <-chan *batch) {
 			defer owning.Done()
-			var group [tallyGroup]fpstore.Fingerprint
-			var orders [tallyGroup]uint64
+			var group [2][tallyGroup]fpstore.Fingerprint
+			var orders [2][tallyGroup]uint64
 			for bt := range in {
 				b := bt.b
-				for len(b) >= 24 && ctx.Err() == nil {
+				// collect takes the next group of this shard's keys from
+				// b into group[k] and prefetches their slots.
+				collect := func(k int) int {
 					n := 0
 					for ; len(b) >= 24 && n < tallyGroup; b = b[24:] {
 						fp := fpstore.Fingerprint{Hi: binary.LittleEndian.Uint64(b), Lo: binary.LittleEndian.Uint64(b[8:])}
 						if fp.Hi&ts.mask == me {
-							group[n], orders[n] = fp, binary.LittleEndian.Uint64(b[16:])
+							group[k][n], orders[k][n] = fp, binary.LittleEndian.Uint64(b[16:])
 							n++
 						}
 					}
-					t.touch(group[:n])
+					t.touch(group[k][:n])
+					return n
+				}
+				cur := 0
+				for n := collect(cur); n > 0 && ctx.Err() == nil; {
+					next := collect(cur ^ 1)
 					for k := range n {
-						if err := t.add(group[k], orders[k]); err != nil {
+						if err := t.add(group[cur][k], orders[cur][k]); err != nil {
 							cancel(err)
 							break
 						}
 					}
+					cur, n = cur^1, next
 				}
 				if bt.left.Add(-1) == 0 {
 					pool.Put(&bt.b)
@@ -672,9 +684,10 @@ func (g *tallyGroupReader) each(t *tallySet, w *recordWorker, job chunkJob, fn f
 	if err != nil {
 		return err
 	}
+	t.touch(g.fps[:min(tallyGroup, len(g.fps))])
 	for base := 0; base < len(g.fps); base += tallyGroup {
 		end := min(base+tallyGroup, len(g.fps))
-		t.touch(g.fps[base:end])
+		t.touch(g.fps[end:min(end+tallyGroup, len(g.fps))])
 		for i := base; i < end; i++ {
 			e, err := t.get(g.fps[i])
 			if err != nil {
