@@ -490,11 +490,12 @@ func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
 
 // ContainsBatch answers for each of fps into found (same length), with the
 // fault guard paid once per batch. Lookups go in groups whose stages
-// (filter slots, directory entries, a guessed bucket position) each issue
-// independent loads, so the CPU overlaps the cache misses of a whole
-// group: per-key binary search was memory-latency bound (pprof: 60% of a
-// query in the bucket search). Go has no prefetch intrinsic:
-// internal/prefetch is one.
+// (filter slots, directory entries, a guessed bucket position) each
+// prefetch the lines they will read for the whole group first, so the CPU
+// overlaps the cache misses of a whole group: per-key binary search was
+// memory-latency bound (pprof: 60% of a query in the bucket search). Go
+// has no prefetch intrinsic; internal/prefetch issues the instruction from
+// assembly.
 func (x *Index) ContainsBatch(fps []Fingerprint, found []bool) error {
 	return x.guard(func() error {
 		var g lookupGroup
@@ -530,8 +531,8 @@ type lookupGroup struct {
 
 func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 	g.passed = 0
-	// Stage 1: segment and filter; the filter blocks loaded first, in a
-	// loop of loads alone (see stage 3).
+	// Stage 1: segment and filter; the filter blocks prefetched first (see
+	// stage 3).
 	for i, fp := range fps {
 		found[i] = false
 		g.seg[i] = nil

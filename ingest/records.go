@@ -179,10 +179,10 @@ func (k *Keyer) key(rec []byte, first, simple bool) ([]byte, error) {
 	if first {
 		line = bytes.TrimPrefix(line, []byte(bom))
 	}
+	k.line = nil // Item has nothing until a key is found
 	if len(line) == 0 {
 		return nil, &BadRecord{Reason: "blank line"}
 	}
-	k.line = line
 	var err error
 	switch k.format {
 	case FormatCSV:
@@ -194,21 +194,26 @@ func (k *Keyer) key(rec []byte, first, simple bool) ([]byte, error) {
 	case FormatTSV:
 		err = k.splitFields(line, k.delimiter)
 	case FormatJSONL:
-		return k.jsonKey(line)
+		key, err := k.jsonKey(line)
+		if err == nil {
+			k.line = line
+		}
+		return key, err
 	}
 	if err != nil {
 		return nil, err
 	}
+	k.line = line
 	return k.join(line), nil
 }
 
 // Item returns the bytes of key item i (KeySpec.Keys[i]) of the record the
-// last successful Key call read: what a Keyer of that item alone would
-// return, valid until the next call. In lines format, which has no items,
-// it is nil. (Replay reads its time field this way, from the record
-// already split for the key.)
+// last Key call read: what a Keyer of that item alone would return, valid
+// until the next call. It is nil when that call failed, and in lines
+// format, which has no items. (Replay reads its time field this way, from
+// the record already split for the key.)
 func (k *Keyer) Item(i int) []byte {
-	if k.format == FormatLines || i < 0 || i >= len(k.cols) {
+	if k.line == nil || k.format == FormatLines || i < 0 || i >= len(k.cols) {
 		return nil
 	}
 	return k.bytes(k.line, k.fields[k.cols[i]])
@@ -298,11 +303,11 @@ func SplitFormat(data []byte, f Format, term byte, fn func(rec []byte) bool) {
 // simple: it holds no line feed but its terminator, so it moves the line
 // count on by one (CountLines is not needed; a final record without a
 // terminator moves it on by none, but nothing follows it), and in csv it
-// holds no '"', so that KeyShaped need not look for one. Every record of tsv, jsonl and
-// '\n'-terminated lines is simple; a csv record is when the splitter's
-// search for the next quote (which it makes anyway) ends beyond it. The
-// two searches saved are 10 ns of a csv record's ~70 (pprof of dedup
-// --format csv).
+// holds no '"', so that KeyShaped need not look for one. Every record of
+// tsv, jsonl and '\n'-terminated lines is simple; a csv record is when the
+// splitter's search for the next quote (which it makes anyway) ends beyond
+// it. Not simple only means not known to be: a record of lines ended by
+// another byte, or a csv record with a quote, on one line or more.
 func SplitShaped(data []byte, f Format, term byte, fn func(rec []byte, simple bool) bool) {
 	if f != FormatLines {
 		term = '\n'

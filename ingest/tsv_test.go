@@ -98,13 +98,19 @@ func checkFuzzKeys(t *testing.T, keyers []fuzzKeyer, rec []byte, first, simple, 
 	}
 	for _, fk := range keyers {
 		for _, shaped := range []bool{false, true} {
-			key, err := fk.k.Key(rec, first)
+			var key []byte
+			var err error
 			if shaped {
 				key, err = fk.k.KeyShaped(rec, first, simple)
+			} else {
+				key, err = fk.k.Key(rec, first)
 			}
 			if bad || slices.Max(fk.cols) >= len(fields) {
 				if err == nil {
 					t.Fatalf("%q columns %v (shaped %v): key %q, want an error", rec, fk.cols, shaped, key)
+				}
+				if item := fk.k.Item(0); item != nil {
+					t.Fatalf("%q columns %v (shaped %v): item %q after an error, want nil", rec, fk.cols, shaped, item)
 				}
 				continue
 			}

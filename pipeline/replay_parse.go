@@ -24,11 +24,11 @@ type replayParser struct {
 	keyer   *ingest.Keyer // the key fields [and the time field]
 	timeAt  int           // the time field's index among them; -1: no time
 	appends bool          // the time field is keyer's last, after the key's
-	sep     int           // the key separator's length
+	sepLen  int           // the key separator's length
 }
 
 func newReplayParser(opts *ReplayOptions, headers *Headers) *replayParser {
-	return &replayParser{opts: opts, headers: headers, timeAt: -1, time: newTimeParser(int64(opts.TimeUnit)), sep: len(opts.Records.Spec.Sep)}
+	return &replayParser{opts: opts, headers: headers, timeAt: -1, time: newTimeParser(int64(opts.TimeUnit)), sepLen: len(opts.Records.Spec.Sep)}
 }
 
 // init makes the Keyer, once the header (if any) is known.
@@ -79,7 +79,7 @@ func (p *replayParser) keyTime(rec []byte, first, simple bool) (key, tf []byte, 
 		// The key's items, then the separator and the time item: the key
 		// is what is before them (capped: an append to it must not write
 		// over a record it aliases).
-		n := len(out) - p.sep - len(tf)
+		n := len(out) - p.sepLen - len(tf)
 		return out[:n:n], tf, nil
 	}
 	return out, tf, nil
@@ -108,7 +108,7 @@ func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
 		var t int64
 		if kerr == nil {
 			fp := opts.Records.Hash.Sum(key)
-			if tf != nil {
+			if p.timeAt >= 0 {
 				if t, kerr = p.time.parse(tf); kerr != nil {
 					kerr = &ingest.BadRecord{Reason: "time field " + opts.TimeField + ": " + kerr.Error()}
 				}

@@ -164,11 +164,11 @@ func (r *replayer) replay(name string, evs []replayEvent) error {
 		return nil
 	}
 	r.locate(evs)
-	r.prefetch(evs, 0, min(replayGroup, len(evs)))
+	r.prefetchRange(evs, 0, min(replayGroup, len(evs)))
 	for base := 0; base < len(evs); base += replayGroup {
 		end := min(base+replayGroup, len(evs))
 		if end < len(evs) {
-			r.prefetch(evs, end, min(end+replayGroup, len(evs)))
+			r.prefetchRange(evs, end, min(end+replayGroup, len(evs)))
 		}
 		// In memory mode with room for the group, the table is asked
 		// directly (no growth or spill check an event).
@@ -215,8 +215,8 @@ func (r *replayer) locate(evs []replayEvent) {
 	}
 }
 
-// prefetch starts loading the memory events [from, to) will touch.
-func (r *replayer) prefetch(evs []replayEvent, from, to int) {
+// prefetchRange starts loading the memory events [from, to) will touch.
+func (r *replayer) prefetchRange(evs []replayEvent, from, to int) {
 	a := r.addrs[:0]
 	if t := r.truth; t.bloom == nil {
 		s := t.table

@@ -412,7 +412,8 @@ func TestParseEventTime(t *testing.T) {
 // separator inside a field, a multi-byte separator, quotes, jsonl paths),
 // with the splitter's word on the record and without it.
 func TestReplayKeyTime(t *testing.T) {
-	csvRecs := []string{"a,b,17,x\n", "a:b,c,18,y\n", "\"a,\"\"q\",b:,19,z\r\n", ":,:,20,:\n", "a,b,:21,c\n"}
+	csvRecs := []string{"a,b,17,x\n", "a:b,c,18,y\n", "\"a,\"\"q\",b:,19,z\r\n", ":,:,20,:\n", "a,b,:21,c\n", "a,b,,d\n"}
+	tsvRecs := []string{"a\tb\t17\tx\n", "a:b\tc\t18\ty\r\n", "\"a\tb\"\t\t19\n"}
 	jsonRecs := []string{`{"u":"a","t":17,"d":{"x":"b"}}` + "\n", `{"u":"a:b","t":"18","d":{"x":":"}}` + "\n"}
 	cases := []struct {
 		format ingest.Format
@@ -428,6 +429,9 @@ func TestReplayKeyTime(t *testing.T) {
 		{ingest.FormatCSV, []string{"3"}, ":", "3", csvRecs},
 		{ingest.FormatCSV, []string{"1", "2"}, "::", "3", csvRecs},
 		{ingest.FormatCSV, []string{"4", "1"}, "", "3", csvRecs},
+		{ingest.FormatCSV, []string{"1", "2"}, ",", "3", csvRecs}, // the key aliases the record
+		{ingest.FormatTSV, []string{"1", "2"}, "\t", "3", tsvRecs},
+		{ingest.FormatTSV, []string{"2", "3"}, ":", "3", tsvRecs},
 		{ingest.FormatJSONL, []string{"u", "d.x"}, ":", "t", jsonRecs},
 		{ingest.FormatJSONL, []string{"t", "u"}, ":", "t", jsonRecs},
 	}
@@ -451,11 +455,15 @@ func TestReplayKeyTime(t *testing.T) {
 			var simple bool
 			ingest.SplitShaped([]byte(r), c.format, '\n', func(_ []byte, s bool) bool { simple = s; return false })
 			for _, shaped := range []bool{false, simple} {
-				key, tf, err := p.keyTime([]byte(r), false, shaped)
+				rec := []byte(r)
+				key, tf, err := p.keyTime(rec, false, shaped)
 				if err != nil {
 					t.Fatalf("%v %q: %v", c.keys, r, err)
 				}
 				key, tf = bytes.Clone(key), bytes.Clone(tf)
+				if k, _, _ := p.keyTime(rec, false, shaped); string(append(k, '#')) != string(key)+"#" || string(rec) != r {
+					t.Errorf("keys %v sep %q, %q: an append to the key wrote into the record: %q", c.keys, c.sep, r, rec)
+				}
 				wantKey, _ := keyOnly.Key([]byte(r), false)
 				wantTime, _ := timeOnly.Key([]byte(r), false)
 				if string(key) != string(wantKey) || string(tf) != string(wantTime) {

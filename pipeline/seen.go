@@ -12,8 +12,8 @@ import (
 // over buckets of four 16-byte slots (one cache line), linear probing from
 // bucket to bucket, in huge-page memory. One goroutine owns a shard, so it
 // needs no locks. The probes are memory-latency bound (160-200 ns a
-// dependent miss here), hence one line per probe, huge pages, and grouped
-// probes below.
+// dependent miss here), hence one line per probe, huge pages, and the
+// prefetched groups of markShard.
 //
 // The all-zero fingerprint marks an empty slot; the one key that hashes to
 // it is kept in a flag.

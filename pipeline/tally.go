@@ -151,12 +151,17 @@ func (t *tally) touch(fps []fpstore.Fingerprint) {
 	for len(fps) > 0 {
 		n := min(len(fps), tallyGroup)
 		for j, fp := range fps[:n] {
-			i, _ := bits.Mul64(fp.Lo, uint64(len(t.slots)))
-			addrs[j] = uintptr(unsafe.Pointer(&t.slots[i]))
+			addrs[j] = t.home(fp)
 		}
 		prefetch.Addrs(addrs[:n])
 		fps = fps[n:]
 	}
+}
+
+// home is the address of fp's home slot, for a prefetch.
+func (t *tally) home(fp fpstore.Fingerprint) uintptr {
+	i, _ := bits.Mul64(fp.Lo, uint64(len(t.slots)))
+	return uintptr(unsafe.Pointer(&t.slots[i]))
 }
 
 // add counts an occurrence of fp at order.
@@ -649,10 +654,20 @@ func (ts *tallySet) free() {
 
 func (ts *tallySet) get(fp fpstore.Fingerprint) (tallyEntry, error) { return ts.shard(fp).get(fp) }
 
+// touch prefetches the home slots of fps, each in its shard.
 func (ts *tallySet) touch(fps []fpstore.Fingerprint) {
+	var addrs [tallyGroup]uintptr
+	n := 0
 	for _, fp := range fps {
-		ts.shard(fp).touch([]fpstore.Fingerprint{fp})
+		if t := ts.shard(fp); t.index == nil {
+			addrs[n] = t.home(fp)
+			if n++; n == len(addrs) {
+				prefetch.Addrs(addrs[:n])
+				n = 0
+			}
+		}
 	}
+	prefetch.Addrs(addrs[:n])
 }
 
 // figures: records, distinct keys, runs spilled, table bytes.
