@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+
+	"github.com/fpdedup/fpdedup/fpstore"
 )
 
 // Format is the container format of the records (--format). Its numeric
@@ -168,22 +170,54 @@ func (k *Keyer) KeyShaped(rec []byte, first, simple bool) ([]byte, error) {
 	return k.key(rec, first, simple)
 }
 
+// Fingerprint is h.Sum of KeyShaped's key, computed without the key's
+// copy where it can be: a key of adjacent csv or tsv columns joined by a
+// one-byte separator, 17 to 128 bytes, hashed with XXH3, is hashed from
+// the record with the delimiters patched as it is read (xxh3Patched says
+// why). Item works after it as after Key.
+func (k *Keyer) Fingerprint(rec []byte, first, simple bool, h Hash) (fpstore.Fingerprint, error) {
+	line, key, err := k.locate(rec, first, simple)
+	if err != nil {
+		return fpstore.Fingerprint{}, err
+	}
+	if line != nil {
+		if k.span && k.plain && h == XXH3 {
+			start, end := k.fields[k.cols[0]].start, k.fields[k.cols[len(k.cols)-1]].end
+			if n := end - start; n >= 17 && n <= 128 {
+				return xxh3Patched(line[start:end], k.delimiter, k.sep[0]), nil
+			}
+		}
+		key = k.join(line)
+	}
+	return h.Sum(key), nil
+}
+
 func (k *Keyer) key(rec []byte, first, simple bool) ([]byte, error) {
+	line, key, err := k.locate(rec, first, simple)
+	if err != nil || line == nil {
+		return key, err
+	}
+	return k.join(line), nil
+}
+
+// locate finds rec's key: in csv and tsv it locates the fields and returns
+// the record's line (the key is k.join of it); in lines and jsonl format
+// it returns the key itself, and a nil line.
+func (k *Keyer) locate(rec []byte, first, simple bool) (line, key []byte, err error) {
 	if k.format == FormatLines {
 		if n := len(rec); n > 0 && rec[n-1] == k.term {
-			return rec[:n-1], nil
+			return nil, rec[:n-1], nil
 		}
-		return rec, nil
+		return nil, rec, nil
 	}
-	line := trimNewline(rec)
+	line = trimNewline(rec)
 	if first {
 		line = bytes.TrimPrefix(line, []byte(bom))
 	}
 	k.line = nil // Item has nothing until a key is found
 	if len(line) == 0 {
-		return nil, &BadRecord{Reason: "blank line"}
+		return nil, nil, &BadRecord{Reason: "blank line"}
 	}
-	var err error
 	switch k.format {
 	case FormatCSV:
 		if simple {
@@ -194,17 +228,16 @@ func (k *Keyer) key(rec []byte, first, simple bool) ([]byte, error) {
 	case FormatTSV:
 		err = k.splitFields(line, k.delimiter)
 	case FormatJSONL:
-		key, err := k.jsonKey(line)
-		if err == nil {
+		if key, err = k.jsonKey(line); err == nil {
 			k.line = line
 		}
-		return key, err
+		return nil, key, err
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	k.line = line
-	return k.join(line), nil
+	return line, nil, nil
 }
 
 // Item returns the bytes of key item i (KeySpec.Keys[i]) of the record the

@@ -35,7 +35,7 @@ func TestKeyTSV(t *testing.T) {
 // FuzzKeyTSV splits arbitrary bytes into tsv records: no panic, and each
 // key column is what bytes.Split on TAB gives.
 func FuzzKeyTSV(f *testing.F) {
-	for _, s := range []string{"a\tb\tc\n", "\"a\tb\r\n", "\t\t\n\n", "\xef\xbb\xbfa\tb\n", "\xff\x00\tq\"\n"} {
+	for _, s := range []string{"a\tb\tc\n", "\"a\tb\r\n", "\t\t\n\n", "\xef\xbb\xbfa\tb\n", "\xff\x00\tq\"\n", "u1918327\td7029f77dd\t1764633600002\torder\n"} {
 		f.Add([]byte(s))
 	}
 	keyers := fuzzKeyers(f, FormatTSV)
@@ -109,6 +109,9 @@ func checkFuzzKeys(t *testing.T, keyers []fuzzKeyer, rec []byte, first, simple, 
 				if err == nil {
 					t.Fatalf("%q columns %v (shaped %v): key %q, want an error", rec, fk.cols, shaped, key)
 				}
+				if _, err := fk.k.Fingerprint(rec, first, shaped && simple, XXH3); err == nil {
+					t.Fatalf("%q columns %v (shaped %v): a fingerprint, want an error", rec, fk.cols, shaped)
+				}
 				if item := fk.k.Item(0); item != nil {
 					t.Fatalf("%q columns %v (shaped %v): item %q after an error, want nil", rec, fk.cols, shaped, item)
 				}
@@ -123,6 +126,11 @@ func checkFuzzKeys(t *testing.T, keyers []fuzzKeyer, rec []byte, first, simple, 
 			}
 			if err != nil || !bytes.Equal(key, want) {
 				t.Fatalf("%q columns %v sep %q (shaped %v): key %q, %v; want %q", rec, fk.cols, fk.sep, shaped, key, err, want)
+			}
+			for _, h := range []Hash{XXH3, SHA256} {
+				if fp, err := fk.k.Fingerprint(rec, first, shaped && simple, h); err != nil || fp != h.Sum(want) {
+					t.Fatalf("%q columns %v sep %q (shaped %v): %v fingerprint %v, %v; want %v", rec, fk.cols, fk.sep, shaped, h, fp, err, h.Sum(want))
+				}
 			}
 			for i, c := range fk.cols {
 				if item := fk.k.Item(i); !bytes.Equal(item, fields[c]) {

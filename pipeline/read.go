@@ -235,10 +235,7 @@ func (w *recordWorker) eachAt(job chunkJob, fn func(rec []byte, fp fpstore.Finge
 		if w.opts.HexInput {
 			fp, kerr = fpstore.ParseHex(trimTerm(rec, w.opts.Spec.Term))
 		} else {
-			var key []byte
-			if key, kerr = w.keyer.KeyShaped(rec, first, simple); kerr == nil {
-				fp = w.opts.Hash.Sum(key)
-			}
+			fp, kerr = w.keyer.Fingerprint(rec, first, simple, w.opts.Hash)
 		}
 		if kerr != nil {
 			re := &ingest.RecordError{Name: job.name, Line: line, Record: recNo, Err: kerr}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 )
 
@@ -85,6 +86,23 @@ func (p *replayParser) keyTime(rec []byte, first, simple bool) (key, tf []byte, 
 	return out, tf, nil
 }
 
+// fingerprintTime is keyTime with the key hashed: when the time field is
+// one of the key's, by Keyer.Fingerprint (no copy of the key where it can
+// do without).
+func (p *replayParser) fingerprintTime(rec []byte, first, simple bool) (fp fpstore.Fingerprint, tf []byte, err error) {
+	if p.appends {
+		var key []byte
+		if key, tf, err = p.keyTime(rec, first, simple); err == nil {
+			fp = p.opts.Records.Hash.Sum(key)
+		}
+		return fp, tf, err
+	}
+	if fp, err = p.keyer.Fingerprint(rec, first, simple, p.opts.Records.Hash); err == nil && p.timeAt >= 0 {
+		tf = p.keyer.Item(p.timeAt)
+	}
+	return fp, tf, err
+}
+
 // parse appends the chunk's events to buf: the input's name, then each
 // event (replayEventBytes and, with Lost, the record's bytes).
 func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
@@ -104,10 +122,9 @@ func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
 	var err error
 	ingest.SplitShaped(data, spec.Format, spec.Term, func(rec []byte, simple bool) bool {
 		first := c.FirstRecord == 1 && recNo == 1 && !job.header
-		key, tf, kerr := p.keyTime(rec, first, simple)
+		fp, tf, kerr := p.fingerprintTime(rec, first, simple)
 		var t int64
 		if kerr == nil {
-			fp := opts.Records.Hash.Sum(key)
 			if p.timeAt >= 0 {
 				if t, kerr = p.time.parse(tf); kerr != nil {
 					kerr = &ingest.BadRecord{Reason: "time field " + opts.TimeField + ": " + kerr.Error()}

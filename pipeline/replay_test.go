@@ -412,7 +412,7 @@ func TestParseEventTime(t *testing.T) {
 // separator inside a field, a multi-byte separator, quotes, jsonl paths),
 // with the splitter's word on the record and without it.
 func TestReplayKeyTime(t *testing.T) {
-	csvRecs := []string{"a,b,17,x\n", "a:b,c,18,y\n", "\"a,\"\"q\",b:,19,z\r\n", ":,:,20,:\n", "a,b,:21,c\n", "a,b,,d\n"}
+	csvRecs := []string{"a,b,17,x\n", "a:b,c,18,y\n", "\"a,\"\"q\",b:,19,z\r\n", ":,:,20,:\n", "a,b,:21,c\n", "a,b,,d\n", "u1918327,d7029f77dd,1764633600002,order\n"}
 	tsvRecs := []string{"a\tb\t17\tx\n", "a:b\tc\t18\ty\r\n", "\"a\tb\"\t\t19\n"}
 	jsonRecs := []string{`{"u":"a","t":17,"d":{"x":"b"}}` + "\n", `{"u":"a:b","t":"18","d":{"x":":"}}` + "\n"}
 	cases := []struct {
@@ -468,6 +468,10 @@ func TestReplayKeyTime(t *testing.T) {
 				wantTime, _ := timeOnly.Key([]byte(r), false)
 				if string(key) != string(wantKey) || string(tf) != string(wantTime) {
 					t.Errorf("keys %v sep %q time %s, %q (simple %v): key %q time %q, want %q %q", c.keys, c.sep, c.time, r, shaped, key, tf, wantKey, wantTime)
+				}
+				fp, tf2, err := p.fingerprintTime(rec, false, shaped)
+				if want := ingest.XXH3.Sum(wantKey); err != nil || fp != want || string(tf2) != string(wantTime) {
+					t.Errorf("keys %v sep %q time %s, %q (simple %v): fingerprint %v time %q, %v; want %v %q", c.keys, c.sep, c.time, r, shaped, fp, tf2, err, want, wantTime)
 				}
 			}
 		}
