@@ -338,10 +338,21 @@ func csvCount(data []byte) int {
 
 // csvFirstLong returns the offset of the first record in data (which
 // starts at a record boundary) longer than maxRecord bytes, its terminating
-// '\n' not counted, or -1.
+// '\n' not counted, or -1. Up to the line of the first quote, records are
+// lines, searched a window at a time as firstLong does (often all of a
+// chunk at once: a chunk shorter than maxRecord+1 holds no long record);
+// from there on, a record at a time. (The walk over every record was 9% of
+// dedup --format csv's CPU in pprof, for chunks that held no quote.)
 func csvFirstLong(data []byte, maxRecord int) int {
+	plain := len(data)
+	if q := bytes.IndexByte(data, '"'); q >= 0 {
+		plain = bytes.LastIndexByte(data[:q], '\n') + 1
+	}
+	if off := firstLong(data[:plain], '\n', maxRecord); off >= 0 || plain == len(data) {
+		return off
+	}
 	var c quoteCursor
-	for p := 0; p < len(data); {
+	for p := plain; p < len(data); {
 		end := c.recordEnd(data, p)
 		n := end - p
 		if data[end-1] == '\n' {

@@ -261,3 +261,48 @@ func TestQuoteParityScans(t *testing.T) {
 		}
 	}
 }
+
+// TestCSVFirstLong: the windowed search over the quote-free lines and the
+// record walk after them find the record a walk over every record finds,
+// on chunks with and without quotes, long records before, at and after the
+// first quote, and limits around the records' lengths.
+func TestCSVFirstLong(t *testing.T) {
+	walk := func(data []byte, maxRecord int) int {
+		first := -1
+		SplitFormat(data, FormatCSV, '\n', func(rec []byte) bool {
+			if len(trimTerm(rec)) > maxRecord {
+				first = cap(data) - cap(rec)
+				return false
+			}
+			return true
+		})
+		return first
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 3000 {
+		var b []byte
+		for range 1 + r.IntN(12) {
+			n := r.IntN(30)
+			switch r.IntN(5) {
+			case 0: // quoted, a line feed inside
+				b = append(b, '"')
+				b = append(b, bytes.Repeat([]byte{'x'}, n)...)
+				b = append(b, "\n\"\",y\"\n"...)
+			case 1:
+				b = append(b, "a,\"b\",c\n"...)
+			default:
+				b = append(b, bytes.Repeat([]byte{'a'}, n)...)
+				b = append(b, '\n')
+			}
+		}
+		data := b[:len(b):len(b)]
+		for _, maxRecord := range []int{0, 1, 5, 10, 20, 29, 30, 40, len(data), 1 << 20} {
+			if got, want := csvFirstLong(data, maxRecord), walk(data, maxRecord); got != want {
+				t.Fatalf("trial %d, %q, max %d: %d, want %d", trial, data, maxRecord, got, want)
+			}
+		}
+	}
+}
+
+// trimTerm is a record without its '\n'.
+func trimTerm(rec []byte) []byte { return bytes.TrimSuffix(rec, []byte{'\n'}) }
