@@ -31,37 +31,19 @@ func xxh3Patched(span []byte, from, to byte) fpstore.Fingerprint {
 		w := binary.LittleEndian.Uint64(span[i : i+8])
 		return w ^ zeroBytes(w^fromW)>>7*diff
 	}
+	// (l-1)/32+1 rounds, the innermost first, unrolled (as a loop it was
+	// 12.5 ns against 10.5 for the 33-byte keys of BenchmarkXXH3Patched).
 	lo, hi := l*xxhPrime64_1, uint64(0)
 	if l > 32 {
 		if l > 64 {
 			if l > 96 {
-				in8, in7 := word(l-64), word(l-56)
-				i6, i7 := word(48), word(56)
-				hi += mulFold64(in8^xxhKey[14], in7^xxhKey[15])
-				hi ^= i6 + i7
-				lo += mulFold64(i6^xxhKey[12], i7^xxhKey[13])
-				lo ^= in8 + in7
+				lo, hi = xxhRound(lo, hi, word(48), word(56), word(l-64), word(l-56), 12)
 			}
-			in6, in5 := word(l-48), word(l-40)
-			i4, i5 := word(32), word(40)
-			hi += mulFold64(in6^xxhKey[10], in5^xxhKey[11])
-			hi ^= i4 + i5
-			lo += mulFold64(i4^xxhKey[8], i5^xxhKey[9])
-			lo ^= in6 + in5
+			lo, hi = xxhRound(lo, hi, word(32), word(40), word(l-48), word(l-40), 8)
 		}
-		in4, in3 := word(l-32), word(l-24)
-		i2, i3 := word(16), word(24)
-		hi += mulFold64(in4^xxhKey[6], in3^xxhKey[7])
-		hi ^= i2 + i3
-		lo += mulFold64(i2^xxhKey[4], i3^xxhKey[5])
-		lo ^= in4 + in3
+		lo, hi = xxhRound(lo, hi, word(16), word(24), word(l-32), word(l-24), 4)
 	}
-	in2, in1 := word(l-16), word(l-8)
-	i0, i1 := word(0), word(8)
-	hi += mulFold64(in2^xxhKey[2], in1^xxhKey[3])
-	hi ^= i0 + i1
-	lo += mulFold64(i0^xxhKey[0], i1^xxhKey[1])
-	lo ^= in2 + in1
+	lo, hi = xxhRound(lo, hi, word(0), word(8), word(l-16), word(l-8), 0)
 	hi, lo = lo*xxhPrime64_1+hi*xxhPrime64_4+l*xxhPrime64_2, hi+lo
 	return fpstore.Fingerprint{Hi: -xxh3Avalanche(hi), Lo: xxh3Avalanche(lo)}
 }
@@ -79,6 +61,16 @@ var xxhKey = [16]uint64{
 	0x78e5c0cc4ee679cb, 0x2172ffcc7dd05a82, 0x8e2443f7744608b8, 0x4c263a81e69035e0,
 	0xcb00c391bb52283c, 0xa32e531b8b65d088, 0x4ef90da297486471, 0xd8acdea946ef1938,
 	0x3f349ce33f76faa8, 0x1d4f0bc7c7bbdcf9, 0x3159b4cd4be0518a, 0x647378d9c97e9fc8,
+}
+
+// xxhRound mixes the front words i0, i1 and the back words b0, b1 into the
+// accumulator, keyed by the secret's words k to k+3.
+func xxhRound(lo, hi, i0, i1, b0, b1 uint64, k int) (uint64, uint64) {
+	hi += mulFold64(b0^xxhKey[k+2], b1^xxhKey[k+3])
+	hi ^= i0 + i1
+	lo += mulFold64(i0^xxhKey[k], i1^xxhKey[k+1])
+	lo ^= b0 + b1
+	return lo, hi
 }
 
 func mulFold64(x, y uint64) uint64 {
