@@ -337,8 +337,9 @@ func csvCount(data []byte) int {
 }
 
 // csvFirstLong returns the offset of the first record in data (which
-// starts at a record boundary) longer than maxRecord bytes, its terminating
-// '\n' not counted, or -1. Up to the line of the first quote, records are
+// starts at a record boundary; a ChunkReader's chunk, which ends with a
+// record's '\n') longer than maxRecord bytes, its terminating '\n' not
+// counted, or -1. Up to the line of the first quote, records are
 // lines, searched a window at a time as firstLong does (often all of a
 // chunk at once: a chunk shorter than maxRecord+1 holds no long record);
 // from there on, a record at a time. (The walk over every record was 9% of
@@ -347,6 +348,8 @@ func csvFirstLong(data []byte, maxRecord int) int {
 	plain := len(data)
 	if q := bytes.IndexByte(data, '"'); q >= 0 {
 		plain = bytes.LastIndexByte(data[:q], '\n') + 1
+	} else if len(data) > 0 && data[len(data)-1] != '\n' {
+		plain = bytes.LastIndexByte(data, '\n') + 1 // firstLong needs data ending with one
 	}
 	if off := firstLong(data[:plain], '\n', maxRecord); off >= 0 || plain == len(data) {
 		return off

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -33,8 +34,8 @@ func TestXXH3Patched(t *testing.T) {
 					default:
 						span[i] = byte(r.Uint32())
 					}
-					if trial == 0 {
-						span[i] = byte(r.Uint32()) | 1 // (rarely) no byte to patch
+					if trial == 0 && span[i] == c.from { // no byte to patch
+						span[i]++
 					}
 				}
 				fp := xxh3Patched(span, c.from, c.to)
@@ -77,4 +78,44 @@ func BenchmarkXXH3Patched(b *testing.B) {
 		}
 	})
 	_ = sink
+}
+
+// TestFingerprintLengths: Keyer.Fingerprint equals h.Sum of Key's key for
+// keys of adjacent columns whose span is 15 to 130 bytes (both sides of
+// the patched path's 17 and 128), csv and tsv, a separator that is the
+// delimiter and one that is not, the first record with a BOM and "\r\n".
+func TestFingerprintLengths(t *testing.T) {
+	for _, f := range []Format{FormatCSV, FormatTSV} {
+		delim := ","
+		if f == FormatTSV {
+			delim = "\t"
+		}
+		for _, sep := range []string{":", delim} {
+			k, err := NewKeyer(KeySpec{Format: f, Keys: []string{"2", "3", "4"}, Sep: sep}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n := 15; n <= 130; n++ {
+				// fields 2-4 span n bytes: two delimiters and n-2 bytes
+				a := (n - 2) / 3
+				rec := "x" + delim + strings.Repeat("a", a) + delim + strings.Repeat("b", a) + delim + strings.Repeat("c", n-2-2*a) + delim + "z\r\n"
+				for _, first := range []bool{false, true} {
+					in := rec
+					if first {
+						in = bom + rec
+					}
+					key, err := k.Key([]byte(in), first)
+					if err != nil || len(key) != n {
+						t.Fatalf("%q: key %q (%d bytes), %v; want %d bytes", in, key, len(key), err, n)
+					}
+					want := XXH3.Sum(key)
+					for _, simple := range []bool{false, true} {
+						if got, err := k.Fingerprint([]byte(in), first, simple, XXH3); err != nil || got != want {
+							t.Fatalf("%v sep %q, %d bytes, first %v, simple %v: %v, %v; want %v", f, sep, n, first, simple, got, err, want)
+						}
+					}
+				}
+			}
+		}
+	}
 }

@@ -199,9 +199,9 @@ func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []str
 	}
 	p := st.Systems[0]
 	// Both rates: the set-up (the first touch of the blooms and the
-	// seen-set, the kernel zeroing them) is paid once a run, however many
-	// events follow it.
-	inv.summary("replay: %d events, %d first occurrences, %d duplicates, %d lost, %d let through, %s, %s read, %.2f s, %s events/s, %s/s after setting up the blooms (%.2f s; seen-set %s; blooms %s)",
+	// seen-set's table, the kernel zeroing them) is paid once a run,
+	// however many events follow it.
+	inv.summary("replay: %d events, %d first occurrences, %d duplicates, %d lost, %d let through, %s, %s read, %.2f s, %s events/s, %s events/s after the set-up (%.2f s: the blooms' and the seen-set's first touch; seen-set %s; blooms %s)",
 		st.Events, st.FirstOccurrences, st.Duplicates, p.Lost, p.LetThrough, badSummary(opts.Records.OnBad), units.FormatBytes(st.Bytes), st.Seconds,
 		humanRate(float64(st.Events)/max(st.Seconds, 1e-9)), humanRate(float64(st.Events)/max(st.Seconds-st.SetupSeconds, 1e-9)),
 		st.SetupSeconds, truth, units.FormatBytes(pipeline.ReplayBloomBytes(opts)))
