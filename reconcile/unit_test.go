@@ -68,6 +68,8 @@ func TestParseURL(t *testing.T) {
 		{"mysql://h/d?table=t&column=c", "mysql://user@"},
 		{"postgres://u@h/d", "unknown scheme"},
 		{"file:", "needs a path"},
+		{"file:://u:hunter2@h/x", "not another URL"},
+		{"file:redis://u:hunter2@h/0", "not another URL"},
 	}
 	for _, c := range bad {
 		_, err := ParseURL(c.in)

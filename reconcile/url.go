@@ -149,6 +149,12 @@ func parseFileURL(path string) (*Target, error) {
 			return nil, &URLError{Reason: "a file: URL names a path, not a user or password"}
 		}
 	}
+	if strings.Contains(p, "://") {
+		// Not a path anyone means (file:://u:pw@h, file:redis://…): what
+		// follows may hold a user and a password, which must not become a
+		// file name echoed in reports and errors.
+		return nil, &URLError{Reason: "a file: URL names a path (file:PATH or file:///PATH), not another URL"}
+	}
 	if p == "" {
 		return nil, ErrNoPath
 	}
