@@ -13,10 +13,12 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/fpdedup/fpdedup/internal/failpoint"
+	"github.com/fpdedup/fpdedup/internal/prefetch"
 	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
@@ -107,6 +109,16 @@ func (c *Collector) add(fp Fingerprint) error {
 			p.full = append(p.full, p.cur)
 		}
 		p.cur = block
+	}
+	// Each partition's block fills a line every 4 fingerprints, and the
+	// hardware cannot follow 1024 such streams: at each line's start the
+	// next one (entries n+4 to n+7) is prefetched, so that the stores to
+	// it find it in cache.
+	// build --threads 1 of the 10M lines, 9 shuffled warmed runs: 1084 ->
+	// 969 ms (two threads 668 -> 650, within the spread).
+	if n := len(p.cur); n&3 == 0 && n+8 < cap(p.cur) {
+		a := [1]uintptr{uintptr(unsafe.Pointer(&p.cur[:n+8][n+7]))}
+		prefetch.Addrs(a[:])
 	}
 	p.cur = append(p.cur, fp)
 	p.n++
