@@ -224,7 +224,18 @@ func (x *Index) find(fp Fingerprint) int {
 		t := fp.Hi >> (64 - x.lutBits)
 		lo, hi = max(int(x.lut[t])-1, 0), int(x.lut[t+1])
 	}
-	i := lo + sort.Search(hi-lo, func(k int) bool { return fp.Less(segs[lo+k].node.Prefix) }) - 1
+	var i int
+	if hi-lo <= 4 {
+		// The table leaves one to three candidates: a short scan
+		// mispredicts less than a binary search's closure calls (which
+		// were 15% of a query of present keys).
+		i = lo - 1
+		for i+1 < hi && !fp.Less(segs[i+1].node.Prefix) {
+			i++
+		}
+	} else {
+		i = lo + sort.Search(hi-lo, func(k int) bool { return fp.Less(segs[lo+k].node.Prefix) }) - 1
+	}
 	if i < 0 || !segs[i].node.contains(fp) {
 		return -1
 	}
@@ -235,7 +246,7 @@ func (x *Index) find(fp Fingerprint) int {
 // of the leading lutBits bits, for t = 0..2^lutBits.
 func (x *Index) buildLUT() {
 	segs := x.foot.segments
-	if len(segs) < 16 {
+	if len(segs) < 2 {
 		return
 	}
 	bits := uint(1)
@@ -420,6 +431,13 @@ func (s *segment) position(fp Fingerprint) (uint64, bool, error) {
 	// Fingerprints are uniform within the bucket: start where the next
 	// bits say and walk (usually zero or one step, same cache line).
 	p := lo + (fp.bits(s.depth+s.dirBits, 16)*(hi-lo))>>16
+	// The neighbour line on the guess's nearer side, requested with the
+	// guess's own: the key is there a third of the time (see run).
+	if a := uintptr(unsafe.Pointer(&s.fps[p])); a&63 < 32 {
+		prefetch.Addr(uintptr(unsafe.Pointer(&s.fps[max(p, lo+2)-2])))
+	} else {
+		prefetch.Addr(uintptr(unsafe.Pointer(&s.fps[min(p+2, hi-1)])))
+	}
 	for p > lo && fp.Less(s.fps[p]) {
 		p--
 	}
@@ -526,7 +544,7 @@ type lookupGroup struct {
 	pos       [groupSize]int32 // guessed index of the key in its segment
 	lo        [groupSize]int32
 	hi        [groupSize]int32
-	addrs     [groupSize]uintptr // lines to prefetch
+	addrs     [2 * groupSize]uintptr // lines to prefetch
 }
 
 func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
@@ -572,7 +590,17 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 		}
 	}
 	// Stage 2: directory bucket, and a guess of the position inside it
-	// from the bits after the directory's: fingerprints are uniform.
+	// from the bits after the directory's: fingerprints are uniform. The
+	// entries are prefetched first: a directory is 4 bytes a bucket of
+	// ~24 keys, so a large index's does not stay cached.
+	n := 0
+	for i, fp := range fps {
+		if s := g.seg[i]; s != nil {
+			g.addrs[n] = uintptr(unsafe.Pointer(&s.dir[fp.bits(s.depth, s.dirBits)]))
+			n++
+		}
+	}
+	prefetch.Addrs(g.addrs[:n])
 	for i, fp := range fps {
 		s := g.seg[i]
 		if s == nil {
@@ -596,11 +624,26 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 	// last arrived (query --only present of 10M keys, 7 shuffled runs:
 	// 1100 -> 978 ms with the prefetches). Walking one group while the
 	// next one's lines load gained nothing more (982 vs 989 ms).
-	n := 0
+	n = 0
 	for i := range fps {
 		if s := g.seg[i]; s != nil && g.lo[i] < g.hi[i] {
-			g.addrs[n] = uintptr(unsafe.Pointer(&s.fps[min(g.pos[i], g.hi[i]-1)]))
-			n++
+			// The key lies within two places of the guess four times in
+			// five (its rank in the bucket is binomial around the guess: on
+			// a 6.2M-key index, 64% in the guess's line, 35% in a
+			// neighbour), so the neighbour line on the guess's nearer side
+			// is fetched too. query --only present of 10M keys, 5 runs each
+			// in one block: 850 ms, against 900 with the guess's line alone
+			// and 880 with the lines two places either side (two lines a
+			// key too, but fewer keys inside them).
+			p := min(g.pos[i], g.hi[i]-1)
+			a := uintptr(unsafe.Pointer(&s.fps[p]))
+			g.addrs[n] = a
+			if a&63 < 32 {
+				g.addrs[n+1] = uintptr(unsafe.Pointer(&s.fps[max(p-2, g.lo[i])]))
+			} else {
+				g.addrs[n+1] = uintptr(unsafe.Pointer(&s.fps[min(p+2, g.hi[i]-1)]))
+			}
+			n += 2
 		}
 	}
 	prefetch.Addrs(g.addrs[:n])

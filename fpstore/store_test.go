@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"testing"
 )
 
@@ -116,6 +117,35 @@ func TestSegmentsTrieRule(t *testing.T) {
 			t.Fatalf("%s: %v %v", fps[i], ok, err)
 		}
 	}
+	// find (the leading-bits table, then a short scan or a search) against
+	// a search of every segment: at each segment's first and last
+	// fingerprint and beside them, in the deep cluster, and at random.
+	if x.lutBits == 0 {
+		t.Fatalf("%d segments but no leading-bits table", x.Segments())
+	}
+	segs := x.foot.segments
+	ref := func(fp Fingerprint) int {
+		i := sort.Search(len(segs), func(k int) bool { return fp.Less(segs[k].node.Prefix) }) - 1
+		if i < 0 || !segs[i].node.contains(fp) {
+			return -1
+		}
+		return i
+	}
+	probes := randomFPs(r, 100_000)
+	for i := 0; i < len(fps); i += 1013 {
+		probes = append(probes, fps[i])
+	}
+	for _, s := range segs {
+		p := s.node.Prefix
+		probes = append(probes, p, Fingerprint{p.Hi, p.Lo - 1}, Fingerprint{p.Hi - 1, p.Lo}, Fingerprint{p.Hi + 1, p.Lo})
+	}
+	probes = append(probes, Fingerprint{}, Fingerprint{^uint64(0), ^uint64(0)})
+	for _, fp := range probes {
+		if got, want := x.find(fp), ref(fp); got != want {
+			t.Fatalf("find(%s) = segment %d, want %d", fp, got, want)
+		}
+	}
+	checkLookups(t, x, fps, append(probes, fps...), true)
 }
 
 func TestCanonicalAcrossThreads(t *testing.T) {

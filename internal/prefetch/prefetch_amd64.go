@@ -2,3 +2,5 @@ package prefetch
 
 //go:noescape
 func addrs_(addrs []uintptr)
+
+func addr_(a uintptr)

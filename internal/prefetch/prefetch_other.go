@@ -3,3 +3,5 @@
 package prefetch
 
 func addrs_([]uintptr) {}
+
+func addr_(uintptr) {}
