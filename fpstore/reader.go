@@ -431,13 +431,6 @@ func (s *segment) position(fp Fingerprint) (uint64, bool, error) {
 	// Fingerprints are uniform within the bucket: start where the next
 	// bits say and walk (usually zero or one step, same cache line).
 	p := lo + (fp.bits(s.depth+s.dirBits, 16)*(hi-lo))>>16
-	// The neighbour line on the guess's nearer side, requested with the
-	// guess's own: the key is there a third of the time (see run).
-	if a := uintptr(unsafe.Pointer(&s.fps[p])); a&63 < 32 {
-		prefetch.Addr(uintptr(unsafe.Pointer(&s.fps[max(p, lo+2)-2])))
-	} else {
-		prefetch.Addr(uintptr(unsafe.Pointer(&s.fps[min(p+2, hi-1)])))
-	}
 	for p > lo && fp.Less(s.fps[p]) {
 		p--
 	}

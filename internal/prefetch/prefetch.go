@@ -14,6 +14,3 @@ package prefetch
 // since grown) costs a wasted line, nothing else. On architectures without
 // an assembly version it does nothing.
 func Addrs(addrs []uintptr) { addrs_(addrs) }
-
-// Addr starts loading the cache line of one address, as Addrs does.
-func Addr(a uintptr) { addr_(a) }

@@ -2,5 +2,3 @@ package prefetch
 
 //go:noescape
 func addrs_(addrs []uintptr)
-
-func addr_(a uintptr)

@@ -14,8 +14,3 @@ loop:
 	JNZ loop
 done:
 	RET
-
-TEXT ·addr_(SB), NOSPLIT, $0-8
-	MOVQ a+0(FP), AX
-	PREFETCHT0 (AX)
-	RET

@@ -3,5 +3,3 @@
 package prefetch
 
 func addrs_([]uintptr) {}
-
-func addr_(uintptr) {}

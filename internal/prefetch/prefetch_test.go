@@ -16,9 +16,6 @@ func TestAddrs(t *testing.T) {
 	Addrs(addrs)
 	Addrs(nil)
 	Addrs(addrs[:1])
-	for _, a := range addrs {
-		Addr(a)
-	}
 }
 
 func BenchmarkAddrs(b *testing.B) {
