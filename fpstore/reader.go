@@ -511,16 +511,20 @@ func (x *Index) ContainsBatch(fps []Fingerprint, found []bool) error {
 	return x.guard(func() error {
 		var g lookupGroup
 		g.useFilter = true
-		for base := 0; base < len(fps); base += groupSize {
+		for base, n := 0, 0; base < len(fps); base, n = base+groupSize, n+1 {
 			end := min(base+groupSize, len(fps))
 			if err := g.run(x, fps[base:end], found[base:end]); err != nil {
 				return err
 			}
 			// The filter only pays when keys are absent: when most of
-			// a group passed it, the rest of the batch goes straight to
-			// the directory (the answers are exact either way). Each batch
-			// starts with the filter again.
-			g.useFilter = g.passed*4 < (end-base)*3
+			// a group passed it, the next groups go straight to the
+			// directory (the answers are exact either way), and every
+			// 16th group tries it again. (Re-enabling it after each group
+			// that skipped it, as before, probed every other group: query
+			// --only present of 10M keys, 4 runs each, 0.86 -> 0.77 s.)
+			if g.useFilter || n%16 == 15 {
+				g.useFilter = g.passed*4 < (end-base)*3
+			}
 		}
 		return nil
 	})

@@ -73,8 +73,83 @@ func (s *Set) Spec() Spec { return s.spec }
 func (s *Set) Indexes() []*Index { return s.indexes }
 
 // ContainsBatch sets found[i] to whether fps[i] is in any index of the set.
-// scratch must have len(fps) and is overwritten.
-func (s *Set) ContainsBatch(fps []Fingerprint, found, scratch []bool) error {
+// l holds the calling goroutine's buffers: one Lookups per goroutine,
+// reused from batch to batch.
+//
+// A batch of 4096 keys or more is answered in the order of the keys'
+// leading bits, which is the order of their places in the index, 64k keys
+// at a time, and the answers are put back in the batch's order. Keys that
+// are neighbours in that order share directory lines and pages of the
+// index (64k keys on a 6.2M-key index: ~16 in each 1/4096 of it, 24 KB of
+// fingerprints), so fewer lookups miss the cache and the TLB; a counting
+// sort on 12 bits is two passes over the batch (the order inside a bucket
+// does not matter). query --only present of 10M keys, 10 runs each:
+// 0.84 -> 0.75 s, 1.47 -> 1.25 s of CPU; absent keys no different (their
+// filter blocks are picked by the low bits).
+func (s *Set) ContainsBatch(fps []Fingerprint, found []bool, l *Lookups) error {
+	for base := 0; base < len(fps); base += sortedLookupMax {
+		end := min(base+sortedLookupMax, len(fps))
+		if err := s.containsWindow(fps[base:end], found[base:end], l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Lookups are one goroutine's buffers for Set.ContainsBatch. The zero
+// value is ready to use.
+type Lookups struct {
+	counts  [1<<lookupSortBits + 1]int32
+	perm    []int32
+	sorted  []Fingerprint
+	found   []bool
+	scratch []bool
+}
+
+const (
+	lookupSortBits  = 12
+	sortedLookupMin = 4096
+	sortedLookupMax = 1 << 16
+)
+
+func (s *Set) containsWindow(fps []Fingerprint, found []bool, l *Lookups) error {
+	n := len(fps)
+	if cap(l.perm) < n {
+		l.perm = make([]int32, n)
+		l.sorted = make([]Fingerprint, n)
+		l.found = make([]bool, n)
+		l.scratch = make([]bool, n)
+	}
+	if n < sortedLookupMin {
+		return s.containsInOrder(fps, found, l.scratch[:n])
+	}
+	perm, sorted, sfound := l.perm[:n], l.sorted[:n], l.found[:n]
+	clear(l.counts[:])
+	for _, fp := range fps {
+		l.counts[fp.Hi>>(64-lookupSortBits)+1]++
+	}
+	for b := 1; b < len(l.counts); b++ {
+		l.counts[b] += l.counts[b-1]
+	}
+	for i, fp := range fps {
+		b := fp.Hi >> (64 - lookupSortBits)
+		perm[l.counts[b]] = int32(i)
+		l.counts[b]++
+	}
+	for j, i := range perm {
+		sorted[j] = fps[i]
+	}
+	if err := s.containsInOrder(sorted, sfound, l.scratch[:n]); err != nil {
+		return err
+	}
+	for j, i := range perm {
+		found[i] = sfound[j]
+	}
+	return nil
+}
+
+// containsInOrder answers fps in the order given; scratch has len(fps).
+func (s *Set) containsInOrder(fps []Fingerprint, found, scratch []bool) error {
 	if err := s.indexes[0].ContainsBatch(fps, found); err != nil {
 		return err
 	}

@@ -480,7 +480,7 @@ type dedupParser struct {
 	opts  *DedupOptions
 	rw    *recordWorker
 	found []bool
-	tmp   []bool
+	look  fpstore.Lookups
 }
 
 func (p *dedupParser) parse(c *dedupChunk) error {
@@ -503,10 +503,10 @@ func (p *dedupParser) parse(c *dedupChunk) error {
 	p.opts.Progress.Records.Add(int64(len(c.recs)))
 	if p.opts.Against != nil {
 		if cap(p.found) < len(c.fps) {
-			p.found, p.tmp = make([]bool, len(c.fps)), make([]bool, len(c.fps))
+			p.found = make([]bool, len(c.fps))
 		}
 		found := p.found[:len(c.fps)]
-		if err := p.opts.Against.ContainsBatch(c.fps, found, p.tmp[:len(c.fps)]); err != nil {
+		if err := p.opts.Against.ContainsBatch(c.fps, found, &p.look); err != nil {
 			return err
 		}
 		for i, f := range found {

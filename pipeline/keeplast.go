@@ -109,7 +109,8 @@ func keepLastWork(t *tallySet, second readOptions, opts *DedupOptions) func() ch
 		var fps []fpstore.Fingerprint
 		var recs [][]byte
 		var orders []uint64
-		var found, scratch []bool
+		var found []bool
+		var look fpstore.Lookups
 		return func(job chunkJob, buf []byte) ([]byte, error) {
 			fps, recs, orders = fps[:0], recs[:0], orders[:0]
 			err := w.eachAt(job, func(r []byte, fp fpstore.Fingerprint, at recordPos) error {
@@ -121,8 +122,7 @@ func keepLastWork(t *tallySet, second readOptions, opts *DedupOptions) func() ch
 			}
 			found = append(found[:0], make([]bool, len(fps))...)
 			if opts.Against != nil {
-				scratch = append(scratch[:0], make([]bool, len(fps))...)
-				if err := opts.Against.ContainsBatch(fps, found, scratch); err != nil {
+				if err := opts.Against.ContainsBatch(fps, found, &look); err != nil {
 					return buf, err
 				}
 			}

@@ -1,0 +1,74 @@
+package fpstore
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestSetContainsBatch checks Set.ContainsBatch against a sorted reference
+// for batch sizes on both sides of the sorted path's threshold and across
+// its 64k windows, keys in random order (present, absent, repeated), a set
+// of two indexes, and one Lookups reused from a larger batch to smaller
+// ones.
+func TestSetContainsBatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	all := sortUnique(randomFPs(r, 3*SegmentMax/2))
+	dir := t.TempDir()
+	var a, b []Fingerprint
+	for i, fp := range all {
+		if i%3 == 0 {
+			b = append(b, fp)
+		} else {
+			a = append(a, fp)
+		}
+	}
+	var xs []*Index
+	for i, fps := range [][]Fingerprint{a, b} {
+		p := filepath.Join(dir, string(rune('a'+i))+".fpx")
+		writeIndex(t, p, fps, WriterOptions{})
+		x, err := Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Close()
+		xs = append(xs, x)
+	}
+	set, err := NewSet(xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(fp Fingerprint) bool {
+		_, ok := slices.BinarySearchFunc(all, fp, Fingerprint.Compare)
+		return ok
+	}
+	var look Lookups
+	for _, n := range []int{sortedLookupMax + 4097, 200_000, sortedLookupMin, sortedLookupMin - 1, sortedLookupMin + 1, 1, 0} {
+		fps := make([]Fingerprint, n)
+		for i := range fps {
+			switch r.IntN(3) {
+			case 0:
+				fps[i] = Fingerprint{r.Uint64(), r.Uint64()}
+			case 1:
+				fps[i] = all[r.IntN(len(all))]
+			default:
+				if i > 0 {
+					fps[i] = fps[r.IntN(i)]
+				}
+			}
+		}
+		found := make([]bool, n)
+		for i := range found {
+			found[i] = i%2 == 0 // stale answers must be overwritten
+		}
+		if err := set.ContainsBatch(fps, found, &look); err != nil {
+			t.Fatal(err)
+		}
+		for i, fp := range fps {
+			if found[i] != in(fp) {
+				t.Fatalf("batch of %d: key %d (%s): %v, want %v", n, i, fp, found[i], in(fp))
+			}
+		}
+	}
+}
