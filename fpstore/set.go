@@ -104,6 +104,8 @@ type Lookups struct {
 	sorted  []Fingerprint
 	found   []bool
 	scratch []bool
+	windows int  // windows answered
+	present bool // at least a quarter of the last window was present
 }
 
 const (
@@ -120,8 +122,18 @@ func (s *Set) containsWindow(fps []Fingerprint, found []bool, l *Lookups) error 
 		l.found = make([]bool, n)
 		l.scratch = make([]bool, n)
 	}
-	if n < sortedLookupMin {
-		return s.containsInOrder(fps, found, l.scratch[:n])
+	// Sorting pays for the keys that get past the filter to the directory
+	// and the fingerprints; an absent key is answered by the filter block
+	// its low bits pick, in whatever order, and the sort is extra work:
+	// query of 10M absent keys, 9 runs, 499 ms always sorted, 478 ms with
+	// this rule (an earlier block: 516-602 sorted, 488 in order). So a
+	// window is sorted when a quarter of the last one was present, and
+	// every 8th window anyway, to notice the keys changing.
+	l.windows++
+	if n < sortedLookupMin || !l.present && l.windows%8 != 1 {
+		err := s.containsInOrder(fps, found, l.scratch[:n])
+		l.present = err == nil && 4*countTrue(found) >= n
+		return err
 	}
 	perm, sorted, sfound := l.perm[:n], l.sorted[:n], l.found[:n]
 	clear(l.counts[:])
@@ -145,7 +157,18 @@ func (s *Set) containsWindow(fps []Fingerprint, found []bool, l *Lookups) error 
 	for j, i := range perm {
 		found[i] = sfound[j]
 	}
+	l.present = 4*countTrue(sfound) >= n
 	return nil
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // containsInOrder answers fps in the order given; scratch has len(fps).

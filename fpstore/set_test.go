@@ -11,7 +11,7 @@ import (
 // for batch sizes on both sides of the sorted path's threshold and across
 // its 64k windows, keys in random order (present, absent, repeated), a set
 // of two indexes, and one Lookups reused from a larger batch to smaller
-// ones.
+// ones and through a run of absent keys, which it answers unsorted.
 func TestSetContainsBatch(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
 	all := sortUnique(randomFPs(r, 3*SegmentMax/2))
@@ -44,13 +44,16 @@ func TestSetContainsBatch(t *testing.T) {
 		return ok
 	}
 	var look Lookups
-	for _, n := range []int{sortedLookupMax + 4097, 200_000, sortedLookupMin, sortedLookupMin - 1, sortedLookupMin + 1, 1, 0} {
+	// Mixed batches (sorted), then absent ones (sorted at first, then in
+	// order, every 8th window sorted again), then mixed again.
+	for k, n := range []int{sortedLookupMax + 4097, 200_000, sortedLookupMin, sortedLookupMin - 1, sortedLookupMin + 1, 1, 0, 20 * sortedLookupMax, sortedLookupMax, 150_000} {
+		absent := k == 7
 		fps := make([]Fingerprint, n)
 		for i := range fps {
-			switch r.IntN(3) {
-			case 0:
+			switch c := r.IntN(3); {
+			case c == 0 || absent:
 				fps[i] = Fingerprint{r.Uint64(), r.Uint64()}
-			case 1:
+			case c == 1:
 				fps[i] = all[r.IntN(len(all))]
 			default:
 				if i > 0 {
