@@ -11,8 +11,8 @@
 // outlives Close.
 //
 // Concurrency: an *Index and a *Set answer lookups from many goroutines at
-// once; a Cursor, a Writer and a Collector each belong to one goroutine; a
-// Sorter takes one Collector per goroutine.
+// once; a Cursor, a Writer, a Collector and a Lookups each belong to one
+// goroutine; a Sorter takes one Collector per goroutine.
 //
 // Damage: every byte read from a file is checked before it is trusted
 // (sizes, checksums, offsets; Go FlatBuffers has no verifier), and a mapped

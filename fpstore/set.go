@@ -73,20 +73,21 @@ func (s *Set) Spec() Spec { return s.spec }
 func (s *Set) Indexes() []*Index { return s.indexes }
 
 // ContainsBatch sets found[i] to whether fps[i] is in any index of the set.
-// l holds the calling goroutine's buffers: one Lookups per goroutine,
-// reused from batch to batch.
+// found must have at least len(fps) elements; only found[:len(fps)] is
+// written. l holds the calling goroutine's buffers: one Lookups per
+// goroutine, reused from batch to batch.
 //
-// A batch of 4096 keys or more, 64k keys at a time, is answered in the
-// order of the keys' leading bits, which is the order of their places in
-// the index, and the answers are put back in the batch's order (while the
-// keys are mostly absent, in the batch's order: see containsWindow). Keys that
-// are neighbours in that order share directory lines and pages of the
-// index (64k keys on a 6.2M-key index: ~16 in each 1/4096 of it, 24 KB of
-// fingerprints), so fewer lookups miss the cache and the TLB; a counting
-// sort on 12 bits is two passes over the batch (the order inside a bucket
-// does not matter). query --only present of 10M keys, 10 runs each:
-// 0.84 -> 0.75 s, 1.47 -> 1.25 s of CPU; absent keys no different (their
-// filter blocks are picked by the low bits).
+// The batch is answered 64k keys at a time. A window of 4096 keys or more
+// is answered in the order of the keys' leading bits, which is the order of
+// their places in the index, and the answers are put back in the batch's
+// order (unless the last window's keys were mostly absent: see
+// containsWindow). Keys that are neighbours in that order share directory
+// lines and pages of the index (query's batches are a chunk's keys, ~20k
+// of the benchmark's lines: on a 6.2M-key index ~5 in each 1/4096 of it,
+// 24 KB of fingerprints), so fewer lookups miss the cache and the TLB; a
+// counting sort on 12 bits is two passes over the window (the order inside
+// a bucket does not matter). query --only present of 10M keys, 10 runs
+// each: 0.84 -> 0.75 s, 1.47 -> 1.25 s of CPU.
 func (s *Set) ContainsBatch(fps []Fingerprint, found []bool, l *Lookups) error {
 	for base := 0; base < len(fps); base += sortedLookupMax {
 		end := min(base+sortedLookupMax, len(fps))
@@ -105,8 +106,7 @@ type Lookups struct {
 	sorted  []Fingerprint
 	found   []bool
 	scratch []bool
-	windows int  // windows answered
-	present bool // at least a quarter of the last window was present
+	absent  bool // fewer than a quarter of the last window were present
 }
 
 const (
@@ -126,15 +126,17 @@ func (s *Set) containsWindow(fps []Fingerprint, found []bool, l *Lookups) error 
 	// Sorting pays for the keys that get past the filter to the directory
 	// and the fingerprints; an absent key is answered by the filter block
 	// its low bits pick, in whatever order, and the sort is extra work:
-	// query of 10M absent keys, 9 runs, 499 ms always sorted, 478 ms with
-	// this rule (an earlier block: 516-602 sorted, 488 in order). So a
-	// window is sorted when a quarter of the last one was present, and
-	// every 8th window anyway, to notice the keys changing.
-	l.windows++
-	if n < sortedLookupMin || !l.present && l.windows%8 != 1 {
-		err := s.containsInOrder(fps, found, l.scratch[:n])
-		l.present = err == nil && 4*countTrue(found) >= n
-		return err
+	// query of 10M absent keys, 9 runs, 499 ms always sorted, 478 ms
+	// sorting only after a window a quarter present or every 8th window
+	// (an earlier block: 516-602 sorted, 488 in order). Every 8th window
+	// is not needed: unsorted windows are counted too, so keys turning
+	// present are noticed one window later.
+	if n < sortedLookupMin || l.absent {
+		if err := s.containsInOrder(fps, found[:n], l.scratch[:n]); err != nil {
+			return err
+		}
+		l.absent = 4*countTrue(found[:n]) < n
+		return nil
 	}
 	perm, sorted, sfound := l.perm[:n], l.sorted[:n], l.found[:n]
 	clear(l.counts[:])
@@ -158,7 +160,7 @@ func (s *Set) containsWindow(fps []Fingerprint, found []bool, l *Lookups) error 
 	for j, i := range perm {
 		found[i] = sfound[j]
 	}
-	l.present = 4*countTrue(sfound) >= n
+	l.absent = 4*countTrue(sfound) < n
 	return nil
 }
 

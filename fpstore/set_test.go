@@ -44,8 +44,8 @@ func TestSetContainsBatch(t *testing.T) {
 		return ok
 	}
 	var look Lookups
-	// Mixed batches (sorted), then absent ones (sorted at first, then in
-	// order, every 8th window sorted again), then mixed again.
+	// Mixed batches (sorted), then absent ones (the first window sorted,
+	// the rest in order), then mixed again (sorted from the second window).
 	for k, n := range []int{sortedLookupMax + 4097, 200_000, sortedLookupMin, sortedLookupMin - 1, sortedLookupMin + 1, 1, 0, 20 * sortedLookupMax, sortedLookupMax, 150_000} {
 		absent := k == 7
 		fps := make([]Fingerprint, n)
@@ -61,12 +61,15 @@ func TestSetContainsBatch(t *testing.T) {
 				}
 			}
 		}
-		found := make([]bool, n)
+		found := make([]bool, n+3) // longer than the batch: the tail is left alone
 		for i := range found {
 			found[i] = i%2 == 0 // stale answers must be overwritten
 		}
 		if err := set.ContainsBatch(fps, found, &look); err != nil {
 			t.Fatal(err)
+		}
+		if found[n] != (n%2 == 0) || found[n+1] != (n%2 == 1) || found[n+2] != (n%2 == 0) {
+			t.Fatalf("batch of %d: wrote past len(fps): %v", n, found[n:])
 		}
 		for i, fp := range fps {
 			if found[i] != in(fp) {

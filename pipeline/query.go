@@ -39,9 +39,10 @@ type QueryStats struct {
 	Absent  int64 `json:"absent"`
 }
 
-// queryBatch is how many keys are looked up together: enough for
-// fpstore to take them in index order (see ContainsBatch), ~5 MB of
-// fingerprints and record references a worker.
+// queryBatch bounds how many keys are looked up together; a batch is also
+// at most one chunk's records (1 MiB of input: ~20k lines of the benchmark's
+// events). Large batches let fpstore take the keys in index order (see
+// Set.ContainsBatch). The buffers grow to what the chunks need.
 const queryBatch = 1 << 16
 
 // Query answers for every key read from the inputs (stdin when none), in
@@ -55,11 +56,10 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 	// beside the record; whole records and hex lines are their own key.
 	withRecord := opts.Output == QueryJSON && opts.Records.Spec.Format != ingest.FormatLines && !opts.Records.HexInput
 	newWork := func() chunkWork {
-		fps := make([]fpstore.Fingerprint, 0, queryBatch)
-		keys := make([][]byte, 0, queryBatch)
-		recs := make([][]byte, 0, queryBatch)
+		var fps []fpstore.Fingerprint
+		var keys, recs [][]byte
 		var arena []byte // copies of joined keys, which the keyer reuses
-		found := make([]bool, queryBatch)
+		var found []bool
 		var look fpstore.Lookups
 		w := newRecordWorker(&opts.Records, headers)
 		var keyer *ingest.Keyer
@@ -68,6 +68,9 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 			flush := func() error {
 				if len(fps) == 0 {
 					return nil
+				}
+				if cap(found) < len(fps) {
+					found = make([]bool, len(fps))
 				}
 				if err := opts.Set.ContainsBatch(fps, found[:len(fps)], &look); err != nil {
 					return err
