@@ -101,3 +101,72 @@ func TestCountAndKeepLastMatchMap(t *testing.T) {
 		}
 	}
 }
+
+// TestCountInputsMatchMap: count over several csv inputs with a header (an
+// empty one among them, and one whose last record lacks its line feed)
+// prints what a map over their concatenated data records says, and it
+// does so from counts by record number (byPosition), whose arrays the
+// first pass sizes: sized one short, they would not be made (the second
+// pass then probes the table).
+func TestCountInputsMatchMap(t *testing.T) {
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(5, 6))
+	var order []string
+	counts := map[string]int{}
+	var inputs []string
+	for i, n := range []int{3000, 0, 1, 40_000, 7} {
+		var b bytes.Buffer
+		b.WriteString("id,v\n")
+		for j := range n {
+			rec := fmt.Sprintf("%d,%d", r.IntN(5000), r.IntN(2)) // repeats across inputs
+			if counts[rec] == 0 {
+				order = append(order, rec)
+			}
+			counts[rec]++
+			b.WriteString(rec)
+			if j < n-1 || i != 3 {
+				b.WriteByte('\n')
+			}
+		}
+		path := filepath.Join(dir, fmt.Sprintf("in%d.csv", i))
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, path)
+	}
+	var want bytes.Buffer
+	for _, rec := range order {
+		fmt.Fprintf(&want, "%7d %s\n", counts[rec], rec)
+	}
+	for _, threads := range []int{1, 2, 3} {
+		bad, _ := ingest.ParseOnBad("fail")
+		records := ingest.RecordOptions{Spec: ingest.KeySpec{Format: ingest.FormatCSV, Header: true, Keys: []string{"id", "v"}, Sep: ":"}, Hash: ingest.XXH3, OnBad: bad}
+		var out bytes.Buffer
+		if _, err := Count(context.Background(), CountOptions{Inputs: inputs, Records: records, Threads: threads, Mem: 1 << 30, TmpDir: t.TempDir()}, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out.Bytes(), want.Bytes()) {
+			t.Fatalf("threads %d: count differs from the map's (%d bytes vs %d)", threads, out.Len(), want.Len())
+		}
+		ts, _, done, err := twoPasses(context.Background(), tallyOptions{Inputs: inputs, Records: records, Threads: threads, Mem: 1 << 30, TmpDir: t.TempDir(), Progress: &ingest.Progress{}}, newHeaders())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bp := ts.firstCountsByPosition(1<<30, threads)
+		if bp == nil {
+			t.Fatalf("threads %d: no counts by position", threads)
+		}
+		var n int
+		for _, c := range bp.counts {
+			for _, k := range c {
+				n += int(k)
+			}
+		}
+		if n != 40_000+3000+1+7 {
+			t.Fatalf("threads %d: the counts by position add up to %d records", threads, n)
+		}
+		bp.free()
+		ts.free()
+		done()
+	}
+}

@@ -508,6 +508,9 @@ func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tallyS
 type tallySet struct {
 	shards []*tally
 	mask   uint64
+	// bound[i] is the number of the last record of input i that the first
+	// pass read (numbered as recordPos numbers them).
+	bound []atomic.Int64
 }
 
 func newTallySet(threads int, budget int64, tmpDir string, keys int64, last bool) (*tallySet, error) {
@@ -534,6 +537,7 @@ func (ts *tallySet) shard(fp fpstore.Fingerprint) *tally { return ts.shards[fp.H
 func (ts *tallySet) fill(ctx context.Context, first readOptions, threads int, progress *ingest.Progress) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	ts.bound = make([]atomic.Int64, len(first.Inputs))
 	jobs := make(chan chunkJob, threads)
 	go func() {
 		defer close(jobs)
@@ -573,6 +577,13 @@ func (ts *tallySet) fill(ctx context.Context, first readOptions, threads int, pr
 					buf = binary.LittleEndian.AppendUint64(buf, at.order())
 					return nil
 				})
+				last := job.chunk.FirstRecord + int64(job.chunk.Records) - 1
+				if job.header {
+					last-- // data records are numbered without it
+				}
+				bound := &ts.bound[job.in]
+				for b := bound.Load(); b < last && !bound.CompareAndSwap(b, last); b = bound.Load() {
+				}
 				job.rd.Release(job.chunk)
 				progress.Records.Add(n)
 				if err != nil {
@@ -730,47 +741,68 @@ type byPosition struct {
 
 // firstCountsByPosition makes it, or returns nil when it does not fit in
 // budget, the tally spilled or it keeps last occurrences; the tally's
-// table is freed when it is made.
-func (ts *tallySet) firstCountsByPosition(budget int64, inputs int) *byPosition {
-	maxRec := make([]uint64, inputs)
+// table is freed when it is made. Each input's array is sized by the
+// record numbers the first pass saw in it, and threads goroutines fill
+// the arrays from ranges of the shards' slots: done in one goroutine, a
+// pass over the slots for the sizes and another to fill them took ~200 ms
+// of a 1.05 s count of the 10M lines with the second core idle.
+func (ts *tallySet) firstCountsByPosition(budget int64, threads int) *byPosition {
 	for _, t := range ts.shards {
 		if t.index != nil || t.last {
 			return nil
 		}
 	}
-	for _, t := range ts.shards {
-		for i := range t.slots {
-			if e := &t.slots[i]; e.count > 0 {
-				in, rec := e.at>>40, e.at&(1<<40-1)
-				if in >= uint64(inputs) {
-					return nil
-				}
-				maxRec[in] = max(maxRec[in], rec)
-			}
-		}
-	}
 	var need int64
-	for _, m := range maxRec {
-		need += 8 * int64(m+1)
+	for i := range ts.bound {
+		need += 8 * (ts.bound[i].Load() + 1)
 	}
 	if need > budget {
 		return nil
 	}
 	bp := &byPosition{}
-	for _, m := range maxRec {
-		mem, err := hugemem.Alloc(8 * int(m+1))
+	for i := range ts.bound {
+		mem, err := hugemem.Alloc(8 * int(ts.bound[i].Load()+1))
 		if err != nil {
 			bp.free()
 			return nil
 		}
 		bp.mem, bp.counts = append(bp.mem, mem), append(bp.counts, hugemem.Slice[uint64](mem))
 	}
-	for _, t := range ts.shards {
-		for i := range t.slots {
-			if e := &t.slots[i]; e.count > 0 {
-				bp.counts[e.at>>40][e.at&(1<<40-1)] = e.count
+	spans := make(chan []tallyEntry, 64) // 8 MiB of slots each
+	go func() {
+		defer close(spans)
+		for _, t := range ts.shards {
+			for lo := 0; lo < len(t.slots); lo += 1 << 18 {
+				spans <- t.slots[lo:min(lo+1<<18, len(t.slots))]
 			}
 		}
+	}()
+	var outside atomic.Bool // an entry beyond the sizes: never, but checked
+	var wg sync.WaitGroup
+	for range max(threads, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for slots := range spans {
+				for i := range slots {
+					if e := &slots[i]; e.count > 0 {
+						in, rec := e.at>>40, e.at&(1<<40-1)
+						if in >= uint64(len(bp.counts)) || rec >= uint64(len(bp.counts[in])) {
+							outside.Store(true)
+							continue
+						}
+						bp.counts[in][rec] = e.count
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if outside.Load() {
+		bp.free() // the second pass probes the table instead
+		return nil
+	}
+	for _, t := range ts.shards {
 		hugemem.Free(t.mem)
 		t.mem, t.slots = nil, nil
 	}
