@@ -160,11 +160,11 @@ func hashChunks(ctx context.Context, opts BuildOptions, headers *Headers, jobs <
 		if ctx.Err() != nil {
 			return nil
 		}
-		records := int64(0)
+		records, outside := int64(0), int64(0)
 		err := w.each(job, func(_ []byte, fp fpstore.Fingerprint) error {
 			records++
 			if !opts.Range.Contains(fp) {
-				outOfRange.Add(1)
+				outside++ // added a chunk at a time, as a shared counter's line bounces between cores
 				return nil
 			}
 			batch = append(batch, fp)
@@ -178,6 +178,7 @@ func hashChunks(ctx context.Context, opts BuildOptions, headers *Headers, jobs <
 		})
 		job.rd.Release(job.chunk)
 		opts.Progress.Records.Add(records)
+		outOfRange.Add(outside)
 		if err != nil {
 			return err
 		}
