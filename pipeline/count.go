@@ -65,7 +65,7 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	var printed atomic.Int64
 	var bp *byPosition
 	if opts.Top == 0 {
-		bp = t.firstCountsByPosition(opts.Mem*3/4, opts.Threads)
+		bp = t.countsByPosition(opts.Mem, opts.Threads)
 		defer bp.free()
 	}
 	newWork := func() chunkWork {

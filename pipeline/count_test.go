@@ -152,7 +152,7 @@ func TestCountInputsMatchMap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bp := ts.firstCountsByPosition(1<<30, threads)
+		bp := ts.countsByPosition(1<<30, threads)
 		if bp == nil {
 			t.Fatalf("threads %d: no counts by position", threads)
 		}

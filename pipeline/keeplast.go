@@ -34,8 +34,12 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 	}
 	defer t.free()
 	_, _, st.Runs, st.TableBytes = t.figures()
+	// What the recorder does not take may hold the last occurrences by
+	// position beside the table, which they replace.
+	bp := t.countsByPosition(opts.Mem-opts.Mem/parts, opts.Threads)
+	defer bp.free()
 
-	newWork := keepLastWork(t, second, &opts)
+	newWork := keepLastWork(t, bp, second, &opts)
 	var n dedupCounts
 	wroteHeader := !opts.Records.Spec.Header
 	var keep, side []byte
@@ -102,19 +106,23 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 
 // keepLastWork is the second pass's work: each record's state (its key's
 // last occurrence, another, or in Against), its fingerprint and its bytes,
-// for the writer to sort out in input order.
-func keepLastWork(t *tallySet, second readOptions, opts *DedupOptions) func() chunkWork {
+// for the writer to sort out in input order. With bp the last occurrences
+// are known by position; without, each key's is looked up in the tally.
+func keepLastWork(t *tallySet, bp *byPosition, second readOptions, opts *DedupOptions) func() chunkWork {
 	return func() chunkWork {
 		w := newRecordWorker(&second.Records, second.Headers)
 		var fps []fpstore.Fingerprint
 		var recs [][]byte
 		var orders []uint64
-		var found []bool
+		var last, found []bool
 		var look fpstore.Lookups
 		return func(job chunkJob, buf []byte) ([]byte, error) {
-			fps, recs, orders = fps[:0], recs[:0], orders[:0]
+			fps, recs, orders, last = fps[:0], recs[:0], orders[:0], last[:0]
 			err := w.eachAt(job, func(r []byte, fp fpstore.Fingerprint, at recordPos) error {
 				fps, recs, orders = append(fps, fp), append(recs, r), append(orders, at.order())
+				if bp != nil {
+					last = append(last, bp.count(at) > 0)
+				}
 				return nil
 			})
 			if err != nil {
@@ -129,15 +137,19 @@ func keepLastWork(t *tallySet, second readOptions, opts *DedupOptions) func() ch
 			for i, fp := range fps {
 				// One byte of state (new, dup, against), the fingerprint,
 				// the record.
-				e, err := t.get(fp)
-				if err != nil {
-					return buf, err
+				isLast := bp != nil && last[i]
+				if bp == nil {
+					e, err := t.get(fp)
+					if err != nil {
+						return buf, err
+					}
+					isLast = e.at == orders[i]
 				}
 				s := stateDup
 				switch {
 				case found[i]:
 					s = stateAgainst
-				case e.at == orders[i]:
+				case isLast:
 					s = stateNew
 				}
 				buf = append(buf, s)

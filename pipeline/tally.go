@@ -728,31 +728,32 @@ func (g *tallyGroupReader) each(t *tallySet, w *recordWorker, job chunkJob, fn f
 }
 
 // byPosition is the tally turned around for a second pass that needs only
-// the first occurrences and their counts: per input, an array indexed by
-// record number holding the count of the key first seen there (0: not a
-// first occurrence). The second pass then reads it in order, without
-// keying, hashing or probing the table (pprof: the probes were most of that
-// pass). 8 bytes a record; made only when that fits the budget and nothing
-// was spilled.
+// the occurrences the tally keeps (each key's first, or with last its
+// last) and their counts: per input, an array indexed by record number
+// holding the count of the key whose kept occurrence is there (0: not
+// one). The second pass then reads it in order instead of probing the
+// table (pprof: the probes were most of that pass; count needs no keying
+// or hashing either). 8 bytes a record; made only when that fits the
+// budget and nothing was spilled.
 type byPosition struct {
 	mem    [][]byte
 	counts [][]uint64
 }
 
-// firstCountsByPosition makes it, or returns nil when it does not fit in
-// budget, the tally spilled or it keeps last occurrences; the tally's
-// table is freed when it is made. Each input's array is sized by the
+// countsByPosition makes it, or returns nil when the tally spilled or it
+// does not fit in budget beside the tally's tables (they are freed once
+// it is made, but both are held while it is filled). Each input's array is sized by the
 // record numbers the first pass saw in it, and threads goroutines fill
 // the arrays from ranges of the shards' slots: done in one goroutine, a
 // pass over the slots for the sizes and another to fill them took ~200 ms
 // of a 1.05 s count of the 10M lines with the second core idle.
-func (ts *tallySet) firstCountsByPosition(budget int64, threads int) *byPosition {
+func (ts *tallySet) countsByPosition(budget int64, threads int) *byPosition {
 	for _, t := range ts.shards {
-		if t.index != nil || t.last {
+		if t.index != nil {
 			return nil
 		}
 	}
-	var need int64
+	_, _, _, need := ts.figures()
 	for i := range ts.bound {
 		need += 8 * (ts.bound[i].Load() + 1)
 	}
@@ -809,8 +810,8 @@ func (ts *tallySet) firstCountsByPosition(budget int64, threads int) *byPosition
 	return bp
 }
 
-// count is how many records have the key first seen at p; 0 when p is not
-// a first occurrence.
+// count is how many records have the key whose kept occurrence is at p;
+// 0 when p is not one.
 func (bp *byPosition) count(p recordPos) uint64 {
 	if c := bp.counts[p.in]; uint64(p.record) < uint64(len(c)) {
 		return c[p.record]
