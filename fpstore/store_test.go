@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"testing"
 )
 
@@ -219,5 +220,55 @@ func TestWriterRejectsDisorder(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	if len(entries) != 0 {
 		t.Fatalf("debris left: %v", entries)
+	}
+}
+
+// TestPagesCheckedOnce: pages checked by many goroutines at once are
+// counted once each, so that a segment counts as wholly checked (and its
+// lookups skip the page checks) only when every page has been: verifying
+// all pages but one leaves checked false, the last makes it true.
+func TestPagesCheckedOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.fpx")
+	writeIndex(t, path, sortUnique(randomFPs(rand.New(rand.NewPCG(7, 8)), 200_000)), WriterOptions{})
+	x, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	s, err := x.segment(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := s.ref.pages()
+	if pages < 100 {
+		t.Fatalf("a segment of %d pages is too small to race on", pages)
+	}
+	last := pages / 2 // left for the end
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range pages {
+				p := (i + uint64(g)) % pages // every goroutine on nearly the same page at once
+				if p == last {
+					continue
+				}
+				if err := s.verifyPage(p); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if s.checked() || s.unverified.Load() != 1 {
+		t.Fatalf("all pages but one checked: checked %v, %d unchecked", s.checked(), s.unverified.Load())
+	}
+	if err := s.verifyPage(last); err != nil {
+		t.Fatal(err)
+	}
+	if !s.checked() {
+		t.Fatalf("every page checked, yet %d unchecked", s.unverified.Load())
 	}
 }
