@@ -63,11 +63,8 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	// cache line back and forth, and perf put 24% of a count's cycles on
 	// that one instruction.
 	var printed atomic.Int64
-	var bp *byPosition
-	if opts.Top == 0 {
-		bp = t.countsByPosition(opts.Mem, opts.Threads)
-		defer bp.free()
-	}
+	bp := t.countsByPosition(opts.Mem, opts.Threads)
+	defer bp.free()
 	newWork := func() chunkWork {
 		w := newRecordWorker(&second.Records, second.Headers)
 		var g tallyGroupReader
@@ -85,7 +82,7 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 			return buf, err
 		}
 	}
-	if bp != nil {
+	if bp != nil && opts.Top == 0 {
 		newWork = func() chunkWork {
 			return func(job chunkJob, buf []byte) ([]byte, error) {
 				var n int64
@@ -101,7 +98,7 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 		}
 	}
 	if opts.Top > 0 {
-		newWork = topWork(t, second, opts.MinCount)
+		newWork = topWork(t, bp, second, opts.MinCount)
 	}
 	top := &countHeap{}
 	err = runOrdered(ctx, second, opts.Threads, newWork, func(b []byte) error {
@@ -149,21 +146,36 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 }
 
 // topWork is the second pass under --top: count, first and the record
-// without its terminator, for the heap.
-func topWork(t *tallySet, second readOptions, minCount uint64) func() chunkWork {
+// without its terminator, for the heap; from bp when there is one, as
+// without --top.
+func topWork(t *tallySet, bp *byPosition, second readOptions, minCount uint64) func() chunkWork {
+	appendTop := func(buf []byte, count, first uint64, rec []byte) []byte {
+		rec = second.Records.Spec.TrimEnd(rec)
+		buf = binary.LittleEndian.AppendUint64(buf, count)
+		buf = binary.LittleEndian.AppendUint64(buf, first)
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(rec)))
+		return append(buf, rec...)
+	}
+	if bp != nil {
+		return func() chunkWork {
+			return func(job chunkJob, buf []byte) ([]byte, error) {
+				eachRecordAt(job, second.Records.Spec, func(rec []byte, at recordPos) {
+					if c := bp.count(at); c > 0 && c >= minCount {
+						buf = appendTop(buf, c, at.order(), rec)
+					}
+				})
+				return buf, nil
+			}
+		}
+	}
 	return func() chunkWork {
 		w := newRecordWorker(&second.Records, second.Headers)
 		var g tallyGroupReader
 		return func(job chunkJob, buf []byte) ([]byte, error) {
 			err := g.each(t, w, job, func(rec []byte, e tallyEntry, at recordPos) error {
-				if e.at != at.order() || e.count < minCount {
-					return nil
+				if e.at == at.order() && e.count >= minCount {
+					buf = appendTop(buf, e.count, e.at, rec)
 				}
-				rec = second.Records.Spec.TrimEnd(rec)
-				buf = binary.LittleEndian.AppendUint64(buf, e.count)
-				buf = binary.LittleEndian.AppendUint64(buf, e.at)
-				buf = binary.LittleEndian.AppendUint32(buf, uint32(len(rec)))
-				buf = append(buf, rec...)
 				return nil
 			})
 			return buf, err

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/fpdedup/fpdedup/ingest"
@@ -47,12 +48,19 @@ func TestCountAndKeepLastMatchMap(t *testing.T) {
 		counts[l]++
 		lastAt[l] = i
 	}
-	var wantCount, wantMin3, wantLast bytes.Buffer
+	var wantCount, wantMin3, wantLast, wantTop bytes.Buffer
 	for _, l := range order {
 		fmt.Fprintf(&wantCount, "%7d %s\n", counts[l], l)
 		if counts[l] >= 3 {
 			fmt.Fprintf(&wantMin3, "%d\t%s\n", counts[l], l)
 		}
+	}
+	// --top 50: the most frequent, ties in first-occurrence order (a
+	// stable sort of the keys in that order).
+	top := slices.Clone(order)
+	slices.SortStableFunc(top, func(a, b string) int { return counts[b] - counts[a] })
+	for _, l := range top[:50] {
+		fmt.Fprintf(&wantTop, "%7d %s\n", counts[l], l)
 	}
 	for i, l := range lines {
 		if lastAt[l] == i {
@@ -83,6 +91,13 @@ func TestCountAndKeepLastMatchMap(t *testing.T) {
 				}
 				if !bytes.Equal(out.Bytes(), wantMin3.Bytes()) {
 					t.Fatal("--min-count 3 --tsv differs from the map's")
+				}
+				out.Reset()
+				if _, err := Count(context.Background(), CountOptions{Inputs: []string{path}, Records: records(), Top: 50, Threads: threads, Mem: mem, TmpDir: t.TempDir()}, &out); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(out.Bytes(), wantTop.Bytes()) {
+					t.Fatalf("--top 50 differs from the map's:\n%s\nwant:\n%s", out.Bytes(), wantTop.Bytes())
 				}
 				out.Reset()
 				f, err := os.Open(path)
