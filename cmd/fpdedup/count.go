@@ -46,7 +46,9 @@ audit); --top K the K most frequent, ties in first-occurrence order.
 
 It reads the input twice: a first pass counts (a table of 32 bytes a key in
 --mem; beyond it, sorted runs in --tmpdir, merged exactly), a second writes in
-input order; stdin is spooled to --tmpdir for the second pass.
+input order, reading the counts by record number (8 bytes a record, when that
+fits in --mem beside the table; else it looks each key up again); stdin is
+spooled to --tmpdir for the second pass.
 
 Exit codes: 0 done; 1 (--check) a key repeats; 2 usage, input or I/O error;
 130/143 interrupted; 141 the reader closed the pipe.`,
