@@ -68,8 +68,10 @@ func TestSortUniqueSkewedIsNotQuadratic(t *testing.T) {
 	if len(got) != len(a) || !slices.IsSortedFunc(got, Fingerprint.Compare) {
 		t.Fatal("not sorted")
 	}
-	// Insertion sort only ever gets buckets of at most 16: at most 15·16/2
-	// moves each, so at most 8 a fingerprint. All of them in one bucket
+	// Insertion sort only ever moves a fingerprint within a bucket of at
+	// most 16 (it runs over the whole array only when every bucket is that
+	// small, and compares across buckets move nothing): at most 15·16/2
+	// moves a bucket, so at most 8 a fingerprint. All of them in one bucket
 	// would be n²/2 = 2e10 moves.
 	if moves > 8*len(a) {
 		t.Fatalf("insertion sort moved %d fingerprints for %d: quadratic", moves, len(a))

@@ -230,6 +230,12 @@ func TestWriterRejectsDisorder(t *testing.T) {
 func TestPagesCheckedOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.fpx")
 	writeIndex(t, path, sortUnique(randomFPs(rand.New(rand.NewPCG(7, 8)), 200_000)), WriterOptions{})
+	for range 10 { // each a fresh mapping, its pages unchecked: ten races
+		checkPagesOnce(t, path)
+	}
+}
+
+func checkPagesOnce(t *testing.T, path string) {
 	x, err := Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -12,31 +12,34 @@ import (
 	"github.com/fpdedup/fpdedup/ingest"
 )
 
-// TestWriterPlan: the pipelined writer is chosen only where its segments
-// take at most a quarter of --mem, and the writer, chunk buffers and
-// runtime reserve never leave the sorter more than --mem.
+// TestWriterPlan: the default --mem (half of a machine's RAM) takes the
+// pipelined writer, a small --mem the sequential one, and what the sorter
+// gets plus the writer's and the fixed reserves stays within --mem
+// wherever --mem is larger than those reserves.
 func TestWriterPlan(t *testing.T) {
-	for _, threads := range []int{1, 2, 8} {
-		for _, mem := range []int64{64 << 20, 256 << 20, 1 << 30, 12 << 30} {
-			seq, writer := writerPlan(threads, mem)
-			if !seq && 4*writer > mem {
-				t.Errorf("threads %d, mem %d MiB: pipelined writer of %d MiB", threads, mem>>20, writer>>20)
-			}
-			if seq != (4*int64(threads+2)*segmentMemory > mem) {
-				t.Errorf("threads %d, mem %d MiB: sequential %v", threads, mem>>20, seq)
-			}
-			if b := sorterBudget(threads, mem); b <= 0 || b > mem {
-				t.Errorf("threads %d, mem %d MiB: sorter budget %d", threads, mem>>20, b)
-			}
+	for _, c := range []struct {
+		threads    int
+		mem        int64
+		sequential bool
+	}{
+		{2, 12 << 30, false}, {2, 1 << 30, false}, {2, 512 << 20, true}, {2, 256 << 20, true},
+		{8, 1 << 30, true}, {8, 2 << 30, false}, {1, 512 << 20, false}, {1, 400 << 20, true},
+	} {
+		seq, writer := writerPlan(c.threads, c.mem)
+		if seq != c.sequential {
+			t.Errorf("threads %d, mem %d MiB: sequential %v, want %v", c.threads, c.mem>>20, seq, c.sequential)
+		}
+		if used := sorterBudget(c.threads, c.mem) + writer + 16<<20 + int64(c.threads)*8<<20; used > c.mem {
+			t.Errorf("threads %d, mem %d MiB: sorter, writer and reserves take %d MiB", c.threads, c.mem>>20, used>>20)
 		}
 	}
 }
 
-// TestBuildWritersAgree: an index of three segments comes out byte for byte
+// TestBuildWritersAgree: an index of four segments comes out byte for byte
 // the same from the sequential writer (a small --mem) and the pipelined one.
 func TestBuildWritersAgree(t *testing.T) {
 	if testing.Short() {
-		t.Skip("three segments need 2.5M keys")
+		t.Skip("four segments need 2.4M keys")
 	}
 	dir := t.TempDir()
 	var in bytes.Buffer
@@ -50,6 +53,9 @@ func TestBuildWritersAgree(t *testing.T) {
 	var files [][]byte
 	for _, mem := range []int64{200 << 20, 4 << 30} {
 		seq, _ := writerPlan(2, mem)
+		if seq != (mem < 1<<30) {
+			t.Fatalf("mem %d MiB: sequential %v", mem>>20, seq)
+		}
 		bad, _ := ingest.ParseOnBad("fail")
 		out := filepath.Join(dir, fmt.Sprintf("%d.fpx", mem>>20))
 		st, err := Build(context.Background(), BuildOptions{

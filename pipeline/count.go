@@ -63,7 +63,7 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	// cache line back and forth, and perf put 24% of a count's cycles on
 	// that one instruction.
 	var printed atomic.Int64
-	bp := t.countsByPosition(opts.Mem, opts.Threads)
+	bp := t.countsByPosition(opts.Mem*3/4, opts.Threads) // the tally's share
 	defer bp.free()
 	newWork := func() chunkWork {
 		w := newRecordWorker(&second.Records, second.Headers)

@@ -118,8 +118,9 @@ func TestCountAndKeepLastMatchMap(t *testing.T) {
 }
 
 // TestCountInputsMatchMap: count over several csv inputs with a header (an
-// empty one among them, and one whose last record lacks its line feed)
-// prints what a map over their concatenated data records says, and it
+// empty one among them, one whose last record lacks its line feed, one with
+// bad and too-long records, skipped under --on-bad skip but numbered)
+// prints what a map over their concatenated good records says, and it
 // does so from counts by record number (byPosition), whose arrays the
 // first pass sizes: sized one short, they would not be made (the second
 // pass then probes the table).
@@ -129,11 +130,23 @@ func TestCountInputsMatchMap(t *testing.T) {
 	var order []string
 	counts := map[string]int{}
 	var inputs []string
-	for i, n := range []int{3000, 0, 1, 40_000, 7} {
+	good := 0
+	for i, n := range []int{3000, 0, 1, 40_000, 7, 500} {
 		var b bytes.Buffer
 		b.WriteString("id,v\n")
 		for j := range n {
 			rec := fmt.Sprintf("%d,%d", r.IntN(5000), r.IntN(2)) // repeats across inputs
+			if i == 5 && j%7 == 3 {
+				// A bad record (no second column) or a too-long one (over
+				// MaxRecord): skipped, yet numbered.
+				rec = fmt.Sprintf("%d", j)
+				if j%2 == 0 {
+					rec = fmt.Sprintf("%d,%0200d", j, j)
+				}
+				b.WriteString(rec + "\n")
+				continue
+			}
+			good++
 			if counts[rec] == 0 {
 				order = append(order, rec)
 			}
@@ -154,8 +167,8 @@ func TestCountInputsMatchMap(t *testing.T) {
 		fmt.Fprintf(&want, "%7d %s\n", counts[rec], rec)
 	}
 	for _, threads := range []int{1, 2, 3} {
-		bad, _ := ingest.ParseOnBad("fail")
-		records := ingest.RecordOptions{Spec: ingest.KeySpec{Format: ingest.FormatCSV, Header: true, Keys: []string{"id", "v"}, Sep: ":"}, Hash: ingest.XXH3, OnBad: bad}
+		bad, _ := ingest.ParseOnBad("skip")
+		records := ingest.RecordOptions{Spec: ingest.KeySpec{Format: ingest.FormatCSV, Header: true, Keys: []string{"id", "v"}, Sep: ":"}, Hash: ingest.XXH3, OnBad: bad, MaxRecord: 100}
 		var out bytes.Buffer
 		if _, err := Count(context.Background(), CountOptions{Inputs: inputs, Records: records, Threads: threads, Mem: 1 << 30, TmpDir: t.TempDir()}, &out); err != nil {
 			t.Fatal(err)
@@ -177,7 +190,7 @@ func TestCountInputsMatchMap(t *testing.T) {
 				n += int(k)
 			}
 		}
-		if n != 40_000+3000+1+7 {
+		if n != good {
 			t.Fatalf("threads %d: the counts by position add up to %d records", threads, n)
 		}
 		bp.free()

@@ -34,9 +34,9 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 	}
 	defer t.free()
 	_, _, st.Runs, st.TableBytes = t.figures()
-	// What the recorder does not take may hold the last occurrences by
-	// position beside the table, which they replace.
-	bp := t.countsByPosition(opts.Mem-opts.Mem/parts, opts.Threads)
+	// The tally's share holds the last occurrences by position beside the
+	// table while they are filled; the table is freed then.
+	bp := t.countsByPosition(opts.Mem*2/parts, opts.Threads)
 	defer bp.free()
 
 	newWork := keepLastWork(t, bp, second, &opts)
@@ -96,7 +96,10 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 	if err != nil {
 		return st, err
 	}
+	// Their memory goes back before the --record writer's buffers are
+	// made, so the two never add up.
 	t.free()
+	bp.free()
 	if st.Recorded, err = rec.finish(opts.Threads); err != nil {
 		return st, err
 	}
@@ -119,9 +122,11 @@ func keepLastWork(t *tallySet, bp *byPosition, second readOptions, opts *DedupOp
 		return func(job chunkJob, buf []byte) ([]byte, error) {
 			fps, recs, orders, last = fps[:0], recs[:0], orders[:0], last[:0]
 			err := w.eachAt(job, func(r []byte, fp fpstore.Fingerprint, at recordPos) error {
-				fps, recs, orders = append(fps, fp), append(recs, r), append(orders, at.order())
+				fps, recs = append(fps, fp), append(recs, r)
 				if bp != nil {
 					last = append(last, bp.count(at) > 0)
+				} else {
+					orders = append(orders, at.order())
 				}
 				return nil
 			})

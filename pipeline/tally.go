@@ -741,12 +741,12 @@ type byPosition struct {
 }
 
 // countsByPosition makes it, or returns nil when the tally spilled or it
-// does not fit in budget beside the tally's tables (they are freed once
-// it is made, but both are held while it is filled). Each input's array is sized by the
-// record numbers the first pass saw in it, and threads goroutines fill
-// the arrays from ranges of the shards' slots: done in one goroutine, a
-// pass over the slots for the sizes and another to fill them took ~200 ms
-// of a 1.05 s count of the 10M lines with the second core idle.
+// does not fit in budget beside the tally's tables (they are freed once it
+// is made, but both are held while it is filled). Each input's array is
+// sized by the record numbers the first pass saw in it, and threads
+// goroutines fill the arrays from ranges of the shards' slots: done in one
+// goroutine, a pass over the slots for the sizes and another to fill them
+// took ~200 ms of a 1.05 s count of the 10M lines, the second core idle.
 func (ts *tallySet) countsByPosition(budget int64, threads int) *byPosition {
 	for _, t := range ts.shards {
 		if t.index != nil {
