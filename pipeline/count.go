@@ -58,48 +58,23 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 		term = '\n'
 	}
 	// Second pass: at each key's first occurrence, its line (with --top,
-	// what the heap needs: topWork). Lines are counted a chunk at a time:
-	// an atomic add per line made the workers' cores pass the counter's
-	// cache line back and forth, and perf put 24% of a count's cycles on
-	// that one instruction.
+	// what the heap needs).
 	var printed atomic.Int64
 	bp := t.countsByPosition(opts.Mem*3/4, opts.Threads) // the tally's share
 	defer bp.free()
-	newWork := func() chunkWork {
-		w := newRecordWorker(&second.Records, second.Headers)
-		var g tallyGroupReader
-		return func(job chunkJob, buf []byte) ([]byte, error) {
-			var n int64
-			err := g.each(t, w, job, func(rec []byte, e tallyEntry, at recordPos) error {
-				if e.at != at.order() || e.count < opts.MinCount {
-					return nil
-				}
-				n++
-				buf = appendCountLine(buf, e.count, second.Records.Spec.TrimEnd(rec), opts.TSV, term)
-				return nil
-			})
-			printed.Add(n)
-			return buf, err
-		}
-	}
-	if bp != nil && opts.Top == 0 {
-		newWork = func() chunkWork {
-			return func(job chunkJob, buf []byte) ([]byte, error) {
-				var n int64
-				eachRecordAt(job, second.Records.Spec, func(rec []byte, at recordPos) {
-					if c := bp.count(at); c > 0 && c >= opts.MinCount {
-						n++
-						buf = appendCountLine(buf, c, second.Records.Spec.TrimEnd(rec), opts.TSV, term)
-					}
-				})
-				printed.Add(n)
-				return buf, nil
-			}
-		}
+	emit := func(buf []byte, count, _ uint64, rec []byte) []byte {
+		return appendCountLine(buf, count, second.Records.Spec.TrimEnd(rec), opts.TSV, term)
 	}
 	if opts.Top > 0 {
-		newWork = topWork(t, bp, second, opts.MinCount)
+		emit = func(buf []byte, count, first uint64, rec []byte) []byte {
+			rec = second.Records.Spec.TrimEnd(rec)
+			buf = binary.LittleEndian.AppendUint64(buf, count)
+			buf = binary.LittleEndian.AppendUint64(buf, first)
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(len(rec)))
+			return append(buf, rec...)
+		}
 	}
+	newWork := firstOccurrenceWork(t, bp, second, opts.MinCount, &printed, emit)
 	top := &countHeap{}
 	err = runOrdered(ctx, second, opts.Threads, newWork, func(b []byte) error {
 		if opts.Top == 0 {
@@ -145,25 +120,24 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	return st, nil
 }
 
-// topWork is the second pass under --top: count, first and the record
-// without its terminator, for the heap; from bp when there is one, as
-// without --top.
-func topWork(t *tallySet, bp *byPosition, second readOptions, minCount uint64) func() chunkWork {
-	appendTop := func(buf []byte, count, first uint64, rec []byte) []byte {
-		rec = second.Records.Spec.TrimEnd(rec)
-		buf = binary.LittleEndian.AppendUint64(buf, count)
-		buf = binary.LittleEndian.AppendUint64(buf, first)
-		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(rec)))
-		return append(buf, rec...)
-	}
+// firstOccurrenceWork is count's second pass: emit appends, for the
+// writer, each key's first occurrence that has at least minCount records
+// (its count, its position's order and the record); from bp when there is
+// one, else by probing the tally. printed counts them a chunk at a time: an
+// atomic add per line made the workers' cores pass the counter's cache line
+// back and forth, and perf put 24% of a count's cycles on that instruction.
+func firstOccurrenceWork(t *tallySet, bp *byPosition, second readOptions, minCount uint64, printed *atomic.Int64, emit func(buf []byte, count, first uint64, rec []byte) []byte) func() chunkWork {
 	if bp != nil {
 		return func() chunkWork {
 			return func(job chunkJob, buf []byte) ([]byte, error) {
+				var n int64
 				eachRecordAt(job, second.Records.Spec, func(rec []byte, at recordPos) {
 					if c := bp.count(at); c > 0 && c >= minCount {
-						buf = appendTop(buf, c, at.order(), rec)
+						n++
+						buf = emit(buf, c, at.order(), rec)
 					}
 				})
+				printed.Add(n)
 				return buf, nil
 			}
 		}
@@ -172,12 +146,15 @@ func topWork(t *tallySet, bp *byPosition, second readOptions, minCount uint64) f
 		w := newRecordWorker(&second.Records, second.Headers)
 		var g tallyGroupReader
 		return func(job chunkJob, buf []byte) ([]byte, error) {
+			var n int64
 			err := g.each(t, w, job, func(rec []byte, e tallyEntry, at recordPos) error {
 				if e.at == at.order() && e.count >= minCount {
-					buf = appendTop(buf, e.count, e.at, rec)
+					n++
+					buf = emit(buf, e.count, e.at, rec)
 				}
 				return nil
 			})
+			printed.Add(n)
 			return buf, err
 		}
 	}
