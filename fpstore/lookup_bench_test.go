@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,6 +112,7 @@ func BenchmarkLookup(b *testing.B) {
 		b.ResetTimer()
 		ks := keys(max(b.N, 100_000))
 		report(b, measure(b, x, ks))
+		b.ReportMetric(hugeMappedPercent(path), "huge-mapped-%")
 	})
 	b.Run("cold", func(b *testing.B) {
 		f, err := os.Open(path)
@@ -137,4 +139,36 @@ func BenchmarkLookup(b *testing.B) {
 		b.ReportMetric(float64(after.Majflt-before.Majflt)/float64(len(ks)), "major-faults/lookup")
 		b.ReportMetric(float64(after.Minflt-before.Minflt)/float64(len(ks)), "minor-faults/lookup")
 	})
+}
+
+// hugeMappedPercent is the share of path's resident mapping that the
+// kernel maps with 2 MiB entries (smaps' FilePmdMapped), which the lookup
+// latency depends on (TLB misses): see extentWriter.
+func hugeMappedPercent(path string) float64 {
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return -1
+	}
+	var rss, pmd float64
+	in := false
+	for _, line := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-"):
+			in = f[len(f)-1] == path
+		case in && len(f) == 3 && f[0] == "Rss:":
+			rss += parseKB(f[1])
+		case in && len(f) == 3 && f[0] == "FilePmdMapped:":
+			pmd += parseKB(f[1])
+		}
+	}
+	if rss == 0 {
+		return 0
+	}
+	return 100 * pmd / rss
+}
+
+func parseKB(s string) float64 {
+	v, _ := strconv.ParseFloat(s, 64)
+	return v
 }

@@ -1,7 +1,6 @@
 package fpstore
 
 import (
-	"bufio"
 	"errors"
 
 	"fmt"
@@ -71,7 +70,7 @@ type Writer struct {
 	asyncMu  sync.Mutex
 	asyncErr error
 
-	bw       *bufio.Writer
+	bw       *extentWriter
 	off      uint64
 	refs     []segmentRef
 	err      error
@@ -120,7 +119,7 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 		// allocate in steady state.
 		pendings: make(chan []Fingerprint, opts.Threads+2),
 		fbs:      make(chan *flatbuffers.Builder, opts.Threads+2),
-		bw:       bufio.NewWriterSize(af, 1<<20),
+		bw:       newExtentWriter(af),
 	}
 	if err := w.write(encodeHeader(header{Version: FormatVersion, PageSize: PageSize, SegmentMax: SegmentMax})); err != nil {
 		af.Abort()
