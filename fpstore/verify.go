@@ -60,6 +60,7 @@ func Verify(path string) (*VerifyReport, error) {
 }
 
 func (x *Index) verifyAll(rep *VerifyReport) {
+	x.readWhole()
 	segs := x.foot.segments
 	if i := slices.IndexFunc(x.data[28:60], func(b byte) bool { return b != 0 }); i >= 0 {
 		rep.add("non-zero reserved header byte at offset %d", 28+i)

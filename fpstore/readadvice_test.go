@@ -1,0 +1,115 @@
+package fpstore
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// mappingFlags is the kernel's view of the mapping of path in this
+// process: smaps' VmFlags ("rr" after MADV_RANDOM, "hg" after
+// MADV_HUGEPAGE).
+func mappingFlags(t *testing.T, path string) []string {
+	t.Helper()
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no smaps to read the advice from: %v", err)
+	}
+	in := false
+	for _, line := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-"):
+			in = f[len(f)-1] == path
+		case in && len(f) > 0 && f[0] == "VmFlags:":
+			return f[1:]
+		}
+	}
+	t.Fatalf("%s is not mapped", path)
+	return nil
+}
+
+// TestReadAdvice: an index is read a page a fault (MADV_RANDOM) until its
+// lookups reach four per 2 MiB extent of the file, or a whole pass starts
+// (Scan, Verify); from then on it is read ahead in huge folios.
+func TestReadAdvice(t *testing.T) {
+	thp := true
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
+		thp = false // MADV_HUGEPAGE is refused: only the read-ahead changes
+	}
+	check := func(x *Index, whole bool) {
+		t.Helper()
+		flags := mappingFlags(t, x.Path())
+		if random := slices.Contains(flags, "rr"); random == whole {
+			t.Fatalf("after %d lookups (whole %v): mapping flags %v", x.lookups.Load(), whole, flags)
+		}
+		if huge := slices.Contains(flags, "hg"); thp && huge != whole {
+			t.Fatalf("after %d lookups (whole %v): mapping flags %v", x.lookups.Load(), whole, flags)
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	fps := sortUnique(randomFPs(r, 600_000))
+	path := filepath.Join(t.TempDir(), "a.fpx")
+	writeIndex(t, path, fps, WriterOptions{})
+	open := func() *Index {
+		t.Helper()
+		x, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { x.Close() })
+		return x
+	}
+
+	x := open()
+	threshold := int(4 * x.Size() / extentSize)
+	if threshold < 10 {
+		t.Fatalf("a %d-byte index reads ahead after %d lookups: too small for this test", x.Size(), threshold)
+	}
+	check(x, false)
+	for i := 0; i < threshold-2; i++ {
+		if ok, err := x.Contains(fps[i]); !ok || err != nil {
+			t.Fatalf("Contains(%v) = %v, %v", fps[i], ok, err)
+		}
+	}
+	if _, _, err := x.Rank(fps[0]); err != nil {
+		t.Fatal(err)
+	}
+	check(x, false)
+	found := make([]bool, 1)
+	if err := x.ContainsBatch(fps[:1], found); err != nil || !found[0] {
+		t.Fatalf("ContainsBatch = %v, %v", found, err)
+	}
+	check(x, true)
+
+	x = open()
+	if err := x.Scan(func([]Fingerprint) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	check(x, true)
+
+	x = open()
+	var rep VerifyReport
+	x.verifyAll(&rep)
+	if len(rep.Problems) > 0 {
+		t.Fatal(rep.Problems)
+	}
+	check(x, true)
+
+	// A set's batches count for each of its indexes.
+	x, y := open(), open()
+	set, err := NewSet([]*Index{x, y})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l Lookups
+	found = make([]bool, threshold)
+	if err := set.ContainsBatch(fps[:threshold], found, &l); err != nil {
+		t.Fatal(err)
+	}
+	check(x, true)
+	check(y, true)
+}
