@@ -86,6 +86,7 @@ func (x *Index) Info(probes int) (Info, error) {
 		in.FilterBitsPerKey = float64(8*in.FilterBytes) / float64(in.Fingerprints)
 		r := rand.New(rand.NewPCG(0x66706465, 0x64757021))
 		var reached, positives int
+		x.countLookups(probes) // the probes are lookups: in bulk, read ahead
 		for k := 0; k < probes; k++ {
 			fp := Fingerprint{r.Uint64(), r.Uint64()}
 			i := x.find(fp)

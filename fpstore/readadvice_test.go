@@ -34,7 +34,7 @@ func mappingFlags(t *testing.T, path string) []string {
 
 // TestReadAdvice: an index is read a page a fault (MADV_RANDOM) until its
 // lookups reach four per 2 MiB extent of the file, or a whole pass starts
-// (Scan, Verify); from then on it is read ahead in huge folios.
+// (Scan, Verify), or Info's probes; from then on it is read ahead in huge folios.
 func TestReadAdvice(t *testing.T) {
 	thp := true
 	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
@@ -96,6 +96,12 @@ func TestReadAdvice(t *testing.T) {
 	x.verifyAll(&rep)
 	if len(rep.Problems) > 0 {
 		t.Fatal(rep.Problems)
+	}
+	check(x, true)
+
+	x = open()
+	if _, err := x.Info(threshold); err != nil {
+		t.Fatal(err)
 	}
 	check(x, true)
 
