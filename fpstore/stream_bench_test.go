@@ -68,8 +68,10 @@ var streamDir string
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if streamDir != "" {
-		os.RemoveAll(streamDir)
+	for _, dir := range []string{streamDir, lookupDir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }
