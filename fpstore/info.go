@@ -61,6 +61,10 @@ func (x *Index) Info(probes int) (Info, error) {
 		in.SmallestSegment = segs[0].count
 	}
 	var width float64
+	// The probes are lookups, of which the share in the index's range
+	// reach a segment: counted first, so that the segments' loading
+	// below reads ahead too when they are many.
+	x.countLookups(max(probes, 0) >> min(x.foot.rng.Bits, 63))
 	err := x.guard(func() error {
 		for i, ref := range segs {
 			in.SmallestSegment = min(in.SmallestSegment, ref.count)
@@ -86,7 +90,6 @@ func (x *Index) Info(probes int) (Info, error) {
 		in.FilterBitsPerKey = float64(8*in.FilterBytes) / float64(in.Fingerprints)
 		r := rand.New(rand.NewPCG(0x66706465, 0x64757021))
 		var reached, positives int
-		x.countLookups(probes) // the probes are lookups: in bulk, read ahead
 		for k := 0; k < probes; k++ {
 			fp := Fingerprint{r.Uint64(), r.Uint64()}
 			i := x.find(fp)

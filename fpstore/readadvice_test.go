@@ -5,30 +5,33 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
-// mappingFlags is the kernel's view of the mapping of path in this
-// process: smaps' VmFlags ("rr" after MADV_RANDOM, "hg" after
-// MADV_HUGEPAGE).
-func mappingFlags(t *testing.T, path string) []string {
+// mappingFlags is the kernel's view of x's mapping (the smaps entry that
+// starts at its first byte: the same file may be mapped by several
+// indexes): VmFlags, "rr" after MADV_RANDOM, "hg" after MADV_HUGEPAGE.
+func mappingFlags(t *testing.T, x *Index) []string {
 	t.Helper()
 	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		t.Skipf("no smaps to read the advice from: %v", err)
 	}
+	start := strconv.FormatUint(uint64(uintptr(unsafe.Pointer(&x.data[0]))), 16) + "-"
 	in := false
 	for _, line := range strings.Split(string(smaps), "\n") {
 		f := strings.Fields(line)
 		switch {
 		case len(f) >= 5 && strings.Contains(f[0], "-"):
-			in = f[len(f)-1] == path
+			in = strings.HasPrefix(f[0], start)
 		case in && len(f) > 0 && f[0] == "VmFlags:":
 			return f[1:]
 		}
 	}
-	t.Fatalf("%s is not mapped", path)
+	t.Fatalf("%s is not mapped at %s", x.Path(), start)
 	return nil
 }
 
@@ -42,7 +45,7 @@ func TestReadAdvice(t *testing.T) {
 	}
 	check := func(x *Index, whole bool) {
 		t.Helper()
-		flags := mappingFlags(t, x.Path())
+		flags := mappingFlags(t, x)
 		if random := slices.Contains(flags, "rr"); random == whole {
 			t.Fatalf("after %d lookups (whole %v): mapping flags %v", x.lookups.Load(), whole, flags)
 		}
@@ -65,7 +68,10 @@ func TestReadAdvice(t *testing.T) {
 	}
 
 	x := open()
-	threshold := int(4 * x.Size() / extentSize)
+	threshold := int(x.ReadAheadAfter())
+	if want := int(4 * x.Size() / extentSize); threshold != want {
+		t.Fatalf("ReadAheadAfter = %d, want four per 2 MiB extent: %d", threshold, want)
+	}
 	if threshold < 10 {
 		t.Fatalf("a %d-byte index reads ahead after %d lookups: too small for this test", x.Size(), threshold)
 	}
@@ -118,4 +124,38 @@ func TestReadAdvice(t *testing.T) {
 	}
 	check(x, true)
 	check(y, true)
+
+	// A partition's index is charged only for the keys in its range: a
+	// set of disjoint partitions sees every key, each of which reaches
+	// one of them.
+	var low, high []Fingerprint
+	for _, fp := range fps {
+		if fp.Hi>>63 == 0 {
+			low = append(low, fp)
+		} else {
+			high = append(high, fp)
+		}
+	}
+	ppath := filepath.Join(t.TempDir(), "p0.fpx")
+	writeIndex(t, ppath, low, WriterOptions{Range: Range{Bits: 1, Index: 0}})
+	p, err := Open(ppath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	outside := high[:min(len(high), 4*int(p.ReadAheadAfter()))]
+	if err := p.ContainsBatch(outside, make([]bool, len(outside))); err != nil {
+		t.Fatal(err)
+	}
+	for _, fp := range outside[:100] {
+		if _, err := p.Contains(fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(p, false)
+	inside := low[:p.ReadAheadAfter()]
+	if err := p.ContainsBatch(inside, make([]bool, len(inside))); err != nil {
+		t.Fatal(err)
+	}
+	check(p, true)
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 
 	"github.com/fpdedup/fpdedup/internal/failpoint"
@@ -36,8 +37,12 @@ type Index struct {
 	lut     []int32
 	segRank []uint64 // fingerprints in the segments before each (Rank)
 
+	// Written by lookups until readWhole: on a cache line of their own,
+	// away from the fields every lookup reads.
+	_       cpu.CacheLinePad
 	lookups atomic.Uint64 // counted until readWhole
 	whole   atomic.Bool   // readWhole ran
+	_       cpu.CacheLinePad
 }
 
 type segSlot struct {
@@ -165,11 +170,12 @@ func littleEndian() bool {
 // extents. A fault then reads ahead (MADV_NORMAL instead of MADV_RANDOM)
 // in huge folios (MADV_HUGEPAGE: one 2 MiB read a fault, mapped with one
 // TLB entry). Measured on a 103 MB index dropped from the page cache:
-// 390k keys queried in 1.13-1.21 s (26k major faults) page by page, in
-// 0.13-0.23 s (3-6 faults) after readWhole; verify and dump read
-// the file 4 KiB a fault before. Pages already cached in small folios stay
-// as they are. Errors are ignored: the advice is only advice (a kernel
-// without transparent huge pages still reads ahead).
+// 390k keys queried in 1.43-1.59 s (26k major faults) page by page, in
+// 0.20-0.23 s (5-8 faults) after readWhole; verify and dump read the file
+// 4 KiB a fault before (bench/results/ab-2026-12-03-s15.md). Pages already
+// cached in small folios stay as they are. Errors are ignored: the advice
+// is only advice (a kernel without transparent huge pages still reads
+// ahead).
 func (x *Index) readWhole() {
 	if x.whole.Load() || x.whole.Swap(true) {
 		return
@@ -178,19 +184,46 @@ func (x *Index) readWhole() {
 	_ = unix.Madvise(x.data, unix.MADV_HUGEPAGE)
 }
 
-// countLookups counts lookups until they are four per extent of the file,
-// about twelve faults each (a lookup reads a filter block, a directory
-// entry and fingerprints): then every extent is read anyway, in fewer and
-// larger reads with readWhole. Until then (a few keys in a terabyte index)
-// the file is read a page a fault.
+// countLookups counts lookups in the file's range (a partition's index
+// is not charged for keys outside it) until
+// they are four per 2 MiB extent of the file: a heuristic for "most
+// extents will be read anyway", after which fewer and larger reads
+// (readWhole) cost less than a page a fault. Below it (a few keys in a
+// terabyte index) the file is read a page a fault.
 func (x *Index) countLookups(n int) {
 	if x.whole.Load() {
 		return
 	}
-	if x.lookups.Add(uint64(n)) >= 4*uint64(x.size)/extentSize {
+	if x.lookups.Add(uint64(n)) >= x.ReadAheadAfter() {
 		x.readWhole()
 	}
 }
+
+// countBatch counts a batch's lookups before any is made (so that the
+// pages of the batch that crosses the threshold are read ahead too): the
+// keys in the index's range, which a partition's index is not charged
+// for the rest of.
+func (x *Index) countBatch(fps []Fingerprint) {
+	if x.whole.Load() {
+		return
+	}
+	n := len(fps)
+	if rng := x.foot.rng; !rng.Whole() {
+		n = 0
+		for _, fp := range fps {
+			if rng.Contains(fp) {
+				n++
+			}
+		}
+	}
+	x.countLookups(n)
+}
+
+// ReadAheadAfter is how many lookups reaching the index's segments make
+// it read ahead in huge folios instead of a page a fault: four per 2 MiB
+// of the file (0 for a file under 512 KiB: read ahead from the first). A
+// benchmark of cold single lookups stays below it.
+func (x *Index) ReadAheadAfter() uint64 { return 4 * uint64(x.size) / extentSize }
 
 // Close unmaps the file. Slices obtained from the index are invalid after.
 func (x *Index) Close() error {
@@ -529,12 +562,12 @@ func (s *segment) checkBucket(b, p uint64) error {
 // caller that keeps values for the fingerprints in an array of its own.
 // Safe for concurrent use.
 func (x *Index) Rank(fp Fingerprint) (rank uint64, found bool, err error) {
-	x.countLookups(1)
 	err = x.guard(func() error {
 		i := x.find(fp)
 		if i < 0 {
 			return nil
 		}
+		x.countLookups(1)
 		s, err := x.segment(i)
 		if err != nil {
 			return err
@@ -550,12 +583,12 @@ func (x *Index) Rank(fp Fingerprint) (rank uint64, found bool, err error) {
 
 // Contains reports whether fp is in the index.
 func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
-	x.countLookups(1)
 	err = x.guard(func() error {
 		i := x.find(fp)
 		if i < 0 {
 			return nil
 		}
+		x.countLookups(1)
 		s, err := x.segment(i)
 		if err != nil {
 			return err
@@ -575,7 +608,7 @@ func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
 // has no prefetch intrinsic; internal/prefetch issues the instruction from
 // assembly.
 func (x *Index) ContainsBatch(fps []Fingerprint, found []bool) error {
-	x.countLookups(len(fps))
+	x.countBatch(fps)
 	return x.guard(func() error {
 		var g lookupGroup
 		g.useFilter = true

@@ -17,6 +17,7 @@ import (
 // copySegment appends segment i of x as it is, after checking all its
 // pages. Any pending fingerprints must have been cut first.
 func (w *Writer) copySegment(x *Index, i int) error {
+	x.readWhole() // whole segments are read through the mapping
 	var seg builtSegment
 	var s *segment
 	err := x.guard(func() (err error) {
