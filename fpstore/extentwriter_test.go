@@ -3,16 +3,19 @@ package fpstore
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"testing"
 )
 
 // recordingFile keeps what it is given and the size of every write; after
-// limit bytes it fails.
+// limit bytes it fails (with errFull, or with no error if short is set:
+// a broken io.Writer).
 type recordingFile struct {
 	data   []byte
 	writes []int
 	limit  int
+	short  bool
 }
 
 var errFull = errors.New("no space left")
@@ -22,6 +25,9 @@ func (f *recordingFile) Write(p []byte) (int, error) {
 		n := f.limit - len(f.data)
 		f.data = append(f.data, p[:n]...)
 		f.writes = append(f.writes, n)
+		if f.short {
+			return n, nil
+		}
 		return n, errFull
 	}
 	f.data = append(f.data, p...)
@@ -96,5 +102,24 @@ func TestExtentWriterKeepsTheFirstError(t *testing.T) {
 	}
 	if err := e.Flush(); !errors.Is(err, errFull) {
 		t.Fatalf("Flush = %v, want %v", err, errFull)
+	}
+}
+
+// A writer that takes less than it is given without saying why is an
+// io.ErrShortWrite, in the direct path and at a flush alike (not a loop,
+// not a silently misaligned file).
+func TestExtentWriterShortWrite(t *testing.T) {
+	f := &recordingFile{limit: extentSize + 10, short: true}
+	e := newExtentWriter(f)
+	if _, err := e.Write(make([]byte, 3*extentSize)); !errors.Is(err, io.ErrShortWrite) {
+		t.Fatalf("direct Write to a short writer = %v, want %v", err, io.ErrShortWrite)
+	}
+	f = &recordingFile{limit: 5, short: true}
+	e = newExtentWriter(f)
+	if _, err := e.Write(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Flush(); !errors.Is(err, io.ErrShortWrite) {
+		t.Fatalf("Flush to a short writer = %v, want %v", err, io.ErrShortWrite)
 	}
 }
