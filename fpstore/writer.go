@@ -30,8 +30,8 @@ type WriterOptions struct {
 	Scratch bool
 	// Sequential builds and writes each segment in the caller's goroutine,
 	// holding one segment's fingerprints and one buffer: the least memory
-	// (~34 MiB at most), for stitches and temporary runs. Threads is then
-	// ignored.
+	// (~36 MiB at most with the 2 MiB write buffer), for stitches and
+	// temporary runs. Threads is then ignored.
 	Sequential bool
 }
 

@@ -47,6 +47,7 @@ type BuildStats struct {
 
 // segmentMemory is what the index writer holds for each segment in
 // flight: its fingerprints (16 MiB) and its FlatBuffers buffer (~18 MiB).
+// (The writer's one 2 MiB write buffer is within sorterBudget's slack.)
 const segmentMemory = 34 << 20
 
 // writerPlan says how the index writer runs within mem: pipelined (a

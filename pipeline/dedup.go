@@ -120,7 +120,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	// --mem is shared out in equal parts: the exact tables, the blooms of
 	// the bounded mode and, with --record, its sorter, each get one; the
 	// Go heap's soft limit (set by the caller) another. What does not grow
-	// with the data comes on top: a run being written (~34 MiB), chunks in
+	// with the data comes on top: a run being written (~36 MiB), chunks in
 	// flight, the --record writer's segment buffers (made once the tables
 	// are freed) and the runtime (bench/mem.sh measures the whole).
 	parts := int64(4)
