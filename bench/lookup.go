@@ -15,10 +15,11 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 )
 
-// coldBatches is how many times the cold measurement drops the file and
-// reopens the index: each batch's first lookups find nothing cached, its
-// later ones find the directory and filter pages the earlier ones read, as
-// a process that just opened a cold index would.
+// coldBatches is how many times, at least, the cold measurement drops the
+// file and reopens the index (more when a batch would pass
+// Index.ReadAheadAfter): each batch's first lookups find nothing cached,
+// its later ones find the directory and filter pages the earlier ones
+// read, as a process that just opened a cold index would.
 const coldBatches = 10
 
 // maxResident is the fraction of the index's pages that may stay cached
@@ -86,6 +87,7 @@ func measureLookups(ctx context.Context, path string, warmN, coldN int) (*Lookup
 	}
 	ks, isP = keys(warmN)
 	pres, abs, err := timeLookups(x, ks, isP)
+	readAhead := int(x.ReadAheadAfter())
 	x.Close()
 	if err != nil {
 		return nil, err
@@ -96,8 +98,16 @@ func measureLookups(ctx context.Context, path string, warmN, coldN int) (*Lookup
 	var cp, ca []time.Duration
 	var resident float64
 	var majflt, minflt int64
+	// A batch stays below the lookups after which the index reads ahead
+	// in huge folios: cold here is a few lookups in an index that is not
+	// in the page cache, read a page a fault (a query's many lookups are
+	// fpstore's BenchmarkBatchCold).
 	batch := max(coldN/coldBatches, 2)
-	for range coldBatches {
+	if readAhead > 2 {
+		batch = min(batch, readAhead-1)
+	}
+	batches := max(coldBatches, (coldN+batch-1)/batch)
+	for range batches {
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx)
 		}
@@ -111,7 +121,7 @@ func measureLookups(ctx context.Context, path string, warmN, coldN int) (*Lookup
 				Why: fmt.Sprintf("%.0f%% of the index stayed in the page cache after POSIX_FADV_DONTNEED (tmpfs, or mapped by another process)", 100*res)}
 			return lk, nil
 		}
-		resident += res / coldBatches
+		resident += res / float64(batches)
 		x, err := fpstore.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("bench: lookup: %w", err)
@@ -130,7 +140,7 @@ func measureLookups(ctx context.Context, path string, warmN, coldN int) (*Lookup
 		cp, ca = append(cp, p...), append(ca, a...)
 	}
 	n := float64(len(cp) + len(ca))
-	lk.Cold = LookupPhase{Status: "ok", Present: latency(cp), Absent: latency(ca), Batches: coldBatches,
+	lk.Cold = LookupPhase{Status: "ok", Present: latency(cp), Absent: latency(ca), Batches: batches,
 		ResidentAfterDrop: resident, MajorFaults: float64(majflt) / n, MinorFaults: float64(minflt) / n}
 	return lk, nil
 }
