@@ -167,7 +167,7 @@ func (r *Report) markdownFigures(b *strings.Builder) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	if lk := r.Lookup; lk != nil && r.ran("build") {
 		p("## lookup: single Index.Contains latency, in process\n\n")
-		p("The bench process opens %s (%s keys, %s) with fpstore.Open and times each call; present and absent keys alternate, every answer is checked. Warm: after every page was read once. Cold: before each of the batches the file is dropped from the page cache (POSIX_FADV_DONTNEED) and the index reopened.\n\n",
+		p("The bench process opens %s (%s keys, %s) with fpstore.Open and times each call; present and absent keys alternate, every answer is checked. Warm: after every page was read once. Cold: before each of the batches the file is dropped from the page cache (POSIX_FADV_DONTNEED) and the index reopened; a batch stays below the lookups after which an index reads ahead in huge folios (fpstore.Index.ReadAheadAfter), so these are lookups read a page a fault.\n\n",
 			lk.Index, commas(int64(lk.Keys)), fmtMB(lk.FileBytes))
 		p("| phase | keys | n | mean | p50 | p90 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 		for _, ph := range []struct {
