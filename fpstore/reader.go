@@ -185,11 +185,10 @@ func (x *Index) readWhole() {
 }
 
 // countLookups counts lookups in the file's range (a partition's index
-// is not charged for keys outside it) until
-// they are four per 2 MiB extent of the file: a heuristic for "most
-// extents will be read anyway", after which fewer and larger reads
-// (readWhole) cost less than a page a fault. Below it (a few keys in a
-// terabyte index) the file is read a page a fault.
+// is not charged for keys outside it) until they are ReadAheadAfter: a
+// heuristic for "most extents will be read anyway", after which fewer and
+// larger reads (readWhole) cost less than a page a fault. Below it (a few
+// keys in a terabyte index) the file is read a page a fault.
 func (x *Index) countLookups(n int) {
 	if x.whole.Load() {
 		return
@@ -219,8 +218,8 @@ func (x *Index) countBatch(fps []Fingerprint) {
 	x.countLookups(n)
 }
 
-// ReadAheadAfter is how many lookups reaching the index's segments make
-// it read ahead in huge folios instead of a page a fault: four per 2 MiB
+// ReadAheadAfter is how many lookups in the index's range make it read
+// ahead in huge folios instead of a page a fault: four per 2 MiB
 // of the file (0 for a file under 512 KiB: read ahead from the first). A
 // benchmark of cold single lookups stays below it.
 func (x *Index) ReadAheadAfter() uint64 { return 4 * uint64(x.size) / extentSize }
