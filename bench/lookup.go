@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/pagecache"
 )
 
 // coldBatches is how many times, at least, the cold measurement drops the
@@ -111,7 +110,7 @@ func measureLookups(ctx context.Context, path string, warmN, coldN int) (*Lookup
 		if err := ctx.Err(); err != nil {
 			return nil, context.Cause(ctx)
 		}
-		res, err := dropFromCache(path)
+		res, err := pagecache.Drop(path)
 		if err != nil {
 			lk.Cold = LookupPhase{Status: "not measured", Why: "cannot drop the index from the page cache: " + err.Error()}
 			return lk, nil
@@ -164,48 +163,6 @@ func timeLookups(x *fpstore.Index, ks []fpstore.Fingerprint, isPresent []bool) (
 		}
 	}
 	return present, absent, nil
-}
-
-// dropFromCache asks the kernel to drop path's pages from the page cache
-// and returns the fraction still resident (mincore).
-func dropFromCache(path string) (float64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		return 0, err
-	}
-	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return 0, err
-	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Munmap(m)
-	page := os.Getpagesize()
-	vec := make([]byte, (len(m)+page-1)/page)
-	if err := mincore(m, vec); err != nil {
-		return 0, err
-	}
-	in := 0
-	for _, v := range vec {
-		in += int(v & 1)
-	}
-	return float64(in) / float64(len(vec)), nil
-}
-
-// mincore fills vec with one byte per page of m, bit 0 set when the page
-// is in the page cache (x/sys/unix has no wrapper on every platform).
-func mincore(m, vec []byte) error {
-	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0])))
-	if e != 0 {
-		return e
-	}
-	return nil
 }
 
 // cdfPoints are the quantiles a Latency keeps for the chart.

@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/pagecache"
 )
 
 // benchIndex builds, once per test binary, an index of
@@ -165,38 +165,16 @@ func BenchmarkLookup(b *testing.B) {
 	})
 }
 
-// dropFromPageCache evicts path's pages (POSIX_FADV_DONTNEED) and skips the
-// benchmark when more than a tenth stay (tmpfs, or mapped elsewhere): a
-// cold figure would then be a warm one.
+// dropFromPageCache evicts path's pages and skips the benchmark when more
+// than a tenth stay (tmpfs, or mapped elsewhere): a cold figure would then
+// be a warm one.
 func dropFromPageCache(b *testing.B, path string) {
-	f, err := os.Open(path)
+	resident, err := pagecache.Drop(path)
 	if err != nil {
-		b.Fatal(err)
+		b.Skipf("cannot drop %s from the page cache: %v", path, err)
 	}
-	defer f.Close()
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		b.Skipf("cannot drop the page cache: %v", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		b.Fatal(err)
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Munmap(data)
-	vec := make([]byte, (len(data)+os.Getpagesize()-1)/os.Getpagesize())
-	// x/sys/unix has no Mincore wrapper.
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&data[0])), uintptr(len(data)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
-		b.Fatal(e)
-	}
-	resident := 0
-	for _, v := range vec {
-		resident += int(v & 1)
-	}
-	if 10*resident > len(vec) {
-		b.Skipf("%d of %s's %d pages stayed in the page cache after POSIX_FADV_DONTNEED (tmpfs?)", resident, path, len(vec))
+	if resident > 0.1 {
+		b.Skipf("%.0f%% of %s stayed in the page cache after POSIX_FADV_DONTNEED (tmpfs?)", 100*resident, path)
 	}
 }
 
@@ -204,32 +182,21 @@ func dropFromPageCache(b *testing.B, path string) {
 // kernel maps with 2 MiB entries (smaps' FilePmdMapped), which the lookup
 // latency depends on (TLB misses): see extentWriter.
 func hugeMappedPercent(path string) float64 {
-	smaps, err := os.ReadFile("/proc/self/smaps")
+	entries, err := readSmaps()
 	if err != nil {
 		return -1
 	}
 	var rss, pmd float64
-	in := false
-	for _, line := range strings.Split(string(smaps), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) >= 5 && strings.Contains(f[0], "-"):
-			in = f[len(f)-1] == path
-		case in && len(f) == 3 && f[0] == "Rss:":
-			rss += parseKB(f[1])
-		case in && len(f) == 3 && f[0] == "FilePmdMapped:":
-			pmd += parseKB(f[1])
+	for _, e := range entries {
+		if e.header[len(e.header)-1] == path {
+			rss += e.kB("Rss:")
+			pmd += e.kB("FilePmdMapped:")
 		}
 	}
 	if rss == 0 {
 		return -1 // not mapped, or nothing of it resident
 	}
 	return 100 * pmd / rss
-}
-
-func parseKB(s string) float64 {
-	v, _ := strconv.ParseFloat(s, 64)
-	return v
 }
 
 // BenchmarkBatchCold looks 400k keys up (half present) in batches of 20k,

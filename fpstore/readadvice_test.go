@@ -11,24 +11,52 @@ import (
 	"unsafe"
 )
 
+// smapsEntry is one mapping of /proc/self/smaps: its header line's
+// fields (address range first, path last if any) and its "Key:" lines.
+type smapsEntry struct {
+	header []string
+	lines  map[string][]string
+}
+
+func (e smapsEntry) kB(key string) float64 {
+	if f := e.lines[key]; len(f) > 0 {
+		v, _ := strconv.ParseFloat(f[0], 64)
+		return v
+	}
+	return 0
+}
+
+func readSmaps() ([]smapsEntry, error) {
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return nil, err
+	}
+	var entries []smapsEntry
+	for _, line := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-"):
+			entries = append(entries, smapsEntry{header: f, lines: map[string][]string{}})
+		case len(f) > 0 && len(entries) > 0:
+			entries[len(entries)-1].lines[f[0]] = f[1:]
+		}
+	}
+	return entries, nil
+}
+
 // mappingFlags is the kernel's view of x's mapping (the smaps entry that
 // starts at its first byte: the same file may be mapped by several
 // indexes): VmFlags, "rr" after MADV_RANDOM, "hg" after MADV_HUGEPAGE.
 func mappingFlags(t *testing.T, x *Index) []string {
 	t.Helper()
-	smaps, err := os.ReadFile("/proc/self/smaps")
+	entries, err := readSmaps()
 	if err != nil {
 		t.Skipf("no smaps to read the advice from: %v", err)
 	}
 	start := strconv.FormatUint(uint64(uintptr(unsafe.Pointer(&x.data[0]))), 16) + "-"
-	in := false
-	for _, line := range strings.Split(string(smaps), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) >= 5 && strings.Contains(f[0], "-"):
-			in = strings.HasPrefix(f[0], start)
-		case in && len(f) > 0 && f[0] == "VmFlags:":
-			return f[1:]
+	for _, e := range entries {
+		if strings.HasPrefix(e.header[0], start) {
+			return e.lines["VmFlags:"]
 		}
 	}
 	t.Fatalf("%s is not mapped at %s", x.Path(), start)
