@@ -16,6 +16,9 @@ type Chunk struct {
 	Records     int   // records in Data (terminators, since Data ends with one)
 
 	buf []byte // the whole buffer, as Data may be resliced by its user
+	// plainCSV: a csv chunk whose Data holds no '"', so that its records
+	// are lines (SplitChunk need not look for quotes again).
+	plainCSV bool
 }
 
 // freeChunks bounds the released chunks kept for reuse: more than a pipeline
@@ -165,7 +168,7 @@ func (r *ChunkReader) Next() (*Chunk, error) {
 	if r.maxRecord > 0 {
 		off := -1
 		if r.csv {
-			off = csvFirstLong(c.buf[:end], r.maxRecord)
+			off = csvFirstLong(c.buf[:end], r.maxRecord, r.scan.quoteBefore(c.buf, end))
 		} else {
 			off = firstLong(c.buf[:end], r.term, r.maxRecord)
 		}
@@ -225,24 +228,37 @@ func (r *ChunkReader) grow(c *Chunk) {
 func (r *ChunkReader) emit(c *Chunk, end, rest int) *Chunk {
 	c.Data = c.buf[:end]
 	c.FirstRecord, c.FirstLine = r.record, r.line
+	c.plainCSV = false
 	if r.csv {
 		c.Records = r.scan.records(c.buf, end)
+		c.plainCSV = r.scan.quoteBefore(c.buf, end) < 0
 	} else {
 		c.Records = bytes.Count(c.Data, []byte{r.term})
 	}
 	r.record += int64(c.Records)
-	r.line += r.lines(c.Data, c.Records)
+	if c.plainCSV {
+		r.line += int64(c.Records) // a record without quotes is a line
+	} else {
+		r.line += r.lines(c.Data, c.Records)
+	}
 	tail := c.buf[rest:r.held]
 	r.next = r.get(len(tail))
 	r.held = copy(r.next.buf, tail)
 	r.clean = 0
-	inQuotes := r.scan.inQuotes
+	scan := r.scan
 	r.scan = csvScan{}
 	if rest == end {
 		// The rest of a record cut after the last terminator, scanned to
-		// its end; a record end is outside quotes, so the parity carries.
+		// its end; a record end is outside quotes, so the parity carries,
+		// and so does where the first quote is if the tail has it (if an
+		// earlier quote hides the tail's, the tail is scanned again).
 		r.clean = r.held
-		r.scan = csvScan{pos: r.held, inQuotes: inQuotes}
+		switch {
+		case scan.quote == 0:
+			r.scan = csvScan{pos: r.held, inQuotes: scan.inQuotes}
+		case scan.quote-1 >= end:
+			r.scan = csvScan{pos: r.held, inQuotes: scan.inQuotes, quote: scan.quote - end}
+		}
 	}
 	return c
 }

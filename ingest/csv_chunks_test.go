@@ -35,8 +35,10 @@ func csvReference(data []byte, maxRecord int) []event {
 	return evs
 }
 
-// csvChunkEvents reads r to the end, splitting chunks with SplitFormat, and
-// checks each chunk's invariants.
+// csvChunkEvents reads r to the end, splitting chunks with Chunk.Split as
+// the pipeline does, and checks each chunk's invariants: among them that a
+// chunk the reader calls quote-free is, and that a record Split calls
+// simple holds no quote and no line feed but its last byte.
 func csvChunkEvents(t testing.TB, r *ChunkReader, release func(int) bool) []event {
 	t.Helper()
 	var evs []event
@@ -64,8 +66,14 @@ func csvChunkEvents(t testing.TB, r *ChunkReader, release func(int) bool) []even
 		if c.FirstLine < nextLine {
 			t.Fatalf("chunk %d FirstLine %d, before %d", i, c.FirstLine, nextLine)
 		}
+		if c.plainCSV && bytes.IndexByte(c.Data, '"') >= 0 {
+			t.Fatalf("chunk %d is called quote-free but holds a quote: %q", i, c.Data)
+		}
 		n, line := 0, c.FirstLine
-		SplitFormat(c.Data, FormatCSV, '\n', func(rec []byte) bool {
+		c.Split(c.Data, FormatCSV, '\n', func(rec []byte, simple bool) bool {
+			if simple && (bytes.IndexByte(rec, '"') >= 0 || bytes.IndexByte(rec, '\n') < len(rec)-1) {
+				t.Fatalf("chunk %d: record %q called simple", i, rec)
+			}
 			evs = append(evs, event{Record: c.FirstRecord + int64(n), Line: line, Key: string(rec)})
 			line += int64(CountLines(rec))
 			n++
@@ -255,9 +263,9 @@ func TestQuoteParityScans(t *testing.T) {
 		if end, endIn := c.end(data, start, inQuotes); end != wantEnd || end < 0 && endIn != in {
 			t.Fatalf("end(%q, %d, %v) = %d, %v; want %d, %v", data, start, inQuotes, end, endIn, wantEnd, in)
 		}
-		count, last, endIn := scanRecords(data[start:], inQuotes)
-		if count != len(ends) || last != wantLast || endIn != in {
-			t.Fatalf("scanRecords(%q, %v) = %d, %d, %v; want %d, %d, %v", data[start:], inQuotes, count, last, endIn, len(ends), wantLast, in)
+		count, last, endIn, quote := scanRecords(data[start:], inQuotes)
+		if wantQuote := bytes.IndexByte(data[start:], '"'); count != len(ends) || last != wantLast || endIn != in || quote != wantQuote {
+			t.Fatalf("scanRecords(%q, %v) = %d, %d, %v, %d; want %d, %d, %v, %d", data[start:], inQuotes, count, last, endIn, quote, len(ends), wantLast, in, wantQuote)
 		}
 	}
 }
@@ -301,7 +309,7 @@ func TestCSVFirstLong(t *testing.T) {
 		}
 		data := b[:len(b):len(b)]
 		for _, maxRecord := range []int{0, 1, 5, 10, 20, 29, 30, 40, len(data) - 1, len(data), 1 << 20} {
-			if got, want := csvFirstLong(data, maxRecord), walk(data, maxRecord); got != want {
+			if got, want := csvFirstLong(data, maxRecord, bytes.IndexByte(data, '"')), walk(data, maxRecord); got != want {
 				t.Fatalf("trial %d, %q, max %d: %d, want %d", trial, data, maxRecord, got, want)
 			}
 		}

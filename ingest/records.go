@@ -346,8 +346,17 @@ func SplitShaped(data []byte, f Format, term byte, fn func(rec []byte, simple bo
 		term = '\n'
 	}
 	if f == FormatCSV {
-		var q quoteCursor
-		for p := 0; p < len(data); {
+		// Up to the line of the first quote, records are lines: split them
+		// as lines are, without the quote cursor's calls per record.
+		plain := len(data)
+		if q := bytes.IndexByte(data, '"'); q >= 0 {
+			plain = bytes.LastIndexByte(data[:q], '\n') + 1
+		}
+		if !splitLines(data[:plain], '\n', true, fn) {
+			return
+		}
+		q := quoteCursor{}
+		for p := plain; p < len(data); {
 			end := q.recordEnd(data, p)
 			if !fn(data[p:end], q.q >= end) {
 				return
@@ -356,17 +365,34 @@ func SplitShaped(data []byte, f Format, term byte, fn func(rec []byte, simple bo
 		}
 		return
 	}
-	simple := term == '\n'
+	splitLines(data, term, term == '\n', fn)
+}
+
+// Split is SplitShaped of data, which is c.Data or a part of it, with what
+// c's reader learned of it: the records of a csv chunk without quotes are
+// lines, split without another search for a quote.
+func (c *Chunk) Split(data []byte, f Format, term byte, fn func(rec []byte, simple bool) bool) {
+	if f == FormatCSV && c.plainCSV {
+		splitLines(data, '\n', true, fn)
+		return
+	}
+	SplitShaped(data, f, term, fn)
+}
+
+// splitLines calls fn on each record of data ended by term (the last one
+// may lack it), saying simple of each; false when fn stopped it.
+func splitLines(data []byte, term byte, simple bool, fn func(rec []byte, simple bool) bool) bool {
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, term) + 1
 		if i == 0 {
 			i = len(data)
 		}
 		if !fn(data[:i], simple) {
-			return
+			return false
 		}
 		data = data[i:]
 	}
+	return true
 }
 
 // CountLines is how many physical lines rec, a record with its terminator,

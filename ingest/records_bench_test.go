@@ -92,3 +92,49 @@ func handKeys(b *testing.B, f Format) func(data []byte) int {
 		return n
 	}
 }
+
+// BenchmarkFingerprintShaped is dedup's and build's per-record work on a
+// chunk: SplitShaped, then Keyer.Fingerprint with what it said of the
+// record, in 1 MiB pieces as a ChunkReader cuts them. "lines" keys the same
+// events' whole lines, the floor the container formats are measured
+// against (issue 11: csv --key 1,2,3 within 1.2x of lines).
+func BenchmarkFingerprintShaped(b *testing.B) {
+	for _, f := range []Format{FormatLines, FormatCSV, FormatTSV} {
+		src := FormatCSV
+		if f == FormatTSV {
+			src = FormatTSV
+		}
+		data := benchEvents(src, false)
+		var k *Keyer
+		if f == FormatLines {
+			var err error
+			if k, err = NewKeyer(KeySpec{Format: FormatLines, Term: '\n'}, nil); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			k = benchKeyer(b, f)
+		}
+		b.Run(f.String(), func(b *testing.B) {
+			var acc uint64
+			runKeyBench(b, data, func(data []byte) int {
+				n := 0
+				for len(data) > 0 {
+					piece := data[:min(len(data), 1<<20)]
+					piece = piece[:bytes.LastIndexByte(piece, '\n')+1]
+					data = data[len(piece):]
+					SplitShaped(piece, f, '\n', func(rec []byte, simple bool) bool {
+						fp, err := k.Fingerprint(rec, false, simple, XXH3)
+						if err != nil {
+							b.Fatal(err)
+						}
+						acc += fp.Lo
+						n++
+						return true
+					})
+				}
+				return n
+			})
+			benchSink += int(acc & 1)
+		})
+	}
+}

@@ -120,7 +120,7 @@ func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
 	data, line, recNo := job.records()
 	var n int64
 	var err error
-	ingest.SplitShaped(data, spec.Format, spec.Term, func(rec []byte, simple bool) bool {
+	c.Split(data, spec.Format, spec.Term, func(rec []byte, simple bool) bool {
 		first := c.FirstRecord == 1 && recNo == 1 && !job.header
 		fp, tf, kerr := p.fingerprintTime(rec, first, simple)
 		var t int64
