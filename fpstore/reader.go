@@ -607,10 +607,17 @@ func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
 // has no prefetch intrinsic; internal/prefetch issues the instruction from
 // assembly.
 func (x *Index) ContainsBatch(fps []Fingerprint, found []bool) error {
+	return x.containsBatch(fps, found, false)
+}
+
+// containsBatch is ContainsBatch, told whether fps are in ascending order
+// of their leading bits (a Set's sorted windows), where a key is most
+// often in the segment of the key before it.
+func (x *Index) containsBatch(fps []Fingerprint, found []bool, sorted bool) error {
 	x.countBatch(fps)
 	return x.guard(func() error {
 		var g lookupGroup
-		g.useFilter = true
+		g.useFilter, g.sorted = true, sorted
 		for base := 0; base < len(fps); base += groupSize {
 			end := min(base+groupSize, len(fps))
 			if err := g.run(x, fps[base:end], found[base:end]); err != nil {
@@ -636,7 +643,8 @@ const groupSize = 32
 
 type lookupGroup struct {
 	useFilter bool
-	passed    int // keys of the last group that the filter let through
+	sorted    bool // keys come in order: try the segment of the key before
+	passed    int  // keys of the last group that the filter let through
 	seg       [groupSize]*segment
 	pos       [groupSize]int32 // guessed index of the key in its segment
 	lo        [groupSize]int32
@@ -647,9 +655,18 @@ type lookupGroup struct {
 func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 	g.passed = 0
 	// Stage 1: segment and filter; the filter blocks prefetched first (see
-	// stage 3).
+	// stage 3). In sorted keys, a key in the node of the key before it is
+	// in the same segment (nodes are disjoint, checked at Open), and most
+	// keys skip the search (find and segment were 8% of query --only
+	// present's CPU in perf). In keys in no order the test would mostly
+	// fail, a branch mispredicted: query of absent keys was 4% slower.
+	var last *segment
 	for i, fp := range fps {
 		found[i] = false
+		if g.sorted && last != nil && last.ref.node.contains(fp) {
+			g.seg[i] = last
+			continue
+		}
 		g.seg[i] = nil
 		si := x.find(fp)
 		if si < 0 {
@@ -659,7 +676,7 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 		if err != nil {
 			return err
 		}
-		g.seg[i] = s
+		g.seg[i], last = s, s
 	}
 	if g.useFilter {
 		n := 0

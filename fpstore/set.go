@@ -132,7 +132,7 @@ func (s *Set) containsWindow(fps []Fingerprint, found []bool, l *Lookups) error 
 	// update the rule too, so keys turning present are sorted from the
 	// next window.
 	if n < sortedLookupMin || l.absent {
-		if err := s.containsInOrder(fps, found[:n], l.scratch[:n]); err != nil {
+		if err := s.containsInOrder(fps, found[:n], l.scratch[:n], false); err != nil {
 			return err
 		}
 		l.absent = 4*countTrue(found[:n]) < n
@@ -152,7 +152,7 @@ func (s *Set) containsWindow(fps []Fingerprint, found []bool, l *Lookups) error 
 		sorted[l.counts[b]] = fp
 		l.counts[b]++
 	}
-	if err := s.containsInOrder(sorted, sfound, l.scratch[:n]); err != nil {
+	if err := s.containsInOrder(sorted, sfound, l.scratch[:n], true); err != nil {
 		return err
 	}
 	for j, i := range perm {
@@ -172,13 +172,14 @@ func countTrue(bs []bool) int {
 	return n
 }
 
-// containsInOrder answers fps in the order given; scratch has len(fps).
-func (s *Set) containsInOrder(fps []Fingerprint, found, scratch []bool) error {
-	if err := s.indexes[0].ContainsBatch(fps, found); err != nil {
+// containsInOrder answers fps in the order given, which sorted says is
+// ascending in the leading bits; scratch has len(fps).
+func (s *Set) containsInOrder(fps []Fingerprint, found, scratch []bool, sorted bool) error {
+	if err := s.indexes[0].containsBatch(fps, found, sorted); err != nil {
 		return err
 	}
 	for _, x := range s.indexes[1:] {
-		if err := x.ContainsBatch(fps, scratch); err != nil {
+		if err := x.containsBatch(fps, scratch, sorted); err != nil {
 			return err
 		}
 		for i, ok := range scratch {

@@ -10,11 +10,12 @@ import (
 // TestSetContainsBatch checks Set.ContainsBatch against a sorted reference
 // for batch sizes on both sides of the sorted path's threshold and across
 // its 64k windows, keys in random order (present, absent, repeated), a set
-// of two indexes, and one Lookups reused from a larger batch to smaller
+// of two indexes of several segments (so that a sorted window's keys move
+// from segment to segment), and one Lookups reused from a larger batch to smaller
 // ones and through a run of absent keys, which it answers unsorted.
 func TestSetContainsBatch(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
-	all := sortUnique(randomFPs(r, 3*SegmentMax/2))
+	all := sortUnique(randomFPs(r, 3*SegmentMax)) // index a holds 2-4 segments, b 1-2
 	dir := t.TempDir()
 	var a, b []Fingerprint
 	for i, fp := range all {
@@ -34,6 +35,9 @@ func TestSetContainsBatch(t *testing.T) {
 		}
 		defer x.Close()
 		xs = append(xs, x)
+	}
+	if n := len(xs[0].foot.segments); n < 2 {
+		t.Fatalf("index a has %d segments: the test needs a key search to cross segments", n)
 	}
 	set, err := NewSet(xs)
 	if err != nil {
