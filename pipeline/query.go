@@ -76,17 +76,24 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 					return err
 				}
 				p := int64(0)
-				for i, key := range keys {
-					if opts.Output == QueryJSON {
-						var rec []byte
-						if withRecord {
-							rec = recs[i]
+				switch opts.Output {
+				case QueryOnlyPresent, QueryOnlyAbsent:
+					buf = appendSelected(buf, keys, found, opts.Output == QueryOnlyPresent, term)
+				default:
+					for i, key := range keys {
+						if opts.Output == QueryJSON {
+							var rec []byte
+							if withRecord {
+								rec = recs[i]
+							}
+							buf = AppendQueryJSON(buf, key, rec, fps[i], found[i])
+						} else {
+							buf = appendAnswer(buf, opts.Output, found[i], key, term)
 						}
-						buf = AppendQueryJSON(buf, key, rec, fps[i], found[i])
-					} else {
-						buf = appendAnswer(buf, opts.Output, found[i], key, term)
 					}
-					if found[i] {
+				}
+				for _, ok := range found[:len(fps)] {
+					if ok {
 						p++
 					}
 				}
@@ -251,6 +258,34 @@ func appendJSONBytes(buf []byte, name string, b []byte) []byte {
 		}
 	}
 	return append(buf, '"')
+}
+
+// appendSelected appends the keys whose answer is want, each followed by
+// term. A key that is followed by term in its chunk is output as the bytes
+// it was read as, so the keys that follow one another in the chunk go out
+// in one copy: runs of present keys are the usual output of query --only
+// present (the per-key appends and copies were 10% of its CPU in perf).
+func appendSelected(buf []byte, keys [][]byte, found []bool, want bool, term byte) []byte {
+	var run []byte // selected keys with their terminators, contiguous in a chunk
+	for i, key := range keys {
+		if found[i] != want {
+			continue
+		}
+		if n := len(key); cap(key) > n && key[:n+1][n] == term {
+			rec := key[:n+1]
+			if r := len(run); r > 0 && cap(run)-r >= len(rec) && &run[:r+1][r] == &rec[0] {
+				run = run[:r+len(rec)]
+				continue
+			}
+			buf = append(buf, run...)
+			run = rec
+			continue
+		}
+		buf = append(buf, run...)
+		run = nil
+		buf = append(append(buf, key...), term)
+	}
+	return append(buf, run...)
 }
 
 func appendAnswer(buf []byte, mode QueryOutput, found bool, key []byte, term byte) []byte {
