@@ -17,7 +17,7 @@ type Chunk struct {
 
 	buf []byte // the whole buffer, as Data may be resliced by its user
 	// plainCSV: a csv chunk whose Data holds no '"', so that its records
-	// are lines (SplitChunk need not look for quotes again).
+	// are lines (Chunk.Split need not look for quotes again).
 	plainCSV bool
 }
 

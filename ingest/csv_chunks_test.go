@@ -36,9 +36,9 @@ func csvReference(data []byte, maxRecord int) []event {
 }
 
 // csvChunkEvents reads r to the end, splitting chunks with Chunk.Split as
-// the pipeline does, and checks each chunk's invariants: among them that a
-// chunk the reader calls quote-free is, and that a record Split calls
-// simple holds no quote and no line feed but its last byte.
+// the pipeline does, and checks each chunk's invariants: among them that
+// the reader calls a chunk quote-free exactly when it is, and that a record
+// Split calls simple holds no quote and no line feed but its last byte.
 func csvChunkEvents(t testing.TB, r *ChunkReader, release func(int) bool) []event {
 	t.Helper()
 	var evs []event
@@ -66,8 +66,8 @@ func csvChunkEvents(t testing.TB, r *ChunkReader, release func(int) bool) []even
 		if c.FirstLine < nextLine {
 			t.Fatalf("chunk %d FirstLine %d, before %d", i, c.FirstLine, nextLine)
 		}
-		if c.plainCSV && bytes.IndexByte(c.Data, '"') >= 0 {
-			t.Fatalf("chunk %d is called quote-free but holds a quote: %q", i, c.Data)
+		if quote := bytes.IndexByte(c.Data, '"'); c.plainCSV != (quote < 0) {
+			t.Fatalf("chunk %d: called quote-free %v, its first quote at %d: %q", i, c.plainCSV, quote, c.Data)
 		}
 		n, line := 0, c.FirstLine
 		c.Split(c.Data, FormatCSV, '\n', func(rec []byte, simple bool) bool {
