@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -166,20 +167,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 
+	// What run changes of the process (the heap limit, GOMAXPROCS) it puts
+	// back, and every goroutine it starts ends before it returns: tests run
+	// many commands in one process.
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	defer func() { inv.rss.stop() }() // started by resolve, if it ran
+
 	ctx, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGPIPE)
-	defer signal.Stop(sigs)
-	go func() {
-		for sig := range sigs {
-			if sig == syscall.SIGPIPE {
-				continue // writes then fail with EPIPE, handled as a closed pipe
-			}
-			stop(interrupted{sig.(syscall.Signal)})
-			hook("signal")
-		}
-	}()
+	defer watchSignals(stop)()
 
 	err := root.ExecuteContext(ctx)
 	if inv.cpuProf != "" {
@@ -188,6 +185,34 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// A nil error means the work is done (and published, past the commit
 	// point), whenever a signal came.
 	return report(stderr, underSignal(ctx, err, inv.publishes))
+}
+
+// watchSignals cancels the run on SIGINT or SIGTERM until the returned
+// function is called, which returns once the watcher has ended.
+func watchSignals(stop context.CancelCauseFunc) (end func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGPIPE)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				if sig == syscall.SIGPIPE {
+					continue // writes then fail with EPIPE, handled as a closed pipe
+				}
+				stop(interrupted{sig.(syscall.Signal)})
+				hook("signal")
+			}
+		}
+	})
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+		wg.Wait()
+	}
 }
 
 // errStdoutClosed: the reader of stdout went away (… | head). Only writes

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -13,25 +14,37 @@ import (
 // kernel keeps only the total's peak (VmHWM), so the parts are sampled.
 type rssSampler struct {
 	anon, file atomic.Int64 // peaks, bytes
-	stop       chan struct{}
+	done       chan struct{}
+	ended      sync.WaitGroup
+	once       sync.Once
 }
 
 func startRSSSampler() *rssSampler {
-	s := &rssSampler{stop: make(chan struct{})}
+	s := &rssSampler{done: make(chan struct{})}
 	s.sample()
-	go func() {
+	s.ended.Go(func() {
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
-			case <-s.stop:
+			case <-s.done:
 				return
 			case <-t.C:
 				s.sample()
 			}
 		}
-	}()
+	})
 	return s
+}
+
+// stop ends the sampling and waits for it; it may be called more than once,
+// and on a nil sampler (the command never started one).
+func (s *rssSampler) stop() {
+	if s == nil {
+		return
+	}
+	s.once.Do(func() { close(s.done) })
+	s.ended.Wait()
 }
 
 func (s *rssSampler) sample() {
@@ -68,7 +81,7 @@ func (s *rssSampler) sample() {
 
 // peaks stops sampling and returns the peaks for --stats-json.
 func (s *rssSampler) peaks() map[string]int64 {
-	close(s.stop)
+	s.stop()
 	s.sample()
 	return map[string]int64{"peak_rss_anon_bytes": s.anon.Load(), "peak_rss_file_bytes": s.file.Load()}
 }
