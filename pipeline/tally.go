@@ -294,6 +294,9 @@ func (t *tally) merge() error {
 		return &TmpDirError{Dir: t.tmpDir, Err: err}
 	}
 	defer w.Abort()
+	if err := failpoint.Hit(failpoint.Create, valPath); err != nil {
+		return &TmpDirError{Dir: t.tmpDir, Err: err}
+	}
 	vf, err := os.OpenFile(valPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return &TmpDirError{Dir: t.tmpDir, Err: err}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,23 +41,27 @@ func TestFaultLoop(t *testing.T) {
 	if err := os.WriteFile(records, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A bigger input for the runs that spill: 600k distinct keys do not fit
-	// a 16 MiB budget.
-	big := filepath.Join(dir, "big.txt")
-	var sb strings.Builder
-	for i := range 600_000 {
-		fmt.Fprintf(&sb, "k%d\n", i)
+	// The runs that spill read the first n of these distinct keys: just
+	// enough, at --mem 16MiB and one thread, to make every file operation
+	// of their spill paths happen (each job says which files it must
+	// spill, and fails if its input no longer makes them: then raise n).
+	// Fewer keys keep the loop cheap: it runs the command once per
+	// operation.
+	keys := func(n int) string {
+		var b bytes.Buffer
+		for i := range n {
+			fmt.Fprintf(&b, "k%d\n", i)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("keys%d.txt", n))
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
-	if err := os.WriteFile(big, []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// 250k distinct keys: two runs of a 16 MiB count's key table.
-	medium := filepath.Join(dir, "medium.txt")
-	all := sb.String()
-	cut := strings.Index(all, "k250000\n") // the first 250k lines
-	if err := os.WriteFile(medium, []byte(all[:cut]), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// Measured: dedup's seen-set writes its first run between 120k and
+	// 150k keys (--record sorts 200k in two runs); build's sort spills
+	// between 200k and 250k; count's key table between 250k and 300k.
+	dedupSpill, buildSpill, countSpill := keys(200_000), keys(300_000), keys(350_000)
 	index := filepath.Join(dir, "in.fpx")
 	index2 := filepath.Join(dir, "in2.fpx") // the same keys under another name, for merge
 	shaIndex := filepath.Join(dir, "sha.fpx")
@@ -87,17 +92,20 @@ func TestFaultLoop(t *testing.T) {
 		// report: an output written on failure too, to say what failed
 		// (reconcile --report); it must then hold the error.
 		report string
+		// spills: files in --tmpdir the clean run must write (a part of
+		// their names), so that the faults reach the spill path.
+		spills []string
 	}
 	jobs := []job{
-		{"build", []string{"build", "-q", "-o", "@o.fpx", "--stats-json", "@st.json", records}, []string{"o.fpx", "st.json"}, 0, ""},
-		{"build spilling", []string{"build", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.fpx", big}, []string{"o.fpx"}, 0, ""},
-		{"merge", []string{"merge", "-q", "-o", "@o.fpx", "--metrics", "@m.prom", index, index2}, []string{"o.fpx", "m.prom"}, 0, ""},
-		{"dedup -o --record", []string{"dedup", "-q", "-o", "@o.txt", "--record", "@o.fpx", records}, []string{"o.txt", "o.fpx"}, 0, ""},
-		{"reconcile --missing", []string{"reconcile", "-q", "--index", shaIndex, "--online", "file:" + online, "--tmpdir", "@tmp", "--missing", "@o.fpx", "--report", "@r.json"}, []string{"o.fpx", "r.json"}, 1, "r.json"},
-		{"count spilling", []string{"count", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.txt", medium}, []string{"o.txt"}, 0, ""},
-		{"dedup --keep last", []string{"dedup", "-q", "--keep", "last", "--tmpdir", "@tmp", "-o", "@o.txt", "--duplicates", "@d.txt", records}, []string{"o.txt", "d.txt"}, 0, ""},
-		{"replay --lost", []string{"replay", "-q", "--format", "csv", "--key", "1,2,3", "--time-field", "3", "--order", "arrival", "--l1", "64,ttl=1s", "--l2", "shards=2,bits=512,k=2", "--tmpdir", "@tmp", "--lost", "@o.txt", "--stats-json", "@st.json", records}, []string{"o.txt", "st.json"}, 0, ""},
-		{"dedup --record spilling", []string{"dedup", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.txt", "--record", "@o.fpx", big}, []string{"o.txt", "o.fpx"}, 0, ""},
+		{"build", []string{"build", "-q", "-o", "@o.fpx", "--stats-json", "@st.json", records}, []string{"o.fpx", "st.json"}, 0, "", nil},
+		{"build spilling", []string{"build", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.fpx", buildSpill}, []string{"o.fpx"}, 0, "", []string{"/run-"}},
+		{"merge", []string{"merge", "-q", "-o", "@o.fpx", "--metrics", "@m.prom", index, index2}, []string{"o.fpx", "m.prom"}, 0, "", nil},
+		{"dedup -o --record", []string{"dedup", "-q", "-o", "@o.txt", "--record", "@o.fpx", records}, []string{"o.txt", "o.fpx"}, 0, "", nil},
+		{"reconcile --missing", []string{"reconcile", "-q", "--index", shaIndex, "--online", "file:" + online, "--tmpdir", "@tmp", "--missing", "@o.fpx", "--report", "@r.json"}, []string{"o.fpx", "r.json"}, 1, "r.json", nil},
+		{"count spilling", []string{"count", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.txt", countSpill}, []string{"o.txt"}, 0, "", []string{"/run-", "/keys.fpx", "/values"}},
+		{"dedup --keep last", []string{"dedup", "-q", "--keep", "last", "--tmpdir", "@tmp", "-o", "@o.txt", "--duplicates", "@d.txt", records}, []string{"o.txt", "d.txt"}, 0, "", nil},
+		{"replay --lost", []string{"replay", "-q", "--format", "csv", "--key", "1,2,3", "--time-field", "3", "--order", "arrival", "--l1", "64,ttl=1s", "--l2", "shards=2,bits=512,k=2", "--tmpdir", "@tmp", "--lost", "@o.txt", "--stats-json", "@st.json", records}, []string{"o.txt", "st.json"}, 0, "", nil},
+		{"dedup --record spilling", []string{"dedup", "-q", "--mem", "16MiB", "--threads", "1", "--tmpdir", "@tmp", "-o", "@o.txt", "--record", "@o.fpx", dedupSpill}, []string{"o.txt", "o.fpx"}, 0, "", []string{"/seen-", "/run-"}},
 	}
 
 	old := []byte("old contents\n")
@@ -128,6 +136,14 @@ func TestFaultLoop(t *testing.T) {
 			}
 			if n == 0 {
 				t.Fatal("no file operation went through the fault seam")
+			}
+			for _, name := range j.spills {
+				if !slices.ContainsFunc(ops, func(op string) bool {
+					_, path, _ := strings.Cut(op, " /")
+					return strings.HasPrefix("/"+path, filepath.Join(wd, "tmp")) && strings.Contains(path, name)
+				}) {
+					t.Fatalf("the clean run wrote no %s file in --tmpdir: its input no longer spills", name)
+				}
 			}
 			for i := int64(1); i <= n; i++ {
 				reset()
