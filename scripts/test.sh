@@ -48,11 +48,14 @@ echo "== go test (with real Redis, a 3-master Redis Cluster and MariaDB on loopb
 # FPDEDUP_MYSQL_DSN, runs the tests and tears down.
 # Then the packages that run goroutines, under the race detector (-short
 # leaves out the slowest cases; reconcile's CLI tests run a -race binary).
+# go test runs the packages side by side on the machine's cores, so a
+# package's wall time is its own CPU time and its neighbours': the timeouts
+# are set for a loaded 2-core machine, not go test's 10-minute default.
 bash scripts/services/with-services.sh bash -c '
   set -e
-  go test -count=1 ${GOTEST_FLAGS:-} ./...
+  go test -count=1 -timeout 25m ${GOTEST_FLAGS:-} ./...
   echo "== go test -race (fpstore, ingest, internal, reconcile, cmd)"
-  go test -race -short -count=1 ./fpstore/ ./ingest/ ./internal/... ./reconcile/ ./cmd/...
+  go test -race -short -count=1 -timeout 25m ./fpstore/ ./ingest/ ./internal/... ./reconcile/ ./cmd/...
 '
 echo "== fuzz: every target from its committed corpus, a few seconds each"
 bash scripts/fuzz.sh short
