@@ -96,7 +96,7 @@ func runCount(cmd *cobra.Command, inv *invocation, o *countOptions, args []strin
 	paths := &ioPaths{}
 	paths.input("FILE", kindRecords, opts.Inputs...)
 	paths.input("--files0-from", kindOther, o.files0From)
-	paths.output("-o", o.output, kindRecords)
+	paths.output("-o", o.output) // counts, not records: never in place
 	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
 	if err := inv.checkPaths(paths); err != nil {
 		return err

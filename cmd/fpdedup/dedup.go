@@ -93,10 +93,11 @@ func runDedup(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []strin
 	paths.input("--files0-from", kindOther, o.files0From)
 	paths.input("--against", kindIndex, o.against...)
 	// -o may replace the records it reads (written to a temp file, renamed
-	// at the end); --record may not: it is an index, they are records.
+	// at the end: dedup -o in in keeps in's first occurrences); --record
+	// and --duplicates may not: an index, or the records -o does not keep.
 	paths.output("-o", o.output, kindRecords)
 	paths.output("--record", o.record)
-	paths.output("--duplicates", o.duplicates, kindRecords)
+	paths.output("--duplicates", o.duplicates)
 	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
 	if err := inv.checkPaths(paths); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/reconcile"
 )
 
@@ -76,7 +77,7 @@ func exitCode(err error) int {
 			return exitTerm
 		}
 		return exitInterrupt
-	case errors.Is(err, errStdoutClosed):
+	case errors.Is(err, errStdoutClosed), errors.Is(err, atomicfile.ErrReaderGone):
 		return exitPipe
 	}
 	return exitError

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
@@ -38,7 +39,8 @@ const (
 type ioPath struct {
 	flag, path string
 	kind       pathKind
-	inPlace    []pathKind // outputs only: the inputs it may replace
+	inPlace    []pathKind  // outputs only: the inputs it may replace
+	st         os.FileInfo // inputs only: what check found there
 }
 
 // ioPaths collects one command's inputs and outputs.
@@ -61,12 +63,33 @@ func (p *ioPaths) output(flag, path string, inPlace ...pathKind) {
 }
 
 // check refuses an output that names an input (unless in place) or another
-// output. It also makes inv say "nothing was published" when interrupted.
+// output, or whose directory does not exist, before any work. Standard
+// input is an input when it is a regular file (< in.txt). It also makes
+// inv say "nothing was published" when interrupted.
 func (p *ioPaths) check(inv *invocation) error {
 	type seen struct {
 		ioPath
 		target string
 		st     os.FileInfo
+	}
+	inputs := p.inputs
+	if f, ok := inv.stdin.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			inputs = append(inputs, ioPath{flag: "standard input", path: "-", kind: kindRecords, st: st})
+		}
+	}
+	for i := range inputs {
+		if inputs[i].st == nil {
+			inputs[i].st, _ = os.Stat(inputs[i].path)
+		}
+	}
+	sameInput := func(st os.FileInfo) *ioPath {
+		for i, in := range inputs {
+			if st != nil && in.st != nil && in.st.Mode().IsRegular() && os.SameFile(st, in.st) {
+				return &inputs[i]
+			}
+		}
+		return nil
 	}
 	var outs []seen
 	for _, o := range p.outputs {
@@ -76,17 +99,24 @@ func (p *ioPaths) check(inv *invocation) error {
 		}
 		inv.publishes = true
 		if through {
+			// Written through the descriptor the shell set up: a regular
+			// file there is appended to or overwritten in place, so no
+			// input may be it, in place or not.
+			if fd, ok := atomicfile.Descriptor(target); ok {
+				if st, err := fdStat(fd); err == nil {
+					if in := sameInput(st); in != nil {
+						return usageErrorf("%s %s is also an input (%s %s): it would be written over while it is read; write to another file", o.flag, o.path, in.flag, in.path)
+					}
+				}
+			}
 			continue
 		}
+		if dir := parentDir(target); !isDir(dir) {
+			return usageErrorf("%s %s: no directory %s to write it in", o.flag, o.path, dir)
+		}
 		st, _ := os.Stat(target)
-		for _, in := range p.inputs {
-			ist, err := os.Stat(in.path)
-			if err != nil || !ist.Mode().IsRegular() || st == nil || !os.SameFile(st, ist) {
-				continue
-			}
-			if !containsKind(o.inPlace, in.kind) {
-				return usageErrorf("%s %s is also an input (%s %s): it would be overwritten; write to another file", o.flag, o.path, in.flag, in.path)
-			}
+		if in := sameInput(st); in != nil && !containsKind(o.inPlace, in.kind) {
+			return usageErrorf("%s %s is also an input (%s %s): it would be overwritten; write to another file", o.flag, o.path, in.flag, in.path)
 		}
 		abs, _ := filepath.Abs(target)
 		for _, prev := range outs {
@@ -97,6 +127,31 @@ func (p *ioPaths) check(inv *invocation) error {
 		outs = append(outs, seen{o, abs, st})
 	}
 	return nil
+}
+
+// parentDir is the directory path names as the kernel resolves it, without
+// cleaning: "nodir/../x" is in "nodir/..", which does not exist when nodir
+// does not, though filepath.Dir would say ".".
+func parentDir(path string) string {
+	i := strings.LastIndexByte(path, '/')
+	switch {
+	case i < 0:
+		return "."
+	case i == 0:
+		return "/"
+	}
+	return path[:i]
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+func fdStat(fd int) (os.FileInfo, error) {
+	// Stat of /proc/self/fd/N follows the descriptor to its file (Fstat
+	// through os.NewFile would close the descriptor when collected).
+	return os.Stat(fmt.Sprintf("/proc/self/fd/%d", fd))
 }
 
 func containsKind(ks []pathKind, k pathKind) bool {

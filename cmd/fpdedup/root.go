@@ -61,13 +61,16 @@ its bytes, exactly as read: check one with
 Outputs (-o, --record, --stats-json, …) are written to temp files beside
 them and published together at the command's one commit point: a signal
 before it publishes nothing (exit 130/143), after it the work is done (exit
-0). An output that names an input is refused; a device, FIFO or
-/dev/stdout is written through; a symlink's target is replaced.
+0). An output that names an input (standard input too, when it is a file)
+is refused before any work; a device, FIFO or /dev/stdout is written
+through (a descriptor path through the descriptor the shell opened, so >>
+appends); a symlink's target is replaced.
 
 Exit codes: 0 success; 1 a negative answer (query: a key is absent; verify:
 the index is damaged; reconcile: the sides differ); 2 usage, input or I/O
 error, not an index; 130 on SIGINT, 143 on SIGTERM (nothing published);
-141 when the reader of stdout went away (… | head).`,
+141 when the reader of stdout or of an output written through went away
+(… | head).`,
 		Version:       fmt.Sprintf("%s (index format v%d, reads v%d-v%d)", version, fpstore.FormatVersion, fpstore.MinFormatVersion, fpstore.FormatVersion),
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -44,6 +44,10 @@ var ErrLocked = errors.New("output is locked by another writer")
 // new file is in place but might not survive a crash.
 var ErrNotDurable = errors.New("published, but the directory could not be fsynced")
 
+// ErrReaderGone wraps a write to an output written through (a pipe, a FIFO,
+// a descriptor) whose reader went away (EPIPE).
+var ErrReaderGone = errors.New("the reader of the output went away")
+
 type state uint8
 
 const (
@@ -94,7 +98,7 @@ func Create(path string) (*File, error) {
 		if err := failpoint.Hit(failpoint.Create, target); err != nil {
 			return nil, err
 		}
-		f, err := os.OpenFile(target, os.O_WRONLY, 0)
+		f, err := openThrough(target)
 		if err != nil {
 			return nil, fmt.Errorf("cannot open %s: %w", path, err)
 		}
@@ -146,7 +150,7 @@ func CreateScratch(path string) (*File, error) {
 // Resolve says where writing path goes: its final target after symbolic
 // links, and whether that is written through (not a regular file).
 func Resolve(path string) (target string, through bool, err error) {
-	if isFdPath(path) {
+	if _, ok := Descriptor(path); ok {
 		return path, true, nil
 	}
 	p := path
@@ -170,7 +174,7 @@ func Resolve(path string) (target string, through bool, err error) {
 			if !filepath.IsAbs(link) {
 				link = filepath.Join(filepath.Dir(p), link)
 			}
-			if isFdPath(link) {
+			if _, ok := Descriptor(link); ok {
 				return link, true, nil
 			}
 			p = link
@@ -184,12 +188,42 @@ func Resolve(path string) (target string, through bool, err error) {
 	}
 }
 
-// isFdPath: names of this process's open descriptors, which are written
-// through whatever they point at (a redirected stdout may be a regular file
-// that the shell holds open: replacing it would lose the output).
-func isFdPath(p string) bool {
-	p = filepath.Clean(p)
-	return p == "/dev/stdout" || p == "/dev/stderr" || strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/proc/self/fd/")
+// Descriptor is the descriptor a path of this process's own descriptors
+// names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), or false.
+// Such a path is written through whatever the descriptor points at (a
+// redirected stdout may be a regular file that the shell holds open:
+// replacing it would lose the output).
+func Descriptor(path string) (int, bool) {
+	p := filepath.Clean(path)
+	switch p {
+	case "/dev/stdout":
+		return 1, true
+	case "/dev/stderr":
+		return 2, true
+	}
+	for _, dir := range []string{"/dev/fd/", "/proc/self/fd/"} {
+		if rest, ok := strings.CutPrefix(p, dir); ok {
+			if n, err := strconv.Atoi(rest); err == nil && n >= 0 {
+				return n, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// openThrough opens a target that is written in place. A descriptor path
+// is written through the descriptor itself, as the shell set it up (its
+// offset, O_APPEND): opening /dev/stdout anew would make a new file
+// description at offset 0 and write over what `>>` was to append to.
+func openThrough(target string) (*os.File, error) {
+	if fd, ok := Descriptor(target); ok {
+		dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return nil, &os.PathError{Op: "dup", Path: target, Err: err}
+		}
+		return os.NewFile(uintptr(dup), target), nil
+	}
+	return os.OpenFile(target, os.O_WRONLY, 0)
 }
 
 var (
@@ -271,6 +305,9 @@ func (a *File) Write(p []byte) (int, error) {
 		return 0, errors.New("BUG: write to an atomic file after Prepare")
 	}
 	n, err := a.w.Write(p)
+	if a.through && errors.Is(err, unix.EPIPE) {
+		err = fmt.Errorf("%w: %s: %w", ErrReaderGone, a.path, err)
+	}
 	a.written += int64(n)
 	if a.written-a.started >= writebackEvery && !a.through && !a.scratch {
 		startWriteback(a.f, a.started, a.written-a.started)

@@ -237,3 +237,27 @@ func TestGroup(t *testing.T) {
 		t.Fatalf("a nil group publishes at once: %v %q", err, read(t, a))
 	}
 }
+
+func TestDescriptor(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		fd   int
+		ok   bool
+	}{
+		{"/dev/stdout", 1, true},
+		{"/dev/stderr", 2, true},
+		{"/dev/fd/3", 3, true},
+		{"/proc/self/fd/12", 12, true},
+		{"/dev/fd/../fd/4", 4, true},
+		{"/dev/fd/x", 0, false},
+		{"/dev/fd/-1", 0, false},
+		{"/dev/null", 0, false},
+		{"/proc/1/fd/1", 0, false},
+		{"out.txt", 0, false},
+	} {
+		fd, ok := Descriptor(c.path)
+		if fd != c.fd || ok != c.ok {
+			t.Errorf("Descriptor(%q) = %d, %v; want %d, %v", c.path, fd, ok, c.fd, c.ok)
+		}
+	}
+}
