@@ -9,6 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
+# Each step says when it started (seconds since test.sh began), so a slow
+# CI run shows where its time went.
+export TEST_SH_T0=${TEST_SH_T0:-$(date +%s)}
+phase() { echo "== $* (at $(( $(date +%s) - TEST_SH_T0 ))s)"; }
 
 need=()
 for tool in xxh128sum:xxhash zstd:zstd flatc:flatbuffers-compiler; do
@@ -24,24 +28,24 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
-echo "== gofmt"
+phase "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go'))
 [ -z "$bad" ] || { echo "gofmt would change: $bad"; exit 1; }
-echo "== go vet"
+phase "go vet"
 go vet ./...
-echo "== staticcheck"
+phase "staticcheck"
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 if [ -d .git ]; then
-  echo "== go mod tidy changes nothing"
+  phase "go mod tidy changes nothing"
   go mod tidy
   git diff --exit-code -- go.mod go.sum || { echo "go.mod/go.sum were not tidy: run go mod tidy and commit the result"; exit 1; }
 fi
 if command -v flatc >/dev/null && [ -d .git ]; then
-  echo "== generated code matches schema/fpx.fbs"
+  phase "generated code matches schema/fpx.fbs"
   go generate ./schema
   git diff --quiet -- schema || { git diff --stat -- schema; echo "schema/*.go were not what flatc generates from fpx.fbs: regenerated them; commit the result"; exit 1; }
 fi
-echo "== go test (with real Redis, a 3-master Redis Cluster and MariaDB on loopback for reconcile)"
+phase "go test (with real Redis, a 3-master Redis Cluster and MariaDB on loopback for reconcile)"
 # with-services.sh installs redis-server and mariadb-server from Debian when
 # missing (as root), starts them on 127.0.0.1:6390/3390 and the cluster on
 # 7391-7393, exports FPDEDUP_REDIS_ADDR / FPDEDUP_REDIS_CLUSTER /
@@ -54,8 +58,9 @@ echo "== go test (with real Redis, a 3-master Redis Cluster and MariaDB on loopb
 bash scripts/services/with-services.sh bash -c '
   set -e
   go test -count=1 -timeout 25m ${GOTEST_FLAGS:-} ./...
-  echo "== go test -race (fpstore, ingest, internal, reconcile, cmd)"
+  echo "== go test -race (fpstore, ingest, internal, reconcile, cmd) (at $(( $(date +%s) - TEST_SH_T0 ))s)"
   go test -race -short -count=1 -timeout 25m ./fpstore/ ./ingest/ ./internal/... ./reconcile/ ./cmd/...
 '
-echo "== fuzz: every target from its committed corpus, a few seconds each"
+phase "fuzz: every target from its committed corpus, a few seconds each"
 bash scripts/fuzz.sh short
+phase "done"
