@@ -30,10 +30,12 @@ reject is printed); 130/143 interrupted; 141 the reader closed the pipe.`,
 			hook("work")
 			out := bufio.NewWriterSize(inv.stdout, 1<<20)
 			line := make([]byte, 0, 33)
+			var n int
 			err = x.Scan(func(fps []fpstore.Fingerprint) error {
 				if err := cmd.Context().Err(); err != nil {
 					return err
 				}
+				n += len(fps)
 				for _, fp := range fps {
 					line = append(fp.AppendHex(line[:0]), '\n')
 					if _, err := out.Write(line); err != nil {
@@ -45,6 +47,7 @@ reject is printed); 130/143 interrupted; 141 the reader closed the pipe.`,
 			if ferr := out.Flush(); err == nil {
 				err = ferr
 			}
+			inv.figures = map[string]any{"index": args[0], "fingerprints": n}
 			return err
 		},
 	}

@@ -49,6 +49,7 @@ Exit codes: 0 done; 2 error.`,
 				return err
 			}
 			rec := recordsOf(spec)
+			inv.figures = map[string]any{"inspect": inspectJSON{in, rec}}
 			if asJSON {
 				b, _ := json.MarshalIndent(inspectJSON{in, rec}, "", "  ")
 				_, err = fmt.Fprintf(inv.stdout, "%s\n", b)

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -42,6 +45,12 @@ type invocation struct {
 	// publishes: the command declared outputs (checkPaths), so an
 	// interruption is reported as "nothing was published".
 	publishes bool
+	// committed: the command reached its commit point (inv.commit), which
+	// wrote --stats-json and --metrics.
+	committed bool
+	// figures: what a command that publishes nothing of its own (dump,
+	// inspect, verify) reports in --stats-json and --metrics.
+	figures map[string]any
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -101,7 +110,43 @@ error, not an index; 130 on SIGINT, 143 on SIGTERM (nothing published);
 		newBenchCommand(inv),
 		newReconcileCommand(inv),
 	)
+	inv.adopt(root)
 	return root
+}
+
+// adopt gives every command under c what every command has: --version,
+// and --stats-json and --metrics honoured. A command that reaches no commit
+// point of its own (dump, inspect, verify, or one that answers no) has its
+// figures published by this one, after its work: they are its only output.
+func (inv *invocation) adopt(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		sub.Version = c.Version
+		sub.SetVersionTemplate("fpdedup {{.Version}}\n")
+		inv.adopt(sub)
+	}
+	work := c.RunE
+	if work == nil {
+		return
+	}
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		start := time.Now()
+		if inv.statsJSON != "" || inv.metrics != "" {
+			inv.publishes = true
+		}
+		err := work(cmd, args)
+		var neg negativeAnswer
+		if inv.committed || !inv.publishes || inv.statsJSON == "" && inv.metrics == "" || err != nil && !errors.As(err, &neg) {
+			return err
+		}
+		figures := map[string]any{"command": strings.TrimPrefix(cmd.CommandPath(), "fpdedup "), "seconds": time.Since(start).Seconds()}
+		maps.Copy(figures, inv.figures)
+		grp := &atomicfile.Group{}
+		defer grp.Abort()
+		if cerr := inv.commit(cmd.Context(), grp, figures); cerr != nil {
+			return cerr
+		}
+		return err
+	}
 }
 
 func (inv *invocation) resolve() error {

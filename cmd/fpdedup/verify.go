@@ -31,6 +31,7 @@ format version is unsupported, or it cannot be read.`,
 			if err != nil {
 				return err
 			}
+			inv.figures = map[string]any{"verify": map[string]any{"index": args[0], "segments": rep.Segments, "fingerprints": rep.Fingerprints, "problems": len(rep.Problems)}}
 			if len(rep.Problems) > 0 {
 				w := bufio.NewWriter(inv.stdout)
 				for _, p := range rep.Problems {
