@@ -17,6 +17,7 @@ package tempfile
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -66,7 +67,23 @@ func random() string {
 // writer holds it (atomicfile) while any temp file of that output exists.
 func LockPath(path string) string {
 	dir, base := filepath.Split(path)
-	return filepath.Join(dir, "."+base+LockSuffix)
+	return filepath.Join(dir, "."+stem(base)+LockSuffix)
+}
+
+// maxStem is the longest output name whose temp file name (".NAME" +
+// fileMarker + 12 random digits) fits NAME_MAX, 255 bytes.
+const maxStem = 255 - 1 - len(fileMarker) - 12
+
+// stem is the part of an output's name that its temp and lock files carry:
+// the name itself, or, for a name too long for them, its first bytes and a
+// hash of the whole (distinct names stay distinct). stem(stem(b)) = stem(b),
+// so Clean finds the lock of a temp file from the temp file's name.
+func stem(base string) string {
+	if len(base) <= maxStem {
+		return base
+	}
+	sum := sha256.Sum256([]byte(base))
+	return base[:maxStem-17] + "~" + hex.EncodeToString(sum[:8])
 }
 
 // Create makes a new temp file in dir for the output named base
@@ -76,6 +93,7 @@ func LockPath(path string) string {
 // holds base's lock, every temp file of base there is a dead run's too.
 func Create(dir, base string) (*os.File, error) {
 	Clean(dir)
+	base = stem(base)
 	if old, err := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+fileMarker+"*")); err == nil {
 		for _, p := range old {
 			os.Remove(p)

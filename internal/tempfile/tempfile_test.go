@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -146,4 +147,40 @@ func TestMkDirRacesClean(t *testing.T) {
 	}
 	close(stop)
 	<-done
+}
+
+// TestLongNames: an output whose name is as long as a name can be (255
+// bytes) still gets a temp file and a lock beside it, distinct from those of
+// another long name with the same first bytes, and Clean still finds a dead
+// run's debris of it.
+func TestLongNames(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{maxStem, maxStem + 1, 240, 255} {
+		for _, last := range []string{"a", "b"} {
+			base := strings.Repeat("x", n-1) + last
+			if err := os.WriteFile(filepath.Join(dir, base), nil, 0o600); err != nil {
+				t.Fatalf("%d bytes: the test's own name does not fit: %v", n, err)
+			}
+			f, err := Create(dir, base)
+			if err != nil {
+				t.Fatalf("%d bytes: %v", n, err)
+			}
+			f.Close()
+			lock := LockPath(filepath.Join(dir, base))
+			if err := os.WriteFile(lock, nil, 0o600); err != nil {
+				t.Fatalf("%d bytes: lock %s: %v", n, filepath.Base(lock), err)
+			}
+			// No one holds the lock: the temp file and the lock are debris.
+			removed := Clean(dir)
+			if !slices.Contains(removed, f.Name()) || !slices.Contains(removed, lock) {
+				t.Errorf("%d bytes %s: Clean removed %v, want %s and %s; left %v", n, last, removed, f.Name(), lock, names(t, dir))
+			}
+			if stem(stem(base)) != stem(base) {
+				t.Errorf("%d bytes: stem is not stable", n)
+			}
+		}
+		if n > maxStem && stem(strings.Repeat("x", n-1)+"a") == stem(strings.Repeat("x", n-1)+"b") {
+			t.Errorf("%d bytes: two names share a stem", n)
+		}
+	}
 }
