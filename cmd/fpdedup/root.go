@@ -92,7 +92,7 @@ error, not an index; 130 on SIGINT, 143 on SIGTERM (nothing published);
 	f.StringVar(&inv.progress, "progress", "auto", "progress bars on stderr: auto (when stderr is a terminal), always, never")
 	f.StringVar(&inv.statsJSON, "stats-json", "", "write the run's figures as JSON to `FILE`")
 	f.StringVar(&inv.metrics, "metrics", "", "write the run's figures as Prometheus text to `FILE` (node_exporter textfile collector)")
-	f.IntVar(&inv.threads, "threads", runtime.NumCPU(), "worker threads")
+	f.IntVar(&inv.threads, "threads", runtime.NumCPU(), "worker threads, at most the cores this process may use (more are capped to that: every thread's buffers come out of --mem)")
 	f.StringVar(&inv.memText, "mem", "", "bound on anonymous memory, e.g. 512MiB, 4GiB: what grows with the data (tables, blooms, sort buffers, heap) fits in it and spills beyond; ~60 MiB of fixed buffers are the floor, so the process stays within max(--mem, 64MiB) + 16MiB (default: half of min(RAM, cgroup limit))")
 	f.BoolVarP(&inv.quiet, "quiet", "q", false, "no summary line on stderr")
 	f.StringVar(&inv.cpuProf, "cpuprofile", "", "write a CPU profile to `FILE` (for go tool pprof)")
@@ -158,6 +158,7 @@ func (inv *invocation) resolve() error {
 	if inv.threads < 1 {
 		return usageErrorf("--threads must be at least 1")
 	}
+	inv.threads = min(inv.threads, runtime.NumCPU())
 	runtime.GOMAXPROCS(inv.threads)
 	if inv.memText == "" {
 		inv.mem = defaultMem()
