@@ -8,7 +8,17 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 out="${DEMO_DIR:-/tmp/fpdedup-demo}"
 mkdir -p "$out" bin
-go build -o bin/fpdedup ./cmd/fpdedup
+# The first build downloads the modules and compiles them: minutes on a
+# fresh machine, so say so and show what go is doing.
+echo "demo: building bin/fpdedup (go build; the first time it downloads and compiles the dependencies, a few minutes on 2 cores)..." >&2
+if ! go build -v -o bin/fpdedup ./cmd/fpdedup 2>&1 | tee "$out/build.log" |
+  awk '/^go: downloading/ { print "demo:   " $0 > "/dev/stderr"; next }
+       { n++; if (n % 20 == 1) printf "demo:   compiling %s (%d packages so far)\n", $0, n > "/dev/stderr" }'; then
+  echo "demo: go build failed:" >&2
+  cat "$out/build.log" >&2
+  exit 1
+fi
+echo "demo: built $(bin/fpdedup --version); now the jobs, on $(wc -l < testdata/example/events.txt) events of testdata/example/events.txt, outputs in $out" >&2
 fp=bin/fpdedup
 events=testdata/example/events.txt
 key=$(sed -n 2p "$events")
@@ -28,7 +38,8 @@ step "$fp" dedup --against "$out/day1.fpx" -o "$out/new.txt" "$events"
 step "$fp" build -o "$out/events.fpx" "$events"
 step "$fp" query "$out/events.fpx" "$key" 'u1,dnope,1,login,0.00' || true
 echo "(exit 1: one key is absent)"
-step "$fp" query --count "$out/events.fpx" < "$events"
+printf '\n$ %s\n' "$fp query --count $out/events.fpx < $events"
+"$fp" query --count "$out/events.fpx" < "$events"
 step "$fp" inspect "$out/events.fpx"
 step "$fp" verify "$out/events.fpx"
 printf '\n$ printf %%s KEY | xxh128sum   # the same fingerprint, from a standard tool\n'
