@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -27,12 +26,13 @@ type queryOptions struct {
 func newQueryCommand(inv *invocation) *cobra.Command {
 	o := &queryOptions{}
 	cmd := &cobra.Command{
-		Use:   "query IDX [KEY...]",
+		Use:   "query IDX [KEY...] | query --index IDX... [KEY...]",
 		Short: "Say which keys an index holds",
 		Long: `Query looks up each KEY (from the arguments, or one per line on stdin; a lone
-"-" reads stdin too) in the index IDX (more with --index: the set answers as if
-merged) and prints present<TAB>KEY or absent<TAB>KEY, in input order. A key
-"-" itself is queried through stdin, or by its fingerprint with --fp.
+"-" reads stdin too) in the index IDX, or in the set of --index indexes (answered
+as if merged; then IDX is not given and every argument is a key), and prints
+present<TAB>KEY or absent<TAB>KEY, in input order. A key "-" itself is queried
+through stdin, or by its fingerprint with --fp.
 
 Keys are hashed with the index's own hash, byte for byte (a \r or a BOM is part
 of the key). --fp reads 32-digit hex fingerprints instead.
@@ -72,7 +72,7 @@ interrupted; 141 the reader closed the pipe. The exit code does not depend on
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&o.indexes, "index", nil, "another index of the set (repeatable)")
+	f.StringArrayVar(&o.indexes, "index", nil, "an index of the set, instead of IDX (repeatable; every argument is then a key)")
 	f.BoolVar(&o.fp, "fp", false, "keys are hex fingerprints")
 	f.StringVar(&o.only, "only", "", "print only the present or absent keys, verbatim")
 	f.BoolVar(&o.count, "count", false, "print only the counts: present<TAB>N and absent<TAB>M")
@@ -158,14 +158,9 @@ func queryArgs(o *queryOptions, args []string) (paths, keys []string, err error)
 			return nil, nil, usageErrorf("query needs an index: fpdedup query IDX [KEY...]")
 		}
 		paths, args = args[:1], args[1:]
-	} else if len(args) > 0 {
-		// With --index the positional index is optional: the first
-		// argument is one when it names an existing file (which must then
-		// open as an index: a damaged one is an error, not a key).
-		if st, err := os.Stat(args[0]); err == nil && st.Mode().IsRegular() {
-			paths, args = append([]string{args[0]}, paths...), args[1:]
-		}
 	}
+	// With --index every argument is a key: a key that happens to name a
+	// file is never taken for an index.
 	// A lone "-" is stdin, as for other tools; among keys it is ambiguous.
 	if len(args) == 1 && args[0] == "-" {
 		args = nil
