@@ -58,8 +58,8 @@ phase "go test (with real Redis, a 3-master Redis Cluster and MariaDB on loopbac
 bash scripts/services/with-services.sh bash -c '
   set -e
   go test -count=1 -timeout 25m ${GOTEST_FLAGS:-} ./...
-  echo "== go test -race (fpstore, ingest, internal, reconcile, cmd) (at $(( $(date +%s) - TEST_SH_T0 ))s)"
-  go test -race -short -count=1 -timeout 25m ./fpstore/ ./ingest/ ./internal/... ./reconcile/ ./cmd/...
+  echo "== go test -race (fpstore, ingest, internal, pipeline, reconcile, cmd) (at $(( $(date +%s) - TEST_SH_T0 ))s)"
+  go test -race -short -count=1 -timeout 25m ./fpstore/ ./ingest/ ./internal/... ./pipeline/ ./reconcile/ ./cmd/...
 '
 phase "fuzz: every target from its committed corpus, a few seconds each"
 bash scripts/fuzz.sh short
