@@ -63,7 +63,7 @@ Exit codes: 0 done; 1 (--check) a key repeats; 2 usage, input or I/O error;
 	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl (keyed by --key)")
 	f.StringVar(&o.hash, "hash", "xxh3", "fingerprint hash: xxh3 or sha256")
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
-	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for the spool of stdin")
+	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for the key table's runs beyond --mem, and for the spool of stdin")
 	f.StringVarP(&o.output, "output", "o", "", "write to FILE, published atomically on success (default stdout)")
 	f.Uint64Var(&o.minCount, "min-count", 0, "print only keys seen at least `N` times")
 	f.IntVar(&o.top, "top", 0, "print only the `K` most frequent keys (ties in first-occurrence order)")

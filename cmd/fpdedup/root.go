@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
@@ -132,6 +133,11 @@ func (inv *invocation) adopt(c *cobra.Command) {
 		start := time.Now()
 		if inv.statsJSON != "" || inv.metrics != "" {
 			inv.publishes = true
+		}
+		if f := cmd.Flags().Lookup("tmpdir"); f != nil {
+			if err := checkTmpDir(f.Value.String()); err != nil {
+				return err
+			}
 		}
 		err := work(cmd, args)
 		var neg negativeAnswer
@@ -278,6 +284,23 @@ func (s stdoutWriter) Write(p []byte) (int, error) {
 		err = fmt.Errorf("%w: %w", errStdoutClosed, err)
 	}
 	return n, err
+}
+
+// checkTmpDir refuses, before any work, a --tmpdir that a spill would
+// fail in hours later: one that is missing, not a directory or not
+// writable.
+func checkTmpDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return usageErrorf("--tmpdir %s: %v", dir, errors.Unwrap(err))
+	case !st.IsDir():
+		return usageErrorf("--tmpdir %s: not a directory", dir)
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return usageErrorf("--tmpdir %s: cannot write there: %v", dir, err)
+	}
+	return nil
 }
 
 // checkWritable tells, before any work, whether path can be published: a
