@@ -221,7 +221,7 @@ func TestMySQLApplyInterruptedBySIGINT(t *testing.T) {
 		t.Fatalf("report: exit %d, error %q; want exit 130, an error saying %q", rep.ExitCode, rep.Error, want)
 	}
 	// The CLI says what was written online, never "nothing was published".
-	if want := fmt.Sprintf("interrupted by interrupt; --apply had written %d keys to %s; rerun with --checkpoint %s to resume", ck.Written, url, ckpt); !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "nothing was published") {
+	if want := fmt.Sprintf("interrupted by SIGINT; --apply had written %d keys to %s; rerun with --checkpoint %s to resume", ck.Written, url, ckpt); !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "nothing was published") {
 		t.Fatalf("stderr %q lacks %q", stderr.String(), want)
 	}
 	for _, fp := range d.missingFPs() {

@@ -150,11 +150,11 @@ func TestInterruptedReportSaysTheSignal(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
 		t.Fatalf("after SIGTERM: %v, want exit 143\n%s", err, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "interrupted by terminated; nothing was published") {
+	if !strings.Contains(stderr.String(), "interrupted by SIGTERM; nothing was published") {
 		t.Fatalf("stderr: %s", stderr.String())
 	}
 	rep := readReport(t, filepath.Join(d.dir, "r.json"))
-	if rep.ExitCode != 143 || !strings.Contains(rep.Error, "interrupted by terminated") || rep.Agree {
+	if rep.ExitCode != 143 || !strings.Contains(rep.Error, "interrupted by SIGTERM") || rep.Agree {
 		t.Fatalf("report: exit %d, agree %v, error %q; want exit 143 and the signal", rep.ExitCode, rep.Agree, rep.Error)
 	}
 	if _, err := os.Stat(filepath.Join(d.dir, "m.fpx")); !errors.Is(err, os.ErrNotExist) {

@@ -145,6 +145,6 @@ func runCount(cmd *cobra.Command, inv *invocation, o *countOptions, args []strin
 
 // runCheck is count --check: dedup --check on the same records.
 func runCheck(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []string) error {
-	o.check, o.emit, o.keep = true, "first", "first"
+	o.command, o.check, o.emit, o.keep = "count", true, "first", "first"
 	return runDedup(cmd, inv, o, args)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 )
 
 type dedupOptions struct {
+	command    string // what the summary names: dedup, or count for count --check
 	against    []string
 	emit       string
 	record     string
@@ -49,14 +51,14 @@ records instead.
 no --against index, so that tomorrow's run can use it with --against. -o FILE
 and --record are published atomically, and only when dedup succeeds.
 
-Exit codes: 0 done; 2 bad usage, bad input or I/O error (nothing published);
-130/143 interrupted (nothing published); 141 the reader closed the pipe
-(… | head): the run ends quietly, nothing published.`,
+Exit codes: 0 done (--check: every key unique); 1 --check found a repeated
+key, named with both its lines; 2 bad usage, bad input or I/O error (nothing
+published); 130/143 interrupted (nothing published); 141 the reader closed
+the pipe (… | head): the run ends quietly, nothing published.`,
 		Example: `  zstdcat day.log.zst | fpdedup dedup > unique.log
   fpdedup dedup --against history.fpx --record today.fpx events-*.log.gz > new.log
   fpdedup dedup --keep last --duplicates older.log events.log > latest.log
-  fpdedup dedup --check --format csv --header --key order_id orders.csv && echo unique
-  fpdedup count --min-count 2 events.log | sort -rn | head   # keys seen more than once, with their counts`,
+  fpdedup dedup --check --format csv --header --key order_id orders.csv && echo unique`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDedup(cmd, inv, o, args)
 		},
@@ -67,6 +69,7 @@ Exit codes: 0 done; 2 bad usage, bad input or I/O error (nothing published);
 	f.StringVar(&o.record, "record", "", "publish the new first occurrences' fingerprints as an index at `OUT.fpx`")
 	f.StringVarP(&o.output, "output", "o", "", "write records to FILE, published atomically on success (default stdout)")
 	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl (keyed by --key); default: the --against index's recipe")
+	f.Lookup("header").Usage += "; dedup writes it once, before the records"
 	f.BoolVar(&o.records.assumeRecipe, "assume-recipe", false, "read records with another --key/--key-sep than the --against index's, with a warning")
 	f.StringVar(&o.hash, "hash", "", "fingerprint hash: xxh3 or sha256 (default: the --against index's, else xxh3)")
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
@@ -283,7 +286,7 @@ func (d *dedupOutputs) close() {
 
 func dedupSummary(inv *invocation, o *dedupOptions, opts pipeline.DedupOptions, st pipeline.DedupStats) {
 	if o.check {
-		inv.summary("dedup --check: %d records, every key unique (%s)", st.Records, badSummary(opts.Records.OnBad))
+		inv.summary("%s --check: %d records, every key unique (%s)", cmp.Or(o.command, "dedup"), st.Records, badSummary(opts.Records.OnBad))
 		return
 	}
 	inv.summary("dedup: %d records, %d first occurrences, %d duplicates, %d in --against, %s, %d written, %s read, %.2f s, %s records/s (mode %s, seen-set %s)",

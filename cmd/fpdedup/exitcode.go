@@ -32,7 +32,19 @@ func (n negativeAnswer) Error() string { return n.msg }
 // interrupted is the cause of a context cancelled by a signal.
 type interrupted struct{ sig syscall.Signal }
 
-func (i interrupted) Error() string { return "interrupted by " + i.sig.String() }
+func (i interrupted) Error() string { return "interrupted by " + signalName(i.sig) }
+
+// signalName is SIGINT or SIGTERM, as the README and the shell name them
+// (syscall's String says "interrupt", "terminated").
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return sig.String()
+}
 
 // interruptedRun is a run that ended with an error after a signal: the
 // signal decides the exit code and the message, err says what was under
@@ -44,7 +56,7 @@ type interruptedRun struct {
 }
 
 func (i interruptedRun) Error() string {
-	msg := "interrupted by " + i.sig.String()
+	msg := "interrupted by " + signalName(i.sig)
 	var ai *reconcile.ApplyInterruptedError
 	switch {
 	case errors.As(i.err, &ai):
@@ -134,7 +146,7 @@ func hintFor(err error) string {
 	case errors.Is(err, ingest.ErrRecordTooLong):
 		return "raise --max-record if such records are real"
 	case errors.Is(err, fpstore.ErrBadHex):
-		return "--format fp reads one 32-digit hex fingerprint per line, as dump prints them"
+		return "build --format fp and query --fp read one 32-digit hex fingerprint per line, as dump prints them"
 	}
 	return ""
 }

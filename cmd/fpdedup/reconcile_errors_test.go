@@ -64,14 +64,14 @@ func TestSayReconcile(t *testing.T) {
 		{&reconcile.WriteError{Target: "redis://h/0?match=a*", Err: errors.New("EOF")},
 			"writing to redis://h/0?match=a* failed: EOF (0 retries in all, at most 0 per batch); 0 keys written in this run: rerun the same command to write the rest (what was written now shows as present)"},
 		{&reconcile.ApplyInterruptedError{Target: "redis://h/0?match=a*", Written: 7, Checkpoint: "c", CheckpointSaved: true, Cause: sig},
-			"--apply interrupted (interrupted by interrupt) after writing 7 keys to redis://h/0?match=a*; rerun with --checkpoint c to resume"},
+			"--apply interrupted (interrupted by SIGINT) after writing 7 keys to redis://h/0?match=a*; rerun with --checkpoint c to resume"},
 		{&reconcile.ApplyInterruptedError{Target: "redis://h/0?match=a*", Written: 7, Checkpoint: "c", Cause: sig,
 			CheckpointErr: &reconcile.FileError{Op: "write", File: reconcile.CheckpointFile, Path: "c", Err: pathErr}},
-			"--apply interrupted (interrupted by interrupt) after writing 7 keys to redis://h/0?match=a*; the checkpoint could not be saved (cannot write --checkpoint c: open /x/apply.ckpt: permission denied): rerun with --checkpoint c to resume from its last save (keys written since then are found present, not written again)"},
+			"--apply interrupted (interrupted by SIGINT) after writing 7 keys to redis://h/0?match=a*; the checkpoint could not be saved (cannot write --checkpoint c: open /x/apply.ckpt: permission denied): rerun with --checkpoint c to resume from its last save (keys written since then are found present, not written again)"},
 		{&reconcile.ApplyInterruptedError{Target: "redis://h/0?match=a*", Written: 7, Checkpoint: "c", Cause: sig},
-			"--apply interrupted (interrupted by interrupt) after writing 7 keys to redis://h/0?match=a*; rerun with --checkpoint c to write the rest"},
+			"--apply interrupted (interrupted by SIGINT) after writing 7 keys to redis://h/0?match=a*; rerun with --checkpoint c to write the rest"},
 		{&reconcile.ApplyInterruptedError{Target: "redis://h/0?match=a*", Written: 7, Cause: sig},
-			"--apply interrupted (interrupted by interrupt) after writing 7 keys to redis://h/0?match=a*; rerun the same command to write the rest (the keys written now are found present, not written again)"},
+			"--apply interrupted (interrupted by SIGINT) after writing 7 keys to redis://h/0?match=a*; rerun the same command to write the rest (the keys written now are found present, not written again)"},
 		// Errors reconcile does not type keep their words.
 		{errors.New("reading x failed"), "reading x failed"},
 	} {

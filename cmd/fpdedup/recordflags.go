@@ -29,7 +29,7 @@ func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
 	f.StringVar(&r.format, "format", "lines", "record format: "+formats)
 	f.StringSliceVar(&r.keys, "key", nil, "key fields, comma-separated or repeated: csv/tsv column numbers (1-based) or header names, jsonl field paths (a.b nests)")
 	f.StringVar(&r.keySep, "key-sep", ":", "joins the key fields (user_id:device_id:timestamp_ms, as online)")
-	f.BoolVar(&r.header, "header", false, "csv/tsv: the first record of each input is a header (names columns; dedup writes it once)")
+	f.BoolVar(&r.header, "header", false, "csv/tsv: the first record of each input is a header: it names columns and is not a record")
 	f.BoolVarP(&r.nul, "zero-terminated", "z", false, "lines format: records end with NUL, not newline")
 	f.StringVar(&r.onBad, "on-bad", "fail", "a bad record: fail (exit 2), skip (count it), or quarantine=FILE (write it there)")
 	f.StringVar(&r.maxRecord, "max-record", "64MiB", "a record longer than this size is bad (0: no limit); bounds memory when a csv quote is never closed")
