@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // VerifyReport lists what Verify found wrong with an index it could
@@ -41,7 +42,8 @@ func Verify(path string) (*VerifyReport, error) {
 	x, err := Open(path)
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) {
-			rep.add("%v", err)
+			// A problem is said of the report's Path, as the others are.
+			rep.add("%s", strings.TrimPrefix(err.Error(), path+": "))
 			return rep, nil
 		}
 		return nil, err

@@ -73,8 +73,8 @@ Exit codes: 0 done; 1 (--check) a key repeats; 2 usage, input or I/O error;
 }
 
 func runCount(cmd *cobra.Command, inv *invocation, o *countOptions, args []string) error {
-	if o.top < 0 {
-		return usageErrorf("--top must be at least 0")
+	if o.top < 0 || o.top == 0 && cmd.Flags().Changed("top") {
+		return usageErrorf("--top must be at least 1")
 	}
 	if o.check {
 		if o.top > 0 || o.minCount > 0 || o.tsv || o.output != "" {

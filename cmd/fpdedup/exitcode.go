@@ -135,7 +135,7 @@ func report(stderr io.Writer, err error) int {
 func hintFor(err error) string {
 	var ue usageError
 	switch {
-	case errors.As(err, &ue), reconcileUsage(err), strings.Contains(err.Error(), "unknown flag"), strings.Contains(err.Error(), "unknown command"), strings.Contains(err.Error(), "arg(s)"):
+	case errors.As(err, &ue), reconcileUsage(err), strings.Contains(err.Error(), "unknown flag"), strings.Contains(err.Error(), "unknown command"), strings.Contains(err.Error(), "arg(s)"), strings.Contains(err.Error(), "required flag"):
 		return "see fpdedup --help, or fpdedup COMMAND --help"
 	case errors.Is(err, fpstore.ErrCorrupt):
 		return "run fpdedup verify on it, and rebuild it from its records or from a copy"

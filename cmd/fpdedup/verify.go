@@ -40,10 +40,18 @@ format version is unsupported, or it cannot be read.`,
 				if err := w.Flush(); err != nil {
 					return err
 				}
-				return negativeAnswer{fmt.Sprintf("%s is damaged (%d problems found)", args[0], len(rep.Problems))}
+				return negativeAnswer{fmt.Sprintf("%s is damaged (%s found)", args[0], counted(len(rep.Problems), "problem"))}
 			}
-			inv.summary("%s: ok (%d fingerprints in %d segments)", args[0], rep.Fingerprints, rep.Segments)
+			inv.summary("%s: ok (%s in %s)", args[0], counted(rep.Fingerprints, "fingerprint"), counted(rep.Segments, "segment"))
 			return nil
 		},
 	}
+}
+
+// counted says n things, in the singular for one: "1 segment", "2 segments".
+func counted[N int | int64 | uint64](n N, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
