@@ -14,6 +14,10 @@ type Chunk struct {
 	FirstRecord int64 // 1-based number, in its input, of the first record in Data
 	FirstLine   int64 // 1-based physical line on which that record starts
 	Records     int   // records in Data (terminators, since Data ends with one)
+	// Stalled: the input had nothing more to read when this chunk was cut
+	// (ChunkReader.Idle), so what the chunk decides should go out now, not
+	// wait in a buffer for input that may be long in coming.
+	Stalled bool
 
 	buf []byte // the whole buffer, as Data may be resliced by its user
 	// plainCSV: a csv chunk whose Data holds no '"', so that its records
@@ -50,6 +54,10 @@ const maxEmptyReads = 100
 // Next is for one goroutine; Release may be called from any.
 type ChunkReader struct {
 	Overlong func(part []byte, end bool)
+	// Idle, when set, is asked after a read that left the chunk short:
+	// true (the input has paused) cuts the chunk at its last whole record
+	// rather than waiting to fill it, and marks it Stalled.
+	Idle func() bool
 
 	in        io.Reader
 	name      string
@@ -67,6 +75,7 @@ type ChunkReader struct {
 	err     error // sticky read error
 	pending error // a too-long record error, due after the chunk before it
 	skip    bool  // the input continues a too-long record: discard up to its end
+	stalled bool  // the last fill stopped short because the input was idle
 
 	// csv: only a '\n' outside quotes ends a record. scan is the search for
 	// the last record end in next.buf[:held]; skipQuoted says the part of a
@@ -162,7 +171,9 @@ func (r *ChunkReader) Next() (*Chunk, error) {
 		if r.maxRecord > 0 && r.held-r.openEnd(c) > r.maxRecord {
 			return nil, r.tooLongInBuffer(c)
 		}
-		r.grow(c)
+		if r.held == len(c.buf) {
+			r.grow(c)
+		}
 	}
 
 	if r.maxRecord > 0 {
@@ -179,8 +190,10 @@ func (r *ChunkReader) Next() (*Chunk, error) {
 	return r.emit(c, end, end), nil
 }
 
-// fill reads into c.buf[held:] until it is full or the input ends.
+// fill reads into c.buf[held:] until it is full, the input ends or, with
+// Idle, the input pauses after a read.
 func (r *ChunkReader) fill(c *Chunk) error {
+	r.stalled = false
 	for empty := 0; r.held < len(c.buf) && !r.eof; {
 		n, err := r.in.Read(c.buf[r.held:])
 		r.held += n
@@ -195,6 +208,9 @@ func (r *ChunkReader) fill(c *Chunk) error {
 				r.err = io.ErrNoProgress
 				return r.err
 			}
+		case r.held < len(c.buf) && r.Idle != nil && r.Idle():
+			r.stalled = true
+			return nil
 		}
 	}
 	return nil
@@ -228,6 +244,7 @@ func (r *ChunkReader) grow(c *Chunk) {
 func (r *ChunkReader) emit(c *Chunk, end, rest int) *Chunk {
 	c.Data = c.buf[:end]
 	c.FirstRecord, c.FirstLine = r.record, r.line
+	c.Stalled = r.stalled && rest == end
 	c.plainCSV = false
 	if r.csv {
 		c.Records = r.scan.records(c.buf, end)

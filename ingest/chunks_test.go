@@ -269,10 +269,56 @@ func TestChunkReaderProperty(t *testing.T) {
 			in = iotest.DataErrReader(iotest.HalfReader(in))
 		}
 		r := NewChunkReader(in, "f", term, size, maxRecord)
+		// An input that pauses now and then (a pipe from tail -f): the
+		// chunks are cut sooner, the records and errors are the same.
+		idle := i%2 == 1
+		if idle {
+			r.Idle = func() bool { return rng.IntN(3) == 0 }
+		}
 		got := chunkEvents(t, r, term, func(int) bool { return rng.IntN(4) > 0 })
 		if want := reference(data, term, maxRecord); !reflect.DeepEqual(got, want) {
-			t.Fatalf("data %q term %q chunk %d max %d:\ngot  %v\nwant %v", data, term, size, maxRecord, got, want)
+			t.Fatalf("data %q term %q chunk %d max %d idle %v:\ngot  %v\nwant %v", data, term, size, maxRecord, idle, got, want)
 		}
+	}
+}
+
+// TestChunkReaderStalled: once the input pauses, the records read so far
+// make a chunk, marked Stalled, without waiting for the chunk to fill; the
+// part of a record read so far waits for the rest.
+func TestChunkReaderStalled(t *testing.T) {
+	pr, pw := io.Pipe()
+	r := NewChunkReader(pr, "f", '\n', 1<<20, 0)
+	paused := make(chan bool, 1)
+	r.Idle = func() bool {
+		select {
+		case <-paused:
+			return true
+		default:
+			return false
+		}
+	}
+	go func() {
+		paused <- true
+		io.WriteString(pw, "a\nb\npart")
+		paused <- true
+		io.WriteString(pw, "ial\nc\n")
+		pw.Close()
+	}()
+	var got []string
+	var stalled []bool
+	for {
+		c, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, stalled = append(got, string(c.Data)), append(stalled, c.Stalled)
+		r.Release(c)
+	}
+	if want := []string{"a\nb\n", "partial\nc\n"}; !reflect.DeepEqual(got, want) || !stalled[0] {
+		t.Fatalf("chunks %q (stalled %v), want %q, the first stalled", got, stalled, want)
 	}
 }
 

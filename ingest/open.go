@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 
 	"github.com/fpdedup/fpdedup/internal/failpoint"
 )
@@ -62,6 +63,9 @@ type Input struct {
 	size   int64
 	err    error // sticky: a decoder that failed once is not read again
 	closed bool
+	// poll: the descriptor Idle watches (a pipe, FIFO, socket or terminal:
+	// input that can stall), or -1.
+	poll int
 }
 
 // countingReader counts the raw bytes consumed and remembers a failure of
@@ -97,6 +101,7 @@ func Open(path string) (*Input, error) {
 			return nil, err
 		}
 		in.size = size
+		in.poll = pollable(os.Stdin)
 		return in, nil
 	}
 	if err := failpoint.Hit(failpoint.Open, path); err != nil {
@@ -117,7 +122,32 @@ func Open(path string) (*Input, error) {
 		return nil, err
 	}
 	in.file, in.size = f, size
+	in.poll = pollable(f)
 	return in, nil
+}
+
+// pollable is f's descriptor when reading it can wait for a writer (not a
+// regular file), else -1.
+func pollable(f *os.File) int {
+	if st, err := f.Stat(); err != nil || st.Mode().IsRegular() || st.IsDir() {
+		return -1
+	}
+	return int(f.Fd())
+}
+
+// Idle reports whether the input has nothing to read now and nothing comes
+// within wait: a pipe, FIFO or terminal whose writer has paused (tail -f,
+// keys typed by hand), with nothing left in the read buffer. A regular
+// file, or an input that cannot tell, is never idle. A decoder may still
+// hold bytes when Idle says true: a reader that then hands on what it has
+// only hands it on sooner.
+func (in *Input) Idle(wait time.Duration) bool {
+	if in.poll < 0 || in.raw.Buffered() > 0 {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(in.poll), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, int(wait/time.Millisecond))
+	return err == nil && n == 0
 }
 
 // watchedFile reads a file and, when it is a regular file, checks at the
@@ -165,7 +195,7 @@ func regularSize(f *os.File) int64 {
 // NewInput detects the compression of r as Open does and returns a reader of
 // its decompressed bytes. Close releases the decoder but does not close r.
 func NewInput(name string, r io.Reader) (*Input, error) {
-	in := &Input{Name: name, Compression: CompressionNone, size: -1}
+	in := &Input{Name: name, Compression: CompressionNone, size: -1, poll: -1}
 	in.count.r = r
 	in.raw = bufio.NewReaderSize(&in.count, rawBufSize)
 	in.r = in.raw

@@ -404,6 +404,12 @@ func writeInOrder(ctx context.Context, cancel context.CancelCauseFunc, opts *Ded
 					cancel(err)
 				}
 			}
+			if err == nil && c.job.chunk.Stalled {
+				// The input has paused: what it decided goes out now.
+				if err = flushAll(out, opts.Duplicates); err != nil {
+					cancel(err)
+				}
+			}
 		}
 		c.job.rd.Release(c.job.chunk)
 		recycle(c)

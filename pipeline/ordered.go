@@ -11,10 +11,11 @@ import (
 type chunkWork func(job chunkJob, out []byte) ([]byte, error)
 
 type orderedResult struct {
-	job  chunkJob
-	out  []byte
-	err  error
-	done chan struct{}
+	job     chunkJob
+	out     []byte
+	err     error
+	stalled bool // the chunk was cut because its input stalled
+	done    chan struct{}
 }
 
 // runOrdered reads the inputs as chunks, runs work on them in parallel and
@@ -58,6 +59,7 @@ func runOrdered(ctx context.Context, opts readOptions, threads int, newWork func
 				if ctx.Err() == nil {
 					r.out, r.err = do(r.job, buf)
 				}
+				r.stalled = r.job.chunk.Stalled
 				r.job.rd.Release(r.job.chunk)
 				close(r.done)
 			}
@@ -70,6 +72,9 @@ func runOrdered(ctx context.Context, opts readOptions, threads int, newWork func
 			err = r.err
 			if err == nil && ctx.Err() == nil {
 				err = emit(r.out)
+			}
+			if err == nil && r.stalled && opts.Flush != nil {
+				err = opts.Flush()
 			}
 			if err != nil {
 				cancel(err)

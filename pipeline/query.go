@@ -132,7 +132,7 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 			return buf, err
 		}
 	}
-	err := runOrdered(ctx, readOptions{Inputs: inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers}, max(opts.Threads, 1), newWork, func(b []byte) error {
+	err := runOrdered(ctx, readOptions{Inputs: inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers, Flush: func() error { return flushAll(out) }}, max(opts.Threads, 1), newWork, func(b []byte) error {
 		if len(b) == 0 {
 			return nil
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
@@ -26,6 +27,29 @@ type readOptions struct {
 	// read, for a second pass over them.
 	Stdin io.Reader
 	Spool io.Writer
+	// Flush, when set, is called once the output of a chunk cut because
+	// its input stalled (ingest.Chunk.Stalled) has been emitted: what the
+	// input decided so far goes out now, as a pipe from tail -f expects.
+	Flush func() error
+}
+
+// stallWait is how long a pipe or terminal may be silent before the
+// records read so far are handed on: far below what a person or a
+// follower of a log notices, far above the gaps of a producer that is
+// merely slower than the reader (which then still fills whole chunks).
+const stallWait = 10 * time.Millisecond
+
+// flushAll flushes each of ws that buffers in the process (a
+// bufio.Writer): what a stalled input decided goes out of it.
+func flushAll(ws ...io.Writer) error {
+	for _, w := range ws {
+		if f, ok := w.(interface{ Flush() error }); ok {
+			if err := f.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Headers holds the header of headed inputs: the first is kept (dedup
@@ -120,6 +144,7 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 		}
 		rd := ingest.NewFormatChunkReader(in, in.Name, spec.Format, spec.Term, 1<<20, opts.Records.MaxRecord)
 		rd.Overlong = opts.Records.OnBad.Overlong
+		rd.Idle = func() bool { return in.Idle(stallWait) }
 		first := true
 		for {
 			c, err := rd.Next()
