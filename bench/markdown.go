@@ -32,7 +32,7 @@ func (r *Report) Markdown() string {
 	if d.CSVZstBytes > 0 {
 		files += fmt.Sprintf(", CSV.zst %s (%.2f:1)", fmtMB(d.CSVZstBytes), d.ZstdRatio)
 	}
-	p("- **Data** (`fpdedup bench gen`, seed %d, %.0f%% repeats): %s records, %s distinct; %s; %.1f bytes a record.\n",
+	p("- **Data** (`fpdedup gen`, seed %d, %.0f%% repeats): %s records, %s distinct; %s; %.1f bytes a record.\n",
 		r.Options.Seed, 100*r.Options.Repeat, commas(d.Records), commas(d.Distinct), files, d.BytesPerRecord)
 	warm := "no warm-up run"
 	if r.Options.WarmUp {

@@ -15,7 +15,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 )
 
-// benchReplayEvents is the benchmark's day: the reference mix of bench gen
+// benchReplayEvents is the benchmark's day: the reference mix of fpdedup gen
 // (38% repeats, half of them far back), csv lines of ~51 bytes.
 const benchReplayEvents = 4_000_000
 

@@ -1,6 +1,6 @@
 // Package gen makes the data fpdedup is measured and tested on: a
 // deterministic stream of login/payment-like events (Generate, behind
-// `fpdedup bench gen`) and random 128-bit fingerprints (Fingerprints, the
+// `fpdedup gen`) and random 128-bit fingerprints (Fingerprints, the
 // input of `fpdedup build --format fp`). It has no dependency beyond the
 // standard library, so the product links it without the benchmark harness
 // (package bench, command fpdedup-bench).
@@ -31,5 +31,5 @@
 // that needs the exact offline index).
 //
 // Errors begin with "bench:", the name of the command that shows them
-// (fpdedup bench gen), whose messages do not change with the package.
+// (fpdedup gen), whose messages do not change with the package.
 package gen

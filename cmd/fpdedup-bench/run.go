@@ -31,7 +31,7 @@ func newRunCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fpdedup-bench [--records 10M] [--peers auto|none] [--runs 3] [--jobs LIST] [--out DIR]",
 		Short: "Measure fpdedup beside its peers on generated data; report, charts, capacity",
-		Long: `fpdedup-bench generates events (fpdedup bench gen's generator) into a
+		Long: `fpdedup-bench generates events (fpdedup gen's generator) into a
 temporary directory and measures whole processes of an fpdedup binary and of
 the peers that are installed: build, query (all present, all absent), dedup
 (lines, bounded memory, CSV keys, zstd input) and merge, against LC_ALL=C

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -15,24 +16,24 @@ import (
 // benchRunnerMoved is what `fpdedup bench` says: the runner that measures
 // fpdedup beside its peers is a command of its own, so that the product
 // does not link its plotting, font and PDF libraries.
-const benchRunnerMoved = `the benchmark runner is a command of its own: fpdedup-bench (make bench builds bin/fpdedup-bench), e.g. fpdedup-bench --quick --peers none; fpdedup bench gen writes the events`
+const benchRunnerMoved = `the benchmark runner is a command of its own: fpdedup-bench (make bench builds bin/fpdedup-bench), e.g. fpdedup-bench --quick --peers none; fpdedup gen writes the events`
 
-// newBenchCommand is `fpdedup bench`: only its gen subcommand is left.
-// Called with anything else (the runner's old flags included) it points to
-// fpdedup-bench and exits 2.
+// newBenchCommand is `fpdedup bench`: only its gen subcommand is left, the
+// old name of `fpdedup gen`. Called with anything else (the runner's old
+// flags included) it points to fpdedup-bench and exits 2.
 func newBenchCommand(inv *invocation) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench gen [flags]",
-		Short: "Write benchmark data (bench gen); the benchmark itself is fpdedup-bench",
-		Long: `Bench gen writes deterministic synthetic events with an exact distinct count,
-the data fpdedup is measured on.
+		Short: "The old name of gen; the benchmark itself is fpdedup-bench",
+		Long: `Bench gen is the old name of fpdedup gen, which writes deterministic synthetic
+events with an exact distinct count, the data fpdedup is measured on.
 
 The benchmark that measures fpdedup beside its peers (sort -u, awk, DuckDB,
 bloom) and writes report.json, report.md and charts is a command of its own,
 fpdedup-bench, built by make bench into bin/fpdedup-bench.
 
 Exit codes: fpdedup bench without gen exits 2 and names fpdedup-bench.`,
-		Example: `  fpdedup bench gen --records 10M -o events.txt
+		Example: `  fpdedup gen --records 10M -o events.txt
   fpdedup-bench --quick --peers none`,
 		Args:               cobra.ArbitraryArgs,
 		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
@@ -40,7 +41,14 @@ Exit codes: fpdedup bench without gen exits 2 and names fpdedup-bench.`,
 			return usageErrorf("%s", benchRunnerMoved)
 		},
 	}
-	cmd.AddCommand(newBenchGenCommand(inv))
+	alias := newGenCommand(inv)
+	alias.Short = "The old name of fpdedup gen (still works, says so on stderr)"
+	gen := alias.RunE
+	alias.RunE = func(cmd *cobra.Command, args []string) error {
+		fmt.Fprintln(inv.stderr, "fpdedup: bench gen is now fpdedup gen; this name still works")
+		return gen(cmd, args)
+	}
+	cmd.AddCommand(alias)
 	return cmd
 }
 
@@ -58,7 +66,9 @@ func (s stopWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-func newBenchGenCommand(inv *invocation) *cobra.Command {
+// newGenCommand is `fpdedup gen`: the deterministic events every
+// benchmark and many tests run on.
+func newGenCommand(inv *invocation) *cobra.Command {
 	var records, format, output string
 	var repeat, far float64
 	var seed uint64
@@ -69,8 +79,8 @@ func newBenchGenCommand(inv *invocation) *cobra.Command {
 as lines, CSV (with a header) or JSONL. A --repeat fraction of records repeat an
 earlier one, some recently and some far back; the same seed gives the same bytes.
 The summary on stderr gives the exact number of distinct records.`,
-		Example: `  fpdedup bench gen --records 10M -o events.csv
-  fpdedup bench gen --records 1M --format jsonl | zstd > events.jsonl.zst`,
+		Example: `  fpdedup gen --records 10M -o events.csv
+  fpdedup gen --records 1M --format jsonl | zstd > events.jsonl.zst`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := units.ParseCount(records)
@@ -111,7 +121,7 @@ The summary on stderr gives the exact number of distinct records.`,
 				err = grp.Finish(f)
 			}
 			if err == nil {
-				err = inv.commit(cmd.Context(), grp, map[string]any{"command": "bench gen", "records": st.Records, "distinct": st.Distinct, "bytes": st.Bytes})
+				err = inv.commit(cmd.Context(), grp, map[string]any{"command": "gen", "records": st.Records, "distinct": st.Distinct, "bytes": st.Bytes})
 			}
 			if err != nil {
 				return err

@@ -41,10 +41,10 @@ func runFpdedup(t *testing.T, link string, args ...string) (stdout, stderr strin
 	return o.String(), e.String()
 }
 
-// fpdedup bench gen writes exactly what gen.Generate writes, and on the
-// command line --repeat 0 and --far 0 mean none (in gen.Options, 0 is the
-// default).
-func TestBenchGenIsTheGenerator(t *testing.T) {
+// fpdedup gen writes exactly what gen.Generate writes, and on the command
+// line --repeat 0 and --far 0 mean none (in gen.Options, 0 is the default).
+// bench gen, its old name, writes the same and says it is the old name.
+func TestGenIsTheGenerator(t *testing.T) {
 	link := fpdedupLink(t)
 	for _, tc := range []struct {
 		args []string
@@ -59,12 +59,16 @@ func TestBenchGenIsTheGenerator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stdout, stderr := runFpdedup(t, link, append([]string{"bench", "gen"}, tc.args...)...)
+		stdout, stderr := runFpdedup(t, link, append([]string{"gen"}, tc.args...)...)
 		if stdout != want.String() {
-			t.Errorf("bench gen %v differs from gen.Generate(%+v)", tc.args, tc.o)
+			t.Errorf("gen %v differs from gen.Generate(%+v)", tc.args, tc.o)
 		}
 		if want := fmt.Sprintf("gen: %d records, %d distinct, ", st.Records, st.Distinct); !strings.HasPrefix(stderr, want) {
-			t.Errorf("bench gen %v: summary %q, want it to begin %q", tc.args, stderr, want)
+			t.Errorf("gen %v: summary %q, want it to begin %q", tc.args, stderr, want)
+		}
+		old, oldStderr := runFpdedup(t, link, append([]string{"bench", "gen"}, tc.args...)...)
+		if old != stdout || !strings.HasPrefix(oldStderr, "fpdedup: bench gen is now fpdedup gen") {
+			t.Errorf("bench gen %v: not the same bytes as gen, or no word on the new name: %q", tc.args, oldStderr)
 		}
 	}
 }

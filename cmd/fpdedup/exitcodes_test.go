@@ -150,7 +150,7 @@ func TestExitCodes(t *testing.T) {
 		{"reconcile", []string{"reconcile", "--index", f.shaIndex, "--online", "file:" + f.online, "--missing", out("r.fpx")},
 			[]string{"reconcile", "--index", f.shaIndex, "--online", "file:" + f.onlineShort},
 			[]string{"reconcile", "--online", "file:" + f.online}, []string{"reconcile", "--index", f.shaIndex, "--online", "file:" + out("missing.txt")}, nil, ""},
-		{"bench gen", []string{"bench", "gen", "--records", "100k", "-o", out("g.txt")}, nil, []string{"bench", "gen", "--records", "many"}, []string{"bench", "gen", "-o", out("no/such/dir/g.txt")}, []string{"bench", "gen", "--records", "100k"}, out("g.txt")},
+		{"gen", []string{"gen", "--records", "100k", "-o", out("g.txt")}, nil, []string{"gen", "--records", "many"}, []string{"gen", "-o", out("no/such/dir/g.txt")}, []string{"gen", "--records", "100k"}, out("g.txt")},
 	}
 	run := func(t *testing.T, env string, args []string, closedStdout bool) (int, string) {
 		t.Helper()
@@ -269,7 +269,7 @@ func TestSignalAtCommitPoint(t *testing.T) {
 		{"merge", []string{"merge", "-o", "@o.fpx", "--metrics", "@m.prom", idx, idx}, []string{"o.fpx", "m.prom"}},
 		{"dedup -o --record", []string{"dedup", "-o", "@o.txt", "--record", "@o.fpx", in}, []string{"o.txt", "o.fpx"}},
 		{"dedup --record to stdout", []string{"dedup", "--record", "@o.fpx", "--on-bad", "quarantine=@q.txt", in}, []string{"o.fpx"}},
-		{"bench gen -o", []string{"bench", "gen", "--records", "1000", "-o", "@o.txt"}, []string{"o.txt"}},
+		{"gen -o", []string{"gen", "--records", "1000", "-o", "@o.txt"}, []string{"o.txt"}},
 	} {
 		for _, stage := range []string{"commit:before", "commit:after"} {
 			for _, sig := range []string{"INT", "TERM"} {

@@ -108,6 +108,7 @@ error, not an index; 130 on SIGINT, 143 on SIGTERM (nothing published);
 		newDumpCommand(inv),
 		newInspectCommand(inv),
 		newVerifyCommand(inv),
+		newGenCommand(inv),
 		newBenchCommand(inv),
 		newReconcileCommand(inv),
 	)

@@ -228,12 +228,12 @@ func (r *slurmRun) build(out string, files ...string) time.Duration {
 	return time.Since(start)
 }
 
-// gen writes `fpdedup bench gen` events split into parts files
+// gen writes `fpdedup gen` events split into parts files
 // dir/PREFIX-00… (gzip-compressed when zip), and returns their names.
 func (r *slurmRun) gen(dir, prefix string, records, seed, parts int, zip bool) []string {
 	r.t.Helper()
 	all := filepath.Join(dir, prefix+".txt")
-	r.cmd(nil, r.fp, "bench", "gen", "-q", "--records", strconv.Itoa(records), "--seed", strconv.Itoa(seed), "-o", all)
+	r.cmd(nil, r.fp, "gen", "-q", "--records", strconv.Itoa(records), "--seed", strconv.Itoa(seed), "-o", all)
 	data, err := os.ReadFile(all)
 	if err != nil {
 		r.t.Fatal(err)
