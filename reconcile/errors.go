@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Errors name what went wrong by the Options field, the file's role or the
@@ -115,13 +116,23 @@ func (e *URLError) Error() string {
 // A WrongHashError is an index whose fingerprints are not SHA-256 ones,
 // which the online side keys events by. It wraps ErrWrongHash.
 type WrongHashError struct {
-	Index string // the index's path
-	Hash  string // the hash its fingerprints were made with
+	Index  string   // the index's path
+	Hash   string   // the hash its fingerprints were made with
+	Key    []string // its key fields (none: whole records)
+	KeySep string
+}
+
+// KeyText says what the index's keys are, as the online side hashes them.
+func (e *WrongHashError) KeyText() string {
+	if len(e.Key) == 0 {
+		return "the whole record"
+	}
+	return fmt.Sprintf("%s joined by %q", strings.Join(e.Key, ","), e.KeySep)
 }
 
 func (e *WrongHashError) Error() string {
-	return fmt.Sprintf("%v: %s holds %s fingerprints, but the online side keys events by SHA-256 of user_id:device_id:timestamp_ms; rebuild the index from the same records with SHA-256 fingerprints",
-		ErrWrongHash, e.Index, e.Hash)
+	return fmt.Sprintf("%v: %s holds %s fingerprints of its keys (%s), but the online side keys events by the SHA-256 of theirs; rebuild the index from the same records with SHA-256 fingerprints",
+		ErrWrongHash, e.Index, e.Hash, e.KeyText())
 }
 
 func (e *WrongHashError) Unwrap() error { return ErrWrongHash }

@@ -272,7 +272,7 @@ func openIndex(o *Options, rep *Report) (*fpstore.Index, error) {
 	}
 	if spec.Hash != ingest.SHA256.String() {
 		x.Close()
-		return nil, &WrongHashError{Index: o.Index, Hash: spec.Hash}
+		return nil, &WrongHashError{Index: o.Index, Hash: spec.Hash, Key: spec.Key, KeySep: spec.KeySep}
 	}
 	return x, nil
 }

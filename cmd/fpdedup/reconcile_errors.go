@@ -59,8 +59,8 @@ func sayReconcileTyped(err error) (string, bool) {
 		}
 		return fmt.Sprintf("--online %s: %s", e.URL, e.Reason), true
 	case *reconcile.WrongHashError:
-		return fmt.Sprintf("%v: %s holds %s fingerprints, but the online side keys events by SHA-256 of user_id:device_id:timestamp_ms; rebuild the index from the same records with --hash sha256 (fpdedup build --hash sha256 -o %s …)",
-			reconcile.ErrWrongHash, e.Index, e.Hash, filepath.Base(e.Index)), true
+		return fmt.Sprintf("%v: %s holds %s fingerprints of its keys (%s), but the online side keys events by the SHA-256 of theirs; rebuild the index from the same records with --hash sha256 (fpdedup build --hash sha256 -o %s …)",
+			reconcile.ErrWrongHash, e.Index, e.Hash, e.KeyText(), filepath.Base(e.Index)), true
 	case *reconcile.NeedRecordsError:
 		return fmt.Sprintf("%v (%s): --apply needs --records FILE… to compute them from the original keys", reconcile.ErrNeedRecords, e.Target), true
 	case *reconcile.ProbeWideError:
