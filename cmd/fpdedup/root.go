@@ -132,9 +132,8 @@ func (inv *invocation) adopt(c *cobra.Command) {
 	}
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		start := time.Now()
-		if inv.statsJSON != "" || inv.metrics != "" {
-			inv.publishes = true
-		}
+		figuresWanted := inv.statsJSON != "" || inv.metrics != ""
+		inv.publishes = inv.publishes || figuresWanted
 		if f := cmd.Flags().Lookup("tmpdir"); f != nil {
 			if err := checkTmpDir(f.Value.String()); err != nil {
 				return err
@@ -142,7 +141,7 @@ func (inv *invocation) adopt(c *cobra.Command) {
 		}
 		err := work(cmd, args)
 		var neg negativeAnswer
-		if inv.committed || !inv.publishes || inv.statsJSON == "" && inv.metrics == "" || err != nil && !errors.As(err, &neg) {
+		if !figuresWanted || inv.committed || err != nil && !errors.As(err, &neg) {
 			return err
 		}
 		figures := map[string]any{"command": strings.TrimPrefix(cmd.CommandPath(), "fpdedup "), "seconds": time.Since(start).Seconds()}
