@@ -8,76 +8,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 )
-
-// TestAdoptRecipe: each recipe part a command line set stays; each other
-// comes from the index; --format lines takes nothing; the header only in
-// csv and tsv; an index without a recipe gives nothing.
-func TestAdoptRecipe(t *testing.T) {
-	named := fpstore.Spec{Hash: "xxh3", Key: []string{"user_id", "ts"}, KeySep: ":", Format: "csv"}
-	numbered := fpstore.Spec{Hash: "xxh3", Key: []string{"1", "3"}, KeySep: "|", Format: "tsv"}
-	jsonl := fpstore.Spec{Hash: "xxh3", Key: []string{"u.id"}, KeySep: ":", Format: "jsonl"}
-	whole := fpstore.Spec{Hash: "xxh3"}
-	lines := ingest.KeySpec{Format: ingest.FormatLines, Sep: ":", Term: '\n'} // the flags' defaults
-	with := func(f func(*ingest.KeySpec)) ingest.KeySpec {
-		s := lines
-		f(&s)
-		return s
-	}
-	for _, tc := range []struct {
-		name  string
-		idx   fpstore.Spec
-		mine  ingest.KeySpec
-		given RecipeParts
-		want  ingest.KeySpec
-	}{
-		{"nothing given: all adopted", named, lines, RecipeParts{},
-			ingest.KeySpec{Format: ingest.FormatCSV, Keys: []string{"user_id", "ts"}, Sep: ":", Header: true, Term: '\n'}},
-		{"format and header given", named, with(func(s *ingest.KeySpec) { s.Format, s.Header = ingest.FormatCSV, true }), RecipeParts{Format: true, Header: true},
-			ingest.KeySpec{Format: ingest.FormatCSV, Keys: []string{"user_id", "ts"}, Sep: ":", Header: true, Term: '\n'}},
-		{"only keys given", named, with(func(s *ingest.KeySpec) { s.Keys = []string{"1", "2"} }), RecipeParts{Keys: true},
-			ingest.KeySpec{Format: ingest.FormatCSV, Keys: []string{"1", "2"}, Sep: ":", Header: true, Term: '\n'}},
-		{"header given false stays false", named, with(func(s *ingest.KeySpec) { s.Keys = []string{"1", "2"} }), RecipeParts{Keys: true, Header: true},
-			ingest.KeySpec{Format: ingest.FormatCSV, Keys: []string{"1", "2"}, Sep: ":", Term: '\n'}},
-		{"only the separator given", numbered, with(func(s *ingest.KeySpec) { s.Sep = "/" }), RecipeParts{Sep: true},
-			ingest.KeySpec{Format: ingest.FormatTSV, Keys: []string{"1", "3"}, Sep: "/", Term: '\n'}},
-		{"-z kept", numbered, with(func(s *ingest.KeySpec) { s.Term = 0 }), RecipeParts{},
-			ingest.KeySpec{Format: ingest.FormatTSV, Keys: []string{"1", "3"}, Sep: "|", Term: 0}},
-		{"--format lines takes nothing", named, lines, RecipeParts{Format: true}, lines},
-		{"no header in jsonl", named, with(func(s *ingest.KeySpec) { s.Format = ingest.FormatJSONL }), RecipeParts{Format: true},
-			ingest.KeySpec{Format: ingest.FormatJSONL, Keys: []string{"user_id", "ts"}, Sep: ":", Term: '\n'}},
-		{"jsonl index into csv: no header to take", jsonl, with(func(s *ingest.KeySpec) { s.Format = ingest.FormatCSV }), RecipeParts{Format: true},
-			ingest.KeySpec{Format: ingest.FormatCSV, Keys: []string{"u.id"}, Sep: ":", Term: '\n'}},
-		{"whole-record index gives nothing", whole, with(func(s *ingest.KeySpec) { s.Header = true }), RecipeParts{Header: true},
-			with(func(s *ingest.KeySpec) { s.Header = true })},
-		{"all given", named, with(func(s *ingest.KeySpec) { s.Format, s.Keys = ingest.FormatJSONL, []string{"x"} }), RecipeParts{true, true, true, true},
-			with(func(s *ingest.KeySpec) { s.Format, s.Keys = ingest.FormatJSONL, []string{"x"} })},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := AdoptRecipe(tc.idx, tc.mine, tc.given)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Format != tc.want.Format || !slices.Equal(got.Keys, tc.want.Keys) || got.Sep != tc.want.Sep || got.Header != tc.want.Header || got.Term != tc.want.Term {
-				t.Fatalf("got %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-	// An unknown recorded format is an error only when it is needed.
-	future := fpstore.Spec{Hash: "xxh3", Key: []string{"a"}, KeySep: ":", Format: "parquet"}
-	if _, err := AdoptRecipe(future, lines, RecipeParts{Header: true}); err == nil {
-		t.Fatal("an unknown recorded format was adopted")
-	}
-	got, err := AdoptRecipe(future, with(func(s *ingest.KeySpec) { s.Format = ingest.FormatJSONL }), RecipeParts{Format: true})
-	if err != nil || !slices.Equal(got.Keys, []string{"a"}) {
-		t.Fatalf("format given: %+v, %v", got, err)
-	}
-}
 
 // decodeQueryJSON reads one query --json line back: the key's bytes (from
 // "key" or "key_base64"), the record's (nil when absent), the fingerprint

@@ -12,7 +12,6 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
-	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 // Options configure Run.
@@ -26,15 +25,12 @@ type Options struct {
 	Missing, Extra string // indexes to write (optional)
 	Records        []string
 	Backfill       string
-	// RecordSpec says how Records are read and keyed (nil: lines, each
-	// line a key); the parts RecordGiven does not mark come from the key
-	// recipe the index records (pipeline.AdoptRecipe), so that records read
-	// as the index was built give its fingerprints. The result must agree
-	// with the index's recipe (pipeline.CheckRecipe), or, with
-	// AssumeRecipe, is used anyway and Report.Warnings says so.
-	RecordSpec   *ingest.KeySpec
-	RecordGiven  pipeline.RecipeParts
-	AssumeRecipe bool
+	// RecordReading says how Records are read and keyed (nil: lines, each
+	// line a key), completed and checked against the index's recorded key
+	// recipe by ingest.ResolveRecipe, so that records read as the index was
+	// built give its fingerprints; with its Assume set, a recipe that
+	// differs is used anyway and Report.Warnings says so.
+	RecordReading *ingest.RecipeRequest
 	// MaxRecord bounds a record's bytes (0: no limit); a longer one is bad.
 	MaxRecord int
 	// BadRecords says what a record without a key does (ingest.ParseOnBad):

@@ -14,7 +14,6 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
-	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 // RecordStats are the figures of the pass over Options.Records.
@@ -34,30 +33,26 @@ type RecordStats struct {
 	Seconds  float64  `json:"seconds"`
 }
 
-// recordReading resolves how Records are read: o.RecordSpec completed
-// with the recipe the index records, which the result must agree with
-// (or, with o.AssumeRecipe, a warning in the report). Records are keyed
-// and hashed with SHA-256, as the online side is.
+// recordReading resolves how Records are read (o.RecordReading against
+// the index; a recipe used despite a mismatch is a warning in the report).
+// Records are keyed and hashed with SHA-256, as the online side is.
 func recordReading(o *Options, index string, idx fpstore.Spec, rep *Report) (ingest.RecordOptions, error) {
-	mine := ingest.KeySpec{Format: ingest.FormatLines, Term: '\n'}
-	if o.RecordSpec != nil {
-		mine = *o.RecordSpec
+	req := ingest.RecipeRequest{Spec: ingest.KeySpec{Format: ingest.FormatLines, Term: '\n'}}
+	if o.RecordReading != nil {
+		req = *o.RecordReading
 	}
-	spec, err := pipeline.AdoptRecipe(idx, mine, o.RecordGiven)
+	spec, warnings, err := ingest.ResolveRecipe(req, []ingest.IndexRecipe{{Path: index, Spec: idx}})
+	var se *ingest.SpecError
+	if errors.As(err, &se) {
+		return ingest.RecordOptions{}, &OptionError{Rule: BadRecordSpec, Err: se.Err}
+	}
 	if err != nil {
-		return ingest.RecordOptions{}, fmt.Errorf("%s: %w", index, err)
+		return ingest.RecordOptions{}, err
 	}
-	if err := spec.Validate(); err != nil {
-		return ingest.RecordOptions{}, &OptionError{Rule: BadRecordSpec, Err: err}
+	for _, w := range warnings {
+		rep.Warnings = append(rep.Warnings, w.Error())
 	}
-	ro := ingest.RecordOptions{Spec: spec, Hash: ingest.SHA256, MaxRecord: o.MaxRecord}
-	if err := pipeline.CheckRecipe(index, idx, pipeline.Recipe(ro)); err != nil {
-		if !o.AssumeRecipe {
-			return ro, err
-		}
-		rep.Warnings = append(rep.Warnings, err.Error())
-	}
-	return ro, nil
+	return ingest.RecordOptions{Spec: spec, Hash: ingest.SHA256, MaxRecord: o.MaxRecord}, nil
 }
 
 // recordsPass reads the Records inputs with the ingest record layer

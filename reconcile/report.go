@@ -27,7 +27,7 @@ type Report struct {
 	Timings Timings      `json:"timings"`
 	Memory  Memory       `json:"memory"`
 	// Warnings are what the run went on despite (records keyed otherwise
-	// than the index, under Options.AssumeRecipe).
+	// than the index, under Options.RecordReading.Assume).
 	Warnings []string `json:"warnings,omitempty"`
 }
 

@@ -78,10 +78,10 @@ func runBuild(cmd *cobra.Command, inv *invocation, o *buildOptions, args []strin
 		return usageErrorf("--hash: %v", err)
 	}
 	fpFormat := o.records.format == "fp"
-	if opts.Records, err = o.records.options(h, true); err != nil {
+	if opts.Records, err = o.records.reading(inv, cmd.Flags(), h, nil, false, true); err != nil {
 		return err
 	}
-	opts.Spec = recipe(h, opts.Records)
+	opts.Spec = ingest.Recipe(opts.Records)
 	switch {
 	case !fpFormat && o.specFrom != "":
 		return usageErrorf("--spec-from is for --format fp: records are fingerprinted with --hash and --key")

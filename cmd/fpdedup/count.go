@@ -87,7 +87,7 @@ func runCount(cmd *cobra.Command, inv *invocation, o *countOptions, args []strin
 		return usageErrorf("--hash: %v", err)
 	}
 	opts := pipeline.CountOptions{MinCount: o.minCount, Top: o.top, TSV: o.tsv, Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
-	if opts.Records, err = o.records.options(h, false); err != nil {
+	if opts.Records, err = o.records.reading(inv, cmd.Flags(), h, nil, false, false); err != nil {
 		return err
 	}
 	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {

@@ -198,22 +198,14 @@ func dedupRecords(cmd *cobra.Command, inv *invocation, o *dedupOptions, opts *pi
 	// Records are read as the --against index was built, flag by flag:
 	// each record flag the command line sets wins, each other comes from
 	// the index; then the recipes must agree.
+	var against []ingest.IndexRecipe
 	if opts.Against != nil {
-		if err := o.records.adoptUnset(cmd.Flags(), opts.Against.Indexes()[0].Path(), opts.Against.Spec()); err != nil {
-			return err
-		}
+		against = indexRecipes(opts.Against)
 	}
-	if opts.Records, err = o.records.options(h, false); err != nil {
+	if opts.Records, err = o.records.reading(inv, cmd.Flags(), h, against, false, false); err != nil {
 		return err
 	}
-	opts.RecordSpec = recipe(h, opts.Records)
-	if opts.Against != nil {
-		for _, x := range opts.Against.Indexes() {
-			if err := checkRecipe(inv, x.Path(), x.Spec(), opts.RecordSpec, o.records.assumeRecipe); err != nil {
-				return err
-			}
-		}
-	}
+	opts.RecordSpec = ingest.Recipe(opts.Records)
 	return nil
 }
 

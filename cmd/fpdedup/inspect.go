@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/units"
-	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 func newInspectCommand(inv *invocation) *cobra.Command {
@@ -84,7 +84,7 @@ Exit codes: 0 done; 2 error.`,
 }
 
 // inspectRecords is how an index's records are read (its recorded recipe,
-// as pipeline.KeySpecOf gives it to dedup --against, query and reconcile).
+// as ingest.KeySpecOf gives it to dedup --against, query and reconcile).
 type inspectRecords struct {
 	Format      string `json:"record_format"` // csv, tsv, jsonl; lines for whole records
 	Header      bool   `json:"header"`        // csv/tsv: the first record names the fields
@@ -99,7 +99,7 @@ type inspectJSON struct {
 }
 
 func recordsOf(s fpstore.Spec) inspectRecords {
-	ks, ok, err := pipeline.KeySpecOf(s)
+	ks, ok, err := ingest.KeySpecOf(s)
 	switch {
 	case !ok:
 		return inspectRecords{Format: "lines", WholeRecord: true}

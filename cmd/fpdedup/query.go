@@ -207,24 +207,16 @@ func queryRecords(cmd *cobra.Command, inv *invocation, o *queryOptions, opts *pi
 	if err != nil {
 		return fmt.Errorf("%s: %w", first, err)
 	}
+	// Plain keys and --fp need no recipe; records keyed by fields must be
+	// keyed as the index was.
+	var against []ingest.IndexRecipe
 	if o.records.given(cmd.Flags()) {
-		if err := o.records.adoptUnset(cmd.Flags(), first, set.Spec()); err != nil {
-			return err
-		}
+		against = indexRecipes(set)
 	}
-	if opts.Records, err = o.records.options(h, false); err != nil {
+	if opts.Records, err = o.records.reading(inv, cmd.Flags(), h, against, true, false); err != nil {
 		return err
 	}
 	opts.Records.HexInput = o.fp
-	// Plain keys and --fp need no recipe; records keyed by fields must be
-	// keyed as the index was.
-	if len(opts.Records.Spec.Keys) > 0 {
-		for _, x := range set.Indexes() {
-			if err := checkRecipe(inv, x.Path(), x.Spec(), recipe(h, opts.Records), o.records.assumeRecipe); err != nil {
-				return err
-			}
-		}
-	}
 	return nil
 }
 

@@ -193,14 +193,14 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 		return opts, usageErrorf("--format, --key, --key-sep, --header and -z describe --records: give the records too")
 	}
 	if len(opts.Records) > 0 {
-		f := cmd.Flags()
-		spec, maxRecord, err := o.recs.keySpec()
+		req, _, err := o.recs.request(cmd.Flags(), false)
 		if err != nil {
 			return opts, err
 		}
-		opts.RecordSpec, opts.MaxRecord = &spec, maxRecord
-		opts.RecordGiven = givenParts(f)
-		opts.AssumeRecipe = o.recs.assumeRecipe
+		opts.RecordReading = &req
+		if opts.MaxRecord, err = o.recs.maxRecordBytes(); err != nil {
+			return opts, err
+		}
 	}
 	if o.batch < 1 || o.conns < 1 || o.retries < 0 || o.samples < 0 {
 		return opts, usageErrorf("--batch and --conns must be at least 1, --retries and --samples at least 0")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -9,7 +10,6 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/units"
-	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 // recordFlags are how build, query and dedup read records and their keys,
@@ -47,124 +47,86 @@ func quarantinePath(onBad string) string {
 
 // given reports whether any record flag was set on the command line.
 func (r *recordFlags) given(f *pflag.FlagSet) bool {
-	for _, n := range []string{"format", "key", "key-sep", "header"} {
-		if f.Changed(n) {
-			return true
-		}
-	}
-	return false
-}
-
-// options resolves the flags; hexOK allows --format fp.
-func (r *recordFlags) options(hash ingest.Hash, hexOK bool) (ingest.RecordOptions, error) {
-	var o ingest.RecordOptions
-	o.Hash = hash
-	if r.format == "fp" {
-		if !hexOK {
-			return o, usageErrorf("--format fp is only for build (query has --fp)")
-		}
-		if len(r.keys) > 0 || r.header {
-			return o, usageErrorf("--format fp reads fingerprints: no --key or --header")
-		}
-		o.HexInput = true
-		r.format = "lines"
-	}
-	f, err := ingest.ParseFormat(r.format)
-	if err != nil {
-		return o, usageErrorf("--format: %v", err)
-	}
-	o.Spec = ingest.KeySpec{Format: f, Keys: r.keys, Sep: r.keySep, Header: r.header, Term: '\n'}
-	if r.nul {
-		if f != ingest.FormatLines {
-			return o, usageErrorf("-z is for the lines format: csv, tsv and jsonl records end with newlines")
-		}
-		o.Spec.Term = 0
-	}
-	if err := o.Spec.Validate(); err != nil {
-		return o, usageErrorf("%v", err)
-	}
-	if o.OnBad, err = ingest.ParseOnBad(r.onBad); err != nil {
-		return o, usageErrorf("%v", err)
-	}
-	mr, err := units.ParseSize(r.maxRecord)
-	if err != nil {
-		return o, usageErrorf("--max-record: %v", err)
-	}
-	o.MaxRecord = int(mr)
-	return o, nil
-}
-
-// recipe is the key recipe an index records for these options.
-func recipe(hash ingest.Hash, o ingest.RecordOptions) fpstore.Spec {
-	o.Hash = hash
-	return pipeline.Recipe(o)
-}
-
-// adoptUnset completes the record flags with the key recipe of the index
-// at path, with spec s: each of --format, --key, --key-sep and --header
-// the command line set wins, each one it did not set comes from the index
-// (pipeline.AdoptRecipe). The caller then checks the recipes agree
-// (checkRecipe), so a flag set otherwise than the index's is refused
-// unless --assume-recipe.
-func (r *recordFlags) adoptUnset(f *pflag.FlagSet, path string, s fpstore.Spec) error {
-	return r.adopt(givenParts(f), path, s)
+	return givenParts(f) != ingest.RecipeParts{}
 }
 
 // givenParts says which parts of the key recipe the command line set.
-func givenParts(f *pflag.FlagSet) pipeline.RecipeParts {
-	return pipeline.RecipeParts{Format: f.Changed("format"), Keys: f.Changed("key"), Sep: f.Changed("key-sep"), Header: f.Changed("header")}
+func givenParts(f *pflag.FlagSet) ingest.RecipeParts {
+	return ingest.RecipeParts{Format: f.Changed("format"), Keys: f.Changed("key"), Sep: f.Changed("key-sep"), Header: f.Changed("header")}
 }
 
-// keySpec is the flags' key spec as given, not yet completed from an index
-// nor validated (reconcile does both once it has opened the index), and
-// the --max-record limit.
-func (r *recordFlags) keySpec() (ingest.KeySpec, int, error) {
-	if r.format == "fp" {
-		return ingest.KeySpec{}, 0, usageErrorf("--format fp is only for build")
-	}
-	f, err := ingest.ParseFormat(r.format)
-	if err != nil {
-		return ingest.KeySpec{}, 0, usageErrorf("--format: %v", err)
-	}
-	spec := ingest.KeySpec{Format: f, Keys: r.keys, Sep: r.keySep, Header: r.header, Term: '\n'}
-	if r.nul {
-		if f != ingest.FormatLines {
-			return spec, 0, usageErrorf("-z is for the lines format: csv, tsv and jsonl records end with newlines")
+// request is the record flags as a recipe request, not yet completed
+// from an index nor validated (ingest.ResolveRecipe does both); hexOK
+// allows --format fp (build), which reads fingerprints as lines.
+func (r *recordFlags) request(f *pflag.FlagSet, hexOK bool) (req ingest.RecipeRequest, hex bool, err error) {
+	format := r.format
+	if format == "fp" {
+		if !hexOK {
+			return req, false, usageErrorf("--format fp is only for build (query has --fp)")
 		}
-		spec.Term = 0
+		if len(r.keys) > 0 || r.header {
+			return req, false, usageErrorf("--format fp reads fingerprints: no --key or --header")
+		}
+		format, hex = "lines", true
 	}
+	fm, err := ingest.ParseFormat(format)
+	if err != nil {
+		return req, hex, usageErrorf("--format: %v", err)
+	}
+	req.Spec = ingest.KeySpec{Format: fm, Keys: r.keys, Sep: r.keySep, Header: r.header, Term: '\n'}
+	if r.nul {
+		if fm != ingest.FormatLines {
+			return req, hex, usageErrorf("-z is for the lines format: csv, tsv and jsonl records end with newlines")
+		}
+		req.Spec.Term = 0
+	}
+	req.Given, req.Assume = givenParts(f), r.assumeRecipe
+	return req, hex, nil
+}
+
+// maxRecordBytes is --max-record.
+func (r *recordFlags) maxRecordBytes() (int, error) {
 	mr, err := units.ParseSize(r.maxRecord)
 	if err != nil {
-		return spec, 0, usageErrorf("--max-record: %v", err)
+		return 0, usageErrorf("--max-record: %v", err)
 	}
-	return spec, int(mr), nil
+	return int(mr), nil
 }
 
-func (r *recordFlags) adopt(given pipeline.RecipeParts, path string, s fpstore.Spec) error {
-	format, err := ingest.ParseFormat(r.format)
+// reading is how the command reads its records: the flags resolved (by
+// ingest.ResolveRecipe, against the indexes the records are read against,
+// if any), hashed with hash. A recipe other than the indexes' is refused,
+// or with --assume-recipe used with a warning.
+func (r *recordFlags) reading(inv *invocation, f *pflag.FlagSet, hash ingest.Hash, against []ingest.IndexRecipe, linesAreKeys, hexOK bool) (ingest.RecordOptions, error) {
+	o := ingest.RecordOptions{Hash: hash}
+	req, hex, err := r.request(f, hexOK)
 	if err != nil {
-		return nil // --format fp, or a bad one: options() says which
+		return o, err
 	}
-	mine := ingest.KeySpec{Format: format, Keys: r.keys, Sep: r.keySep, Header: r.header}
-	spec, err := pipeline.AdoptRecipe(s, mine, given)
+	req.LinesAreKeys = linesAreKeys
+	spec, warnings, err := ingest.ResolveRecipe(req, against)
+	if se := (*ingest.SpecError)(nil); errors.As(err, &se) {
+		return o, usageErrorf("%v", se.Err)
+	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return o, err
 	}
-	r.format, r.keys, r.keySep, r.header = spec.Format.String(), spec.Keys, spec.Sep, spec.Header
-	return nil
+	for _, w := range warnings {
+		fmt.Fprintln(inv.stderr, "fpdedup: warning:", w, "(--assume-recipe)")
+	}
+	o.Spec, o.HexInput = spec, hex
+	if o.OnBad, err = ingest.ParseOnBad(r.onBad); err != nil {
+		return o, usageErrorf("%v", err)
+	}
+	o.MaxRecord, err = r.maxRecordBytes()
+	return o, err
 }
 
-// checkRecipe refuses to read records into fingerprints that would not
-// match an index's: a different key list or separator would make every
-// answer silently wrong. --assume-recipe overrides it, with a warning.
-func checkRecipe(inv *invocation, path string, idx fpstore.Spec, mine fpstore.Spec, assume bool) error {
-	err := pipeline.CheckRecipe(path, idx, mine)
-	if err == nil {
-		return nil
+// indexRecipes are the indexes of set, as records are read against them.
+func indexRecipes(set *fpstore.Set) []ingest.IndexRecipe {
+	var rs []ingest.IndexRecipe
+	for _, x := range set.Indexes() {
+		rs = append(rs, ingest.IndexRecipe{Path: x.Path(), Spec: x.Spec()})
 	}
-	if assume {
-		fmt.Fprintln(inv.stderr, "fpdedup: warning:", err, "(--assume-recipe)")
-		return nil
-	}
-	return err // say words it with the flags
+	return rs
 }

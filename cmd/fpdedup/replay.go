@@ -247,7 +247,7 @@ func replayConfig(cmd *cobra.Command, inv *invocation, o *replayOptions) (pipeli
 	if o.records.format == "lines" && (opts.L1 != nil || o.timeField != "") {
 		return opts, usageErrorf("replay reads the event time from a field: --format csv, tsv or jsonl with --key and --time-field (in lines format only --l2 alone, in input order)")
 	}
-	if opts.Records, err = o.records.options(h, false); err != nil {
+	if opts.Records, err = o.records.reading(inv, cmd.Flags(), h, nil, false, false); err != nil {
 		return opts, err
 	}
 	opts.TimeField = o.timeField

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
 
@@ -60,7 +61,7 @@ func sayTyped(err error) (string, bool) {
 			return fmt.Sprintf("%v; rebuild one of them with --hash %s", e, e.Specs[0].Hash), true
 		}
 		return fmt.Sprintf("%v; merge only indexes built with the same --hash and key recipe", e), true
-	case *pipeline.RecipeMismatchError:
+	case *ingest.RecipeMismatchError:
 		return fmt.Sprintf("%v: %v; give the same --key/--key-sep, or --assume-recipe if they are the same fields under other names", fpstore.ErrSpecMismatch, e), true
 	case *pipeline.TmpDirError:
 		return fmt.Sprintf("--tmpdir %s: %s", e.Dir, say(e.Err)), true

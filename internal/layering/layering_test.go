@@ -18,8 +18,8 @@ var layers = [][]string{
 	{"schema"},
 	{"fpstore"},
 	{"ingest", "bench/gen"},
-	{"pipeline"},
-	{"reconcile"},
+	// the offline jobs and the online comparison: neither needs the other
+	{"pipeline", "reconcile"},
 	{"cmd/fpdedup"},
 	{"bench"},
 	{"cmd/fpdedup-bench"},

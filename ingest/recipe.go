@@ -1,4 +1,4 @@
-package pipeline
+package ingest
 
 import (
 	"errors"
@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/fpdedup/fpdedup/fpstore"
-	"github.com/fpdedup/fpdedup/ingest"
 )
 
 // The key recipe: how records became an index's fingerprints. An index
@@ -14,10 +13,71 @@ import (
 // format as provenance), so that records read later against the index
 // give the same fingerprints, or are refused.
 
+// RecipeRequest is how a command asks for records to be read: the key
+// spec as its command line gave it (parts not given hold their defaults),
+// which parts were given, and whether a recipe other than the indexes'
+// is used anyway.
+type RecipeRequest struct {
+	Spec  KeySpec
+	Given RecipeParts
+	// Assume: records keyed otherwise than the indexes are read anyway;
+	// the mismatch comes back as a warning.
+	Assume bool
+	// LinesAreKeys: in the lines format each line is a key, not a whole
+	// record (query): such lines agree with any index's recipe.
+	LinesAreKeys bool
+}
+
+// IndexRecipe is an index the records are read against: its path (for
+// messages) and its spec.
+type IndexRecipe struct {
+	Path string
+	Spec fpstore.Spec
+}
+
+// ResolveRecipe is how records are read against indexes, the one place
+// the key recipe is decided: req.Spec completed from the first index's
+// recorded recipe for the parts not given (AdoptRecipe), validated, then
+// checked against every index (CheckRecipe). With req.Assume a mismatch is
+// returned in warnings instead of as the error. With no indexes it only
+// validates req.Spec.
+func ResolveRecipe(req RecipeRequest, against []IndexRecipe) (spec KeySpec, warnings []error, err error) {
+	spec = req.Spec
+	if len(against) > 0 {
+		if spec, err = AdoptRecipe(against[0].Spec, spec, req.Given); err != nil {
+			return spec, nil, fmt.Errorf("%s: %w", against[0].Path, err)
+		}
+	}
+	if err := spec.Validate(); err != nil {
+		return spec, nil, &SpecError{Err: err}
+	}
+	if req.LinesAreKeys && len(spec.Keys) == 0 {
+		return spec, nil, nil
+	}
+	reading := Recipe(RecordOptions{Spec: spec})
+	for _, x := range against {
+		if err := CheckRecipe(x.Path, x.Spec, reading); err != nil {
+			if !req.Assume {
+				return spec, nil, err
+			}
+			warnings = append(warnings, err)
+		}
+	}
+	return spec, warnings, nil
+}
+
+// SpecError is a key spec that cannot work (KeySpec.Validate's error),
+// as ResolveRecipe completed it: a mistake in how the records were asked
+// for, not in the records.
+type SpecError struct{ Err error }
+
+func (e *SpecError) Error() string { return e.Err.Error() }
+func (e *SpecError) Unwrap() error { return e.Err }
+
 // Recipe is the spec an index records for fingerprints of records read
 // with o: the hash, and the key recipe when records are keyed by fields.
 // Whole records and hex fingerprints record no recipe.
-func Recipe(o ingest.RecordOptions) fpstore.Spec {
+func Recipe(o RecordOptions) fpstore.Spec {
 	s := fpstore.Spec{Hash: o.Hash.String()}
 	if len(o.Spec.Keys) > 0 && !o.HexInput {
 		s.Key = o.Spec.Keys
@@ -31,16 +91,16 @@ func Recipe(o ingest.RecordOptions) fpstore.Spec {
 // an index with spec s: its recorded format, key fields and separator,
 // with a header when csv or tsv fields are named. ok is false when s
 // records no recipe (whole records: read them as lines).
-func KeySpecOf(s fpstore.Spec) (spec ingest.KeySpec, ok bool, err error) {
+func KeySpecOf(s fpstore.Spec) (spec KeySpec, ok bool, err error) {
 	if len(s.Key) == 0 {
-		return ingest.KeySpec{Format: ingest.FormatLines, Term: '\n'}, false, nil
+		return KeySpec{Format: FormatLines, Term: '\n'}, false, nil
 	}
-	f, err := ingest.ParseFormat(s.Format)
+	f, err := ParseFormat(s.Format)
 	if err != nil {
 		return spec, true, fmt.Errorf("the index's recorded record format: %w", err)
 	}
-	spec = ingest.KeySpec{Format: f, Keys: s.Key, Sep: s.KeySep, Term: '\n'}
-	spec.Header = (f == ingest.FormatCSV || f == ingest.FormatTSV) && !allDigits(s.Key)
+	spec = KeySpec{Format: f, Keys: s.Key, Sep: s.KeySep, Term: '\n'}
+	spec.Header = (f == FormatCSV || f == FormatTSV) && !allDigits(s.Key)
 	return spec, true, nil
 }
 
@@ -61,7 +121,7 @@ type RecipeParts struct {
 // (whole records) gives nothing. mine.Term (-z) is never changed. The
 // caller then checks the result against the index (CheckRecipe): a part
 // given otherwise than the index's is refused there, not here.
-func AdoptRecipe(idx fpstore.Spec, mine ingest.KeySpec, given RecipeParts) (ingest.KeySpec, error) {
+func AdoptRecipe(idx fpstore.Spec, mine KeySpec, given RecipeParts) (KeySpec, error) {
 	if len(idx.Key) == 0 || given == (RecipeParts{true, true, true, true}) {
 		return mine, nil
 	}
@@ -71,13 +131,13 @@ func AdoptRecipe(idx fpstore.Spec, mine ingest.KeySpec, given RecipeParts) (inge
 			return mine, err
 		}
 		// The recorded format is not needed, only its key fields.
-		from = ingest.KeySpec{Keys: idx.Key, Sep: idx.KeySep}
+		from = KeySpec{Keys: idx.Key, Sep: idx.KeySep}
 	}
 	out := mine
 	if !given.Format {
 		out.Format = from.Format
 	}
-	if out.Format == ingest.FormatLines {
+	if out.Format == FormatLines {
 		return out, nil
 	}
 	if !given.Keys {
@@ -86,7 +146,7 @@ func AdoptRecipe(idx fpstore.Spec, mine ingest.KeySpec, given RecipeParts) (inge
 	if !given.Sep {
 		out.Sep = from.Sep
 	}
-	if !given.Header && (out.Format == ingest.FormatCSV || out.Format == ingest.FormatTSV) {
+	if !given.Header && (out.Format == FormatCSV || out.Format == FormatTSV) {
 		out.Header = from.Header
 	}
 	return out, nil
