@@ -123,10 +123,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	// with the data comes on top: a run being written (~36 MiB), chunks in
 	// flight, the --record writer's segment buffers (made once the tables
 	// are freed) and the runtime (bench/mem.sh measures the whole).
-	parts := int64(4)
-	if opts.Record != "" {
-		parts = 5
-	}
+	parts := dedupParts(opts)
 	rec, err := newRecorder(opts, opts.Mem/parts)
 	if err != nil {
 		return st, err

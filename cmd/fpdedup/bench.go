@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/bench/gen"
-	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/internal/units"
 )
 
@@ -52,20 +49,6 @@ Exit codes: fpdedup bench without gen exits 2 and names fpdedup-bench.`,
 	return cmd
 }
 
-// stopWriter fails its writes once ctx is done, so that a writer that does
-// not watch for signals stops at its next write.
-type stopWriter struct {
-	ctx context.Context
-	w   io.Writer
-}
-
-func (s stopWriter) Write(p []byte) (int, error) {
-	if err := context.Cause(s.ctx); err != nil {
-		return 0, err
-	}
-	return s.w.Write(p)
-}
-
 // newGenCommand is `fpdedup gen`: the deterministic events every
 // benchmark and many tests run on.
 func newGenCommand(inv *invocation) *cobra.Command {
@@ -87,22 +70,8 @@ The summary on stderr gives the exact number of distinct records.`,
 			if err != nil {
 				return usageErrorf("--records: %v", err)
 			}
-			files := &ioPaths{}
-			files.output("-o", output)
-			if err := inv.checkPaths(files); err != nil {
-				return err
-			}
-			grp := &atomicfile.Group{}
-			defer grp.Abort()
-			var w io.Writer = inv.stdout
-			var f *atomicfile.File
-			if output != "" && output != "-" {
-				if f, err = atomicfile.Create(output); err != nil {
-					return err
-				}
-				defer f.Abort()
-				w = f
-			}
+			j := inv.job(cmd)
+			out := j.stream("-o", output)
 			// gen.Options reads 0 as "the default" and a negative value as
 			// "none"; on the command line 0 means none.
 			if repeat == 0 {
@@ -111,23 +80,11 @@ The summary on stderr gives the exact number of distinct records.`,
 			if far == 0 {
 				far = -1
 			}
-			hook("work")
-			bw := bufio.NewWriterSize(stopWriter{cmd.Context(), w}, 1<<20)
-			st, err := gen.Generate(bw, gen.Options{Records: n, Repeat: repeat, Seed: seed, Format: format, Far: far})
-			if err == nil {
-				err = bw.Flush()
-			}
-			if err == nil && f != nil {
-				err = grp.Finish(f)
-			}
-			if err == nil {
-				err = inv.commit(cmd.Context(), grp, map[string]any{"command": "gen", "records": st.Records, "distinct": st.Distinct, "bytes": st.Bytes})
-			}
-			if err != nil {
-				return err
-			}
-			inv.summary("gen: %d records, %d distinct, %s", st.Records, st.Distinct, units.FormatBytes(st.Bytes))
-			return nil
+			return j.run(func(ctx context.Context) (map[string]any, error) {
+				st, err := gen.Generate(out.w, gen.Options{Records: n, Repeat: repeat, Seed: seed, Format: format, Far: far})
+				j.summary("gen: %s, %d distinct, %s", counted(st.Records, "record"), st.Distinct, units.FormatBytes(st.Bytes))
+				return map[string]any{"records": st.Records, "distinct": st.Distinct, "bytes": st.Bytes}, err
+			})
 		},
 	}
 	f := cmd.Flags()

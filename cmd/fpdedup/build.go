@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
-	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
@@ -72,13 +72,14 @@ published); 130/143 interrupted (nothing is published).`,
 }
 
 func runBuild(cmd *cobra.Command, inv *invocation, o *buildOptions, args []string) error {
-	opts := pipeline.BuildOptions{Output: o.output, Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
+	j := inv.job(cmd)
+	opts := pipeline.BuildOptions{Output: o.output, Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}, Group: j.grp}
 	h, err := ingest.ParseHash(o.hash)
 	if err != nil {
 		return usageErrorf("--hash: %v", err)
 	}
 	fpFormat := o.records.format == "fp"
-	if opts.Records, err = o.records.reading(inv, cmd.Flags(), h, nil, false, true); err != nil {
+	if opts.Records, err = o.records.reading(j, h, nil, false, true); err != nil {
 		return err
 	}
 	opts.Spec = ingest.Recipe(opts.Records)
@@ -107,42 +108,21 @@ func runBuild(cmd *cobra.Command, inv *invocation, o *buildOptions, args []strin
 			return err
 		}
 	}
-	inputs, err := inputNames(inv, o.files0From, args)
-	if err != nil {
+	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
 		return err
 	}
-	opts.Inputs = inputs
-	paths := &ioPaths{}
-	paths.input("FILE", kindRecords, inputs...)
-	paths.input("--files0-from", kindOther, o.files0From)
-	paths.input("--spec-from", kindIndex, o.specFrom)
-	paths.output("-o", o.output)
-	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
-	if err := inv.checkPaths(paths); err != nil {
-		return err
-	}
-	grp := &atomicfile.Group{}
-	defer grp.Abort()
-	opts.Group = grp
-
-	hook("work")
-	stop := inv.showProgress("build", opts.Progress)
-	st, err := pipeline.Build(cmd.Context(), opts)
-	stop()
-	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "build", "output": o.output, "hash": h.String(), "build": st, "threads": inv.threads})
-	}
-	if err != nil {
-		return err
-	}
-	rate := float64(st.Records) / max(st.Seconds, 1e-9)
-	inv.summary("build: %d records, %d distinct, %d duplicates, %s, %s read, %.2f s, %s records/s → %s (%s, %.2f bytes/key)",
-		st.Records, st.Distinct, st.Duplicates, badSummary(opts.Records.OnBad), units.FormatBytes(st.Bytes), st.Seconds, humanRate(rate),
-		o.output, units.FormatBytes(st.IndexBytes), float64(st.IndexBytes)/float64(max(st.Distinct, 1)))
-	return nil
+	j.input("FILE", kindRecords, opts.Inputs...)
+	j.input("--files0-from", kindOther, o.files0From)
+	j.input("--spec-from", kindIndex, o.specFrom)
+	j.output("-o", o.output)
+	j.progress(opts.Progress)
+	return j.run(func(ctx context.Context) (map[string]any, error) {
+		st, err := pipeline.Build(ctx, opts)
+		j.summary("build: %s, %d distinct, %d duplicates, %s, %s read, %.2f s, %s records/s → %s (%s, %.2f bytes/key)",
+			counted(st.Records, "record"), st.Distinct, st.Duplicates, badSummary(opts.Records.OnBad), units.FormatBytes(st.Bytes), st.Seconds,
+			humanRate(float64(st.Records)/max(st.Seconds, 1e-9)), o.output, units.FormatBytes(st.IndexBytes), float64(st.IndexBytes)/float64(max(st.Distinct, 1)))
+		return map[string]any{"output": o.output, "hash": h.String(), "build": st, "threads": inv.threads}, err
+	})
 }
 
 // inputNames resolves FILE arguments and --files0-from into input names.

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/ingest"
-	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
 
@@ -86,65 +83,32 @@ func runCount(cmd *cobra.Command, inv *invocation, o *countOptions, args []strin
 	if err != nil {
 		return usageErrorf("--hash: %v", err)
 	}
+	j := inv.job(cmd)
 	opts := pipeline.CountOptions{MinCount: o.minCount, Top: o.top, TSV: o.tsv, Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
-	if opts.Records, err = o.records.reading(inv, cmd.Flags(), h, nil, false, false); err != nil {
+	if opts.Records, err = o.records.reading(j, h, nil, false, false); err != nil {
 		return err
 	}
 	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
 		return err
 	}
-	paths := &ioPaths{}
-	paths.input("FILE", kindRecords, opts.Inputs...)
-	paths.input("--files0-from", kindOther, o.files0From)
-	paths.output("-o", o.output) // counts, not records: never in place
-	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
-	if err := inv.checkPaths(paths); err != nil {
-		return err
-	}
-	grp := &atomicfile.Group{}
-	defer grp.Abort()
-	var out io.Writer = inv.stdout
-	var af *atomicfile.File
-	if o.output != "" && o.output != "-" {
-		if af, err = atomicfile.Create(o.output); err != nil {
-			return err
+	j.input("FILE", kindRecords, opts.Inputs...)
+	j.input("--files0-from", kindOther, o.files0From)
+	out := j.stream("-o", o.output) // counts, not records: never in place
+	j.progress(opts.Progress)
+	j.heapLimit(opts.HeapLimit())
+	return j.run(func(ctx context.Context) (map[string]any, error) {
+		st, err := pipeline.Count(ctx, opts, out.w)
+		spilled := ""
+		if st.Runs > 0 {
+			spilled = fmt.Sprintf(" (key table beyond --mem: %d runs in --tmpdir)", st.Runs)
 		}
-		defer af.Abort()
-		out = af
-	}
-	// The key table is outside the Go heap (huge pages): the heap's soft
-	// limit is what --mem leaves of it.
-	debug.SetMemoryLimit(max(inv.mem/4, 16<<20))
-	bw := bufio.NewWriterSize(out, 1<<20)
-	hook("work")
-	stop := inv.showProgress("count", opts.Progress)
-	st, err := pipeline.Count(cmd.Context(), opts, bw)
-	stop()
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil && af != nil {
-		err = grp.Finish(af)
-	}
-	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "count", "count": st, "threads": inv.threads})
-	}
-	if err != nil {
-		return err
-	}
-	spilled := ""
-	if st.Runs > 0 {
-		spilled = fmt.Sprintf(" (key table beyond --mem: %d runs in --tmpdir)", st.Runs)
-	}
-	inv.summary("count: %d records, %d distinct keys, %d printed, %s, %.2f s%s", st.Records, st.Distinct, st.Printed, badSummary(opts.Records.OnBad), st.Seconds, spilled)
-	return nil
+		j.summary("count: %s, %d distinct keys, %d printed, %s, %.2f s%s", counted(st.Records, "record"), st.Distinct, st.Printed, badSummary(opts.Records.OnBad), st.Seconds, spilled)
+		return map[string]any{"count": st, "threads": inv.threads}, err
+	})
 }
 
 // runCheck is count --check: dedup --check on the same records.
 func runCheck(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []string) error {
-	o.command, o.check, o.emit, o.keep = "count", true, "first", "first"
+	o.check, o.emit, o.keep = true, "first", "first"
 	return runDedup(cmd, inv, o, args)
 }

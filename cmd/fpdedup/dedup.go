@@ -1,28 +1,24 @@
 package main
 
 import (
-	"bufio"
-	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
-	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/internal/tempfile"
 	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
 
 type dedupOptions struct {
-	command    string // what the summary names: dedup, or count for count --check
 	against    []string
 	emit       string
 	record     string
@@ -91,58 +87,50 @@ func runDedup(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []strin
 	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
 		return err
 	}
-	paths := &ioPaths{}
-	paths.input("FILE", kindRecords, opts.Inputs...)
-	paths.input("--files0-from", kindOther, o.files0From)
-	paths.input("--against", kindIndex, o.against...)
+	j := inv.job(cmd)
+	if err := dedupRecords(j, o, &opts); err != nil {
+		return err
+	}
+	j.input("FILE", kindRecords, opts.Inputs...)
+	j.input("--files0-from", kindOther, o.files0From)
+	j.input("--against", kindIndex, o.against...)
 	// -o may replace the records it reads (written to a temp file, renamed
 	// at the end: dedup -o in in keeps in's first occurrences); --record
 	// and --duplicates may not: an index, or the records -o does not keep.
-	paths.output("-o", o.output, kindRecords)
-	paths.output("--record", o.record)
-	paths.output("--duplicates", o.duplicates)
-	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
-	if err := inv.checkPaths(paths); err != nil {
-		return err
+	var out, dups *stream
+	if !o.check {
+		out = j.stream("-o", o.output, kindRecords)
 	}
-	if err := dedupRecords(cmd, inv, o, &opts); err != nil {
-		return err
+	if o.duplicates != "" {
+		dups = j.stream("--duplicates", o.duplicates)
 	}
-
-	grp := &atomicfile.Group{}
-	defer grp.Abort()
-	opts.Group = grp
-	outs, err := openDedupOutputs(inv, o, &opts)
-	defer outs.close()
-	if err != nil {
-		return err
-	}
-	// The seen-set, its blooms and the runs' writer live outside the Go
-	// heap (huge pages) and take about three quarters of --mem; the Go
-	// heap's soft limit is what is left, or it would count the whole --mem
-	// as its own (measured: 62 MB of heap for 37 live under --mem 64MiB).
-	debug.SetMemoryLimit(max(inv.mem/4, 16<<20))
-	hook("work")
-	stop := inv.showProgress("dedup", opts.Progress)
-	st, err := pipeline.Dedup(cmd.Context(), opts, outs.out)
-	stop()
-	if dup := (*pipeline.DuplicateError)(nil); o.check && errors.As(err, &dup) {
-		return checkAnswer(cmd, inv, opts, dup)
-	}
-	if err == nil {
-		err = outs.finish(grp)
-	}
-	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "dedup", "dedup": st, "against": o.against, "record": o.record, "threads": inv.threads})
-	}
-	if err != nil {
-		return err
-	}
-	dedupSummary(inv, o, opts, st)
-	return nil
+	j.output("--record", o.record)
+	opts.Group = j.grp
+	j.progress(opts.Progress)
+	j.heapLimit(opts.HeapLimit())
+	return j.run(func(ctx context.Context) (map[string]any, error) {
+		w := io.Writer(io.Discard)
+		if out != nil {
+			w = out.w
+		}
+		if dups != nil {
+			opts.Duplicates = dups.w
+		}
+		if o.check {
+			done, err := spoolStdinForCheck(&opts)
+			defer done()
+			if err != nil {
+				return nil, err
+			}
+		}
+		st, err := pipeline.Dedup(ctx, opts, w)
+		figures := map[string]any{"dedup": st, "against": o.against, "record": o.record, "threads": inv.threads}
+		if dup := (*pipeline.DuplicateError)(nil); o.check && errors.As(err, &dup) {
+			return figures, checkAnswer(ctx, opts, dup)
+		}
+		dedupSummary(j, o, opts, st)
+		return figures, err
+	})
 }
 
 // dedupModes checks the flags that choose what dedup writes (--emit,
@@ -179,7 +167,7 @@ func dedupModes(inv *invocation, o *dedupOptions) (pipeline.DedupOptions, error)
 
 // dedupRecords resolves how records are read and hashed: the --against
 // index's hash, and its key recipe for each record flag not given.
-func dedupRecords(cmd *cobra.Command, inv *invocation, o *dedupOptions, opts *pipeline.DedupOptions) error {
+func dedupRecords(j *job, o *dedupOptions, opts *pipeline.DedupOptions) error {
 	hashName := o.hash
 	if opts.Against != nil {
 		if hashName != "" && hashName != opts.Against.Spec().Hash {
@@ -202,90 +190,23 @@ func dedupRecords(cmd *cobra.Command, inv *invocation, o *dedupOptions, opts *pi
 	if opts.Against != nil {
 		against = indexRecipes(opts.Against)
 	}
-	if opts.Records, err = o.records.reading(inv, cmd.Flags(), h, against, false, false); err != nil {
+	if opts.Records, err = o.records.reading(j, h, against, false, false); err != nil {
 		return err
 	}
 	opts.RecordSpec = ingest.Recipe(opts.Records)
 	return nil
 }
 
-// dedupOutputs are where dedup writes: stdout or -o, --duplicates, and
-// under --check nothing (stdin spooled to find a first occurrence again).
-type dedupOutputs struct {
-	out, side   *bufio.Writer
-	file, dups  *atomicfile.File
-	spoolClosed func()
-}
-
-func openDedupOutputs(inv *invocation, o *dedupOptions, opts *pipeline.DedupOptions) (*dedupOutputs, error) {
-	d := &dedupOutputs{spoolClosed: func() {}}
-	var out io.Writer = inv.stdout
-	if o.output != "" && o.output != "-" {
-		f, err := atomicfile.Create(o.output)
-		if err != nil {
-			return d, err
-		}
-		d.file, out = f, f
-	}
-	if o.duplicates != "" {
-		f, err := atomicfile.Create(o.duplicates)
-		if err != nil {
-			return d, err
-		}
-		d.dups, d.side = f, bufio.NewWriterSize(f, 1<<20)
-		opts.Duplicates = d.side
-	}
+func dedupSummary(j *job, o *dedupOptions, opts pipeline.DedupOptions, st pipeline.DedupStats) {
 	if o.check {
-		out = io.Discard
-		done, err := spoolStdinForCheck(opts)
-		d.spoolClosed = done
-		if err != nil {
-			return d, err
-		}
-	}
-	d.out = bufio.NewWriterSize(out, 1<<20)
-	return d, nil
-}
-
-// finish flushes the outputs and hands the files to the group.
-func (d *dedupOutputs) finish(grp *atomicfile.Group) error {
-	if err := d.out.Flush(); err != nil {
-		return err
-	}
-	if d.side != nil {
-		if err := d.side.Flush(); err != nil {
-			return err
-		}
-	}
-	for _, f := range []*atomicfile.File{d.file, d.dups} {
-		if f != nil {
-			if err := grp.Finish(f); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func (d *dedupOutputs) close() {
-	for _, f := range []*atomicfile.File{d.file, d.dups} {
-		if f != nil {
-			f.Abort()
-		}
-	}
-	d.spoolClosed()
-}
-
-func dedupSummary(inv *invocation, o *dedupOptions, opts pipeline.DedupOptions, st pipeline.DedupStats) {
-	if o.check {
-		inv.summary("%s --check: %d records, every key unique (%s)", cmp.Or(o.command, "dedup"), st.Records, badSummary(opts.Records.OnBad))
+		j.summary("%s --check: %s, every key unique (%s)", j.cmd.Name(), counted(st.Records, "record"), badSummary(opts.Records.OnBad))
 		return
 	}
-	inv.summary("dedup: %d records, %d first occurrences, %d duplicates, %d in --against, %s, %d written, %s read, %.2f s, %s records/s (mode %s, seen-set %s)",
-		st.Records, st.FirstOccurrences, st.Duplicates, st.InAgainst, badSummary(opts.Records.OnBad), st.Emitted, units.FormatBytes(st.Bytes), st.Seconds,
+	j.summary("dedup: %s, %d first occurrences, %d duplicates, %d in --against, %s, %d written, %s read, %.2f s, %s records/s (mode %s, seen-set %s)",
+		counted(st.Records, "record"), st.FirstOccurrences, st.Duplicates, st.InAgainst, badSummary(opts.Records.OnBad), st.Emitted, units.FormatBytes(st.Bytes), st.Seconds,
 		humanRate(float64(st.Records)/max(st.Seconds, 1e-9)), st.Mode, units.FormatBytes(st.TableBytes))
 	if st.Mode == "lsm" {
-		inv.summary("dedup: bounded mode: %d runs on disk, bloom %s: %d of %d probes answered by the bloom alone, false positives %.4f%% measured at the final fill vs %.4f%% by the blocked-bloom formula",
+		j.summary("dedup: bounded mode: %d runs on disk, bloom %s: %d of %d probes answered by the bloom alone, false positives %.4f%% measured at the final fill vs %.4f%% by the blocked-bloom formula",
 			st.Runs, units.FormatBytes(st.BloomBytes), st.FilterAnswered, st.FilterProbes, 100*st.FilterFPRMeasured, 100*st.FilterFPRFormula)
 	}
 }
@@ -313,14 +234,14 @@ func spoolStdinForCheck(opts *pipeline.DedupOptions) (done func(), err error) {
 
 // checkAnswer is --check's negative answer: the repeat, and where its key
 // first occurred (read again up to it; stdin from its spool).
-func checkAnswer(cmd *cobra.Command, inv *invocation, opts pipeline.DedupOptions, dup *pipeline.DuplicateError) error {
+func checkAnswer(ctx context.Context, opts pipeline.DedupOptions, dup *pipeline.DuplicateError) error {
 	if f, ok := opts.Spool.(*os.File); ok {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
 		opts.Stdin, opts.Spool = f, nil
 	}
-	if err := pipeline.FindFirst(cmd.Context(), opts, dup); err != nil {
+	if err := pipeline.FindFirst(ctx, opts, dup); err != nil {
 		return err
 	}
 	if dup.InAgainst {

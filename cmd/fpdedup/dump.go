@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"context"
 
 	"github.com/spf13/cobra"
 
@@ -27,28 +27,26 @@ reject is printed); 130/143 interrupted; 141 the reader closed the pipe.`,
 				return err
 			}
 			defer x.Close()
-			hook("work")
-			out := bufio.NewWriterSize(inv.stdout, 1<<20)
-			line := make([]byte, 0, 33)
-			var n int
-			err = x.Scan(func(fps []fpstore.Fingerprint) error {
-				if err := cmd.Context().Err(); err != nil {
-					return err
-				}
-				n += len(fps)
-				for _, fp := range fps {
-					line = append(fp.AppendHex(line[:0]), '\n')
-					if _, err := out.Write(line); err != nil {
+			j := inv.job(cmd)
+			out := j.stream("stdout", "")
+			return j.run(func(ctx context.Context) (map[string]any, error) {
+				line := make([]byte, 0, 33)
+				var n int
+				err := x.Scan(func(fps []fpstore.Fingerprint) error {
+					if err := ctx.Err(); err != nil {
 						return err
 					}
-				}
-				return nil
+					n += len(fps)
+					for _, fp := range fps {
+						line = append(fp.AppendHex(line[:0]), '\n')
+						if _, err := out.w.Write(line); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				return map[string]any{"index": args[0], "fingerprints": n}, err
 			})
-			if ferr := out.Flush(); err == nil {
-				err = ferr
-			}
-			inv.figures = map[string]any{"index": args[0], "fingerprints": n}
-			return err
 		},
 	}
 }

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -31,51 +32,36 @@ measured on random probes from a fixed seed.
 Exit codes: 0 done; 2 error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// The index is opened and closed by the work itself, which an
-			// interrupt abandons: it must not be unmapped under it.
-			var in fpstore.Info
-			var spec fpstore.Spec
-			err := interruptible(cmd.Context(), func() error {
-				x, err := fpstore.Open(args[0])
-				if err != nil {
+			j := inv.job(cmd)
+			out := j.stream("stdout", "")
+			return j.run(func(ctx context.Context) (map[string]any, error) {
+				// The index is opened and closed by the work itself, which
+				// an interrupt abandons: it must not be unmapped under it.
+				var in fpstore.Info
+				var spec fpstore.Spec
+				err := interruptible(ctx, func() error {
+					x, err := fpstore.Open(args[0])
+					if err != nil {
+						return err
+					}
+					defer x.Close()
+					spec = x.Spec()
+					in, err = x.Info(probes)
 					return err
+				})
+				if err != nil {
+					return nil, err
 				}
-				defer x.Close()
-				spec = x.Spec()
-				in, err = x.Info(probes)
-				return err
+				rec := recordsOf(spec)
+				figures := map[string]any{"inspect": inspectJSON{in, rec}}
+				if asJSON {
+					b, _ := json.MarshalIndent(inspectJSON{in, rec}, "", "  ")
+					fmt.Fprintf(out.w, "%s\n", b)
+				} else {
+					writeInspect(out.w, in, rec)
+				}
+				return figures, nil
 			})
-			if err != nil {
-				return err
-			}
-			rec := recordsOf(spec)
-			inv.figures = map[string]any{"inspect": inspectJSON{in, rec}}
-			if asJSON {
-				b, _ := json.MarshalIndent(inspectJSON{in, rec}, "", "  ")
-				_, err = fmt.Fprintf(inv.stdout, "%s\n", b)
-				return err
-			}
-			key := "whole record"
-			if len(in.Key) > 0 {
-				key = fmt.Sprintf("%s joined by %q", strings.Join(in.Key, ","), in.KeySep)
-			}
-			w := bufio.NewWriter(inv.stdout)
-			fmt.Fprintf(w, "index          %s\n", in.Path)
-			fmt.Fprintf(w, "format         v%d\n", in.FormatVersion)
-			fmt.Fprintf(w, "hash           %s (%d bits)\n", in.Hash, in.HashBits)
-			fmt.Fprintf(w, "records        %s\n", rec)
-			fmt.Fprintf(w, "key            %s\n", key)
-			fmt.Fprintf(w, "partition      %s\n", in.Partition)
-			fmt.Fprintf(w, "fingerprints   %d\n", in.Fingerprints)
-			if in.Fingerprints > 0 {
-				fmt.Fprintf(w, "range          %s .. %s\n", in.First, in.Last)
-			}
-			fmt.Fprintf(w, "segments       %d (%d to %d fingerprints; at most %d)\n", in.Segments, in.SmallestSegment, in.LargestSegment, in.SegmentMax)
-			fmt.Fprintf(w, "size           %s, %.3f bytes/key\n", units.FormatBytes(in.FileBytes), in.BytesPerKey)
-			fmt.Fprintf(w, "directory      %s\n", units.FormatBytes(int64(in.DirectoryBytes)))
-			fmt.Fprintf(w, "filter         %s, %.2f bits/key, false positives %.3f%% in theory, %.3f%% measured on %d probes\n",
-				in.FilterKind, in.FilterBitsPerKey, 100*in.FilterFPRTheory, 100*in.FilterFPRMeasured, in.FilterProbes)
-			return w.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -117,4 +103,26 @@ func (r inspectRecords) String() string {
 		return r.Format + ", with a header (the key fields are named)"
 	}
 	return r.Format + ", no header assumed (the key fields are column numbers)"
+}
+
+func writeInspect(w io.Writer, in fpstore.Info, rec inspectRecords) {
+	key := "whole record"
+	if len(in.Key) > 0 {
+		key = fmt.Sprintf("%s joined by %q", strings.Join(in.Key, ","), in.KeySep)
+	}
+	fmt.Fprintf(w, "index          %s\n", in.Path)
+	fmt.Fprintf(w, "format         v%d\n", in.FormatVersion)
+	fmt.Fprintf(w, "hash           %s (%d bits)\n", in.Hash, in.HashBits)
+	fmt.Fprintf(w, "records        %s\n", rec)
+	fmt.Fprintf(w, "key            %s\n", key)
+	fmt.Fprintf(w, "partition      %s\n", in.Partition)
+	fmt.Fprintf(w, "fingerprints   %d\n", in.Fingerprints)
+	if in.Fingerprints > 0 {
+		fmt.Fprintf(w, "range          %s .. %s\n", in.First, in.Last)
+	}
+	fmt.Fprintf(w, "segments       %d (%d to %d fingerprints; at most %d)\n", in.Segments, in.SmallestSegment, in.LargestSegment, in.SegmentMax)
+	fmt.Fprintf(w, "size           %s, %.3f bytes/key\n", units.FormatBytes(in.FileBytes), in.BytesPerKey)
+	fmt.Fprintf(w, "directory      %s\n", units.FormatBytes(int64(in.DirectoryBytes)))
+	fmt.Fprintf(w, "filter         %s, %.2f bits/key, false positives %.3f%% in theory, %.3f%% measured on %d probes\n",
+		in.FilterKind, in.FilterBitsPerKey, 100*in.FilterFPRTheory, 100*in.FilterFPRMeasured, in.FilterProbes)
 }

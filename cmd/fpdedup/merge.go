@@ -8,7 +8,6 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
-	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
 func newMergeCommand(inv *invocation) *cobra.Command {
@@ -65,50 +64,39 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 			case intersect:
 				op, name = fpstore.Intersect, "intersect"
 			}
-			paths := &ioPaths{}
-			paths.input("IDX", kindIndex, args...)
-			paths.output("-o", output, kindIndex) // in place: merge -o H H today
-			if err := inv.checkPaths(paths); err != nil {
-				return err
-			}
+			j := inv.job(cmd)
+			j.input("IDX", kindIndex, args...)
+			j.output("-o", output, kindIndex) // in place: merge -o H H today
+			prog := &ingest.Progress{}
+			j.progress(prog)
 			var xs []*fpstore.Index
 			defer func() {
 				for _, x := range xs {
 					x.Close()
 				}
 			}()
-			var total int64
-			for _, p := range args {
-				x, err := fpstore.Open(p)
-				if err != nil {
-					return err
+			return j.run(func(ctx context.Context) (map[string]any, error) {
+				var total int64
+				for _, p := range args {
+					x, err := fpstore.Open(p)
+					if err != nil {
+						return nil, err
+					}
+					xs = append(xs, x)
+					total += int64(x.Len())
 				}
-				xs = append(xs, x)
-				total += int64(x.Len())
-			}
-			grp := &atomicfile.Group{}
-			defer grp.Abort()
-			hook("work")
-			start := time.Now()
-			prog := &ingest.Progress{}
-			prog.Total.Store(total)
-			stop := inv.showProgress("merge", prog)
-			st, err := fpstore.Merge(output, xs, fpstore.MergeOptions{Op: op, Threads: inv.threads, Partition: part, Group: grp, Progress: func(n uint64) error {
-				prog.RawBytes.Store(int64(n))
-				prog.Records.Store(int64(n))
-				return context.Cause(cmd.Context())
-			}})
-			stop()
-			secs := time.Since(start).Seconds()
-			if err == nil {
-				err = inv.commit(cmd.Context(), grp, map[string]any{"command": "merge", "op": name, "inputs": args, "output": output, "merge": st, "seconds": secs})
-			}
-			if err != nil {
-				return err
-			}
-			inv.summary("merge (%s): %d indexes, %d fingerprints in, %d out, partition %s, %.2f s, %s fingerprints/s → %s",
-				name, st.Inputs, st.InputKeys, st.Fingerprints, st.Range, secs, humanRate(float64(st.InputKeys)/max(secs, 1e-9)), output)
-			return nil
+				prog.Total.Store(total)
+				start := time.Now()
+				st, err := fpstore.Merge(output, xs, fpstore.MergeOptions{Op: op, Threads: inv.threads, Partition: part, Group: j.grp, Progress: func(n uint64) error {
+					prog.RawBytes.Store(int64(n))
+					prog.Records.Store(int64(n))
+					return context.Cause(ctx)
+				}})
+				secs := time.Since(start).Seconds()
+				j.summary("merge (%s): %s, %d fingerprints in, %d out, partition %s, %.2f s, %s fingerprints/s → %s",
+					name, counted(st.Inputs, "index"), st.InputKeys, st.Fingerprints, st.Range, secs, humanRate(float64(st.InputKeys)/max(secs, 1e-9)), output)
+				return map[string]any{"op": name, "inputs": args, "output": output, "merge": st, "seconds": secs}, err
+			})
 		},
 	}
 	f := cmd.Flags()

@@ -177,7 +177,6 @@ func (inv *invocation) checkPaths(p *ioPaths) error {
 // every output is published. A directory that cannot be fsynced after the
 // rename is a warning: the file is published, and the exit code says so.
 func (inv *invocation) commit(ctx context.Context, grp *atomicfile.Group, stats map[string]any) error {
-	inv.committed = true
 	if err := inv.finishStats(grp, stats); err != nil {
 		grp.Abort()
 		return err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"slices"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
-	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
 
@@ -94,59 +92,38 @@ func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []strin
 	if o.fp && o.records.given(cmd.Flags()) {
 		return usageErrorf("--fp reads hex fingerprints: no --format/--key/--key-sep/--header")
 	}
-	files := &ioPaths{}
-	files.input("--index", kindIndex, paths...)
-	files.output("--on-bad quarantine", quarantinePath(o.records.onBad))
-	if err := inv.checkPaths(files); err != nil {
-		return err
-	}
 	set, err := openSet(paths)
 	if err != nil {
 		return err
 	}
 	defer set.Close()
 	opts.Set = set
-	if err := queryRecords(cmd, inv, o, &opts, paths[0]); err != nil {
+	j := inv.job(cmd)
+	if err := queryRecords(j, o, &opts); err != nil {
 		return err
 	}
-
-	out := bufio.NewWriterSize(inv.stdout, 1<<20)
-	var st pipeline.QueryStats
-	hook("work")
-	if len(args) > 0 {
-		st, err = pipeline.QueryKeys(opts, args, out)
-	} else {
-		stop := inv.showProgress("query", opts.Progress)
-		st, err = pipeline.Query(cmd.Context(), opts, nil, out)
-		stop()
+	j.input("--index", kindIndex, paths...)
+	out := j.stream("stdout", "")
+	j.answers = true
+	if len(args) == 0 {
+		j.progress(opts.Progress)
 	}
-	if err == nil && o.count {
-		_, err = fmt.Fprintf(out, "present\t%d\nabsent\t%d\n", st.Present, st.Absent)
-	}
-	if err == nil {
-		// Until the answers are flushed a signal stops the run: keys
-		// given as arguments are answered without watching for one.
-		err = context.Cause(cmd.Context())
-	}
-	if ferr := out.Flush(); err == nil {
-		err = ferr
-	}
-	grp := &atomicfile.Group{}
-	defer grp.Abort()
-	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		// The answers are written: a signal now changes nothing.
-		err = inv.commit(context.WithoutCancel(cmd.Context()), grp, map[string]any{"command": "query", "indexes": paths, "query": st})
-	}
-	if err != nil {
-		return err
-	}
-	if st.Absent > 0 {
-		return negativeAnswer{}
-	}
-	return nil
+	return j.run(func(ctx context.Context) (map[string]any, error) {
+		var st pipeline.QueryStats
+		var err error
+		if len(args) > 0 {
+			st, err = pipeline.QueryKeys(opts, args, out.w)
+		} else {
+			st, err = pipeline.Query(ctx, opts, nil, out.w)
+		}
+		if err == nil && o.count {
+			fmt.Fprintf(out.w, "present\t%d\nabsent\t%d\n", st.Present, st.Absent)
+		}
+		if err == nil && st.Absent > 0 {
+			err = negativeAnswer{}
+		}
+		return map[string]any{"indexes": paths, "query": st}, err
+	})
 }
 
 // queryArgs splits the arguments into the indexes and the keys ("-" alone:
@@ -200,20 +177,20 @@ func queryOutput(o *queryOptions) (pipeline.QueryOptions, error) {
 // queryRecords says how keys are read: plain keys without record flags;
 // with some, the others come from the index's recipe, which the records
 // must then match; hashed with the index's hash.
-func queryRecords(cmd *cobra.Command, inv *invocation, o *queryOptions, opts *pipeline.QueryOptions, first string) error {
-	opts.Threads = inv.threads
+func queryRecords(j *job, o *queryOptions, opts *pipeline.QueryOptions) error {
+	opts.Threads = j.inv.threads
 	set := opts.Set
 	h, err := ingest.ParseHash(set.Spec().Hash)
 	if err != nil {
-		return fmt.Errorf("%s: %w", first, err)
+		return fmt.Errorf("%s: %w", set.Indexes()[0].Path(), err)
 	}
 	// Plain keys and --fp need no recipe; records keyed by fields must be
 	// keyed as the index was.
 	var against []ingest.IndexRecipe
-	if o.records.given(cmd.Flags()) {
+	if o.records.given(j.cmd.Flags()) {
 		against = indexRecipes(set)
 	}
-	if opts.Records, err = o.records.reading(inv, cmd.Flags(), h, against, true, false); err != nil {
+	if opts.Records, err = o.records.reading(j, h, against, true, false); err != nil {
 		return err
 	}
 	opts.Records.HexInput = o.fp

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -142,29 +141,27 @@ func runReconcile(cmd *cobra.Command, inv *invocation, o *reconcileOptions, args
 	if err != nil {
 		return err
 	}
-	if err := inv.checkPaths(reconcilePaths(o, opts.Records)); err != nil {
-		return err
-	}
-	if opts.Password, err = password(opts.Target, o.passwordFile); err != nil {
-		return err
-	}
+	j := inv.job(cmd)
+	reconcilePaths(j, o, opts.Records)
+	var dryRun *stream
 	if o.dryRun {
-		bw := bufio.NewWriterSize(inv.stdout, 1<<16)
-		defer bw.Flush()
-		opts.DryRunOut = bw
+		dryRun = j.stream("stdout", "")
 	}
-
-	grp := &atomicfile.Group{}
-	defer grp.Abort()
-	opts.Group = grp
-	// The error that ends the run says what failed, once; stderr is for
-	// the summary, not for go-redis's own log lines.
-	reconcile.QuietRedisLogs()
-	hook("work")
-	stop := inv.showProgress("reconcile", opts.Progress)
-	rep, err := reconcile.Run(cmd.Context(), opts)
-	stop()
-	return finishReconcile(cmd.Context(), inv, o, grp, rep, err)
+	opts.Group = j.grp
+	j.progress(opts.Progress)
+	return j.run(func(ctx context.Context) (map[string]any, error) {
+		if opts.Password, err = password(opts.Target, o.passwordFile); err != nil {
+			return nil, err
+		}
+		if dryRun != nil {
+			opts.DryRunOut = dryRun.w
+		}
+		// The error that ends the run says what failed, once; stderr is
+		// for the summary, not for go-redis's own log lines.
+		reconcile.QuietRedisLogs()
+		rep, err := reconcile.Run(ctx, opts)
+		return finishReconcile(ctx, j, o, rep, err)
+	})
 }
 
 // reconcileRunOptions checks the flags and makes reconcile's options of
@@ -219,65 +216,57 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 	return opts, nil
 }
 
-// reconcilePaths are the files reconcile reads and writes, for the checks
-// every command makes before any work.
-func reconcilePaths(o *reconcileOptions, records []string) *ioPaths {
-	files := &ioPaths{}
-	files.input("--index", kindIndex, o.index)
-	files.input("--records", kindRecords, records...)
-	files.input("--password-file", kindOther, o.passwordFile)
+// reconcilePaths declares the files reconcile reads and writes.
+func reconcilePaths(j *job, o *reconcileOptions, records []string) {
+	j.input("--index", kindIndex, o.index)
+	j.input("--records", kindRecords, records...)
+	j.input("--password-file", kindOther, o.passwordFile)
 	if strings.HasPrefix(o.online, "file:") {
-		files.input("--online", kindOther, strings.TrimPrefix(o.online, "file:"))
+		j.input("--online", kindOther, strings.TrimPrefix(o.online, "file:"))
 	}
-	files.output("--missing", o.missing)
-	files.output("--extra", o.extra)
-	files.output("--backfill", o.backfill)
-	files.output("--report", o.report)
-	files.output("--checkpoint", o.checkpoint)
-	files.output("--on-bad quarantine", quarantinePath(o.recs.onBad))
-	return files
+	j.output("--missing", o.missing)
+	j.output("--extra", o.extra)
+	j.output("--backfill", o.backfill)
+	j.output("--report", o.report)
+	j.output("--checkpoint", o.checkpoint)
+	j.output("--on-bad quarantine", quarantinePath(o.recs.onBad))
 }
 
-// finishReconcile ends the command as Run ended: a failed run's report is
+// finishReconcile ends the work as Run ended: a failed run's report is
 // written at once, to say what failed and with which exit code the
-// process ends; a run that succeeded publishes its outputs and report at
-// the commit point, prints the summary and exits 0 or 1.
-func finishReconcile(ctx context.Context, inv *invocation, o *reconcileOptions, grp *atomicfile.Group, rep *reconcile.Report, err error) error {
+// process ends; a run that succeeded has its report published with the
+// other outputs at the commit point, and exits 0 or 1.
+func finishReconcile(ctx context.Context, j *job, o *reconcileOptions, rep *reconcile.Report, err error) (map[string]any, error) {
 	for _, w := range rep.Warnings {
-		fmt.Fprintln(inv.stderr, "fpdedup: warning:", w, "(--assume-recipe)")
+		fmt.Fprintln(j.inv.stderr, "fpdedup: warning:", w, "(--assume-recipe)")
 	}
 	out := &reconcileReport{Report: rep}
 	if err != nil {
 		err = reconcileErr(err)
 		out.Error = say(err)
-		out.ExitCode = exitCode(underSignal(ctx, err, inv.publishes))
+		out.ExitCode = exitCode(underSignal(ctx, err, true))
 		if o.report != "" {
 			_ = writeReconcileReport(nil, o.report, out) // err says what matters
 		}
-		return err
+		return nil, err
 	}
 	if !rep.Agree {
 		out.ExitCode = exitNegative
 	}
 	if o.report != "" {
-		if err := writeReconcileReport(grp, o.report, out); err != nil {
-			return err
+		if err := writeReconcileReport(j.grp, o.report, out); err != nil {
+			return nil, err
 		}
 	}
-	// The commit point publishes --missing, --extra, --backfill and the
-	// report; once --apply has written keys online the work is done and
-	// they are published whatever signal comes now.
-	if rep.Apply != nil && !rep.Apply.DryRun && rep.Apply.Written > 0 {
-		ctx = context.WithoutCancel(ctx)
-	}
-	if err := inv.commit(ctx, grp, map[string]any{"command": "reconcile", "reconcile": out}); err != nil {
-		return err
-	}
-	printReconcileSummary(inv, rep)
+	// Once --apply has written keys online the work is done: the outputs
+	// are published whatever signal comes now.
+	j.final = rep.Apply != nil && !rep.Apply.DryRun && rep.Apply.Written > 0
+	reconcileSummary(j, rep)
+	figures := map[string]any{"reconcile": out}
 	if !rep.Agree {
-		return negativeAnswer{}
+		return figures, negativeAnswer{}
 	}
-	return nil
+	return figures, nil
 }
 
 // reconcileReport is what --report holds: the run's figures, then how the
@@ -328,27 +317,27 @@ func password(t *reconcile.Target, file string) (string, error) {
 	return "", nil
 }
 
-func printReconcileSummary(inv *invocation, r *reconcile.Report) {
+func reconcileSummary(j *job, r *reconcile.Report) {
 	online := "not listed (probe)"
 	if r.Counts.OnlyOnline >= 0 {
 		online = fmt.Sprint(r.Counts.OnlyOnline)
 	}
-	inv.summary("reconcile (%s): %d offline, %d online values read; both %d, only offline (missing online) %d, only online (unknown offline) %s; %.2f s, %s keys/s",
+	j.summary("reconcile (%s): %d offline, %d online values read; both %d, only offline (missing online) %d, only online (unknown offline) %s; %.2f s, %s keys/s",
 		r.Mode, r.Index.Fingerprints, r.Online.Values, r.Counts.Both, r.Counts.OnlyOffline, online,
 		r.Timings.Compare, humanRate(r.Timings.KeysPerSecond))
 	if r.Online.Bad > 0 {
-		inv.summary("reconcile: %d online values are not fingerprints, e.g. %s", r.Online.Bad, strings.Join(r.Online.BadSamples[:min(3, len(r.Online.BadSamples))], ", "))
+		j.summary("reconcile: %d online values are not fingerprints, e.g. %s", r.Online.Bad, strings.Join(r.Online.BadSamples[:min(3, len(r.Online.BadSamples))], ", "))
 	}
 	if r.Online.OutsideRange > 0 {
-		inv.summary("reconcile: %d online fingerprints lie outside the index's partition %s and were not compared", r.Online.OutsideRange, r.Index.Range)
+		j.summary("reconcile: %d online fingerprints lie outside the index's partition %s and were not compared", r.Online.OutsideRange, r.Index.Range)
 	}
 	if r.Online.Note != "" {
-		inv.summary("reconcile: %s", r.Online.Note)
+		j.summary("reconcile: %s", r.Online.Note)
 	}
 	if rs := r.Records; rs != nil {
-		inv.summary("reconcile: %d records read (%s), %d with keys missing online, %d written to %s", rs.Records, rs.Format, rs.Missing, rs.Written, rs.Backfill)
+		j.summary("reconcile: %d records read (%s), %d with keys missing online, %d written to %s", rs.Records, rs.Format, rs.Missing, rs.Written, rs.Backfill)
 		if rs.Bad > 0 {
-			inv.summary("reconcile: %d records without a key were skipped (--on-bad)", rs.Bad)
+			j.summary("reconcile: %d records without a key were skipped (--on-bad)", rs.Bad)
 		}
 	}
 	if a := r.Apply; a != nil {
@@ -356,12 +345,12 @@ func printReconcileSummary(inv *invocation, r *reconcile.Report) {
 		if a.DryRun {
 			verb = "would be written"
 		}
-		inv.summary("reconcile: %d keys %s to %s in %d batches, %.2f s, %s keys/s (%d retries, %d skipped by the checkpoint, %d without a record)",
+		j.summary("reconcile: %d keys %s to %s in %d batches, %.2f s, %s keys/s (%d retries, %d skipped by the checkpoint, %d without a record)",
 			a.Written, verb, a.Target, a.Batches, a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.SkippedCheckpoint, a.NotInRecords)
 	}
 	if r.Agree {
-		inv.summary("reconcile: the sides agree")
+		j.summary("reconcile: the sides agree")
 	} else {
-		inv.summary("reconcile: the sides differ (%d missing online after the run)", r.Missing)
+		j.summary("reconcile: the sides differ (%d missing online after the run)", r.Missing)
 	}
 }

@@ -93,13 +93,14 @@ func (r *recordFlags) maxRecordBytes() (int, error) {
 	return int(mr), nil
 }
 
-// reading is how the command reads its records: the flags resolved (by
+// reading is how job j reads its records: the flags resolved (by
 // ingest.ResolveRecipe, against the indexes the records are read against,
-// if any), hashed with hash. A recipe other than the indexes' is refused,
-// or with --assume-recipe used with a warning.
-func (r *recordFlags) reading(inv *invocation, f *pflag.FlagSet, hash ingest.Hash, against []ingest.IndexRecipe, linesAreKeys, hexOK bool) (ingest.RecordOptions, error) {
+// if any), hashed with hash; a quarantine becomes one of j's outputs. A
+// recipe other than the indexes' is refused, or with --assume-recipe used
+// with a warning.
+func (r *recordFlags) reading(j *job, hash ingest.Hash, against []ingest.IndexRecipe, linesAreKeys, hexOK bool) (ingest.RecordOptions, error) {
 	o := ingest.RecordOptions{Hash: hash}
-	req, hex, err := r.request(f, hexOK)
+	req, hex, err := r.request(j.cmd.Flags(), hexOK)
 	if err != nil {
 		return o, err
 	}
@@ -112,12 +113,13 @@ func (r *recordFlags) reading(inv *invocation, f *pflag.FlagSet, hash ingest.Has
 		return o, err
 	}
 	for _, w := range warnings {
-		fmt.Fprintln(inv.stderr, "fpdedup: warning:", w, "(--assume-recipe)")
+		fmt.Fprintln(j.inv.stderr, "fpdedup: warning:", w, "(--assume-recipe)")
 	}
 	o.Spec, o.HexInput = spec, hex
 	if o.OnBad, err = ingest.ParseOnBad(r.onBad); err != nil {
 		return o, usageErrorf("%v", err)
 	}
+	j.records(o.OnBad)
 	o.MaxRecord, err = r.maxRecordBytes()
 	return o, err
 }

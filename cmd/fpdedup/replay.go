@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	"math"
 	"math/bits"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/ingest"
-	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
@@ -126,73 +124,52 @@ among them); 130/143 interrupted (nothing published).`,
 }
 
 func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []string) error {
-	opts, err := replayConfig(cmd, inv, o)
+	j := inv.job(cmd)
+	opts, err := replayConfig(j, o)
 	if err != nil {
 		return err
 	}
 	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
 		return err
 	}
-	paths := &ioPaths{}
-	paths.input("FILE", kindRecords, opts.Inputs...)
-	paths.input("--files0-from", kindOther, o.files0From)
-	paths.output("--lost", o.lost)
-	paths.output("--on-bad quarantine", quarantinePath(o.records.onBad))
-	if err := inv.checkPaths(paths); err != nil {
-		return err
-	}
-	grp := &atomicfile.Group{}
-	defer grp.Abort()
-	var lost *atomicfile.File
-	var lostBuf *bufio.Writer
+	j.input("FILE", kindRecords, opts.Inputs...)
+	j.input("--files0-from", kindOther, o.files0From)
+	var lost *stream
 	if o.lost != "" {
-		if lost, err = atomicfile.Create(o.lost); err != nil {
-			return err
+		lost = j.stream("--lost", o.lost)
+	}
+	report := j.stream("stdout", "")
+	j.progress(opts.Progress)
+	j.heapLimit(opts.HeapLimit())
+	return j.run(func(ctx context.Context) (map[string]any, error) {
+		if lost != nil {
+			opts.Lost = lost.w
 		}
-		defer lost.Abort()
-		lostBuf = bufio.NewWriterSize(lost, 1<<20)
-		opts.Lost = lostBuf
-	}
-	// The blooms and the seen-set are outside the Go heap (huge pages):
-	// the heap's soft limit is a quarter of what the blooms leave (as
-	// pipeline.Replay shares it out).
-	debug.SetMemoryLimit(max((inv.mem-pipeline.ReplayBloomBytes(opts))/4, 16<<20))
-	hook("work")
-	stop := inv.showProgress("replay", opts.Progress)
-	st, err := pipeline.Replay(cmd.Context(), opts)
-	stop()
-	var oe *pipeline.ReplayOrderError
-	if errors.As(err, &oe) {
-		err = fmt.Errorf("%w\n  hint: sort the input by its time field first (a stable sort, e.g. sort -s -t, -k3,3n when it is the third csv column, the header kept first), or give --order arrival if it is in arrival order", err)
-	}
-	if err == nil && lost != nil {
-		if err = lostBuf.Flush(); err == nil {
-			err = grp.Finish(lost)
+		st, err := pipeline.Replay(ctx, opts)
+		if oe := (*pipeline.ReplayOrderError)(nil); errors.As(err, &oe) {
+			return nil, fmt.Errorf("%w\n  hint: sort the input by its time field first (a stable sort, e.g. sort -s -t, -k3,3n when it is the third csv column, the header kept first), or give --order arrival if it is in arrival order", err)
 		}
-	}
-	if cerr := opts.Records.OnBad.Close(grp, err == nil); err == nil {
-		err = cerr
-	}
-	config := replayJSONConfig(o, opts)
-	if err == nil {
+		if err != nil {
+			return nil, err
+		}
+		config := replayJSONConfig(o, opts)
+		if o.json {
+			b, err := json.MarshalIndent(map[string]any{"config": config, "replay": st}, "", "  ")
+			if err != nil {
+				return nil, err
+			}
+			report.w.Write(append(b, '\n'))
+		} else {
+			writeReplayReport(report.w, opts, st)
+		}
+		replaySummary(j, opts, st)
 		// "online" is the primary system again, for --metrics (which
 		// keeps the scalars: lost, let through, the rates).
-		err = inv.commit(cmd.Context(), grp, map[string]any{"command": "replay", "config": config, "replay": st, "online": st.Systems[0], "threads": inv.threads})
-	}
-	if err != nil {
-		return err
-	}
-	if o.json {
-		b, err := json.MarshalIndent(map[string]any{"config": config, "replay": st}, "", "  ")
-		if err != nil {
-			return err
-		}
-		if _, err := inv.stdout.Write(append(b, '\n')); err != nil {
-			return err
-		}
-	} else if err := writeReplayReport(inv.stdout, opts, st); err != nil {
-		return err
-	}
+		return map[string]any{"config": config, "replay": st, "online": st.Systems[0], "threads": inv.threads}, nil
+	})
+}
+
+func replaySummary(j *job, opts pipeline.ReplayOptions, st pipeline.ReplayStats) {
 	truth := units.FormatBytes(st.TruthBytes)
 	if st.TruthMode == "lsm" {
 		truth += fmt.Sprintf(", spilled: %d runs", st.TruthRuns)
@@ -201,16 +178,16 @@ func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []str
 	// Both rates: the set-up (the first touch of the blooms and the
 	// seen-set's table, the kernel zeroing them) is paid once a run,
 	// however many events follow it.
-	inv.summary("replay: %d events, %d first occurrences, %d duplicates, %d lost, %d let through, %s, %s read, %.2f s, %s events/s, %s events/s after the set-up (%.2f s: the blooms' and the seen-set's first touch; seen-set %s; blooms %s)",
-		st.Events, st.FirstOccurrences, st.Duplicates, p.Lost, p.LetThrough, badSummary(opts.Records.OnBad), units.FormatBytes(st.Bytes), st.Seconds,
+	j.summary("replay: %s, %d first occurrences, %d duplicates, %d lost, %d let through, %s, %s read, %.2f s, %s events/s, %s events/s after the set-up (%.2f s: the blooms' and the seen-set's first touch; seen-set %s; blooms %s)",
+		counted(st.Events, "event"), st.FirstOccurrences, st.Duplicates, p.Lost, p.LetThrough, badSummary(opts.Records.OnBad), units.FormatBytes(st.Bytes), st.Seconds,
 		humanRate(float64(st.Events)/max(st.Seconds, 1e-9)), humanRate(float64(st.Events)/max(st.Seconds-st.SetupSeconds, 1e-9)),
 		st.SetupSeconds, truth, units.FormatBytes(pipeline.ReplayBloomBytes(opts)))
-	return nil
 }
 
 // replayConfig checks the flags and makes the pipeline's options (all but
 // the inputs and Lost).
-func replayConfig(cmd *cobra.Command, inv *invocation, o *replayOptions) (pipeline.ReplayOptions, error) {
+func replayConfig(j *job, o *replayOptions) (pipeline.ReplayOptions, error) {
+	inv := j.inv
 	opts := pipeline.ReplayOptions{Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
 	var err error
 	if o.l1 == "" && o.l2 == "" {
@@ -247,7 +224,7 @@ func replayConfig(cmd *cobra.Command, inv *invocation, o *replayOptions) (pipeli
 	if o.records.format == "lines" && (opts.L1 != nil || o.timeField != "") {
 		return opts, usageErrorf("replay reads the event time from a field: --format csv, tsv or jsonl with --key and --time-field (in lines format only --l2 alone, in input order)")
 	}
-	if opts.Records, err = o.records.reading(inv, cmd.Flags(), h, nil, false, false); err != nil {
+	if opts.Records, err = o.records.reading(j, h, nil, false, false); err != nil {
 		return opts, err
 	}
 	opts.TimeField = o.timeField

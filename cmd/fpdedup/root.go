@@ -5,17 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
-	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -46,12 +43,8 @@ type invocation struct {
 	// publishes: the command declared outputs (checkPaths), so an
 	// interruption is reported as "nothing was published".
 	publishes bool
-	// committed: the command reached its commit point (inv.commit), which
-	// wrote --stats-json and --metrics.
-	committed bool
-	// figures: what a command that publishes nothing of its own (dump,
-	// inspect, verify) reports in --stats-json and --metrics.
-	figures map[string]any
+	// jobs: how many jobs the command started (job.go).
+	jobs int
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -116,10 +109,9 @@ error, not an index; 130 on SIGINT, 143 on SIGTERM (nothing published);
 	return root
 }
 
-// adopt gives every command under c what every command has: --version,
-// and --stats-json and --metrics honoured. A command that reaches no commit
-// point of its own (dump, inspect, verify, or one that answers no) has its
-// figures published by this one, after its work: they are its only output.
+// adopt gives every command under c --version, and holds each to its
+// job: a command that succeeds without having run one (job.go) skipped the
+// checks, the commit point and the figures every command owes.
 func (inv *invocation) adopt(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		sub.Version = c.Version
@@ -131,25 +123,9 @@ func (inv *invocation) adopt(c *cobra.Command) {
 		return
 	}
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		start := time.Now()
-		figuresWanted := inv.statsJSON != "" || inv.metrics != ""
-		inv.publishes = inv.publishes || figuresWanted
-		if f := cmd.Flags().Lookup("tmpdir"); f != nil {
-			if err := checkTmpDir(f.Value.String()); err != nil {
-				return err
-			}
-		}
 		err := work(cmd, args)
-		var neg negativeAnswer
-		if !figuresWanted || inv.committed || err != nil && !errors.As(err, &neg) {
-			return err
-		}
-		figures := map[string]any{"command": strings.TrimPrefix(cmd.CommandPath(), "fpdedup "), "seconds": time.Since(start).Seconds()}
-		maps.Copy(figures, inv.figures)
-		grp := &atomicfile.Group{}
-		defer grp.Abort()
-		if cerr := inv.commit(cmd.Context(), grp, figures); cerr != nil {
-			return cerr
+		if err == nil && inv.jobs == 0 {
+			return fmt.Errorf("BUG: %s ran without a job", cmd.CommandPath())
 		}
 		return err
 	}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
+)
+
+// A job is one command's run. The command declares what it reads, what it
+// writes (each output with its flag), how its records are read, the Go
+// heap's share of --mem and its work; run does the rest, in the same order
+// for every command (README "Exit codes, outputs and signals"):
+//
+//  1. every path is resolved and checked against every input and every
+//     other output, and --tmpdir is checked writable, before any work;
+//  2. the streamed outputs are opened: stdout, or a file beside its target;
+//  3. the heap limit is set, progress shown, the work run;
+//  4. unless a signal came, every output is flushed and finished, the
+//     quarantine closed, and all of them are published with --stats-json
+//     and --metrics at the one commit point; a negative answer (exit 1)
+//     was computed in full and is published like a success;
+//  5. the summary is printed.
+//
+// Outputs that a library writes (an index, a backfill) join j.grp, so they
+// are published at the same point. Nothing a job starts outlives run.
+type job struct {
+	inv     *invocation
+	cmd     *cobra.Command
+	paths   ioPaths
+	grp     *atomicfile.Group
+	streams []*stream
+	bad     []*ingest.BadPolicy
+	prog    *ingest.Progress
+	heap    int64
+	// final: once the work has returned, it is done (keys written
+	// online): a signal after it no longer undoes anything.
+	final bool
+	// answers: once the streams are flushed the work is done (query's
+	// answers are out); a signal before that stops the run.
+	answers bool
+	lines   []string
+}
+
+// stream is an output the job opens and the work writes as it goes:
+// stdout for "" and "-", else a file published at the commit point.
+type stream struct {
+	flag, path string
+	w          *bufio.Writer
+	file       *atomicfile.File
+}
+
+// job starts declaring the run of cmd. Every command that does work goes
+// through one (adopt checks it).
+func (inv *invocation) job(cmd *cobra.Command) *job {
+	inv.jobs++
+	return &job{inv: inv, cmd: cmd, grp: &atomicfile.Group{}}
+}
+
+// input declares files the job reads ("" and "-" are not files).
+func (j *job) input(flag string, kind pathKind, paths ...string) {
+	j.paths.input(flag, kind, paths...)
+}
+
+// output declares a file a library writes into j.grp; inPlace names the
+// inputs it may replace.
+func (j *job) output(flag, path string, inPlace ...pathKind) {
+	j.paths.output(flag, path, inPlace...)
+}
+
+// stream declares an output the work writes as it goes; its writer is
+// ready when the work runs.
+func (j *job) stream(flag, path string, inPlace ...pathKind) *stream {
+	j.paths.output(flag, path, inPlace...)
+	s := &stream{flag: flag, path: path}
+	j.streams = append(j.streams, s)
+	return s
+}
+
+// records registers how records are read: a quarantine is an output,
+// closed with the others.
+func (j *job) records(p *ingest.BadPolicy) {
+	if p != nil {
+		j.output("--on-bad quarantine", p.Quarantine())
+		j.bad = append(j.bad, p)
+	}
+}
+
+// progress shows p while the work runs (with --progress).
+func (j *job) progress(p *ingest.Progress) { j.prog = p }
+
+// heapLimit is the Go heap's share of --mem while the work runs, as the
+// pipeline shares --mem out (the rest lives outside the heap).
+func (j *job) heapLimit(n int64) { j.heap = n }
+
+// summary queues a line for stderr, printed after the commit point unless -q.
+func (j *job) summary(format string, a ...any) {
+	j.lines = append(j.lines, fmt.Sprintf(format, a...))
+}
+
+// run checks, opens, works, commits and reports, as the job type says.
+// work returns the run's figures for --stats-json and --metrics, and nil,
+// a negativeAnswer or an error.
+func (j *job) run(work func(ctx context.Context) (map[string]any, error)) error {
+	ctx := j.cmd.Context()
+	defer j.abort()
+	if f := j.cmd.Flags().Lookup("tmpdir"); f != nil {
+		if err := checkTmpDir(f.Value.String()); err != nil {
+			return err
+		}
+	}
+	if err := j.inv.checkPaths(&j.paths); err != nil {
+		return err
+	}
+	if err := j.open(ctx); err != nil {
+		return err
+	}
+	if j.heap > 0 {
+		debug.SetMemoryLimit(j.heap)
+	}
+	hook("work")
+	stop := func() {}
+	if j.prog != nil {
+		stop = j.inv.showProgress(j.cmd.Name(), j.prog)
+	}
+	start := time.Now()
+	figures, err := work(ctx)
+	stop()
+	var neg negativeAnswer
+	if err != nil && !errors.As(err, &neg) {
+		return err
+	}
+	if j.final {
+		ctx = context.WithoutCancel(ctx)
+	} else if cause := context.Cause(ctx); cause != nil {
+		return cause // a signal the work did not see: nothing is published
+	}
+	if ferr := j.finish(); ferr != nil {
+		return ferr
+	}
+	if j.answers {
+		ctx = context.WithoutCancel(ctx)
+	}
+	if figures == nil {
+		figures = map[string]any{}
+	}
+	figures["command"] = j.cmd.Name()
+	if _, ok := figures["seconds"]; !ok {
+		figures["seconds"] = time.Since(start).Seconds()
+	}
+	if cerr := j.inv.commit(ctx, j.grp, figures); cerr != nil {
+		return cerr
+	}
+	for _, l := range j.lines {
+		j.inv.summary("%s", l)
+	}
+	return err
+}
+
+// open opens the streamed outputs. A writer stops at its next write once a
+// signal came, for work that does not watch for one.
+func (j *job) open(ctx context.Context) error {
+	for _, s := range j.streams {
+		var w io.Writer = j.inv.stdout
+		if s.path != "" && s.path != "-" {
+			f, err := atomicfile.Create(s.path)
+			if err != nil {
+				return err
+			}
+			s.file, w = f, f
+		}
+		s.w = bufio.NewWriterSize(stopWriter{ctx, w}, 1<<20)
+	}
+	return nil
+}
+
+// finish flushes the streams and hands every output to the group.
+func (j *job) finish() error {
+	for _, s := range j.streams {
+		if err := s.w.Flush(); err != nil {
+			return err
+		}
+		if s.file != nil {
+			if err := j.grp.Finish(s.file); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range j.bad {
+		if err := p.Close(j.grp, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// abort removes whatever was not published.
+func (j *job) abort() {
+	for _, s := range j.streams {
+		if s.file != nil {
+			s.file.Abort()
+		}
+	}
+	for _, p := range j.bad {
+		_ = p.Close(j.grp, false)
+	}
+	j.grp.Abort()
+}
+
+// stopWriter fails its writes once ctx is done, so that a writer that does
+// not watch for signals stops at its next write.
+type stopWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (s stopWriter) Write(p []byte) (int, error) {
+	if err := context.Cause(s.ctx); err != nil {
+		return 0, err
+	}
+	return s.w.Write(p)
+}
