@@ -9,9 +9,9 @@ import (
 
 // arena is anonymous memory for fingerprints, outside the Go heap: the GC
 // neither scans nor frees it, and it is mapped with MADV_HUGEPAGE, so
-// filling it costs one page fault per 2 MiB instead of one per 4 KiB.
-// Measured on the 10M-line build: growing Go slices spent more CPU time in
-// memmove, page clearing and faults than hashing did (pprof). Address space
+// filling it costs one page fault per 2 MiB instead of one per 4 KiB:
+// growing Go slices spends more of a build's CPU time in memmove, page
+// clearing and faults than hashing does. Address space
 // is reserved up front (MAP_NORESERVE); only pages touched count in RSS.
 //
 // An arena belongs to one goroutine.
@@ -52,9 +52,9 @@ func (a *arena) free() {
 }
 
 // hugeBuffers hands out large byte buffers mapped with MADV_HUGEPAGE and
-// unmaps them all at once. In this VM a 4 KiB page fault costs ~14 µs and a
-// 2 MiB one ~0.1-2 ms (measured: touching 200 MiB took 696 ms with small
-// pages, 14-22 ms with huge ones), so the writer's big reused buffers
+// unmaps them all at once. Touching fresh memory a 4 KiB fault at a time
+// costs many times what huge-page faults cost for the same bytes, so the
+// writer's big reused buffers
 // (pending fingerprints, FlatBuffers builders) live here rather than on the
 // Go heap, which Linux backs with small pages under THP=madvise.
 // Safe for concurrent use.

@@ -13,11 +13,11 @@ import (
 // Cursor reads an index's fingerprints in ascending order. It streams the
 // file with pread, a chunk of pages at a time, and checks every page's
 // CRC-32C as it arrives (a whole pass checks the whole file: tables,
-// directories and filters too), rather than reading the mapping: in this
-// VM the first touch of a mapped page costs ~2 µs even when it is in the
-// page cache (one byte per page of a 333 MiB index: 175-186 ms; pread and
-// checksum of all of it: 63-76 ms; MADV_POPULATE_READ first made no
-// difference). Each chunk of fingerprints is checked as it arrives too:
+// directories and filters too), rather than reading the mapping: the
+// first touch of a mapped page costs a fault even when the page is in the
+// page cache, and a whole pass touching every page through the mapping is
+// slower than pread and checksum of all of it (MADV_POPULATE_READ does not
+// change that). Each chunk of fingerprints is checked as it arrives too:
 // strictly ascending, above the last one read, from the footer's first of
 // its segment to its last (readcheck.go), so a cursor hands out nothing
 // Verify would reject; damage is an ErrCorrupt error naming the file,

@@ -12,12 +12,11 @@ const extentSize = 2 << 20
 // ext4 from Linux 6.16) sizes a folio by the write that creates it, and a
 // 2 MiB folio at a 2 MiB offset is mapped by a reader's mapping (which the
 // kernel aligns for files this large) with one page-table entry and one
-// TLB entry instead of 512. Through bufio's 1 MiB writes 68-72% of an
-// index was cached in 2 MiB folios (only the large writes that bypass the
-// buffer made them); in extents all of it is, and single lookups in a
-// 100M-key index went from 348 to 330 ns at the median of 7 interleaved
-// pairs (BenchmarkLookup/warm's huge-mapped-%;
-// bench/results/ab-2026-12-03-s15.md). Elsewhere the writes are only larger.
+// TLB entry instead of 512. Through bufio's 1 MiB writes only the large
+// writes that bypass the buffer make 2 MiB folios; in extents the whole
+// index is cached in them, which makes single lookups faster
+// (BenchmarkLookup/warm's huge-mapped-%; bench/results/ab-2026-12-03-s15.md).
+// Elsewhere the writes are only larger.
 type extentWriter struct {
 	w   io.Writer
 	buf []byte // what is buffered; cap extentSize

@@ -145,8 +145,8 @@ func MergeCursors(cursors []*Cursor, op SetOp, fn func([]Fingerprint) error) err
 }
 
 // linearMergeMax: up to this many inputs the smallest head is found by a
-// scan, not a heap. container/heap's interface calls cost ~100 ns a
-// fingerprint (pprof: a two-way merge slower than sort -m -u over hex).
+// scan, not a heap: container/heap's interface calls per fingerprint cost
+// more than the merge itself.
 const linearMergeMax = 8
 
 func mergeLinear(ins []*mergeInput, total int, op SetOp, out []Fingerprint, fn func([]Fingerprint) error) error {
@@ -196,9 +196,8 @@ func mergeLinear(ins []*mergeInput, total int, op SetOp, out []Fingerprint, fn f
 // merge2 runs op over two cursors, the common case (a day into history, A
 // minus B), merging from the cursors' chunks rather than copying batches
 // out, with a branch-free step: on random fingerprints which input goes next is
-// a coin toss, and the branchy loop paid a misprediction on every other
-// fingerprint (pprof: mergeLinear 11 ns a fingerprint on a 2x20M-key
-// merge, as much as the filter builds and writes of the output together).
+// a coin toss, and a branchy loop pays a misprediction on every other
+// fingerprint, which costs as much as building and writing the output.
 func merge2(ca, cb *Cursor, op SetOp, out []Fingerprint, fn func([]Fingerprint) error) error {
 	{
 		k := 0

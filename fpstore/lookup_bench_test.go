@@ -119,7 +119,7 @@ func BenchmarkLookup(b *testing.B) {
 		report(b, measure(b, x, ks))
 		b.ReportMetric(hugeMappedPercent(path), "huge-mapped-%")
 		// The clock's own cost is inside every latency above (two vDSO
-		// reads, ~20 ns in this VM): reported, not subtracted.
+		// reads): reported as clock-p50-ns, not subtracted.
 		clock := make([]time.Duration, 100_000)
 		for i := range clock {
 			t := time.Now()

@@ -93,8 +93,8 @@ func Merge(out string, inputs []*Index, opts MergeOptions) (MergeStats, error) {
 	// The merge's memory is a few segments and one chunk per input,
 	// whatever the sizes: Sequential for a stitch (segments are copied),
 	// one builder for a k-way merge, whose segments are built and written
-	// on other goroutines while this one merges the next (pprof of a
-	// two-way merge: merging ~0.5 CPU-s, building ~0.6, writing ~0.4).
+	// on other goroutines while this one merges the next (merging,
+	// building and writing each take a comparable share of the CPU).
 	xs, stitch := stitchable(inputs, opts.Op)
 	stitch = stitch && part.Whole()
 	w, err := Create(out, WriterOptions{Spec: spec, Range: rng, Sequential: stitch, Threads: 1, Group: opts.Group})

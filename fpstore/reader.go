@@ -169,10 +169,9 @@ func littleEndian() bool {
 // whole pass (Scan, Verify) or by lookups many times the file's 2 MiB
 // extents. A fault then reads ahead (MADV_NORMAL instead of MADV_RANDOM)
 // in huge folios (MADV_HUGEPAGE: one 2 MiB read a fault, mapped with one
-// TLB entry). Measured on a 103 MB index dropped from the page cache:
-// 390k keys queried in 1.43-1.59 s (26k major faults) page by page, in
-// 0.20-0.23 s (5-8 faults) after readWhole; verify and dump read the file
-// 4 KiB a fault before (bench/results/ab-2026-12-03-s15.md). Pages already
+// TLB entry). For an index not in the page cache that turns thousands of
+// major faults into a handful, for a large query as for verify and dump
+// (bench/results/ab-2026-12-03-s15.md). Pages already
 // cached in small folios stay as they are. Errors are ignored: the advice
 // is only advice (a kernel without transparent huge pages still reads
 // ahead).
@@ -300,8 +299,8 @@ func (x *Index) find(fp Fingerprint) int {
 	var i int
 	if hi-lo <= 4 {
 		// The table leaves at most four candidates: a short scan
-		// mispredicts less than a binary search's closure calls (which
-		// were 15% of a query of present keys).
+		// mispredicts less, and costs less, than a binary search's
+		// closure calls.
 		i = lo - 1
 		for i+1 < hi && !fp.Less(segs[i+1].node.Prefix) {
 			i++
@@ -444,8 +443,8 @@ func loadSegment(data []byte, ref segmentRef) (*segment, error) {
 // verifyPage checks page p of the segment buffer once per process. It and
 // verifyRange are small enough to inline, so that once every page of the
 // segment has been checked (soon into a long run of lookups) a check
-// before a read is one load: lookups of 10M keys spent 6% of their cycles
-// in the checks (perf), testing bits long set.
+// before a read is one load rather than a test of bits long set, which
+// otherwise is a visible share of a long run's cycles.
 func (s *segment) verifyPage(p uint64) error {
 	if s.checked() {
 		return nil
@@ -602,8 +601,8 @@ func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
 // fault guard paid once per batch. Lookups go in groups whose stages
 // (filter slots, directory entries, a guessed bucket position) each
 // prefetch the lines they will read for the whole group first, so the CPU
-// overlaps the cache misses of a whole group: per-key binary search was
-// memory-latency bound (pprof: 60% of a query in the bucket search). Go
+// overlaps the cache misses of a whole group: a per-key binary search is
+// memory-latency bound, most of its time waiting in the bucket search. Go
 // has no prefetch intrinsic; internal/prefetch issues the instruction from
 // assembly.
 func (x *Index) ContainsBatch(fps []Fingerprint, found []bool) error {
@@ -626,9 +625,9 @@ func (x *Index) containsBatch(fps []Fingerprint, found []bool, sorted bool) erro
 			// The filter only pays when keys are absent: when most of
 			// a group passed it, the next groups go straight to the
 			// directory (the answers are exact either way), and every
-			// 16th group tries it again. (Re-enabling it after each group
-			// that skipped it, as before, probed every other group: query
-			// --only present of 10M keys, 4 runs each, 0.86 -> 0.77 s.)
+			// 16th group tries it again: re-enabling it after each group
+			// that skipped it would probe every other group for keys
+			// that are mostly present.
 			if g.useFilter || base/groupSize%16 == 15 {
 				g.useFilter = g.passed*4 < (end-base)*3
 			}
@@ -657,9 +656,9 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 	// Stage 1: segment and filter; the filter blocks prefetched first (see
 	// stage 3). In sorted keys, a key in the node of the key before it is
 	// in the same segment (nodes are disjoint, checked at Open), and most
-	// keys skip the search (find and segment were 8% of query --only
-	// present's CPU in perf). In keys in no order the test would mostly
-	// fail, a branch mispredicted: query of absent keys was 4% slower.
+	// keys skip find and segment. In keys in no order the
+	// test would mostly fail, a branch mispredicted for nothing, so it is
+	// made only for sorted keys.
 	var last *segment
 	for i, fp := range fps {
 		found[i] = false
@@ -733,24 +732,21 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 		g.pos[i] = int32(lo + uint32((frac*uint64(hi-lo))>>16))
 	}
 	// The guesses' lines, prefetched: with the walk's compares between
-	// plain loads, the reorder buffer held two or three misses at a time;
-	// a loop of plain loads alone held the group's, but stalled until the
-	// last arrived (query --only present of 10M keys, 7 shuffled runs:
-	// 1100 -> 978 ms with the prefetches). Walking one group while the
-	// next one's lines load gained nothing more (982 vs 989 ms).
+	// plain loads, the reorder buffer holds two or three misses at a time;
+	// a loop of plain loads alone holds the group's, but stalls until the
+	// last arrives, and a prefetch retires at once. (Walking one group
+	// while the next one's lines load gains nothing more.)
 	n = 0
 	for i := range fps {
 		if s := g.seg[i]; s != nil && g.lo[i] < g.hi[i] {
-			// The key lies within two places of the guess four times in
-			// five (its rank in the bucket is binomial around the guess: on
-			// a 6.2M-key index, 64% in the guess's line, 35% in a
-			// neighbour), so the neighbour line on the guess's nearer side
-			// is fetched too. (Nearer as the writer lays fingerprints out,
+			// The key is nearly always in the guess's line or a
+			// neighbour (its rank in the bucket is binomial around the
+			// guess), so the neighbour line on the guess's nearer side is
+			// fetched too: two lines a key that hold more of the likely
+			// places than the guess's line alone or the lines two places
+			// either side. (Nearer as the writer lays fingerprints out,
 			// 16-byte aligned; the format promises 8, where the choice is
-			// only less often the right one.) query --only present of 10M
-			// keys, 5 runs each in one block: 850 ms, against 900 with the
-			// guess's line alone and 880 with the lines two places either
-			// side (two lines a key too, but fewer keys inside them).
+			// only less often the right one.)
 			p := min(g.pos[i], g.hi[i]-1)
 			a := uintptr(unsafe.Pointer(&s.fps[p]))
 			g.addrs[n] = a

@@ -81,8 +81,9 @@ func fillDirectory(dst []uint32, n node, fps []Fingerprint) []uint32 {
 // segments, so one builder serves one goroutine.
 type segmentBuilder struct {
 	// fbs recycles FlatBuffers builders (and so their buffers) once their
-	// segment is written: fresh pages cost ~15 µs a fault in this VM, and a
-	// new builder per segment was a large share of a build's system time.
+	// segment is written: faults on fresh pages are costly, and a new
+	// builder per segment makes them a large share of a build's system
+	// time.
 	fbs  chan *flatbuffers.Builder
 	huge *hugeBuffers // backs new builders when set
 
@@ -147,8 +148,8 @@ func (sb *segmentBuilder) build(n node, fps []Fingerprint) (builtSegment, error)
 	}
 	dirBits := directoryBits(count)
 	// Scratch reused from segment to segment: the filter and directory
-	// are copied into the buffer, and a fresh 1.3 MB filter a segment
-	// was most of a merge's garbage (its Go heap grew to ~9 MB).
+	// are copied into the buffer, and a fresh filter a segment would be
+	// most of a merge's garbage.
 	dir := fillDirectory(sb.dir, n, fps)
 	sb.dir = dir
 
@@ -170,8 +171,8 @@ func (sb *segmentBuilder) build(n node, fps []Fingerprint) (builtSegment, error)
 	// last, and everything before it is the same bytes either way: a
 	// FlatBuffers buffer grows from its end, offsets are relative, and
 	// every padding depends on the distance to the end modulo at most 64,
-	// which 16*(count - count%4) does not change. The copy was 10% of a
-	// merge's CPU (pprof) and 16 bytes a key of buffer memory.
+	// which 16*(count - count%4) does not change. The copy would cost a
+	// merge CPU time and 16 bytes a key of buffer memory.
 	stand := count % 4
 	fb := sb.builder(16*stand + len(filter) + 4*len(dir) + 256)
 	// Created first, so it lies last in the buffer: the small table, the
@@ -237,8 +238,8 @@ func (sb *segmentBuilder) build(n node, fps []Fingerprint) (builtSegment, error)
 
 // createFingerprintVector writes fps as a FlatBuffers vector of the
 // Fingerprint struct with one copy. The generated code's way, two
-// PlaceUint64 calls per element, cost a fifth of a build's segment time
-// (pprof); a []Fingerprint in memory on a little-endian machine already has
+// PlaceUint64 calls per element, is a large share of a build's segment
+// time; a []Fingerprint in memory on a little-endian machine already has
 // the struct's bytes (hi, lo as little-endian uint64), so it is copied as a
 // byte vector whose length word is then set to the element count.
 func createFingerprintVector(fb *flatbuffers.Builder, fps []Fingerprint) flatbuffers.UOffsetT {

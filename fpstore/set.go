@@ -82,13 +82,10 @@ func (s *Set) Indexes() []*Index { return s.indexes }
 // their places in the index, and the answers are put back in the batch's
 // order (unless the last window's keys were mostly absent: see
 // containsWindow). Keys that are neighbours in that order share directory
-// lines and pages of the index (query's batches are a chunk's keys, ~20k
-// of the benchmark's lines: on a 6.2M-key index ~5 in each 1/4096 of it,
-// 24 KB of fingerprints), so fewer lookups miss the cache and the TLB; a
-// counting sort on 12 bits is two passes over the window (the order inside
-// a bucket does not matter). query --only present of 10M keys, 10 runs
-// each: 0.90 -> 0.79 s, 1.52 -> 1.33 s of CPU (with the filter rule of
-// Index.ContainsBatch).
+// lines and pages of the index (a window of a query's keys puts several in
+// each 1/4096 of a large index), so fewer lookups miss the cache and the
+// TLB; a counting sort on 12 bits is two passes over the window (the order
+// inside a bucket does not matter).
 func (s *Set) ContainsBatch(fps []Fingerprint, found []bool, l *Lookups) error {
 	for base := 0; base < len(fps); base += sortedLookupMax {
 		end := min(base+sortedLookupMax, len(fps))
@@ -126,11 +123,10 @@ func (s *Set) containsWindow(fps []Fingerprint, found []bool, l *Lookups) error 
 	}
 	// Sorting pays for the keys that get past the filter to the directory
 	// and the fingerprints; an absent key is answered by the filter block
-	// its low bits pick, in whatever order, and the sort is extra work
-	// (query of 10M absent keys, 9 runs: 499 ms always sorted, 478 ms
-	// sorting only after a window a quarter present). Unsorted windows
-	// update the rule too, so keys turning present are sorted from the
-	// next window.
+	// its low bits pick, in whatever order, and the sort is extra work, so
+	// it is skipped after a window less than a quarter present. Unsorted
+	// windows update the rule too, so keys turning present are sorted from
+	// the next window.
 	if n < sortedLookupMin || l.absent {
 		if err := s.containsInOrder(fps, found[:n], l.scratch[:n], false); err != nil {
 			return err

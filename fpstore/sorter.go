@@ -61,8 +61,8 @@ type Collector struct {
 }
 
 // partition holds a partition's fingerprints in blocks carved from the
-// collector's arena, never moved: growing one slice by doubling spent most
-// of a build's CPU time in memmove and in clearing fresh pages (pprof).
+// collector's arena, never moved: growing one slice by doubling spends much
+// of a build's CPU time in memmove and in clearing fresh pages.
 type partition struct {
 	full [][]Fingerprint
 	cur  []Fingerprint
@@ -114,8 +114,6 @@ func (c *Collector) add(fp Fingerprint) error {
 	// hardware cannot follow 1024 such streams: at each line's start the
 	// next one (entries n+4 to n+7) is prefetched, so that the stores to
 	// it find it in cache.
-	// build --threads 1 of the 10M lines, 9 shuffled warmed runs: 1084 ->
-	// 969 ms (two threads 668 -> 650, within the spread).
 	if n := len(p.cur); n&3 == 0 && n+8 < cap(p.cur) {
 		a := [1]uintptr{uintptr(unsafe.Pointer(&p.cur[:n+8][n+7]))}
 		prefetch.Addrs(a[:])
@@ -463,8 +461,8 @@ func sortUniqueCounting(blocks [][]Fingerprint, n int, dst []Fingerprint) ([]Fin
 			// One insertion sort over the whole array, which is in order
 			// but within buckets: each fingerprint moves at most 15 places,
 			// and the compare across buckets, always false, is predicted,
-			// where a call a bucket (most hold 0, 1 or 2) was a branch
-			// mispredicted on each bucket's size.
+			// where a call a bucket (most hold 0, 1 or 2) would be a
+			// branch mispredicted on each bucket's size.
 			moves += insertionSort(a)
 		} else {
 			start := 0
@@ -481,9 +479,9 @@ func sortUniqueCounting(blocks [][]Fingerprint, n int, dst []Fingerprint) ([]Fin
 	if n == 0 {
 		return a, moves
 	}
-	// Repeats dropped without a branch on each (38% of the reference
-	// input's fingerprints repeat one, at random: a branch mispredicted
-	// often): every fingerprint is written, and the end moves past it only
+	// Repeats dropped without a branch on each (in the event streams
+	// fpdedup is for, a large share of keys repeat, at random: a branch
+	// would be mispredicted often): every fingerprint is written, and the end moves past it only
 	// when it differs from the one before.
 	prev, k := a[0], 1
 	for _, fp := range a[1:] {

@@ -47,8 +47,8 @@ func (w *Writer) copySegment(x *Index, i int) error {
 	if w.opts.Sequential {
 		// Streamed through a cursor's buffer, pread and checked a chunk of
 		// pages at a time, not written from the mapping: the first touch
-		// of a mapped page costs ~2 µs here (see Cursor), and copying
-		// into fresh heap memory ~14 µs a page.
+		// of a mapped page costs a fault (see Cursor), and copying into
+		// fresh heap memory another.
 		if err := w.padTo(alignUp(w.off, PageSize)); err != nil {
 			return err
 		}
@@ -164,8 +164,8 @@ func stitchSegments(w *Writer, xs []*Index, root Range) error {
 			}
 		}
 		// At most SegmentMax: read straight into a pending buffer of the
-		// writer (huge pages, reused), not a growing slice (pprof: half
-		// of a small stitch went to memmove and GC).
+		// writer (huge pages, reused), not a growing slice, whose
+		// memmove and GC would be much of a small stitch's work.
 		fps := w.getPending()[:0]
 		j := i
 		for ; j < len(xs) && a.contains(xs[j].Range().start()); j++ {

@@ -326,7 +326,8 @@ func (w *Writer) check(fps []Fingerprint) error {
 // at the end of input, every such node's count is known.
 //
 // It stops at the first error: a Sequential emit that fails to write
-// leaves pending as it was (once, that was a spin forever on a full disk).
+// leaves pending as it was, and cutting on would retry the same write
+// forever (a spin on a full disk).
 func (w *Writer) cut(eof bool) {
 	for w.err == nil && (len(w.pending) > SegmentMax || (eof && len(w.pending) > 0)) {
 		k0 := w.pending[0]

@@ -75,15 +75,9 @@ type File struct {
 // writebackEvery: a temp file's writeback is started (sync_file_range
 // SYNC_FILE_RANGE_WRITE, which does not wait) every 8 MiB written, as
 // RocksDB's bytes_per_sync does, so that Prepare's fsync finds little left
-// to write and the disk works while the command still computes. Measured
-// (bench/ab.sh, interleaved, medians): build of the 10M-line file 634 ->
-// 596 ms (9 runs) and 876 -> 799 ms (11 runs, a noisier hour); merge of
-// two 5M-key halves 196 -> 155 ms; merge of two 50M-key indexes into 1.5 GB
-// 2175 -> 1696 ms, against 1392 ms for cat of the inputs and dd conv=fsync
-// of the output (bench/results/ab-2026-12-03-s11.md, warmed and shuffled
-// runs). (An earlier try, every 16 MiB on a
-// 2x20M-key merge, did not pay: 1.28 s with, 1.23 s without, both swinging
-// between 1.1 and 1.6 s with this VM's disk.)
+// to write and the disk works while the command still computes: builds
+// and merges finish sooner, a large merge close to its cat + dd floor
+// (bench/results/ab-2026-12-03-s11.md).
 const writebackEvery = 8 << 20
 
 // Create prepares to write path: it locks the output, and opens a temp file

@@ -2,10 +2,9 @@
 // the large pointer-free arrays of fingerprints that builds, merges and the
 // dedup seen-set fill.
 //
-// Why: in this VM a 4 KiB page fault costs ~14 µs, and the Go heap is
-// backed by small pages under THP=madvise; touching 200 MiB took 696 ms
-// with small pages and 14-22 ms with huge ones (measured; see fpstore's
-// arena). The memory is outside the Go heap: the GC neither scans nor
+// Why: the Go heap is backed by small pages under THP=madvise, and
+// touching fresh memory a 4 KiB fault at a time costs many times what
+// huge-page faults cost for the same bytes (see fpstore's arena). The memory is outside the Go heap: the GC neither scans nor
 // frees it, so callers Free it, and nothing in it may point into the heap.
 package hugemem
 

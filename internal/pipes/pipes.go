@@ -9,12 +9,10 @@ const Size = 1 << 20
 
 // Widen gives each of files that is a pipe a buffer of Size bytes instead
 // of the kernel's default 64 KiB, so that the two ends of a pipeline hand
-// each other a megabyte per wakeup instead of 16 pages. Measured here
-// (bench/results/ab-2026-12-03-s11.md: 9 runs, shuffled, each after
-// fpdedup-bench warm; 10M lines, 317 MB out): `fpdedup dedup events.txt |
-// cat` 615 → 530 ms, `| sha256sum` 1263 → 1186 ms, `cat events.txt |
-// fpdedup dedup` 660 → 624 ms. Best
-// effort: a lower pipe-max-size or another kernel leaves a pipe as it is.
+// each other a megabyte per wakeup instead of 16 pages: fewer wakeups and
+// copies for a pipeline reading or writing fpdedup
+// (bench/results/ab-2026-12-03-s11.md). Best effort: a lower
+// pipe-max-size or another kernel leaves a pipe as it is.
 // The cost: a widened pipe counts 256 pages against its user's
 // fs.pipe-user-pages-soft (16384 by default, root exempt) while it lives,
 // so some 30 pipelines of one user at once, each widening two pipes, use it
