@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -47,7 +46,7 @@ func ParseOnBad(s string) (*BadPolicy, error) {
 		p.streamed.L = &p.mu
 		return p, nil
 	}
-	return nil, fmt.Errorf("--on-bad must be fail, skip or quarantine=FILE, not %q", s)
+	return nil, &OnBadError{Value: s}
 }
 
 // Tolerates reports whether bad records are counted (skip, quarantine)
@@ -114,13 +113,13 @@ func (p *BadPolicy) write(b []byte) error {
 	if p.file == nil {
 		f, err := atomicfile.Create(p.path)
 		if err != nil {
-			p.err = fmt.Errorf("--on-bad quarantine: %w", err)
+			p.err = &QuarantineError{Path: p.path, Err: err}
 			return p.err
 		}
 		p.file = f
 	}
 	if _, err := p.file.Write(b); err != nil {
-		p.err = fmt.Errorf("--on-bad quarantine: cannot write %s: %w", p.path, err)
+		p.err = &QuarantineError{Path: p.path, Err: err, Writing: true}
 	}
 	return p.err
 }

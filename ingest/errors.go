@@ -3,6 +3,7 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Sentinels, matched with errors.Is; the errors returned wrap them with the
@@ -56,3 +57,139 @@ func tooLong(name string, line, record int64, maxRecord int) error {
 		Err: fmt.Errorf("%w: more than %d bytes", ErrRecordTooLong, maxRecord),
 	}
 }
+
+// KeyProblem is what is wrong with a key recipe, or with the header its
+// names are resolved against.
+type KeyProblem uint8
+
+const (
+	KeysInLines     KeyProblem = iota + 1 // key fields given in the lines format
+	HeaderNotCSV                          // a header outside csv and tsv
+	HeaderInJSONL                         // a header with jsonl
+	NoKeys                                // csv, tsv or jsonl without key fields
+	EmptyItem                             // an empty key item
+	NameNeedsHeader                       // a column name without a header
+	ColumnTooLarge                        // a column number past 2^31
+	ColumnZero                            // column 0
+	NoHeaderRecord                        // the input has no first record
+	BlankHeader                           // the header is a blank line
+	BadHeader                             // the header does not parse (Err)
+	BeyondHeader                          // a column number past the header's N columns
+	AmbiguousName                         // a name of columns N and M
+	NoSuchColumn                          // a name the header lacks (Names lists it)
+	BadEscape                             // a jsonl path with a stray backslash
+	EmptyFieldName                        // a jsonl path with an empty step
+)
+
+// KeyError is a key recipe that cannot give keys, said in the words of
+// whoever asked for it (Say): the library names the parts of a recipe, the
+// command line names its flags.
+type KeyError struct {
+	Problem KeyProblem
+	Input   string // the input whose header is at fault, when known
+	Item    string // the key item at fault, if one is
+	// TimeField: the item is the time field (replay), not a key item.
+	TimeField bool
+	Format    Format
+	N, M      int    // column numbers or counts the problem names
+	Names     string // the header's names, listed
+	Err       error  // the header's own fault
+}
+
+// Words name the parts of a key recipe in a message.
+type Words struct {
+	Key, TimeField, Header, Format string
+}
+
+// PlainWords are the library's own names for them.
+var PlainWords = Words{Key: "key", TimeField: "time field", Header: "header", Format: "format"}
+
+func (e *KeyError) Error() string { return e.Say(PlainWords) }
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// Say is the message with the parts named by w.
+func (e *KeyError) Say(w Words) string {
+	item := w.Key
+	if e.TimeField {
+		item = w.TimeField
+	}
+	q := strconv.Quote(e.Item)
+	var msg string
+	switch e.Problem {
+	case KeysInLines:
+		msg = fmt.Sprintf("%s needs %s csv, tsv or jsonl: in lines format the whole record is the key", w.Key, w.Format)
+	case HeaderNotCSV:
+		msg = fmt.Sprintf("%s needs %s csv or tsv", w.Header, w.Format)
+	case HeaderInJSONL:
+		msg = fmt.Sprintf("%s needs %s csv or tsv: jsonl keys are field names", w.Header, w.Format)
+	case NoKeys:
+		msg = fmt.Sprintf("%s %v needs %s: the fields that make the key", w.Format, e.Format, w.Key)
+	case EmptyItem:
+		msg = fmt.Sprintf("%s: an empty item (two commas in a row?)", item)
+	case NameNeedsHeader:
+		msg = fmt.Sprintf("%s %s is a column name: it needs %s (or give the 1-based column number)", item, q, w.Header)
+	case ColumnTooLarge:
+		msg = fmt.Sprintf("%s %s: column number too large", item, e.Item)
+	case ColumnZero:
+		msg = fmt.Sprintf("%s %s: columns are numbered from 1", item, e.Item)
+	case NoHeaderRecord:
+		msg = fmt.Sprintf("%s: the input has no header record", w.Header)
+	case BlankHeader:
+		msg = fmt.Sprintf("%s: the header record is a blank line", w.Header)
+	case BadHeader:
+		msg = fmt.Sprintf("%s: the header record is bad: %v", w.Header, e.Err)
+	case BeyondHeader:
+		msg = fmt.Sprintf("%s %s: the header has only %d columns", item, e.Item, e.N)
+	case AmbiguousName:
+		msg = fmt.Sprintf("%s %s: columns %d and %d of the header both have that name; give the column number instead", item, q, e.N, e.M)
+	case NoSuchColumn:
+		msg = fmt.Sprintf("%s %s: no such column in the header, whose columns are %s", item, q, e.Names)
+	case BadEscape:
+		msg = fmt.Sprintf(`%s %s: a backslash escapes only a dot or a backslash (\. or \\)`, item, q)
+	case EmptyFieldName:
+		msg = fmt.Sprintf("%s %s: an empty field name (a stray dot?)", item, q)
+	default:
+		msg = fmt.Sprintf("key problem %d", e.Problem)
+	}
+	if e.Input != "" {
+		msg = e.Input + ": " + msg
+	}
+	return msg
+}
+
+// InInput says that err arose reading the input name: a *KeyError learns
+// its input, any other error is prefixed with it.
+func InInput(err error, name string) error {
+	var ke *KeyError
+	if errors.As(err, &ke) && error(ke) == err {
+		c := *ke
+		c.Input = name
+		return &c
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// OnBadError is a bad-record policy that is none of fail, skip or
+// quarantine=FILE.
+type OnBadError struct{ Value string }
+
+func (e *OnBadError) Error() string {
+	return fmt.Sprintf("a bad-record policy is fail, skip or quarantine=FILE, not %q", e.Value)
+}
+
+// QuarantineError is a quarantine file that could not be made (or, with
+// Writing, written).
+type QuarantineError struct {
+	Path    string
+	Writing bool
+	Err     error
+}
+
+func (e *QuarantineError) Error() string {
+	if e.Writing {
+		return fmt.Sprintf("quarantine: cannot write %s: %v", e.Path, e.Err)
+	}
+	return fmt.Sprintf("quarantine: %v", e.Err)
+}
+
+func (e *QuarantineError) Unwrap() error { return e.Err }

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -28,16 +27,16 @@ type KeySpec struct {
 	Term byte
 }
 
-// Validate reports a recipe that cannot work, as a usage error whose message
-// names the flag at fault.
+// Validate reports a recipe that cannot work: a *KeyError, or an error
+// about a terminator or format no caller should pass.
 func (s KeySpec) Validate() error {
 	switch s.Format {
 	case FormatLines:
 		if len(s.Keys) > 0 {
-			return errors.New("--key needs --format csv, tsv or jsonl: in lines format the whole record is the key")
+			return &KeyError{Problem: KeysInLines}
 		}
 		if s.Header {
-			return errors.New("--header needs --format csv or tsv")
+			return &KeyError{Problem: HeaderNotCSV}
 		}
 		if s.Term != '\n' && s.Term != 0 {
 			return fmt.Errorf("record terminator %q: want a newline or NUL", s.Term)
@@ -48,25 +47,25 @@ func (s KeySpec) Validate() error {
 		return fmt.Errorf("unknown format %v", s.Format)
 	}
 	if len(s.Keys) == 0 {
-		return fmt.Errorf("--format %v needs --key: the fields that make the key", s.Format)
+		return &KeyError{Problem: NoKeys, Format: s.Format}
 	}
 	if s.Format == FormatJSONL {
 		if s.Header {
-			return errors.New("--header needs --format csv or tsv: jsonl keys are field names")
+			return &KeyError{Problem: HeaderInJSONL}
 		}
 		_, err := jsonTree(s.Keys)
 		return err
 	}
 	for _, item := range s.Keys {
 		if item == "" {
-			return errors.New("--key: an empty item (two commas in a row?)")
+			return &KeyError{Problem: EmptyItem}
 		}
 		_, isNum, err := columnNumber(item)
 		if err != nil {
 			return err
 		}
 		if !isNum && !s.Header {
-			return fmt.Errorf("--key %q is a column name: it needs --header (or give the 1-based column number)", item)
+			return &KeyError{Problem: NameNeedsHeader, Item: item}
 		}
 	}
 	return nil
@@ -82,10 +81,10 @@ func columnNumber(item string) (col int, isNum bool, err error) {
 	}
 	n, err := strconv.ParseUint(item, 10, 31)
 	if err != nil {
-		return 0, true, fmt.Errorf("--key %s: column number too large", item)
+		return 0, true, &KeyError{Problem: ColumnTooLarge, Item: item}
 	}
 	if n == 0 {
-		return 0, true, fmt.Errorf("--key %s: columns are numbered from 1", item)
+		return 0, true, &KeyError{Problem: ColumnZero, Item: item}
 	}
 	return int(n) - 1, true, nil
 }
@@ -93,11 +92,11 @@ func columnNumber(item string) (col int, isNum bool, err error) {
 // headerNames splits a csv or tsv header record into its column names.
 func headerNames(f Format, header []byte) ([][]byte, error) {
 	if header == nil {
-		return nil, errors.New("--header: the input has no header record")
+		return nil, &KeyError{Problem: NoHeaderRecord}
 	}
 	line := bytes.TrimPrefix(trimNewline(header), []byte(bom))
 	if len(line) == 0 {
-		return nil, errors.New("--header: the header record is a blank line")
+		return nil, &KeyError{Problem: BlankHeader}
 	}
 	var names [][]byte
 	var err error
@@ -107,7 +106,7 @@ func headerNames(f Format, header []byte) ([][]byte, error) {
 		names, err = csvSplit(line)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--header: the header record is bad: %w", err)
+		return nil, &KeyError{Problem: BadHeader, Err: err}
 	}
 	return names, nil
 }
@@ -123,7 +122,7 @@ func resolveColumns(keys []string, names [][]byte, header bool) ([]int, error) {
 		}
 		if isNum {
 			if header && c >= len(names) {
-				return nil, fmt.Errorf("--key %s: the header has only %d columns", item, len(names))
+				return nil, &KeyError{Problem: BeyondHeader, Item: item, N: len(names)}
 			}
 			cols[i] = c
 			continue
@@ -134,12 +133,12 @@ func resolveColumns(keys []string, names [][]byte, header bool) ([]int, error) {
 				continue
 			}
 			if c >= 0 {
-				return nil, fmt.Errorf("--key %q: columns %d and %d of the header both have that name; give the column number instead", item, c+1, j+1)
+				return nil, &KeyError{Problem: AmbiguousName, Item: item, N: c + 1, M: j + 1}
 			}
 			c = j
 		}
 		if c < 0 {
-			return nil, fmt.Errorf("--key %q: no such column in the header, whose columns are %s", item, listNames(names))
+			return nil, &KeyError{Problem: NoSuchColumn, Item: item, Names: listNames(names)}
 		}
 		cols[i] = c
 	}
@@ -222,7 +221,7 @@ func splitPath(item string) ([]string, error) {
 			i++
 			cur = append(cur, item[i])
 		case c == '\\':
-			return nil, fmt.Errorf(`--key %q: a backslash escapes only a dot or a backslash (\. or \\)`, item)
+			return nil, &KeyError{Problem: BadEscape, Item: item}
 		case c == '.':
 			path = append(path, string(cur))
 			cur = cur[:0]
@@ -233,7 +232,7 @@ func splitPath(item string) ([]string, error) {
 	path = append(path, string(cur))
 	for _, name := range path {
 		if name == "" {
-			return nil, fmt.Errorf("--key %q: an empty field name (a stray dot?)", item)
+			return nil, &KeyError{Problem: EmptyFieldName, Item: item}
 		}
 	}
 	return path, nil

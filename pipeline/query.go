@@ -191,7 +191,7 @@ func recordKey(k **ingest.Keyer, spec ingest.KeySpec, headers *Headers, job chun
 		}
 		keyer, err := ingest.NewKeyer(spec, hdr)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", job.name, err)
+			return nil, ingest.InInput(err, job.name)
 		}
 		*k = keyer
 	}

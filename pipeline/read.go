@@ -244,7 +244,7 @@ func (w *recordWorker) eachAt(job chunkJob, fn func(rec []byte, fp fpstore.Finge
 		}
 		k, err := ingest.NewKeyer(w.opts.Spec, hdr)
 		if err != nil {
-			return fmt.Errorf("%s: %w", job.name, err)
+			return ingest.InInput(err, job.name)
 		}
 		w.keyer = k
 	}

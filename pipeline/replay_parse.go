@@ -2,10 +2,9 @@ package pipeline
 
 import (
 	"encoding/binary"
-	"fmt"
+	"errors"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
@@ -52,19 +51,14 @@ func (p *replayParser) init(name string) error {
 	if p.keyer, err = ingest.NewKeyer(joined, hdr); err != nil {
 		if tf != "" {
 			// Which of the two: the key's errors are the usual ones.
-			if _, kerr := ingest.NewKeyer(spec, hdr); kerr == nil {
-				return timeFieldError(name, err)
+			var ke *ingest.KeyError
+			if _, kerr := ingest.NewKeyer(spec, hdr); kerr == nil && errors.As(err, &ke) {
+				ke.TimeField = true
 			}
 		}
-		return fmt.Errorf("%s: %w", name, err)
+		return ingest.InInput(err, name)
 	}
 	return nil
-}
-
-// timeFieldError is a Keyer's error about the time field, which it words
-// as a --key item.
-func timeFieldError(name string, err error) error {
-	return fmt.Errorf("%s: --time-field %s", name, strings.TrimPrefix(err.Error(), "--key "))
 }
 
 // keyTime returns rec's key and its time field's bytes (nil without a time

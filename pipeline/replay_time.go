@@ -62,7 +62,7 @@ func parseEventTime(b []byte, unit int64) (int64, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t.UnixNano(), nil
 	}
-	return 0, fmt.Errorf("%q is not a time: want a number of --time-unit since the Unix epoch, or an RFC 3339 time", b)
+	return 0, fmt.Errorf("%q is not a time: want a number of the time unit since the Unix epoch, or an RFC 3339 time", b)
 }
 
 func timeRangeError(b []byte) error {

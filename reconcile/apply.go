@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"sync/atomic"
 	"time"
@@ -72,7 +71,7 @@ func applyMissing(ctx context.Context, o *Options, rep *Report, src Source, x, m
 		if err := os.Remove(o.Checkpoint); err == nil {
 			as.CheckpointRemoved = true
 		} else if !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("apply done, but %w", &FileError{Op: "remove", File: CheckpointFile, Err: err})
+			return &FileError{Op: "remove", File: CheckpointFile, Err: err, AfterApply: true}
 		}
 	}
 	return nil
@@ -239,7 +238,7 @@ func (a *applier) run(ctx context.Context, produce items) error {
 	}
 	if err != nil {
 		if serr := a.ck.save(a.o.Checkpoint); serr != nil {
-			return fmt.Errorf("%w (and the checkpoint could not be saved: %w)", err, serr)
+			return &UnsavedCheckpointError{Err: err, Save: serr}
 		}
 		return err
 	}

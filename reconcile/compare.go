@@ -163,12 +163,7 @@ func (c *comparison) probe(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	err = fmt.Errorf("probing %s failed after %d keys were answered (%d retries in all, at most %d per batch): %w",
-		c.o.Target.Redacted, c.both+c.d.missing.n, c.stats.Retries, c.o.Retries, err)
-	if retryable(err) {
-		err = fmt.Errorf("%w; nothing was published, rerun to probe again", err)
-	}
-	return err
+	return &ProbeError{Target: c.o.Target.Redacted, Answered: c.both + c.d.missing.n, Retries: c.stats.Retries, PerBatch: c.o.Retries, Retryable: retryable(err), Err: err}
 }
 
 // join merge-joins the online stream, read on another goroutine, with the

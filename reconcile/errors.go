@@ -190,6 +190,9 @@ type FileError struct {
 	File FileRole // whose file
 	Path string   // the path, where the message names it ("" when Err does)
 	Err  error
+	// AfterApply: --apply had written every key when it failed (removing
+	// the checkpoint, which nothing is left to resume from).
+	AfterApply bool
 }
 
 // FileRole is the role of a file in a run.
@@ -214,11 +217,18 @@ func (r FileRole) String() string {
 	return fmt.Sprintf("FileRole(%d)", int(r))
 }
 
-func (e *FileError) Error() string {
+func (e *FileError) Error() string { return e.Say(e.File.String(), e.Err.Error()) }
+
+// Say is the message with the file named as file and the cause as cause.
+func (e *FileError) Say(file, cause string) string {
 	if e.Path != "" {
-		return fmt.Sprintf("cannot %s %v %s: %v", e.Op, e.File, e.Path, e.Err)
+		file += " " + e.Path
 	}
-	return fmt.Sprintf("cannot %s %v: %v", e.Op, e.File, e.Err)
+	msg := fmt.Sprintf("cannot %s %s: %s", e.Op, file, cause)
+	if e.AfterApply {
+		msg = "apply done, but " + msg
+	}
+	return msg
 }
 
 func (e *FileError) Unwrap() error { return e.Err }
@@ -396,3 +406,42 @@ func interrupted(ctx context.Context, err error) error {
 	}
 	return &interruptedError{cause: cause, ctxErr: ctxErr, err: err}
 }
+
+// An UnsavedCheckpointError is a failed --apply whose checkpoint could not
+// be saved either.
+type UnsavedCheckpointError struct {
+	Err, Save error
+}
+
+func (e *UnsavedCheckpointError) Error() string {
+	return fmt.Sprintf("%v (and the checkpoint could not be saved: %v)", e.Err, e.Save)
+}
+
+func (e *UnsavedCheckpointError) Unwrap() []error { return []error{e.Err, e.Save} }
+
+// A ProbeError is a probe of the online side that failed after the
+// retries.
+type ProbeError struct {
+	Target   string // redacted URL
+	Answered int64  // keys answered before it failed
+	Retries  int    // in all
+	PerBatch int    // at most, per batch
+	// Retryable: the failure was of the network or the server; a rerun
+	// may succeed.
+	Retryable bool
+	Err       error
+}
+
+func (e *ProbeError) Error() string { return e.Say(e.Err.Error()) }
+
+// Say is the message with cause as what failed.
+func (e *ProbeError) Say(cause string) string {
+	msg := fmt.Sprintf("probing %s failed after %d keys were answered (%d retries in all, at most %d per batch): %s",
+		e.Target, e.Answered, e.Retries, e.PerBatch, cause)
+	if e.Retryable {
+		msg += "; nothing was published, rerun to probe again"
+	}
+	return msg
+}
+
+func (e *ProbeError) Unwrap() error { return e.Err }

@@ -162,7 +162,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if o.Target != nil {
 			keep = o.Target.Redacted
 		}
-		err = scrub(err, o.Password, keep)
+		err = Scrub(err, o.Password, keep)
 	}
 	return rep, err
 }
@@ -335,29 +335,36 @@ func open(ctx context.Context, o *Options) (Source, error) {
 	return nil, fmt.Errorf("unknown online kind %v", o.Target.Kind)
 }
 
-// scrub removes the password from an error's text, keeping what errors.Is
-// and errors.As see. keep (the redacted URL, which holds no password) is
-// left as it is even if the password happens to occur in it.
-func scrub(err error, password, keep string) error {
+// Scrub keeps the password out of err's text, and out of any saying of it
+// (Scrubbed.Scrub), keeping what errors.Is and errors.As see. keep (the
+// redacted URL, which holds no password) is left as it is even if the
+// password happens to occur in it.
+func Scrub(err error, password, keep string) error {
 	if password == "" || !strings.Contains(err.Error(), password) {
 		return err
 	}
+	return Scrubbed{err: err, password: password, keep: keep}
+}
+
+// Scrubbed is an error whose text held the password: Error and Scrub say
+// it with the password replaced by *****.
+type Scrubbed struct {
+	err            error
+	password, keep string
+}
+
+func (s Scrubbed) Error() string { return s.Scrub(s.err.Error()) }
+func (s Scrubbed) Unwrap() error { return s.err }
+
+// Scrub removes the password from msg, a saying of the wrapped error.
+func (s Scrubbed) Scrub(msg string) string {
 	const mark = "\x00url\x00"
-	msg := err.Error()
-	if keep != "" {
-		msg = strings.ReplaceAll(msg, keep, mark)
+	if s.keep != "" {
+		msg = strings.ReplaceAll(msg, s.keep, mark)
 	}
-	msg = strings.ReplaceAll(msg, password, "*****")
-	if keep != "" {
-		msg = strings.ReplaceAll(msg, mark, keep)
+	msg = strings.ReplaceAll(msg, s.password, "*****")
+	if s.keep != "" {
+		msg = strings.ReplaceAll(msg, mark, s.keep)
 	}
-	return scrubbed{msg: msg, err: err}
+	return msg
 }
-
-type scrubbed struct {
-	msg string
-	err error
-}
-
-func (s scrubbed) Error() string { return s.msg }
-func (s scrubbed) Unwrap() error { return s.err }

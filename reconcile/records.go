@@ -187,7 +187,7 @@ func (r *recordsReader) readChunk(c *ingest.Chunk, name string, first bool, keye
 		}
 		var err error
 		if *keyer, err = ingest.NewKeyer(r.spec, hdr); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return ingest.InInput(err, name)
 		}
 	}
 	if r.spec.Header && !first {

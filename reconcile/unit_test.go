@@ -204,13 +204,13 @@ func TestPacer(t *testing.T) {
 
 func TestScrub(t *testing.T) {
 	base := errors.New("dial mysql://u@h/d?table=t: access denied for pw=hunter2")
-	err := scrub(base, "hunter2", "")
+	err := Scrub(base, "hunter2", "")
 	if strings.Contains(err.Error(), "hunter2") || !errors.Is(err, base) {
 		t.Fatalf("%v", err)
 	}
 	// A password that happens to occur in the redacted URL leaves the URL be.
 	url := "mysql://fpdedup@h:3306/fpdedup?table=t&column=c"
-	err = scrub(errors.New("cannot reach "+url+": Error 1045: Access denied for user 'fpdedup'"), "fpdedup", url)
+	err = Scrub(errors.New("cannot reach "+url+": Error 1045: Access denied for user 'fpdedup'"), "fpdedup", url)
 	if err.Error() != "cannot reach "+url+": Error 1045: Access denied for user '*****'" {
 		t.Fatalf("%v", err)
 	}

@@ -70,11 +70,13 @@ func sayReconcileTyped(err error) (string, bool) {
 	case *reconcile.TooManyDigestsError:
 		return fmt.Sprintf("more than %d whole digests to write do not fit in --mem: apply a slice at a time (mysql …&where=, or a partitioned index)", e.Max), true
 	case *reconcile.FileError:
-		file := reconcileFileFlag(e.File)
-		if e.Path != "" {
-			file += " " + e.Path
-		}
-		return fmt.Sprintf("cannot %s %s: %s", e.Op, file, say(e.Err)), true
+		return e.Say(reconcileFileFlag(e.File), say(e.Err)), true
+	case *reconcile.ProbeError:
+		return e.Say(say(e.Err)), true
+	case *reconcile.UnsavedCheckpointError:
+		return fmt.Sprintf("%s (and the checkpoint could not be saved: %s)", say(e.Err), say(e.Save)), true
+	case reconcile.Scrubbed:
+		return e.Scrub(say(e.Unwrap())), true
 	case *reconcile.CheckpointError:
 		switch e.Problem {
 		case reconcile.NotACheckpoint:
@@ -114,7 +116,7 @@ func sayOptionError(e *reconcile.OptionError) string {
 	case reconcile.RecordsUnused:
 		return "--records is read for --backfill OUT or for --apply (whole digests); give one of them"
 	case reconcile.BadRecordsPolicy, reconcile.BadRecordSpec:
-		return e.Err.Error() // ingest's, which names --on-bad or the record flags
+		return say(e.Err) // ingest's, said with the record flags
 	case reconcile.CheckpointWithoutApply:
 		return "--checkpoint goes with --apply"
 	case reconcile.NegativeRate:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -42,14 +41,14 @@ func TestSayReconcile(t *testing.T) {
 			"the index's hash is not the online side's: t.fpx holds xxh3 fingerprints of its keys (user_id,device_id,timestamp_ms joined by \":\"), but the online side keys events by the SHA-256 of theirs; rebuild the index from the same records with --hash sha256 (fpdedup build --hash sha256 -o t.fpx …)"},
 		{&reconcile.NeedRecordsError{Target: "mysql://u@h:3306/d?table=t&column=c"},
 			"the online side holds whole 32-byte SHA-256 digests, which a 128-bit index cannot give (mysql://u@h:3306/d?table=t&column=c): --apply needs --records FILE… to compute them from the original keys"},
-		{fmt.Errorf("probing redis://h/0?match=a* failed after 0 keys were answered (0 retries in all, at most 5 per batch): %w", &reconcile.ProbeWideError{Target: "redis://h/0?match=a*"}),
+		{&reconcile.ProbeError{Target: "redis://h/0?match=a*", PerBatch: 5, Err: &reconcile.ProbeWideError{Target: "redis://h/0?match=a*"}},
 			"probing redis://h/0?match=a* failed after 0 keys were answered (0 retries in all, at most 5 per batch): redis://h/0?match=a* names keys by whole SHA-256 digests (hex=64), which a 128-bit index cannot probe: reconcile without --probe (SCAN and merge-join) instead"},
 		{&reconcile.NotFingerprintError{Name: "bad.txt", Line: 2, Text: []byte("not hex")}, `bad.txt:2: not a 32- or 64-digit hex fingerprint: "not hex" (with --online-format key each line is a key)`},
 		{&reconcile.TooManyDigestsError{Max: 65536}, "more than 65536 whole digests to write do not fit in --mem: apply a slice at a time (mysql …&where=, or a partitioned index)"},
 		{&reconcile.FileError{Op: "read", File: reconcile.CheckpointFile, Err: pathErr}, "cannot read --checkpoint: open /x/apply.ckpt: permission denied"},
 		{&reconcile.FileError{Op: "write", File: reconcile.CheckpointFile, Path: "c", Err: pathErr}, "cannot write --checkpoint c: open /x/apply.ckpt: permission denied"},
 		{&reconcile.FileError{Op: "fsync the directory of", File: reconcile.CheckpointFile, Path: "c", Err: pathErr}, "cannot fsync the directory of --checkpoint c: open /x/apply.ckpt: permission denied"},
-		{fmt.Errorf("apply done, but %w", &reconcile.FileError{Op: "remove", File: reconcile.CheckpointFile, Err: pathErr}), "apply done, but cannot remove --checkpoint: open /x/apply.ckpt: permission denied"},
+		{&reconcile.FileError{Op: "remove", File: reconcile.CheckpointFile, Err: pathErr, AfterApply: true}, "apply done, but cannot remove --checkpoint: open /x/apply.ckpt: permission denied"},
 		{&reconcile.FileError{Op: "make a temp directory in", File: reconcile.TempDir, Err: pathErr}, "cannot make a temp directory in --tmpdir: open /x/apply.ckpt: permission denied"},
 		{&reconcile.FileError{Op: "make a temp file in", File: reconcile.TempDir, Err: pathErr}, "cannot make a temp file in --tmpdir: open /x/apply.ckpt: permission denied"},
 		{&reconcile.FileError{Op: "write to", File: reconcile.TempDir, Err: pathErr}, "cannot write to --tmpdir: open /x/apply.ckpt: permission denied"},
@@ -61,7 +60,7 @@ func TestSayReconcile(t *testing.T) {
 		// A write that failed, and the checkpoint that could not be saved
 		// then: both said with the flags, inside the failure's own words.
 		{&reconcile.WriteError{Target: "redis://h/0?match=a*", Retries: 3, MaxRetries: 2, Written: 100, Checkpoint: "c", CheckpointLast: "00ff",
-			Err: fmt.Errorf("%w (and the checkpoint could not be saved: %w)", errors.New("i/o timeout"), &reconcile.FileError{Op: "write", File: reconcile.CheckpointFile, Path: "c", Err: pathErr})},
+			Err: &reconcile.UnsavedCheckpointError{Err: errors.New("i/o timeout"), Save: &reconcile.FileError{Op: "write", File: reconcile.CheckpointFile, Path: "c", Err: pathErr}}},
 			"writing to redis://h/0?match=a* failed: i/o timeout (and the checkpoint could not be saved: cannot write --checkpoint c: open /x/apply.ckpt: permission denied) (3 retries in all, at most 2 per batch); 100 keys written in this run, checkpoint c at 00ff: rerun the same command to resume after it"},
 		{&reconcile.WriteError{Target: "redis://h/0?match=a*", Err: errors.New("EOF")},
 			"writing to redis://h/0?match=a* failed: EOF (0 retries in all, at most 0 per batch); 0 keys written in this run: rerun the same command to write the rest (what was written now shows as present)"},
@@ -86,23 +85,19 @@ func TestSayReconcile(t *testing.T) {
 	}
 }
 
-// A wrapper whose words are not its cause's (the password scrubbed out)
-// keeps the package's words: what replaces a message is never pasted into
-// one that was changed.
-type scrubbedForTest struct{ err error }
-
-func (s scrubbedForTest) Error() string {
-	return strings.ReplaceAll(s.err.Error(), "hunter2", "*****")
-}
-func (s scrubbedForTest) Unwrap() error { return s.err }
-
-func TestSayReconcileKeepsScrubbedWords(t *testing.T) {
-	inner := &reconcile.FileError{Op: "write", File: reconcile.BackfillFile, Err: errors.New("hunter2")}
-	if got, want := say(scrubbedForTest{inner}), "cannot write the backfill: *****"; got != want {
+// An error whose text held the password is said in the CLI's words, and
+// the password stays out of them.
+func TestSayReconcileScrubbed(t *testing.T) {
+	inner := &reconcile.FileError{Op: "write", File: reconcile.BackfillFile, Err: errors.New("auth hunter2 refused")}
+	if got, want := say(reconcile.Scrub(inner, "hunter2", "")), "cannot write --backfill: auth ***** refused"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	url := &reconcile.FileError{Op: "write", File: reconcile.BackfillFile, Err: errors.New("redis://h:1/0 (hunter2) down")}
+	if got, want := say(reconcile.Scrub(url, "hunter2", "redis://h:1/0")), "cannot write --backfill: redis://h:1/0 (*****) down"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 	clean := &reconcile.FileError{Op: "write", File: reconcile.BackfillFile, Err: errors.New("disk full")}
-	if got, want := say(scrubbedForTest{clean}), "cannot write --backfill: disk full"; got != want {
+	if got, want := say(reconcile.Scrub(clean, "hunter2", "")), "cannot write --backfill: disk full"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }

@@ -107,7 +107,7 @@ func (r *recordFlags) reading(j *job, hash ingest.Hash, against []ingest.IndexRe
 	req.LinesAreKeys = linesAreKeys
 	spec, warnings, err := ingest.ResolveRecipe(req, against)
 	if se := (*ingest.SpecError)(nil); errors.As(err, &se) {
-		return o, usageErrorf("%v", se.Err)
+		return o, usageErrorf("%s", say(se.Err))
 	}
 	if err != nil {
 		return o, err
@@ -117,7 +117,7 @@ func (r *recordFlags) reading(j *job, hash ingest.Hash, against []ingest.IndexRe
 	}
 	o.Spec, o.HexInput = spec, hex
 	if o.OnBad, err = ingest.ParseOnBad(r.onBad); err != nil {
-		return o, usageErrorf("%v", err)
+		return o, usageErrorf("%s", say(err))
 	}
 	j.records(o.OnBad)
 	o.MaxRecord, err = r.maxRecordBytes()

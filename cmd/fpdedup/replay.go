@@ -238,7 +238,10 @@ func replayConfig(j *job, o *replayOptions) (pipeline.ReplayOptions, error) {
 		spec := opts.Records.Spec
 		spec.Keys = []string{opts.TimeField}
 		if err := spec.Validate(); err != nil {
-			return opts, usageErrorf("--time-field: %v", strings.TrimPrefix(err.Error(), "--key "))
+			if ke := (*ingest.KeyError)(nil); errors.As(err, &ke) {
+				ke.TimeField = true
+			}
+			return opts, usageErrorf("%s", say(err))
 		}
 	}
 	// Beyond the blooms, the exact seen-set and the fixed buffers (chunks,

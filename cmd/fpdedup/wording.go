@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
@@ -10,37 +9,24 @@ import (
 )
 
 // The libraries return typed errors that say what is wrong in their own
-// terms (a temporary directory, a partition, the online URL) with the
-// facts as fields; the user gave flags, so the CLI says them with its
-// flags. Here is all of that wording (reconcile's typed errors are in
+// terms (a temporary directory, a partition, a key field, the online URL)
+// with the facts as fields; the user gave flags, so the CLI says them with
+// its flags. Here is all of that wording (reconcile's typed errors are in
 // reconcile_errors.go).
 
-// say is err's message in the CLI's words. A typed error is said from its
-// fields. Any other error keeps its message, in which each error it wraps
-// (fmt.Errorf's %w) is said in the CLI's words where its message appears
-// as it is. A wrapped message that does not appear as it is (reconcile
-// scrubbed a password out of it) keeps the package's words: what replaces
-// a message is made of the same facts, so a password is never put back.
+// flagWords name the parts of a key recipe as the command line gives them.
+var flagWords = ingest.Words{Key: "--key", TimeField: "--time-field", Header: "--header", Format: "--format"}
+
+// say is err's message in the CLI's words: a typed error is said from its
+// fields (and a typed error that wraps another says that one in the
+// CLI's words too); any other error keeps its message. A library that
+// wraps an error the CLI words wraps it in a typed error, never with
+// fmt.Errorf.
 func say(err error) string {
 	if msg, ok := sayTyped(err); ok {
 		return msg
 	}
-	msg := err.Error()
-	var wrapped []error
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		if w := u.Unwrap(); w != nil {
-			wrapped = []error{w}
-		}
-	case interface{ Unwrap() []error }:
-		wrapped = u.Unwrap()
-	}
-	for _, w := range wrapped {
-		if was, now := w.Error(), say(w); was != "" && now != was {
-			msg = strings.Replace(msg, was, now, 1)
-		}
-	}
-	return msg
+	return err.Error()
 }
 
 // sayTyped says one typed error of a library (not what it wraps).
@@ -49,6 +35,15 @@ func sayTyped(err error) (string, bool) {
 		return msg, true
 	}
 	switch e := err.(type) {
+	case *ingest.KeyError:
+		return e.Say(flagWords), true
+	case *ingest.OnBadError:
+		return fmt.Sprintf("--on-bad must be fail, skip or quarantine=FILE, not %q", e.Value), true
+	case *ingest.QuarantineError:
+		if e.Writing {
+			return fmt.Sprintf("--on-bad quarantine: cannot write %s: %v", e.Path, e.Err), true
+		}
+		return fmt.Sprintf("--on-bad quarantine: %v", e.Err), true
 	case *fpstore.SpillSpaceError:
 		return fmt.Sprintf("not enough space in --tmpdir %s for a sorted run: %d bytes free, %d needed; use a --tmpdir with more room or a larger --mem", e.Dir, e.Free, e.Need), true
 	case *fpstore.PartitionError:
