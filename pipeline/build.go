@@ -37,7 +37,7 @@ type BuildStats struct {
 	Distinct     uint64  `json:"distinct"`
 	Duplicates   int64   `json:"duplicates"`
 	OutOfRange   int64   `json:"out_of_partition"`
-	Bytes        int64   `json:"bytes"`
+	Bytes        int64   `json:"bytes"` // read from the inputs as stored (compressed); see ingest.Progress.RawBytes
 	Spills       int64   `json:"spilled_runs"`
 	BadRecords   int64   `json:"bad_records"`
 	Seconds      float64 `json:"seconds"`

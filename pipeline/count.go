@@ -31,6 +31,7 @@ type CountStats struct {
 	Records  int64   `json:"records"`
 	Distinct int64   `json:"distinct"`
 	Printed  int64   `json:"printed"`
+	Bytes    int64   `json:"bytes"`          // read from the inputs as stored (compressed) by the first pass; see ingest.Progress.RawBytes
 	Runs     int     `json:"runs,omitempty"` // key table runs spilled to --tmpdir
 	Seconds  float64 `json:"seconds"`
 }
@@ -53,6 +54,7 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	}
 	defer t.free()
 	st.Records, st.Distinct, st.Runs, _ = t.figures()
+	st.Bytes = opts.Progress.RawBytes.Load()
 	term := opts.Records.Spec.Term
 	if opts.Records.Spec.Format != ingest.FormatLines {
 		term = '\n'

@@ -59,7 +59,7 @@ type DedupStats struct {
 	Duplicates       int64  `json:"duplicates"`
 	InAgainst        int64  `json:"in_against"`
 	Distinct         int64  `json:"distinct_in_input"`
-	Bytes            int64  `json:"bytes"`
+	Bytes            int64  `json:"bytes"` // read from the inputs as stored (compressed); see ingest.Progress.RawBytes
 	BadRecords       int64  `json:"bad_records"`
 	TableBytes       int64  `json:"table_bytes"`
 	// The bounded (lsm) mode's figures: runs on disk, the bloom's probes,
