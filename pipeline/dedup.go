@@ -263,7 +263,7 @@ func startDedupStages(ctx context.Context, cancel context.CancelCauseFunc, opts 
 	jobs := make(chan chunkJob, opts.Threads)
 	go func() {
 		defer close(jobs)
-		if err := readChunks(ctx, readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers, Stdin: opts.Stdin, Spool: opts.Spool}, jobs); err != nil {
+		if err := readChunks(ctx, readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers, Stdin: opts.Stdin, Spool: opts.Spool, SpoolDir: opts.TmpDir}, jobs); err != nil {
 			cancel(err)
 		}
 	}()

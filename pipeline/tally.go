@@ -473,7 +473,7 @@ func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tallyS
 			if spool, err = os.Create(filepath.Join(scratch.Path, "stdin")); err != nil {
 				return nil, second, done, &TmpDirError{Dir: o.TmpDir, Err: fmt.Errorf("cannot spool stdin for a second pass: %w", err)}
 			}
-			first.Spool = spool
+			first.Spool, first.SpoolDir = failpoint.Writer(spool, spool.Name()), o.TmpDir
 			break
 		}
 	}
