@@ -126,8 +126,8 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 // writer, each key's first occurrence that has at least minCount records
 // (its count, its position's order and the record); from bp when there is
 // one, else by probing the tally. printed counts them a chunk at a time: an
-// atomic add per line made the workers' cores pass the counter's cache line
-// back and forth, and perf put 24% of a count's cycles on that instruction.
+// atomic add per line makes the workers' cores pass the counter's cache
+// line back and forth (bench/results/ab-2026-12-03-s14.md).
 func firstOccurrenceWork(t *tallySet, bp *byPosition, second readOptions, minCount uint64, printed *atomic.Int64, emit func(buf []byte, count, first uint64, rec []byte) []byte) func() chunkWork {
 	if bp != nil {
 		return func() chunkWork {

@@ -448,8 +448,8 @@ func (st *DedupStats) addSeenSet(shards []*shardSet) {
 }
 
 // chunkBuffers are a chunk's per-record arrays, recycled once the chunk is
-// written: allocating them per chunk made GC and its preemptions a quarter
-// of a dedup's CPU time (pprof: runtime.asyncPreempt).
+// written: allocating them per chunk makes GC and its preemptions a large
+// share of a dedup's CPU time (pprof: runtime.asyncPreempt).
 type chunkBuffers struct {
 	recs  [][2]int32
 	fps   []fpstore.Fingerprint

@@ -295,7 +295,7 @@ func (w *recordWorker) eachAt(job chunkJob, fn func(rec []byte, fp fpstore.Finge
 	data, line, recNo := job.records()
 	var err error
 	// A simple record is one line: no need to count (bytes.Count per
-	// record was 6% of a dedup's CPU time in pprof).
+	// record showed in the pprof of a dedup).
 	c.Split(data, w.opts.Spec.Format, w.opts.Spec.Term, func(rec []byte, simple bool) bool {
 		first := c.FirstRecord == 1 && recNo == 1 && !job.header
 		var fp fpstore.Fingerprint
