@@ -16,21 +16,12 @@ import (
 // or text after a closing quote, makes the record bad, and so does a blank
 // line (encoding/csv skips it).
 //
-// The hand-written scanner is kept because it is both right and faster.
-// BenchmarkKeyCSV: split 100k events (~40 bytes, 49 all quoted) and key them
-// on 3 of their 5 columns; process CPU per record, median of 3, on this
-// 2-core machine while other jobs loaded it:
-//
-//	                        plain   all quoted
-//	hand-written            63 ns   107 ns   0 allocs
-//	encoding/csv           241 ns   145 ns   1 alloc, 47 B a record
-//
-// (On an idle machine, 2026-12-03, with the word-at-a-time split and the
-// one-copy join of adjacent columns: hand-written 30 ns plain, 91 quoted;
-// encoding/csv 119 and 129.)
-//
-// and encoding/csv breaks the byte rules besides (it drops the \r of
-// "\r\n" inside quotes and skips blank lines).
+// The hand-written scanner is kept because it is both right and faster:
+// BenchmarkKeyCSV (events split and keyed on 3 of their 5 columns, plain
+// and all quoted) has encoding/csv take several times its CPU a plain
+// record, more on quoted ones too, and allocate for every record where it
+// allocates nothing; and encoding/csv breaks the byte rules besides (it
+// drops the \r of "\r\n" inside quotes and skips blank lines).
 //
 // Where records end: a '\n' ends a record when it is outside quotes, which
 // is when an even number of '"' precede it in the record, since every '"'
@@ -99,8 +90,7 @@ func (k *Keyer) missing(have int) error {
 // after it, or len(line).
 func csvField(line []byte, p, c int) (start, end, next int, esc bool, err error) {
 	// Byte loops, not bytes.IndexByte: fields are short, shorter than what
-	// a call and its setup cost (measured: quoted records keyed in 65 ns
-	// instead of 112).
+	// a call and its setup cost (BenchmarkKeyCSV's quoted records).
 	if p == len(line) || line[p] != '"' {
 		q := p
 		for q < len(line) && line[q] != ',' {
@@ -218,10 +208,10 @@ func (c *quoteCursor) end(data []byte, p int, inQuotes bool) (int, bool) {
 // (x ^= x<<8, <<16, <<32) flags each byte preceded, itself included, by an
 // odd number of quotes in the word; XOR with the parity carried in from the
 // words before, a flagged byte is inside quotes, and a '\n' flag outside
-// them ends a record. On quoted csv this is 2-4 times faster than a
-// vectorised search per quote, as fields are short (splitting the quoted
-// events of BenchmarkKeyCSV: 40 instead of 84 ns a record; the chunk
-// reader: 50 instead of 200).
+// them ends a record. On quoted csv this beats a vectorised search per
+// quote, as fields are short and a search's setup costs more than the
+// bytes it skips (splitting the quoted events of BenchmarkKeyCSV, and
+// cutting them into chunks).
 const (
 	lsb = 0x0101010101010101
 	msb = 0x8080808080808080
@@ -352,8 +342,8 @@ func csvCount(data []byte) int {
 // counted, or -1. Up to the line of the first quote, records are
 // lines, searched a window at a time as firstLong does (often all of a
 // chunk at once: a chunk shorter than maxRecord+1 holds no long record);
-// from there on, a record at a time. (The walk over every record was 9% of
-// dedup --format csv's CPU in pprof, for chunks that held no quote.)
+// from there on, a record at a time. (A walk over every record showed in
+// pprof of dedup --format csv, for chunks that held no quote.)
 // quote is the offset of data's first '"', or -1: the chunk reader's scan
 // has found it already.
 func csvFirstLong(data []byte, maxRecord, quote int) int {
@@ -411,8 +401,7 @@ func (s *csvScan) lastEnd(buf []byte) int {
 // quoteBefore is the offset of the first '"' in buf[:end], or -1: what
 // lastEnd found, or a search when it has not scanned that far. The chunk
 // reader passes it on, so that a chunk without quotes is not searched for
-// one again (each such search of every byte was 2-4% of dedup --format
-// csv's CPU).
+// one again (each such search reads every byte of the chunk once more).
 func (s *csvScan) quoteBefore(buf []byte, end int) int {
 	switch {
 	case s.pos < end:

@@ -22,17 +22,13 @@ import (
 // them, so that checking them costs nothing on members no key needs.
 // Names are compared unescaped, "a" and "\u0061" being the same name.
 //
-// The hand-written scanner is kept because it is both right and faster.
-// BenchmarkKeyJSONL, 100k events of ~100 bytes keyed on 3 of their 5
-// members, process CPU per record (as BenchmarkKeyCSV):
-//
-//	hand-written                                 186 ns   0 allocs
-//	encoding/json, Decoder into map[string]any  2694 ns  29 allocs
-//	encoding/json, Unmarshal into RawMessages   2214 ns  21 allocs
-//
-// and encoding/json replaces invalid UTF-8 and lone surrogates with U+FFFD
-// and lets a duplicate member silently win; a RawMessage leaves strings
-// still to unescape.
+// The hand-written scanner is kept because it is both right and faster:
+// BenchmarkKeyJSONL (events keyed on 3 of their 5 members) has
+// encoding/json, decoding into a map or into RawMessages, take many times
+// its CPU a record and allocate for every member, where it allocates
+// nothing; and encoding/json replaces invalid UTF-8 and lone surrogates
+// with U+FFFD and lets a duplicate member silently win; a RawMessage
+// leaves strings still to unescape.
 
 // jsonScanner walks one line of JSON.
 type jsonScanner struct {

@@ -30,14 +30,11 @@ const (
 	// for gzip, which reads its input byte by byte through this buffer.
 	rawBufSize = 256 << 10
 
-	// zstdConcurrency 1 decodes synchronously in the reading goroutine.
-	// Measured here (2 cores, a 362 MB 10M-line file at zstd -3, 170 MB;
-	// medians of 9 interleaved runs on a loaded machine): decoding alone
-	// 0.74 s with 1 against 1.11 s with 2; decoding into the chunk reader
-	// with two XXH3 workers 1.11 s against 0.99 s (minima 0.83 s against
-	// 0.90 s). An async decoder competes with the hashing workers for the
-	// two cores and gains nothing for a single stream; 1 also starts no
-	// goroutines. (zstd -dc itself: 0.73 s.)
+	// zstdConcurrency 1 decodes synchronously in the reading goroutine and
+	// starts no goroutines. An async decoder gains nothing for a single
+	// stream: decoding alone it is slower, and feeding the chunk reader it
+	// competes with the hashing workers for the cores, with no reliable
+	// gain in A/B runs of a zstd file against the synchronous one.
 	zstdConcurrency = 1
 
 	// zstdMaxWindow bounds the memory a zstd stream may demand (its window

@@ -9,18 +9,16 @@ import (
 // and so is every byte but TAB and the "\n" or "\r\n" terminator. There is
 // nothing to unescape, so a key field always aliases the record.
 //
-// BenchmarkKeyTSV, 100k events of ~40 bytes keyed on 3 of their 5 columns,
-// process CPU per record (as BenchmarkKeyCSV): the hand-written split 22 ns
-// (2026-12-03, idle; 38 ns with a byte loop and a copy per field), bytes.Split
-// 219 ns (it allocates a slice a record), encoding/csv with Comma '\t' 176 ns
-// (and it would still treat quotes as quoting).
+// The split is hand-written (BenchmarkKeyTSV: events keyed on 3 of their 5
+// columns): bytes.Split allocates a slice a record, and encoding/csv with
+// Comma '\t' takes several times the CPU and would still treat quotes as
+// quoting.
 
 // splitFields locates the fields of line, a record without its terminator
 // and with no quoting, split on sep, up to the last key column: a tsv
 // record, or a csv record without a quote. It reads eight bytes at a time
-// and takes every separator of a word from one mask: a byte loop spent a
-// branch a byte (process CPU a record, 3 of 5 columns keyed, idle machine:
-// BenchmarkKeyCSV/hand/plain 45 -> 38 ns, BenchmarkKeyTSV/hand 38 -> 31 ns).
+// and takes every separator of a word from one mask: a byte loop spends a
+// branch a byte (BenchmarkKeyCSV/hand/plain, BenchmarkKeyTSV/hand).
 func (k *Keyer) splitFields(line []byte, sep byte) error {
 	k.plain = true
 	last := len(k.fields) - 1

@@ -16,10 +16,10 @@ import (
 // (--key 1,2,3 --key-sep :, the usual recipe) was copied and its
 // delimiters patched byte by byte, and the hash then loaded words spanning
 // those fresh stores, which the CPU cannot forward from its store buffer:
-// each such load waits for the stores to reach the cache. dedup --format
-// csv --key 1,2,3 took 738 ms with ':' and 655 ms with ',' (no copy), 7
-// shuffled runs; pprof put 20% of its CPU in hashAny128 against 5% for the
-// same bytes in lines format. The steps and constants are those of XXH3's
+// each such load waits for the stores to reach the cache: dedup --format
+// csv --key 1,2,3 was slower with ':' than with ',' (no copy), and pprof
+// put several times the share of its CPU in hashAny128 that the same bytes
+// took in lines format. The steps and constants are those of XXH3's
 // 17-128 byte path (zeebo/xxh3's hashAny128, the reference's
 // XXH3_len_17to128_128b with the default secret); FuzzXXH3Patched and the
 // Keyer fuzz targets check it against the library.
@@ -31,8 +31,8 @@ func xxh3Patched(span []byte, from, to byte) fpstore.Fingerprint {
 		w := binary.LittleEndian.Uint64(span[i : i+8])
 		return w ^ zeroBytes(w^fromW)>>7*diff
 	}
-	// (l-1)/32+1 rounds, the innermost first, unrolled (as a loop it was
-	// 12.5 ns against 10.5 for the 33-byte keys of BenchmarkXXH3Patched).
+	// (l-1)/32+1 rounds, the innermost first, unrolled (a loop is slower on
+	// the 33-byte keys of BenchmarkXXH3Patched).
 	lo, hi := l*xxhPrime64_1, uint64(0)
 	if l > 32 {
 		if l > 64 {

@@ -37,7 +37,7 @@ type BuildStats struct {
 	Distinct     uint64  `json:"distinct"`
 	Duplicates   int64   `json:"duplicates"`
 	OutOfRange   int64   `json:"out_of_partition"`
-	Bytes        int64   `json:"bytes"`
+	Bytes        int64   `json:"bytes"` // read from the inputs as stored (compressed); see ingest.Progress.RawBytes
 	Spills       int64   `json:"spilled_runs"`
 	BadRecords   int64   `json:"bad_records"`
 	Seconds      float64 `json:"seconds"`
@@ -54,10 +54,9 @@ const segmentMemory = 34 << 20
 // builder a thread building segments while the sorter's workers sort the
 // next partitions, threads+2 segments in flight) when that takes at most
 // a quarter of mem, else sequential (one segment, built between the
-// partitions the sorters hand over). Once sorting got faster, the
-// sequential writer was what phase two waited on: build of the 10M lines,
-// 11 interleaved warmed runs, 554 ms sequential, 511 pipelined, for ~90
-// MB more anonymous memory at the peak (271 -> 360 MB).
+// partitions the sorters hand over). A sequential writer is what the
+// sort phase waits on; pipelining it buys a shorter build for the memory
+// of the segments in flight (bench/results/ab-2026-12-03-s14.md).
 func writerPlan(threads int, mem int64) (sequential bool, memory int64) {
 	if pipelined := int64(threads+2) * segmentMemory; 4*pipelined <= mem {
 		return false, pipelined

@@ -31,6 +31,7 @@ type CountStats struct {
 	Records  int64   `json:"records"`
 	Distinct int64   `json:"distinct"`
 	Printed  int64   `json:"printed"`
+	Bytes    int64   `json:"bytes"`          // read from the inputs as stored (compressed) by the first pass; see ingest.Progress.RawBytes
 	Runs     int     `json:"runs,omitempty"` // key table runs spilled to --tmpdir
 	Seconds  float64 `json:"seconds"`
 }
@@ -53,6 +54,7 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	}
 	defer t.free()
 	st.Records, st.Distinct, st.Runs, _ = t.figures()
+	st.Bytes = opts.Progress.RawBytes.Load()
 	term := opts.Records.Spec.Term
 	if opts.Records.Spec.Format != ingest.FormatLines {
 		term = '\n'
@@ -124,8 +126,8 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 // writer, each key's first occurrence that has at least minCount records
 // (its count, its position's order and the record); from bp when there is
 // one, else by probing the tally. printed counts them a chunk at a time: an
-// atomic add per line made the workers' cores pass the counter's cache line
-// back and forth, and perf put 24% of a count's cycles on that instruction.
+// atomic add per line makes the workers' cores pass the counter's cache
+// line back and forth (bench/results/ab-2026-12-03-s14.md).
 func firstOccurrenceWork(t *tallySet, bp *byPosition, second readOptions, minCount uint64, printed *atomic.Int64, emit func(buf []byte, count, first uint64, rec []byte) []byte) func() chunkWork {
 	if bp != nil {
 		return func() chunkWork {

@@ -59,7 +59,7 @@ type DedupStats struct {
 	Duplicates       int64  `json:"duplicates"`
 	InAgainst        int64  `json:"in_against"`
 	Distinct         int64  `json:"distinct_in_input"`
-	Bytes            int64  `json:"bytes"`
+	Bytes            int64  `json:"bytes"` // read from the inputs as stored (compressed); see ingest.Progress.RawBytes
 	BadRecords       int64  `json:"bad_records"`
 	TableBytes       int64  `json:"table_bytes"`
 	// The bounded (lsm) mode's figures: runs on disk, the bloom's probes,
@@ -260,7 +260,7 @@ func startDedupStages(ctx context.Context, cancel context.CancelCauseFunc, opts 
 	jobs := make(chan chunkJob, opts.Threads)
 	go func() {
 		defer close(jobs)
-		if err := readChunks(ctx, readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers, Stdin: opts.Stdin, Spool: opts.Spool}, jobs); err != nil {
+		if err := readChunks(ctx, readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers, Stdin: opts.Stdin, Spool: opts.Spool, SpoolDir: opts.TmpDir}, jobs); err != nil {
 			cancel(err)
 		}
 	}()
@@ -445,8 +445,8 @@ func (st *DedupStats) addSeenSet(shards []*shardSet) {
 }
 
 // chunkBuffers are a chunk's per-record arrays, recycled once the chunk is
-// written: allocating them per chunk made GC and its preemptions a quarter
-// of a dedup's CPU time (pprof: runtime.asyncPreempt).
+// written: allocating them per chunk makes GC and its preemptions a large
+// share of a dedup's CPU time (pprof: runtime.asyncPreempt).
 type chunkBuffers struct {
 	recs  [][2]int32
 	fps   []fpstore.Fingerprint

@@ -264,7 +264,7 @@ func appendJSONBytes(buf []byte, name string, b []byte) []byte {
 // term. A key that is followed by term in its chunk is output as the bytes
 // it was read as, so the keys that follow one another in the chunk go out
 // in one copy: runs of present keys are the usual output of query --only
-// present (the per-key appends and copies were 10% of its CPU in perf).
+// present (the per-key appends and copies showed in its profile).
 func appendSelected(buf []byte, keys [][]byte, found []bool, want bool, term byte) []byte {
 	var run []byte // selected keys with their terminators, contiguous in a chunk
 	for i, key := range keys {

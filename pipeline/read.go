@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
@@ -24,9 +25,11 @@ type readOptions struct {
 	Headers *Headers
 	// Stdin, when set, is read instead of the process's stdin for "-";
 	// Spool, when set, gets a copy of the raw bytes of "-" as they are
-	// read, for a second pass over them.
-	Stdin io.Reader
-	Spool io.Writer
+	// read, for a second pass over them; SpoolDir is the temporary
+	// directory it is in, named by the *TmpDirError of a failed write.
+	Stdin    io.Reader
+	Spool    io.Writer
+	SpoolDir string
 	// Flush, when set, is called once the output of a chunk cut because
 	// its input stalled (ingest.Chunk.Stalled) has been emitted: what the
 	// input decided so far goes out now, as a pipe from tail -f expects.
@@ -138,9 +141,9 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 	spec := opts.Records.Spec
 	var before int64
 	for i, name := range opts.Inputs {
-		in, err := opts.open(name)
+		in, spool, err := opts.open(name)
 		if err != nil {
-			return err
+			return spool.failed(err)
 		}
 		rd := ingest.NewFormatChunkReader(in, in.Name, spec.Format, spec.Term, 1<<20, opts.Records.MaxRecord)
 		rd.Overlong = opts.Records.OnBad.Overlong
@@ -163,7 +166,7 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 				if errors.Is(err, io.EOF) {
 					break
 				}
-				return err
+				return spool.failed(err)
 			}
 			job := chunkJob{in: i, name: in.Name, rd: rd, chunk: c, header: spec.Header}
 			if first && spec.Header {
@@ -189,19 +192,59 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 }
 
 // open opens one input; "-" is read from opts.Stdin when set (a spool of
-// an earlier pass) and copied to opts.Spool when set.
-func (opts readOptions) open(name string) (*ingest.Input, error) {
+// an earlier pass) and copied to opts.Spool when set, through the returned
+// *stdinSpool (nil when there is none).
+func (opts readOptions) open(name string) (*ingest.Input, *stdinSpool, error) {
 	if name != "-" || opts.Stdin == nil && opts.Spool == nil {
-		return ingest.Open(name)
+		in, err := ingest.Open(name)
+		return in, nil, err
 	}
 	var r io.Reader = os.Stdin
 	if opts.Stdin != nil {
 		r = opts.Stdin
 	}
+	var spool *stdinSpool
 	if opts.Spool != nil {
-		r = io.TeeReader(r, opts.Spool)
+		spool = &stdinSpool{r: r, w: opts.Spool, dir: opts.SpoolDir}
+		r = spool
 	}
-	return ingest.NewInput("-", r)
+	in, err := ingest.NewInput("-", r)
+	return in, spool, err
+}
+
+// stdinSpool is io.TeeReader from stdin to its spool that keeps a failed
+// write apart: ingest.Input takes whatever its reader returns for a read
+// error of the input ("-: cannot read"), when the fault is the temporary
+// directory's (full, read-only). readChunks returns the *TmpDirError
+// instead (failed).
+type stdinSpool struct {
+	r   io.Reader
+	w   io.Writer
+	dir string
+	err atomic.Pointer[TmpDirError] // the first failed write
+}
+
+func (s *stdinSpool) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		if _, werr := s.w.Write(p[:n]); werr != nil {
+			te := &TmpDirError{Dir: s.dir, Err: fmt.Errorf("cannot write the spool of standard input: %w", werr)}
+			s.err.CompareAndSwap(nil, te)
+			return n, te
+		}
+	}
+	return n, err
+}
+
+// failed is err, or the spool's write error when that is what stopped the
+// input.
+func (s *stdinSpool) failed(err error) error {
+	if s != nil {
+		if te := s.err.Load(); te != nil {
+			return te
+		}
+	}
+	return err
 }
 
 // recordWorker keys and fingerprints the records of chunks; one per
@@ -252,7 +295,7 @@ func (w *recordWorker) eachAt(job chunkJob, fn func(rec []byte, fp fpstore.Finge
 	data, line, recNo := job.records()
 	var err error
 	// A simple record is one line: no need to count (bytes.Count per
-	// record was 6% of a dedup's CPU time in pprof).
+	// record showed in the pprof of a dedup).
 	c.Split(data, w.opts.Spec.Format, w.opts.Spec.Term, func(rec []byte, simple bool) bool {
 		first := c.FirstRecord == 1 && recNo == 1 && !job.header
 		var fp fpstore.Fingerprint

@@ -182,7 +182,7 @@ type ReplayStats struct {
 	TruthBytes int64          `json:"truth_table_bytes"`
 	TruthRuns  int            `json:"truth_runs,omitempty"`
 	BadRecords int64          `json:"bad_records"`
-	Bytes      int64          `json:"bytes"`
+	Bytes      int64          `json:"bytes"` // read from the inputs as stored (compressed); see ingest.Progress.RawBytes
 	// SetupSeconds is the first touch of the blooms and the seen-set's
 	// table before the first event, part of Seconds, and SetupCPUSeconds
 	// the process CPU time it took.

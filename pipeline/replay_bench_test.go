@@ -25,8 +25,8 @@ const benchReplayEvents = 4_000_000
 // whole job, reading, parsing, hashing, the exact truth and both tiers.
 // events/cpu-s is events per second of process CPU time (all threads):
 // the per-core figure, with and without the blooms' first touch
-// (setup-s/op, paid once a run: ~0.1 s a GiB here, 2 s on guest memory
-// never used before).
+// (setup-s/op, paid once a run, and far costlier on guest memory never
+// used before).
 //
 //	go test -run '^$' -bench 'Replay$' -benchtime 3x ./pipeline
 func BenchmarkReplay(b *testing.B) {

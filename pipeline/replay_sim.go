@@ -49,10 +49,9 @@ type replaySystem struct {
 
 // replayGroup is how many events are prefetched together, one group ahead
 // of the events being decided: 8 events are 40 lines (table, L1, 3 L2
-// words), more than the core's fill buffers. BenchmarkReplaySim, 5M
-// events, medians of 8 interleaved runs on the idle machine: plain loads of
-// 16 events before deciding them (the previous way) 123–156 ns an event,
-// prefetch of 4, 8, 12, 16, 32 events 110, 108, 111, 114, 119.
+// words), more than the core's fill buffers. BenchmarkReplaySim chose it:
+// prefetching beats plain loads of a group before deciding it, and groups
+// much smaller or larger than 8 do no better.
 const replayGroup = 8
 
 func newReplayer(opts *ReplayOptions) (*replayer, error) {
@@ -99,9 +98,9 @@ func newReplayer(opts *ReplayOptions) (*replayer, error) {
 }
 
 // prefault writes a zero to every page of the blooms and of the seen-set's
-// table, on every thread, so that their page faults (in this VM ~2 s a GiB
-// of guest memory used for the first time, 0.12 s after) are paid before
-// the first event, and the memory is the process's from the start, as it
+// table, on every thread, so that their page faults (costly in a VM, most
+// of all on guest memory used for the first time) are paid before the
+// first event, and the memory is the process's from the start, as it
 // would be a few million events later (the inserts into the table and the
 // bits of the blooms land anywhere).
 func (r *replayer) prefault() {

@@ -11,9 +11,9 @@ import (
 // seenShard is one shard of the stream's exact seen-set: open addressing
 // over buckets of four 16-byte slots (one cache line), linear probing from
 // bucket to bucket, in huge-page memory. One goroutine owns a shard, so it
-// needs no locks. The probes are memory-latency bound (160-200 ns a
-// dependent miss here), hence one line per probe, huge pages, and the
-// prefetched groups of markShard.
+// needs no locks. The probes are memory-latency bound (a dependent miss
+// to RAM each), hence one line per probe, huge pages, and the prefetched
+// groups of markShard.
 //
 // The all-zero fingerprint marks an empty slot; the one key that hashes to
 // it is kept in a flag.

@@ -73,14 +73,14 @@ const (
 
 // newTally makes a table sized for keys distinct keys (an estimate: the
 // input's record count when known), within budget: growing it as it fills
-// cost a quarter of a count's CPU time in rehashing (pprof).
+// spends a large share of a count's CPU time rehashing (pprof).
 // last says the entries keep each key's last occurrence.
 func newTally(budget int64, tmpDir string, keys int64, last bool) (*tally, error) {
 	t := &tally{budget: max(budget, 2*tallyMinSlots*tallyEntryBytes), tmpDir: tmpDir, last: last}
 	// Exactly the estimate's size, not the next power of two: every page
 	// of the table is touched, and a page used for the first time is the
-	// costliest thing a count does in a VM (here 0.3 to 6 s of sys time for
-	// count's 0.5 GB, by what ran before: bench/results/ab-2026-12-03-s11.md).
+	// costliest thing a count does in a VM, its system time varying with
+	// what ran before (bench/results/ab-2026-12-03-s11.md).
 	n := int64(tallyMinSlots)
 	if want := keys * 4 / 3; want > n {
 		n = min(want, t.budget/tallyEntryBytes)
@@ -137,9 +137,9 @@ func (t *tally) slot(fp fpstore.Fingerprint) *tallyEntry {
 }
 
 // tallyGroup is how many keys' slots are prefetched (touch) one group ahead
-// of their use: the table is memory-latency bound (pprof put half a count
-// in slot), and the misses of a group overlap with each other and with the
-// adds or gets of the group before.
+// of their use: the table is memory-latency bound (pprof puts much of a
+// count in slot), and the misses of a group overlap with each other and
+// with the adds or gets of the group before.
 const tallyGroup = 16
 
 // touch prefetches the home slots of fps.
@@ -473,7 +473,7 @@ func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tallyS
 			if spool, err = os.Create(filepath.Join(scratch.Path, "stdin")); err != nil {
 				return nil, second, done, &TmpDirError{Dir: o.TmpDir, Err: fmt.Errorf("cannot spool stdin for a second pass: %w", err)}
 			}
-			first.Spool = spool
+			first.Spool, first.SpoolDir = failpoint.Writer(spool, spool.Name()), o.TmpDir
 			break
 		}
 	}
@@ -506,7 +506,7 @@ func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tallyS
 // tallySet is the tally in shards by fingerprint bits (the low bits of Hi;
 // a shard's table places keys by Lo), one goroutine owning each while the
 // first pass fills them: the table is memory-latency bound, and one owner
-// alone was half a count's time (pprof). The entries do not depend on the
+// alone held up the whole count (pprof). The entries do not depend on the
 // order of the adds (a sum, a min, a max), so the owners need no ordering.
 type tallySet struct {
 	shards []*tally
@@ -748,8 +748,8 @@ type byPosition struct {
 // is made, but both are held while it is filled). Each input's array is
 // sized by the record numbers the first pass saw in it, and threads
 // goroutines fill the arrays from ranges of the shards' slots: done in one
-// goroutine, a pass over the slots for the sizes and another to fill them
-// took ~200 ms of a 1.05 s count of the 10M lines, the second core idle.
+// goroutine, the pass over the slots for the sizes and the one to fill them
+// were a visible part of a count, with the other cores idle.
 func (ts *tallySet) countsByPosition(budget int64, threads int) *byPosition {
 	for _, t := range ts.shards {
 		if t.index != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"time"
 
@@ -23,17 +24,7 @@ func (inv *invocation) showProgress(label string, p *ingest.Progress) (stop func
 	if !show {
 		return func() {}
 	}
-	total := p.Total.Load()
-	bar := progressbar.NewOptions64(max(total, -1),
-		progressbar.OptionSetWriter(inv.stderr),
-		progressbar.OptionSetDescription(label),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionShowCount(),
-		progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionSetPredictTime(total > 0),
-		progressbar.OptionClearOnFinish(),
-		progressbar.OptionSpinnerType(14),
-	)
+	bar := newBar(inv.stderr, label, p.Total.Load())
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -60,6 +51,23 @@ func (inv *invocation) showProgress(label string, p *ingest.Progress) (stop func
 		close(done)
 		<-finished
 	}
+}
+
+// newBar is the bar showProgress draws on w: bytes out of total (-1:
+// unknown), in the IEC units (KiB, MiB) of the summaries, so that the bar's
+// last figure and the summary's "read" agree.
+func newBar(w io.Writer, label string, total int64) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(max(total, -1),
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(label),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionUseIECUnits(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionSetPredictTime(total > 0),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionSpinnerType(14),
+	)
 }
 
 // humanRate words a rate with a k or M suffix: 51.0k, 1.2M.
