@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
 // differences are where the comparison puts what only one side holds. The
@@ -20,6 +21,10 @@ type differences struct {
 	tmpDir       string          // holds the temporary missing index; "" none
 	missingPath  string          // the missing index, once committed; "" when there is none
 	missingIndex *fpstore.Writer // nil when none, or once committed
+	// throughIndex is Options.Missing when it is written through (a
+	// device, a FIFO), which cannot be read back: the missing set is then
+	// also kept as if there were no Options.Missing.
+	throughIndex *fpstore.Writer
 	extraIndex   *fpstore.Writer
 	spool        *spool
 	missing      *sink
@@ -36,6 +41,15 @@ func newDifferences(o *Options, x *fpstore.Index) (_ *differences, err error) {
 		}
 	}()
 	missingPath := o.Missing
+	opts := fpstore.WriterOptions{Spec: x.Spec(), Range: x.Range(), Threads: o.Threads, Group: o.Group}
+	if missingPath != "" {
+		if _, through, _ := atomicfile.Resolve(missingPath); through {
+			if d.throughIndex, err = fpstore.Create(missingPath, opts); err != nil {
+				return nil, err
+			}
+			missingPath = ""
+		}
+	}
 	if missingPath == "" && len(o.Records) == 0 && o.writes() {
 		if d.spool, err = newSpool(o.TmpDir); err != nil {
 			return nil, err
@@ -47,10 +61,9 @@ func newDifferences(o *Options, x *fpstore.Index) (_ *differences, err error) {
 		}
 		missingPath = filepath.Join(d.tmpDir, "missing.fpx")
 	}
-	opts := fpstore.WriterOptions{Spec: x.Spec(), Range: x.Range(), Threads: o.Threads, Group: o.Group}
 	if missingPath != "" {
 		missingOpts := opts
-		if o.Missing == "" {
+		if missingPath != o.Missing {
 			missingOpts.Group = nil // the records pass's own, in tmpDir
 		}
 		if d.missingIndex, err = fpstore.Create(missingPath, missingOpts); err != nil {
@@ -69,6 +82,9 @@ func newDifferences(o *Options, x *fpstore.Index) (_ *differences, err error) {
 		toMissing = d.missingIndex
 	case d.spool != nil:
 		toMissing = d.spool
+	}
+	if d.throughIndex != nil {
+		toMissing = tee{d.throughIndex, toMissing}
 	}
 	if d.extraIndex != nil {
 		toExtra = d.extraIndex
@@ -90,6 +106,13 @@ func (d *differences) commit(o *Options, rep *Report) error {
 			rep.Outputs.Missing = o.Missing
 		}
 	}
+	if d.throughIndex != nil {
+		if _, err := d.throughIndex.Commit(); err != nil {
+			return err
+		}
+		d.throughIndex = nil
+		rep.Outputs.Missing = o.Missing
+	}
 	if d.extraIndex != nil {
 		if _, err := d.extraIndex.Commit(); err != nil {
 			return err
@@ -104,6 +127,9 @@ func (d *differences) commit(o *Options, rep *Report) error {
 func (d *differences) close() {
 	if d.missingIndex != nil {
 		d.missingIndex.Abort()
+	}
+	if d.throughIndex != nil {
+		d.throughIndex.Abort()
 	}
 	if d.extraIndex != nil {
 		d.extraIndex.Abort()
@@ -257,4 +283,14 @@ func (c *comparison) report(err error) {
 	rep.Timings.OnlinePerSecond = float64(rep.Online.Values) / secs
 	rep.Timings.OfflinePerSecond = float64(c.index.Len()) / secs
 	rep.Timings.KeysPerSecond = float64(max(int64(c.index.Len()), rep.Online.Values)) / secs
+}
+
+// tee adds to both adders; b may be nil.
+type tee struct{ a, b adder }
+
+func (t tee) Add(fps ...fpstore.Fingerprint) error {
+	if err := t.a.Add(fps...); err != nil || t.b == nil {
+		return err
+	}
+	return t.b.Add(fps...)
 }

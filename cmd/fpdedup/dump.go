@@ -28,6 +28,7 @@ reject is printed); 130/143 interrupted; 141 the reader closed the pipe.`,
 			}
 			defer x.Close()
 			j := inv.job(cmd)
+			j.input("IDX", kindIndex, args[0])
 			out := j.stream("stdout", "")
 			return j.run(func(ctx context.Context) (map[string]any, error) {
 				line := make([]byte, 0, 33)

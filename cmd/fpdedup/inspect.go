@@ -33,6 +33,7 @@ Exit codes: 0 done; 2 error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			j := inv.job(cmd)
+			j.input("IDX", kindIndex, args[0])
 			out := j.stream("stdout", "")
 			return j.run(func(ctx context.Context) (map[string]any, error) {
 				// The index is opened and closed by the work itself, which

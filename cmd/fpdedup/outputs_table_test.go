@@ -43,10 +43,6 @@ import (
 // The cases run one after another (in-process runs share the working
 // directory). --checkpoint goes with --apply, to Redis or MySQL only: only
 // its refusals are checked.
-//
-// outputTableKnown lists the cases where fpdedup contradicts the rules
-// today: they run, and are skipped with what they did while they still do;
-// one that conforms fails until it is taken off the list.
 func TestOutputTable(t *testing.T) {
 	fx := newOutputTableFixture(t)
 	fx.bin = fpdedupLink(t) // for standard input from a file: a process of its own
@@ -57,33 +53,13 @@ func TestOutputTable(t *testing.T) {
 				n++
 				name := c.name + "/" + o.name + "/" + k.name
 				t.Run(name, func(t *testing.T) {
-					k.run(t, fx, c, o, outputTableKnown[name])
+					k.run(t, fx, c, o)
 				})
 			}
 		}
 	}
 	t.Logf("%d cases", n)
 }
-
-// outputTableKnown: the cases that contradict the rules at this commit,
-// and why (see TestOutputTable).
-var outputTableKnown = func() map[string]string {
-	m := map[string]string{}
-	for _, c := range []string{"dump", "inspect", "verify"} {
-		for _, f := range []string{"--stats-json", "--metrics"} {
-			for _, k := range []string{"input-IDX", "hardlink-to-input", "dotdot-to-input", "symlink-to-input"} {
-				m[c+"/"+f+"/"+k] = "dump, inspect and verify declare no paths (no checkPaths): the figures replace the index, exit 0"
-			}
-			m[c+"/"+f+"/nodir-dotdot"] = "only resolve's checkWritable looks, at filepath.Dir's cleaned directory: the work is done, then the rename fails, exit 2"
-		}
-	}
-	for _, c := range []string{"reconcile", "reconcile-records"} {
-		for _, k := range []string{"devnull", "fifo"} {
-			m[c+"/--missing/"+k] = "reconcile.Run opens the committed missing index again (fpstore.Open): not an fpdedup index (not a regular file), exit 2"
-		}
-	}
-	return m
-}()
 
 // otInput is one way a command reads one of its inputs.
 type otInput struct {
@@ -383,7 +359,7 @@ func outputTableCases(c otCommand, o otOutput) []otCase {
 	return cs
 }
 
-func (k otCase) run(t *testing.T, fx outputTableFixture, c otCommand, o otOutput, known string) {
+func (k otCase) run(t *testing.T, fx outputTableFixture, c otCommand, o otOutput) {
 	if c.unwritable != "" && k.kind != otRefused {
 		t.Skipf("not checked: %s", c.unwritable)
 	}
@@ -519,16 +495,11 @@ func (k otCase) run(t *testing.T, fx outputTableFixture, c otCommand, o otOutput
 	}
 
 	what := fmt.Sprintf("fpdedup %s (in %s)\nexit %d, stdout %q, stderr:\n%s", strings.Join(args[2:], " "), dir, code, truncate(stdout.String(), 200), stderr.String())
-	switch {
-	case len(bad) > 0 && known != "":
-		t.Skipf("known contradiction (%s): %s\n%s", known, strings.Join(bad, "; "), what)
-	case len(bad) > 0:
-		for _, b := range bad {
-			t.Error(b)
-		}
+	for _, b := range bad {
+		t.Error(b)
+	}
+	if len(bad) > 0 {
 		t.Log(what)
-	case known != "":
-		t.Errorf("conforms now: take it off outputTableKnown (%s)\n%s", known, what)
 	}
 }
 

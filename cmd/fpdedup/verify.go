@@ -25,6 +25,7 @@ format version is unsupported, or it cannot be read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			j := inv.job(cmd)
+			j.input("IDX", kindIndex, args[0])
 			out := j.stream("stdout", "")
 			return j.run(func(ctx context.Context) (map[string]any, error) {
 				var rep *fpstore.VerifyReport
