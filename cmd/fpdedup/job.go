@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,7 +118,9 @@ func (j *job) run(work func(ctx context.Context) (map[string]any, error)) error 
 			return err
 		}
 	}
-	if err := j.inv.checkPaths(&j.paths); err != nil {
+	j.paths.output("--stats-json", j.inv.statsJSON)
+	j.paths.output("--metrics", j.inv.metrics)
+	if err := j.paths.check(j.inv); err != nil {
 		return err
 	}
 	if err := j.open(ctx); err != nil {
@@ -156,7 +159,7 @@ func (j *job) run(work func(ctx context.Context) (map[string]any, error)) error 
 	if _, ok := figures["seconds"]; !ok {
 		figures["seconds"] = time.Since(start).Seconds()
 	}
-	if cerr := j.inv.commit(ctx, j.grp, figures); cerr != nil {
+	if cerr := j.commit(ctx, figures); cerr != nil {
 		return cerr
 	}
 	for _, l := range j.lines {
@@ -213,6 +216,86 @@ func (j *job) abort() {
 		_ = p.Close(j.grp, false)
 	}
 	j.grp.Abort()
+}
+
+// commit is the command's commit point. The run's figures join the group
+// (written and fsynced first, so that a --stats-json that cannot be written
+// fails the run before anything is published); then, unless a signal came,
+// every output is published. A directory that cannot be fsynced after the
+// rename is a warning: the file is published, and the exit code says so.
+func (j *job) commit(ctx context.Context, stats map[string]any) error {
+	if err := j.inv.finishStats(j.grp, stats); err != nil {
+		return err
+	}
+	hook("commit:before")
+	err := j.grp.Commit(ctx)
+	hook("commit:after")
+	if err != nil && errors.Is(err, atomicfile.ErrNotDurable) {
+		var pe *atomicfile.PublishError
+		if !errors.As(err, &pe) {
+			fmt.Fprintln(j.inv.stderr, "fpdedup: warning:", err)
+			return nil
+		}
+	}
+	return err
+}
+
+// finishStats writes --stats-json and --metrics into the group.
+func (inv *invocation) finishStats(grp *atomicfile.Group, v map[string]any) error {
+	if inv.statsJSON == "" && inv.metrics == "" {
+		return nil
+	}
+	if inv.rss != nil {
+		anon, file := inv.rss.Peaks()
+		v["memory"] = map[string]int64{"peak_rss_anon_bytes": anon, "peak_rss_file_bytes": file}
+		inv.rss = nil
+	}
+	m, err := asMap(v)
+	if err != nil {
+		return err
+	}
+	if inv.statsJSON != "" {
+		b, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(grp, inv.statsJSON, append(b, '\n')); err != nil {
+			return fmt.Errorf("cannot write --stats-json: %w", err)
+		}
+	}
+	command, _ := m["command"].(string)
+	return inv.writeMetrics(grp, command, m)
+}
+
+// testHook, when set (by the test binary only), is called at named stages
+// of a run: "signal" once a signal has cancelled the run, "work" before a
+// command's main work, "commit:before" and "commit:after" around the commit
+// point. Tests use it to deliver a signal at an exact point.
+var testHook func(stage string)
+
+func hook(stage string) {
+	if testHook != nil {
+		testHook(stage)
+	}
+}
+
+// interruptible runs work, which does not watch ctx (verify, inspect: they
+// write nothing and hold no temp file), and returns as soon as ctx is done.
+func interruptible(ctx context.Context, work func() error) error {
+	hook("work")
+	done := make(chan error, 1)
+	go func() { done <- work() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done:
+			return err
+		default:
+			return context.Cause(ctx)
+		}
+	}
 }
 
 // stopWriter fails its writes once ctx is done, so that a writer that does

@@ -1,30 +1,28 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
-// Output paths and the commit point (README "Exit codes, outputs and signals").
+// Output paths (README "Exit codes, outputs and signals").
 //
-// Every command declares the files it reads and the files it writes before
-// it does any work. An output that is also an input is refused, unless the
-// command is documented as working in place (merge -o H H x, dedup -o in
-// in): overwriting an input would destroy it with exit 0. Outputs that are
-// not regular files (/dev/null, a FIFO, /dev/stdout) are written through
-// and take part in no check; symbolic links are judged by their target.
-//
-// Every output then joins one atomicfile.Group, which publishes them all at
-// the command's single commit point, inv.commit: a signal before it means
-// exit 130/143 and nothing published; after it, the work is done and is
-// reported as done.
+// Every job declares the files it reads and writes (job.go), and they are
+// checked here before any work. An output that is also an input is
+// refused, unless the command is documented as working in place (merge -o
+// H H x, dedup -o in in): overwriting an input would destroy it with exit
+// 0. Outputs that are not regular files (/dev/null, a FIFO, /dev/stdout)
+// are written through, and a descriptor path that is an input is refused;
+// symbolic links are judged by their target. An output's directory must
+// exist and be writable.
 
 // pathKind says what a command does with an input path; it decides which
 // outputs may name it in place.
@@ -114,6 +112,9 @@ func (p *ioPaths) check(inv *invocation) error {
 		if dir := parentDir(target); !isDir(dir) {
 			return usageErrorf("%s %s: no directory %s to write it in", o.flag, o.path, dir)
 		}
+		if err := checkWritable(target); err != nil {
+			return usageErrorf("%s %s: cannot write there: %v", o.flag, o.path, err)
+		}
 		st, _ := os.Stat(target)
 		if in := sameInput(st); in != nil && !containsKind(o.inPlace, in.kind) {
 			return usageErrorf("%s %s is also an input (%s %s): it would be overwritten; write to another file", o.flag, o.path, in.flag, in.path)
@@ -163,90 +164,41 @@ func containsKind(ks []pathKind, k pathKind) bool {
 	return false
 }
 
-// checkPaths declares the outputs every command may have (--stats-json,
-// --metrics) besides its own, and checks them all.
-func (inv *invocation) checkPaths(p *ioPaths) error {
-	p.output("--stats-json", inv.statsJSON)
-	p.output("--metrics", inv.metrics)
-	return p.check(inv)
+// checkTmpDir refuses, before any work, a --tmpdir that a spill would
+// fail in hours later: one that is missing, not a directory or not
+// writable.
+func checkTmpDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return usageErrorf("--tmpdir %s: %v", dir, errors.Unwrap(err))
+	case !st.IsDir():
+		return usageErrorf("--tmpdir %s: not a directory", dir)
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return usageErrorf("--tmpdir %s: cannot write there: %v", dir, err)
+	}
+	return nil
 }
 
-// commit is the command's commit point. The run's figures join the group
-// (written and fsynced first, so that a --stats-json that cannot be written
-// fails the run before anything is published); then, unless a signal came,
-// every output is published. A directory that cannot be fsynced after the
-// rename is a warning: the file is published, and the exit code says so.
-func (inv *invocation) commit(ctx context.Context, grp *atomicfile.Group, stats map[string]any) error {
-	if err := inv.finishStats(grp, stats); err != nil {
-		grp.Abort()
+// checkWritable tells, before any work, whether path can be published: a
+// command must not fail after hours of work for want of a writable
+// --stats-json.
+func checkWritable(path string) error {
+	target, through, err := atomicfile.Resolve(path)
+	if err != nil || through {
 		return err
 	}
-	hook("commit:before")
-	err := grp.Commit(ctx)
-	hook("commit:after")
-	if err != nil && errors.Is(err, atomicfile.ErrNotDurable) {
-		var pe *atomicfile.PublishError
-		if !errors.As(err, &pe) {
-			fmt.Fprintln(inv.stderr, "fpdedup: warning:", err)
-			return nil
-		}
-	}
-	return err
-}
-
-// finishStats writes --stats-json and --metrics into the group.
-func (inv *invocation) finishStats(grp *atomicfile.Group, v map[string]any) error {
-	if inv.statsJSON == "" && inv.metrics == "" {
-		return nil
-	}
-	if inv.rss != nil {
-		v["memory"] = inv.rss.peaks()
-		inv.rss = nil
-	}
-	m, err := asMap(v)
+	dir := filepath.Dir(target)
+	// Under a name of its own, whose lock nobody holds: Clean may remove it
+	// under us, which is fine, but it is never a writer's temp file.
+	f, err := tempfile.Create(dir, "fpdedup-check")
 	if err != nil {
 		return err
 	}
-	if inv.statsJSON != "" {
-		b, err := json.MarshalIndent(m, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := atomicfile.WriteFile(grp, inv.statsJSON, append(b, '\n')); err != nil {
-			return fmt.Errorf("cannot write --stats-json: %w", err)
-		}
-	}
-	command, _ := m["command"].(string)
-	return inv.writeMetrics(grp, command, m)
-}
-
-// testHook, when set (by the test binary only), is called at named stages
-// of a run: "signal" once a signal has cancelled the run, "work" before a
-// command's main work, "commit:before" and "commit:after" around the commit
-// point. Tests use it to deliver a signal at an exact point.
-var testHook func(stage string)
-
-func hook(stage string) {
-	if testHook != nil {
-		testHook(stage)
-	}
-}
-
-// interruptible runs work, which does not watch ctx (verify, inspect: they
-// write nothing and hold no temp file), and returns as soon as ctx is done.
-func interruptible(ctx context.Context, work func() error) error {
-	hook("work")
-	done := make(chan error, 1)
-	go func() { done <- work() }()
-	select {
-	case err := <-done:
+	f.Close()
+	if err := os.Remove(f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
-	case <-ctx.Done():
-		select {
-		case err := <-done:
-			return err
-		default:
-			return context.Cause(ctx)
-		}
 	}
+	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -15,11 +14,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/fpdedup/fpdedup/fpstore"
-	"github.com/fpdedup/fpdedup/internal/atomicfile"
-	"github.com/fpdedup/fpdedup/internal/tempfile"
+	"github.com/fpdedup/fpdedup/internal/sysinfo"
 	"github.com/fpdedup/fpdedup/internal/units"
 )
 
@@ -39,8 +36,8 @@ type invocation struct {
 	mem       int64
 	quiet     bool
 	cpuProf   string
-	rss       *rssSampler
-	// publishes: the command declared outputs (checkPaths), so an
+	rss       *sysinfo.RSSSampler
+	// publishes: the command declared outputs (ioPaths.check), so an
 	// interruption is reported as "nothing was published".
 	publishes bool
 	// jobs: how many jobs the command started (job.go).
@@ -143,7 +140,7 @@ func (inv *invocation) resolve() error {
 	inv.threads = min(inv.threads, runtime.NumCPU())
 	runtime.GOMAXPROCS(inv.threads)
 	if inv.memText == "" {
-		inv.mem = defaultMem()
+		inv.mem = sysinfo.DefaultMemoryBudget()
 	} else {
 		m, err := units.ParseSize(inv.memText)
 		if err != nil {
@@ -163,18 +160,7 @@ func (inv *invocation) resolve() error {
 			return err
 		}
 	}
-	// Output files for figures are checked before any work: a command
-	// that publishes its result must not fail afterwards for want of a
-	// writable --stats-json.
-	for flag, path := range map[string]string{"--stats-json": inv.statsJSON, "--metrics": inv.metrics} {
-		if path == "" {
-			continue
-		}
-		if err := checkWritable(path); err != nil {
-			return usageErrorf("%s %s: cannot write there: %v", flag, path, err)
-		}
-	}
-	inv.rss = startRSSSampler()
+	inv.rss = sysinfo.StartRSSSampler()
 	// The Go runtime's soft limit keeps the heap inside the budget; the
 	// commands size their tables and spill thresholds from the same figure.
 	debug.SetMemoryLimit(inv.mem)
@@ -203,7 +189,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// many commands in one process.
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	defer func() { inv.rss.stop() }() // started by resolve, if it ran
+	defer func() { inv.rss.Stop() }() // started by resolve, if it ran
 
 	ctx, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
@@ -260,43 +246,4 @@ func (s stdoutWriter) Write(p []byte) (int, error) {
 		err = fmt.Errorf("%w: %w", errStdoutClosed, err)
 	}
 	return n, err
-}
-
-// checkTmpDir refuses, before any work, a --tmpdir that a spill would
-// fail in hours later: one that is missing, not a directory or not
-// writable.
-func checkTmpDir(dir string) error {
-	st, err := os.Stat(dir)
-	switch {
-	case err != nil:
-		return usageErrorf("--tmpdir %s: %v", dir, errors.Unwrap(err))
-	case !st.IsDir():
-		return usageErrorf("--tmpdir %s: not a directory", dir)
-	}
-	if err := unix.Access(dir, unix.W_OK); err != nil {
-		return usageErrorf("--tmpdir %s: cannot write there: %v", dir, err)
-	}
-	return nil
-}
-
-// checkWritable tells, before any work, whether path can be published: a
-// command must not fail after hours of work for want of a writable
-// --stats-json.
-func checkWritable(path string) error {
-	target, through, err := atomicfile.Resolve(path)
-	if err != nil || through {
-		return err
-	}
-	dir := filepath.Dir(target)
-	// Under a name of its own, whose lock nobody holds: Clean may remove it
-	// under us, which is fine, but it is never a writer's temp file.
-	f, err := tempfile.Create(dir, "fpdedup-check")
-	if err != nil {
-		return err
-	}
-	f.Close()
-	if err := os.Remove(f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package sysinfo
 
 import (
 	"bytes"
@@ -9,18 +9,19 @@ import (
 	"time"
 )
 
-// rssSampler follows the process's resident memory in two parts: anonymous (heap, tables, buffers: what --mem bounds) and
+// RSSSampler follows the process's resident memory in two parts: anonymous (heap, tables, buffers: what a memory budget bounds) and
 // file-backed (mapped indexes: page cache the kernel can reclaim). The
 // kernel keeps only the total's peak (VmHWM), so the parts are sampled.
-type rssSampler struct {
+type RSSSampler struct {
 	anon, file atomic.Int64 // peaks, bytes
 	done       chan struct{}
 	ended      sync.WaitGroup
 	once       sync.Once
 }
 
-func startRSSSampler() *rssSampler {
-	s := &rssSampler{done: make(chan struct{})}
+// StartRSSSampler starts sampling every 20 ms until Stop or Peaks.
+func StartRSSSampler() *RSSSampler {
+	s := &RSSSampler{done: make(chan struct{})}
 	s.sample()
 	s.ended.Go(func() {
 		t := time.NewTicker(20 * time.Millisecond)
@@ -37,9 +38,9 @@ func startRSSSampler() *rssSampler {
 	return s
 }
 
-// stop ends the sampling and waits for it; it may be called more than once,
+// Stop ends the sampling and waits for it; it may be called more than once,
 // and on a nil sampler (the command never started one).
-func (s *rssSampler) stop() {
+func (s *RSSSampler) Stop() {
 	if s == nil {
 		return
 	}
@@ -47,7 +48,7 @@ func (s *rssSampler) stop() {
 	s.ended.Wait()
 }
 
-func (s *rssSampler) sample() {
+func (s *RSSSampler) sample() {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return
@@ -79,9 +80,9 @@ func (s *rssSampler) sample() {
 	}
 }
 
-// peaks stops sampling and returns the peaks for --stats-json.
-func (s *rssSampler) peaks() map[string]int64 {
-	s.stop()
+// Peaks stops sampling and returns the peaks, in bytes.
+func (s *RSSSampler) Peaks() (anon, file int64) {
+	s.Stop()
 	s.sample()
-	return map[string]int64{"peak_rss_anon_bytes": s.anon.Load(), "peak_rss_file_bytes": s.file.Load()}
+	return s.anon.Load(), s.file.Load()
 }
