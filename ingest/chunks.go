@@ -34,12 +34,19 @@ const freeChunks = 32
 // as bufio does.
 const maxEmptyReads = 100
 
+// MaxRecordLimit is the longest record any reader accepts, whatever the
+// caller asks: records are addressed within their chunk by 32-bit offsets
+// and lengths (a chunk holds at most a record and the chunk size before
+// it), so every length stays far from 2^31.
+const MaxRecordLimit = 1 << 30
+
 // ChunkReader cuts a byte stream into chunks that end exactly after a record
 // terminator (term: '\n' or 0), so that workers can split and hash chunks in
 // parallel and an ordered writer can still emit records in input order. It
 // reads about chunkSize bytes per chunk; a record longer than that makes a
-// bigger chunk, and a record longer than maxRecord bytes (0: unlimited) is a
-// *RecordError wrapping ErrRecordTooLong, never truncated.
+// bigger chunk, and a record longer than maxRecord bytes (0, or more than
+// MaxRecordLimit: MaxRecordLimit) is a *RecordError wrapping
+// ErrRecordTooLong, never truncated.
 //
 // After a too-long record error the reader stays usable: the next call to
 // Next discards the rest of that record (without buffering it) and goes on,
@@ -92,9 +99,12 @@ func NewChunkReader(in io.Reader, name string, term byte, chunkSize int, maxReco
 	if chunkSize < 1 {
 		chunkSize = 1 << 20
 	}
+	if maxRecord <= 0 || maxRecord > MaxRecordLimit {
+		maxRecord = MaxRecordLimit
+	}
 	return &ChunkReader{
 		in: in, name: name, term: term,
-		chunkSize: chunkSize, maxRecord: max(maxRecord, 0),
+		chunkSize: chunkSize, maxRecord: maxRecord,
 		free:   make(chan *Chunk, freeChunks),
 		record: 1, line: 1,
 	}

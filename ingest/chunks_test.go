@@ -438,3 +438,37 @@ func BenchmarkSplitHash(b *testing.B) {
 		})
 	}
 }
+
+// zeros is n zero bytes, made as they are read.
+type zeros struct{ n int64 }
+
+func (z *zeros) Read(p []byte) (int, error) {
+	if z.n <= 0 {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), z.n))
+	clear(p[:n])
+	z.n -= int64(n)
+	return n, nil
+}
+
+// A record past MaxRecordLimit is too long whatever limit the caller asks
+// for (0, or more): records are addressed by 32-bit offsets downstream,
+// and a 2 GiB record under --max-record 0 panicked dedup.
+func TestChunkReaderRecordLimit(t *testing.T) {
+	for _, asked := range []int{0, -1, 1 << 40} {
+		if r := NewChunkReader(strings.NewReader(""), "-", '\n', 0, asked); r.maxRecord != MaxRecordLimit {
+			t.Fatalf("maxRecord %d asked: %d, want %d", asked, r.maxRecord, MaxRecordLimit)
+		}
+	}
+	if testing.Short() {
+		t.Skip("reads 1 GiB")
+	}
+	in := io.MultiReader(&zeros{MaxRecordLimit + 1}, strings.NewReader("\nnext\n"))
+	r := NewChunkReader(in, "big", '\n', 1<<20, 0)
+	_, err := r.Next()
+	var re *RecordError
+	if !errors.Is(err, ErrRecordTooLong) || !errors.As(err, &re) || re.Record != 1 {
+		t.Fatalf("got %v, want record 1 too long", err)
+	}
+}

@@ -116,11 +116,14 @@ func ParseURL(s string) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	withHosts := func(s string) string { return strings.Replace(s, seedsStandIn, hostList, 1) }
-	if _, has := u.User.Password(); has {
-		return nil, &URLError{URL: withHosts(u.Redacted()), PasswordEnv: map[string]string{"redis": RedisPasswordEnv, "mysql": MySQLPasswordEnv}[u.Scheme]}
+	redacted := redactURL(u, hostList)
+	if secretIn(u) {
+		return nil, &URLError{URL: redacted, PasswordEnv: map[string]string{"redis": RedisPasswordEnv, "mysql": MySQLPasswordEnv}[u.Scheme]}
 	}
-	t := &Target{Redacted: withHosts(u.String())}
+	t := &Target{Redacted: redacted}
+	if u.Fragment != "" {
+		return nil, badURL(t, "a fragment (#…) means nothing in an online URL")
+	}
 	q := &params{q: u.Query(), known: map[string]bool{}}
 	switch u.Scheme {
 	case "redis":
@@ -327,6 +330,58 @@ func parseMySQLURL(t *Target, u *url.URL, q *params) error {
 		return badURL(t, "count= must be auto, 1 or 0")
 	}
 	return nil
+}
+
+// urlParams are the parameters a URL may hold; any other is refused, and
+// its value is never printed (it may be a password=).
+var urlParams = map[string]bool{"match": true, "set": true, "count": true, "hex": true, "addr": true, "cluster": true, "table": true, "column": true, "where": true}
+
+// redactURL is u as every message, report and figure prints it: the one
+// redaction. A password in the user info is left out, and so is a user
+// info in an addr= parameter; the value of a parameter that is not one of
+// ours (password=, pw=, …) is replaced by xxxxx.
+func redactURL(u *url.URL, hostList string) string {
+	r := *u
+	if r.User != nil {
+		r.User = url.User(r.User.Username())
+	}
+	parts := strings.Split(r.RawQuery, "&")
+	for i, part := range parts {
+		k, v, _ := strings.Cut(part, "=")
+		name, err := url.QueryUnescape(k)
+		switch {
+		case err != nil || !urlParams[name]:
+			parts[i] = k + "=xxxxx"
+		case name == "addr" && strings.Contains(v, "@"):
+			parts[i] = k + "=" + v[strings.LastIndex(v, "@")+1:]
+		}
+	}
+	if r.RawQuery != "" {
+		r.RawQuery = strings.Join(parts, "&")
+	}
+	r.Fragment, r.RawFragment = "", ""
+	return strings.Replace(r.String(), seedsStandIn, hostList, 1)
+}
+
+// secretIn reports a credential anywhere in u: a password in its user
+// info, a user info in an addr=, or a parameter that names one.
+func secretIn(u *url.URL) bool {
+	if _, has := u.User.Password(); has {
+		return true
+	}
+	for k, vs := range u.Query() {
+		switch strings.ToLower(k) {
+		case "password", "pass", "passwd", "pw", "pwd", "secret", "token", "auth", "requirepass":
+			return true
+		case "addr":
+			for _, v := range vs {
+				if strings.Contains(v, "@") {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // seedsStandIn stands for a Redis Cluster's host list while url.Parse

@@ -32,7 +32,7 @@ func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
 	f.BoolVar(&r.header, "header", false, "csv/tsv: the first record of each input is a header: it names columns and is not a record")
 	f.BoolVarP(&r.nul, "zero-terminated", "z", false, "lines format: records end with NUL, not newline")
 	f.StringVar(&r.onBad, "on-bad", "fail", "a bad record: fail (exit 2), skip (count it), or quarantine=FILE (write it there)")
-	f.StringVar(&r.maxRecord, "max-record", "64MiB", "a record longer than this size is bad (0: no limit); bounds memory when a csv quote is never closed")
+	f.StringVar(&r.maxRecord, "max-record", "64MiB", "a record longer than this size is bad (at most 1GiB; 0: 1GiB); bounds memory when a csv quote is never closed")
 }
 
 // quarantinePath is the FILE of an --on-bad quarantine=FILE value, for the
@@ -89,6 +89,9 @@ func (r *recordFlags) maxRecordBytes() (int, error) {
 	mr, err := units.ParseSize(r.maxRecord)
 	if err != nil {
 		return 0, usageErrorf("--max-record: %v", err)
+	}
+	if mr > ingest.MaxRecordLimit {
+		return 0, usageErrorf("--max-record %s: at most 1GiB, the longest record fpdedup reads (0 means 1GiB)", r.maxRecord)
 	}
 	return int(mr), nil
 }

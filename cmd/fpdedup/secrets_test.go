@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestURLSecretsNeverPrinted: a credential written anywhere into an
+// --online URL (the user info, a host list, addr=, a parameter, the
+// fragment) is refused, and appears in no output: stdout, stderr, the
+// report, --stats-json, --metrics, or any file the run leaves.
+func TestURLSecretsNeverPrinted(t *testing.T) {
+	const secret = "S3cr3tPW"
+	dir := t.TempDir()
+	records := filepath.Join(dir, "r.txt")
+	if err := os.WriteFile(records, []byte("a\nb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(dir, "t.fpx")
+	if code, _, stderr := runInProcess("build", "-q", "--hash", "sha256", "-o", index, records); code != 0 {
+		t.Fatalf("build: %d %s", code, stderr)
+	}
+	for _, url := range []string{
+		"redis://u:" + secret + "@127.0.0.1:1/0?match=dd:*",
+		"redis://:" + secret + "@127.0.0.1:1/0?match=dd:*",
+		"redis://127.0.0.1:1,u:" + secret + "@127.0.0.1:2/?match=dd:*",
+		"redis://127.0.0.1:1/?match=dd:*&addr=:" + secret + "@127.0.0.1:2",
+		"redis://127.0.0.1:1/?match=dd:*&addr=u:" + secret + "@127.0.0.1:2&cluster=1",
+		"redis://127.0.0.1:1/0?match=dd:*&password=" + secret,
+		"redis://127.0.0.1:1/0?match=dd:*&pw=" + secret,
+		"redis://127.0.0.1:1/0?match=dd:*&Password=" + secret,
+		"redis://127.0.0.1:1/0?match=dd:*&nosuch=" + secret,
+		"redis://127.0.0.1:1/0?match=dd:*#" + secret,
+		"mysql://audit:" + secret + "@127.0.0.1:1/db?table=t&column=c",
+		"mysql://audit@127.0.0.1:1/db?table=t&column=c&password=" + secret,
+		"mysql://audit@127.0.0.1:1/db?table=t&column=c&tls=" + secret,
+	} {
+		t.Run(url, func(t *testing.T) {
+			out := t.TempDir()
+			code, stdout, stderr := runInProcess("reconcile", "--index", index, "--online", url, "--timeout", "1s", "--retries", "0",
+				"--report", filepath.Join(out, "r.json"), "--stats-json", filepath.Join(out, "s.json"), "--metrics", filepath.Join(out, "m.prom"))
+			if code != 2 {
+				t.Errorf("exit %d, want 2 (refused)", code)
+			}
+			if strings.Contains(stdout+stderr, secret) {
+				t.Errorf("the secret is printed:\n%s%s", stdout, stderr)
+			}
+			if !strings.Contains(stderr, "--online") {
+				t.Errorf("stderr does not name --online: %s", stderr)
+			}
+			entries, _ := os.ReadDir(out)
+			for _, e := range entries {
+				b, _ := os.ReadFile(filepath.Join(out, e.Name()))
+				if strings.Contains(string(b), secret) {
+					t.Errorf("%s holds the secret:\n%s", e.Name(), b)
+				}
+			}
+		})
+	}
+}
