@@ -41,7 +41,7 @@ func TestSayReconcile(t *testing.T) {
 			"the index's hash is not the online side's: t.fpx holds xxh3 fingerprints of its keys (user_id,device_id,timestamp_ms joined by \":\"), but the online side keys events by the SHA-256 of theirs; rebuild the index from the same records with --hash sha256 (fpdedup build --hash sha256 -o t.fpx …)"},
 		{&reconcile.NeedRecordsError{Target: "mysql://u@h:3306/d?table=t&column=c"},
 			"the online side holds whole 32-byte SHA-256 digests, which a 128-bit index cannot give (mysql://u@h:3306/d?table=t&column=c): --apply needs --records FILE… to compute them from the original keys"},
-		{&reconcile.ProbeError{Target: "redis://h/0?match=a*", PerBatch: 5, Err: &reconcile.ProbeWideError{Target: "redis://h/0?match=a*"}},
+		{&reconcile.ProbeError{Target: "redis://h/0?match=a*", PerBatch: 5, Err: marker{&reconcile.ProbeWideError{Target: "redis://h/0?match=a*"}}},
 			"probing redis://h/0?match=a* failed after 0 keys were answered (0 retries in all, at most 5 per batch): redis://h/0?match=a* names keys by whole SHA-256 digests (hex=64), which a 128-bit index cannot probe: reconcile without --probe (SCAN and merge-join) instead"},
 		{&reconcile.NotFingerprintError{Name: "bad.txt", Line: 2, Text: []byte("not hex")}, `bad.txt:2: not a 32- or 64-digit hex fingerprint: "not hex" (with --online-format key each line is a key)`},
 		{&reconcile.TooManyDigestsError{Max: 65536}, "more than 65536 whole digests to write do not fit in --mem: apply a slice at a time (mysql …&where=, or a partitioned index)"},
@@ -120,3 +120,8 @@ func TestReconcileUsageErrors(t *testing.T) {
 		t.Errorf("a wrong hash is no usage error: exit %d\n%s", code, buf.String())
 	}
 }
+
+// marker is a wrapper that adds no words (as reconcile's permanent).
+type marker struct{ error }
+
+func (m marker) Unwrap() error { return m.error }

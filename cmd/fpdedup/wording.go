@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/fpdedup/fpdedup/fpstore"
@@ -19,12 +20,16 @@ var flagWords = ingest.Words{Key: "--key", TimeField: "--time-field", Header: "-
 
 // say is err's message in the CLI's words: a typed error is said from its
 // fields (and a typed error that wraps another says that one in the
-// CLI's words too); any other error keeps its message. A library that
-// wraps an error the CLI words wraps it in a typed error, never with
-// fmt.Errorf.
+// CLI's words too); a wrapper that adds no words of its own (a marker,
+// such as reconcile's permanent) is said as what it wraps; any other
+// error keeps its message. A library that wraps an error the CLI words
+// wraps it in a typed error, never with fmt.Errorf.
 func say(err error) string {
 	if msg, ok := sayTyped(err); ok {
 		return msg
+	}
+	if inner := errors.Unwrap(err); inner != nil && inner.Error() == err.Error() {
+		return say(inner)
 	}
 	return err.Error()
 }
