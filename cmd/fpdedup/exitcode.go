@@ -144,7 +144,7 @@ func hintFor(err error) string {
 	case errors.Is(err, fpstore.ErrLocked):
 		return "another fpdedup is writing the same output"
 	case errors.Is(err, ingest.ErrRecordTooLong):
-		return "raise --max-record if such records are real"
+		return "raise --max-record if such records are real (with --mem at least 8 times it)"
 	case errors.Is(err, fpstore.ErrBadHex):
 		return "build --format fp and query --fp read one 32-digit hex fingerprint per line, as dump prints them"
 	}

@@ -195,7 +195,7 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 			return opts, err
 		}
 		opts.RecordReading = &req
-		if opts.MaxRecord, err = o.recs.maxRecordBytes(); err != nil {
+		if opts.MaxRecord, err = o.recs.maxRecordBytes(cmd.Flags(), inv.mem); err != nil {
 			return opts, err
 		}
 	}

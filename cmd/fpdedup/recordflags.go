@@ -32,7 +32,7 @@ func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
 	f.BoolVar(&r.header, "header", false, "csv/tsv: the first record of each input is a header: it names columns and is not a record")
 	f.BoolVarP(&r.nul, "zero-terminated", "z", false, "lines format: records end with NUL, not newline")
 	f.StringVar(&r.onBad, "on-bad", "fail", "a bad record: fail (exit 2), skip (count it), or quarantine=FILE (write it there)")
-	f.StringVar(&r.maxRecord, "max-record", "64MiB", "a record longer than this size is bad (at most 1GiB; 0: 1GiB); bounds memory when a csv quote is never closed")
+	f.StringVar(&r.maxRecord, "max-record", "64MiB", "a record longer than this size is bad (0: the longest --mem holds, an eighth of it, at most 1GiB); bounds memory when a csv quote is never closed; the default is lowered to an eighth of --mem")
 }
 
 // quarantinePath is the FILE of an --on-bad quarantine=FILE value, for the
@@ -84,14 +84,26 @@ func (r *recordFlags) request(f *pflag.FlagSet, hexOK bool) (req ingest.RecipeRe
 	return req, hex, nil
 }
 
-// maxRecordBytes is --max-record.
-func (r *recordFlags) maxRecordBytes() (int, error) {
+// maxRecordBytes is --max-record under a --mem of mem. A record is held
+// whole, twice while its buffer grows, so the longest one --mem holds is an
+// eighth of it (a quarter of --mem for the buffers); the default, 64MiB, is
+// lowered to that, and 0 means it. A longer one given is refused before any
+// work.
+func (r *recordFlags) maxRecordBytes(f *pflag.FlagSet, mem int64) (int, error) {
+	limit := min(int64(ingest.MaxRecordLimit), mem/8)
 	mr, err := units.ParseSize(r.maxRecord)
 	if err != nil {
 		return 0, usageErrorf("--max-record: %v", err)
 	}
-	if mr > ingest.MaxRecordLimit {
-		return 0, usageErrorf("--max-record %s: at most 1GiB, the longest record fpdedup reads (0 means 1GiB)", r.maxRecord)
+	switch {
+	case !f.Changed("max-record"):
+		return int(min(mr, limit)), nil
+	case mr > ingest.MaxRecordLimit:
+		return 0, usageErrorf("--max-record %s: at most 1GiB, the longest record fpdedup reads (0 means the longest --mem allows)", r.maxRecord)
+	case mr > limit:
+		return 0, usageErrorf("--max-record %s needs --mem %s or more: a record is held whole, twice while it is read, within a quarter of --mem", r.maxRecord, units.FormatBytes(mr*8))
+	case mr == 0:
+		return int(limit), nil
 	}
 	return int(mr), nil
 }
@@ -123,7 +135,7 @@ func (r *recordFlags) reading(j *job, hash ingest.Hash, against []ingest.IndexRe
 		return o, usageErrorf("%s", say(err))
 	}
 	j.records(o.OnBad)
-	o.MaxRecord, err = r.maxRecordBytes()
+	o.MaxRecord, err = r.maxRecordBytes(j.cmd.Flags(), j.inv.mem)
 	return o, err
 }
 
