@@ -2,11 +2,17 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 )
 
 // Memory is the mem job: what --mem bounds, measured. Each command runs
@@ -52,6 +58,10 @@ func (b *runner) memSweep(ctx context.Context) (*Memory, error) {
 	if err := b.buildHalves(ctx, "mem", lines, halfA, halfB); err != nil {
 		return nil, fmt.Errorf("bench: mem: %w", err)
 	}
+	bombZst, bombGz := b.path("bomb.zst"), b.path("bomb.gz")
+	if err := writeBombs(bombZst, bombGz); err != nil {
+		return nil, fmt.Errorf("bench: mem: %w", err)
+	}
 	out, rec := b.path("mem-out.txt"), b.path("mem-record.fpx")
 	m := &Memory{Records: b.rep.Data.Records, SampleEveryMs: float64(memSampleEvery) / 1e6, Rows: []MemoryRow{}}
 	first := true
@@ -61,12 +71,15 @@ func (b *runner) memSweep(ctx context.Context) (*Memory, error) {
 			name  string
 			args  []string
 			stdin string
+			bomb  bool // refused as a record too long: the figure is its peak until then
 		}{
-			{"dedup", []string{"dedup", "--tmpdir", b.work, "-o", out, lines}, ""},
-			{"dedup --record", []string{"dedup", "--tmpdir", b.work, "--record", rec, "-o", out, lines}, ""},
-			{"build", []string{"build", "--tmpdir", b.work, "-o", b.path("mem.fpx"), lines}, ""},
-			{"merge", []string{"merge", "-o", b.path("mem-merged.fpx"), halfA, halfB}, ""},
-			{"query", []string{"query", "--count", index}, lines},
+			{"dedup", []string{"dedup", "--tmpdir", b.work, "-o", out, lines}, "", false},
+			{"dedup --record", []string{"dedup", "--tmpdir", b.work, "--record", rec, "-o", out, lines}, "", false},
+			{"build", []string{"build", "--tmpdir", b.work, "-o", b.path("mem.fpx"), lines}, "", false},
+			{"merge", []string{"merge", "-o", b.path("mem-merged.fpx"), halfA, halfB}, "", false},
+			{"query", []string{"query", "--count", index}, lines, false},
+			{"dedup of a zstd bomb (refused: too long)", []string{"dedup", "--tmpdir", b.work, bombZst}, "", true},
+			{"dedup of a gzip bomb (refused: too long)", []string{"dedup", "--tmpdir", b.work, bombGz}, "", true},
 		} {
 			b.progress(Step{Phase: "prepare", Job: "mem", Msg: fmt.Sprintf("mem: %s --mem %s", c.name, mem)})
 			argv := append([]string{b.exe, "--progress", "never", "-q", "--mem", mem}, c.args...)
@@ -78,6 +91,13 @@ func (b *runner) memSweep(ctx context.Context) (*Memory, error) {
 				return nil, context.Cause(ctx)
 			}
 			row.PeakAnonBytes, row.OverBytes = peak, peak-memBytes
+			var ee *errExit
+			switch {
+			case c.bomb && errors.As(err, &ee) && ee.status == 2 && strings.Contains(ee.stderr, "record too long"):
+				err = nil // refused, as it should be
+			case c.bomb && err == nil:
+				err = errors.New("a bomb was not refused")
+			}
 			if err != nil {
 				row.Status, row.Why = "failed", err.Error()
 			} else if first || row.OverBytes > m.WorstOverBytes {
@@ -86,7 +106,7 @@ func (b *runner) memSweep(ctx context.Context) (*Memory, error) {
 			m.Rows = append(m.Rows, row)
 		}
 	}
-	for _, f := range []string{out, rec, b.path("mem.fpx"), b.path("mem-merged.fpx")} {
+	for _, f := range []string{out, rec, b.path("mem.fpx"), b.path("mem-merged.fpx"), bombZst, bombGz} {
 		os.Remove(f)
 	}
 	return m, nil
@@ -114,4 +134,35 @@ func runOnceSampled(ctx context.Context, argv []string, stdin string) (int64, er
 		return peak, &errExit{status: cmd.ProcessState.ExitCode(), stderr: string(errs.b)}
 	}
 	return peak, err
+}
+
+// writeBombs writes decompression bombs: 1 GiB of zeros without a line
+// end, one record far beyond any --max-record, as zstd and gzip.
+func writeBombs(zst, gz string) error {
+	zeros := make([]byte, 1<<20)
+	for path, newWriter := range map[string]func(io.Writer) (io.WriteCloser, error){
+		zst: func(w io.Writer) (io.WriteCloser, error) {
+			return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest))
+		},
+		gz: func(w io.Writer) (io.WriteCloser, error) { return gzip.NewWriterLevel(w, gzip.BestSpeed) },
+	} {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		zw, err := newWriter(f)
+		for i := 0; err == nil && i < 1024; i++ {
+			_, err = zw.Write(zeros)
+		}
+		if err == nil {
+			err = zw.Close()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
