@@ -200,7 +200,7 @@ func (a *applier) run(ctx context.Context, produce items) error {
 			if err := a.pace.wait(ctx, len(b)); err != nil {
 				return err
 			}
-			return retry(ctx, a.o.Retries, a.o.Backoff, func() { retries.Add(1) }, func() error {
+			return retry(ctx, a.o.Retries, a.o.Backoff, a.o.waiting("writing to "+a.o.Target.Redacted, &retries), func() error {
 				return a.src.Write(ctx, b)
 			})
 		},

@@ -62,7 +62,7 @@ func openMySQL(ctx context.Context, t *Target, o *Options) (*mysqlSource, error)
 	db.SetMaxOpenConns(o.Conns + 2)
 	db.SetMaxIdleConns(o.Conns + 2)
 	m := &mysqlSource{t: t, o: o, db: db, table: quoteIdent(t.Table), column: quoteIdent(t.Column)}
-	if err := retry(ctx, o.Retries, o.Backoff, nil, func() error { return db.PingContext(ctx) }); err != nil {
+	if err := retry(ctx, o.Retries, o.Backoff, o.waiting("reaching "+t.Redacted, nil), func() error { return db.PingContext(ctx) }); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("cannot reach %s: %w", t.Redacted, err)
 	}
@@ -165,7 +165,7 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		conn = c
 		return nil
 	}
-	if err := retry(ctx, m.o.Retries, m.o.Backoff, nil, connect); err != nil {
+	if err := retry(ctx, m.o.Retries, m.o.Backoff, m.o.waiting("reading "+m.t.Redacted, nil), connect); err != nil {
 		return fmt.Errorf("cannot reach %s: %w", m.t.Redacted, err)
 	}
 	count := m.t.Count == CountAlways

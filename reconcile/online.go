@@ -141,21 +141,44 @@ func itemBytes(it *Item, full bool) []byte {
 	return b
 }
 
+// A Wait is a retry about to be made: what failed, on which try of how
+// many, why, and how long until the next (Options.Waiting).
+type Wait struct {
+	What       string // "reaching redis://…", "reading mysql://…"
+	Try, Tries int
+	Err        error
+	Next       time.Duration
+}
+
+// waiting is the retry hook that tells o.Waiting, if set, of each retry of
+// what, and counts it in n, if set.
+func (o *Options) waiting(what string, n *atomic.Int64) func(Wait) {
+	return func(w Wait) {
+		if n != nil {
+			n.Add(1)
+		}
+		if o.Waiting != nil {
+			w.What = what
+			o.Waiting(w)
+		}
+	}
+}
+
 // retry runs fn up to 1+retries times with exponential backoff (capped at
 // 5 s) while it fails with a retryable error and ctx is live; onRetry, if
-// set, is called before each retry.
-func retry(ctx context.Context, retries int, backoff time.Duration, onRetry func(), fn func() error) error {
+// set, is told of each retry before its backoff.
+func retry(ctx context.Context, retries int, backoff time.Duration, onRetry func(Wait), fn func() error) error {
 	var err error
 	for attempt := 0; ; attempt++ {
 		if err = fn(); err == nil || ctx.Err() != nil || attempt >= retries || !retryable(err) {
 			return err
 		}
-		if onRetry != nil {
-			onRetry()
-		}
 		d := backoff << attempt
 		if d > 5*time.Second {
 			d = 5 * time.Second
+		}
+		if onRetry != nil {
+			onRetry(Wait{Try: attempt + 1, Tries: retries + 1, Err: err, Next: d})
 		}
 		select {
 		case <-ctx.Done():

@@ -37,7 +37,7 @@ func probeJoin(ctx context.Context, off batchReader, src Source, o *Options, st 
 		func(ctx context.Context, j batch) error {
 			err := st.wait(ctx, len(j.fps))
 			if err == nil {
-				err = retry(ctx, o.Retries, o.Backoff, func() { retries.Add(1) }, func() error {
+				err = retry(ctx, o.Retries, o.Backoff, o.waiting("probing "+o.Target.Redacted, &retries), func() error {
 					return src.Probe(ctx, j.fps, j.present)
 				})
 			}

@@ -48,6 +48,9 @@ type Options struct {
 	Retries    int
 	Backoff    time.Duration
 	Timeout    time.Duration
+	// Waiting, if set, is told of every retry (a silent server takes
+	// (1+Retries) × Timeout plus the backoffs to give up).
+	Waiting func(Wait)
 	Checkpoint string
 
 	// Group, if set, holds Missing, Extra and Backfill until the caller

@@ -89,7 +89,7 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 		r.raw = newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns)
 	}
 	c := r.c
-	err := retry(ctx, o.Retries, o.Backoff, nil, func() error { return c.Ping(ctx).Err() })
+	err := retry(ctx, o.Retries, o.Backoff, o.waiting("reaching "+t.Redacted, nil), func() error { return c.Ping(ctx).Err() })
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("cannot reach %s: %w", t.Redacted, err)
@@ -281,7 +281,7 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		for {
 			var keys []string
 			var next uint64
-			err := retry(ctx, r.o.Retries, r.o.Backoff, func() { retries.Add(1) }, func() error {
+			err := retry(ctx, r.o.Retries, r.o.Backoff, r.o.waiting("reading "+r.t.Redacted, &retries), func() error {
 				var err error
 				if r.t.Kind == RedisSet {
 					keys, next, err = r.c.SScan(ctx, r.t.Set, cursor, "", int64(r.t.ScanCount)).Result()

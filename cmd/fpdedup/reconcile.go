@@ -156,6 +156,13 @@ func runReconcile(cmd *cobra.Command, inv *invocation, o *reconcileOptions, args
 		if dryRun != nil {
 			opts.DryRunOut = dryRun.w
 		}
+		// A silent server takes minutes to give up: say what is awaited.
+		opts.Waiting = func(w reconcile.Wait) {
+			if !inv.quiet {
+				fmt.Fprintf(inv.stderr, "fpdedup: %s: try %d of %d failed (%s); trying again in %s\n",
+					w.What, w.Try, w.Tries, say(reconcile.Scrub(w.Err, opts.Password, opts.Target.Redacted)), w.Next)
+			}
+		}
 		// The error that ends the run says what failed, once; stderr is
 		// for the summary, not for go-redis's own log lines.
 		reconcile.QuietRedisLogs()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,5 +59,50 @@ func TestURLSecretsNeverPrinted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReconcileSaysWhatItAwaits: a server that accepts and never answers
+// takes (1 + --retries) × --timeout to give up; each retry says what it
+// waits for (it was silent for 189 s with the defaults).
+func TestReconcileSaysWhatItAwaits(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c) // read nothing, answer nothing
+		}
+	}()
+	dir := t.TempDir()
+	records := filepath.Join(dir, "r.txt")
+	if err := os.WriteFile(records, []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(dir, "t.fpx")
+	if code, _, stderr := runInProcess("build", "-q", "--hash", "sha256", "-o", index, records); code != 0 {
+		t.Fatalf("build: %d %s", code, stderr)
+	}
+	url := "redis://" + ln.Addr().String() + "/0?match=dd:*"
+	code, _, stderr := runInProcess("reconcile", "--index", index, "--online", url, "--timeout", "300ms", "--retries", "2")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2: %s", code, stderr)
+	}
+	for _, want := range []string{"fpdedup: reaching " + url + ": try 1 of 3 failed", "try 2 of 3 failed", "trying again in"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
 	}
 }
