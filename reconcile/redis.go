@@ -37,6 +37,7 @@ type redisSource struct {
 	full    int64
 	samples int
 	raw     *respPool // Apply's writes to one server
+	streams int       // masters scanned at once (replyBudget)
 }
 
 // QuietRedisLogs drops go-redis's own log lines ("failed to dial after 5
@@ -54,6 +55,11 @@ func (quietLog) Printf(context.Context, string, ...any) {}
 
 func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error) {
 	r := &redisSource{t: t, o: o, samples: o.Samples}
+	// Every connection is guarded (respguard.go): no reply makes a client
+	// allocate more than maxReply, whatever its header says.
+	maxReply, streams := replyBudget(o.Mem)
+	r.streams = streams
+	dial := dialGuarded(min(o.Timeout, 5*time.Second), maxReply)
 	if t.Cluster {
 		r.cc = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                    t.Seeds,
@@ -68,6 +74,7 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 			PoolSize:                 o.Conns + 2, // per node
 			MaxRetries:               1,
 			MaxRedirects:             8, // MOVED/ASK while slots migrate
+			Dialer:                   dial,
 		})
 		r.c = r.cc
 	} else {
@@ -85,8 +92,9 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 			WriteTimeout:             o.Timeout,
 			PoolSize:                 o.Conns + 2,
 			MaxRetries:               1, // ours (retry) are on top, with their own backoff
+			Dialer:                   dial,
 		})
-		r.raw = newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns)
+		r.raw = newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns, maxReply)
 	}
 	c := r.c
 	err := retry(ctx, o.Retries, o.Backoff, nil, func() error { return c.Ping(ctx).Err() })
@@ -188,6 +196,10 @@ func (r *redisSource) eachNode(ctx context.Context, fn func(ctx context.Context,
 func (r *redisSource) checkTopology(ctx context.Context) error {
 	if r.cc == nil {
 		info, err := r.c.Info(ctx, "cluster").Result()
+		var re *ReplyError
+		if errors.As(err, &re) {
+			return err // a broken server; an error reply (INFO refused) is let be
+		}
 		if err == nil && strings.Contains(info, "cluster_enabled:1") {
 			return fmt.Errorf("%s is a node of a Redis Cluster, where a SCAN sees only the keys of the node's own slots: add cluster=1 to the URL (or list several seed addresses, host1:port1,host2:port2) to read every master", r.t.Addr)
 		}
@@ -370,12 +382,21 @@ func (r *redisSource) scanCluster(ctx context.Context, cancel context.CancelCaus
 	var mu sync.Mutex
 	var scanned []string
 	var first error
+	// At most r.streams masters at once: the replies in flight stay within
+	// the memory budget (replyBudget).
+	slots := make(chan struct{}, r.streams)
 	err = r.cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
 		addr := node.Options().Addr
 		mu.Lock()
 		scanned = append(scanned, addr)
 		mu.Unlock()
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
 		err := scan(ctx, node, "master "+addr+": ")
+		<-slots
 		if err != nil {
 			mu.Lock()
 			if first == nil {

@@ -1,0 +1,218 @@
+package reconcile
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+)
+
+// A broken or hostile Redis (issue 27 item 3): a reply that declares
+// gigabytes, a string that drips, a cursor that never ends, garbage. Run
+// against the fake server (fakeredis_test.go) must end by itself, with a
+// typed error, having allocated little: it used to die of "fatal error:
+// runtime: out of memory" on "*2000000000" (go-redis made a []string of
+// the declared count), grow to gigabytes on a dripped "$4000000000", and
+// run forever on a cursor that never came back to 0.
+
+// allocLimit is what a run against a hostile server may allocate in all
+// (runtime.MemStats.TotalAlloc, which counts every allocation, freed or
+// not: no sampling to miss a peak). The servers below claim gigabytes.
+const allocLimit = 256 << 20
+
+// hostileIndex writes an index of n SHA-256 fingerprints, and returns it
+// with the key names (fp:<32 hex digits>) of the fingerprints, in order.
+func hostileIndex(t *testing.T, n int) (string, []string) {
+	t.Helper()
+	fps := make([]fpstore.Fingerprint, n)
+	for i := range fps {
+		d := sha256.Sum256([]byte("key" + strconv.Itoa(i)))
+		fp, _ := parseHex(fmt.Sprintf("%x", d[:16]))
+		fps[i] = fp
+	}
+	slices.SortFunc(fps, func(a, b fpstore.Fingerprint) int { return a.Compare(b) })
+	path := filepath.Join(t.TempDir(), "truth.fpx")
+	w, err := fpstore.Create(path, fpstore.WriterOptions{Spec: fpstore.Spec{Hash: "sha256"}, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(fps...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, n)
+	for i, fp := range fps {
+		names[i] = "fp:" + fp.String()
+	}
+	return path, names
+}
+
+// hostileRun runs Run against f with the URL's query (the address is
+// f's) and what mod changes; it fails the test unless Run ends by itself
+// (within minutes, where a fixed run takes a second: no timing is
+// asserted) having allocated less than allocLimit. Timeout 2 s, one retry.
+func hostileRun(t *testing.T, f *fakeRedis, index, query string, mod func(*Options)) (*Report, error) {
+	t.Helper()
+	tg, err := ParseURL("redis://" + f.addr + "/" + query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Index: index, Target: tg, Timeout: 2 * time.Second, Retries: 1, Backoff: 10 * time.Millisecond,
+		TmpDir: t.TempDir(), Mem: 64 << 20, Samples: 3}
+	if mod != nil {
+		mod(&o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rep, err := Run(ctx, o)
+	runtime.ReadMemStats(&after)
+	if ctx.Err() != nil {
+		t.Fatalf("Run did not end by itself in 3 minutes (it ended with %v)", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > allocLimit {
+		t.Errorf("Run allocated %d MiB against a server that claims more (limit %d MiB); it ended with %v", got>>20, allocLimit>>20, err)
+	}
+	return rep, err
+}
+
+// wantReplyError fails unless err is a *ReplyError of the problem, from
+// f, answering cmd.
+func wantReplyError(t *testing.T, err error, f *fakeRedis, problem ReplyProblem, cmd string) *ReplyError {
+	t.Helper()
+	re, ok := errAs[*ReplyError](err)
+	if !ok {
+		t.Fatalf("Run ended with %v, want a *ReplyError", err)
+	}
+	if re.Problem != problem || re.Server != f.addr || re.Command != cmd {
+		t.Fatalf("ReplyError %+v, want problem %d from %s answering %s\n%v", re, problem, f.addr, cmd, err)
+	}
+	for _, s := range []string{f.addr, cmd} {
+		if !strings.Contains(err.Error(), s) {
+			t.Fatalf("%q does not name %q", err, s)
+		}
+	}
+	return re
+}
+
+// scanHead is the start of a SCAN reply, up to its page's array header.
+const scanHead = "*2\r\n$1\r\n0\r\n"
+
+// Each command Run reads, answered with a reply past a bound: the error
+// names the server and the command, and nothing near the declared size
+// is allocated.
+func TestHostileRedisReplies(t *testing.T) {
+	drip := func(header string) func(c *fakeConn, _ []string) bool {
+		return func(c *fakeConn, _ []string) bool { return c.raw(header) && c.drip('x', 20*time.Millisecond) }
+	}
+	flood := func(head string) func(c *fakeConn, _ []string) bool {
+		return func(c *fakeConn, _ []string) bool {
+			if !c.raw(head) {
+				return false
+			}
+			chunk := strings.Repeat("a", 64<<10)
+			for sent := 0; sent < 1<<30; sent += len(chunk) {
+				if !c.raw(chunk) {
+					return false
+				}
+			}
+			return false
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		query   string // the URL's path and query
+		cmd     string // the command answered badly
+		hook    func(c *fakeConn, args []string) bool
+		problem ReplyProblem
+		limit   int64 // the bound said, when not the reply budget
+	}{
+		// The issue's: the page's header claims 2e9 elements (32 GB as a
+		// []string). The old code dies of it; the next one (1.6 GB, which
+		// the old code allocates and survives) shows the same.
+		{"scan-array-2e9", "0?match=fp:*", "SCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0},
+		{"scan-array-1e8", "0?match=fp:*", "SCAN", drip(scanHead + "*100000000\r\n"), ReplyTooLarge, 0},
+		// A key of 4 GB, sent a byte at a time: go-redis made a []byte of
+		// 4 GB and filled it until the i/o timeout.
+		{"scan-bulk-4e9", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk},
+		{"scan-bulk-just-over", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$1048577\r\n"), BulkTooLong, maxBulk},
+		// A status line that never ends: go-redis grows a buffer for it.
+		{"scan-endless-line", "0?match=fp:*", "SCAN", flood("*2\r\n+"), LineTooLong, maxLine},
+		{"scan-garbage-type", "0?match=fp:*", "SCAN", drip(scanHead + "?what\r\n"), NotRESP, 0},
+		{"scan-deep", "0?match=fp:*", "SCAN", drip(scanHead + strings.Repeat("*1\r\n", 200)), ReplyTooDeep, maxDepth},
+		{"sscan-array", "0?set=seen", "SSCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0},
+		{"sscan-bulk", "0?set=seen", "SSCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk},
+		{"info-bulk", "0?match=fp:*", "INFO", drip("$4000000000\r\n"), BulkTooLong, maxBulk},
+		{"type-garbage", "0?set=seen", "TYPE", drip("\x00\x01\x02\r\n"), NotRESP, 0},
+		// At connect: go-redis's handshake.
+		{"hello-array", "0?match=fp:*", "HELLO", drip("*2000000000\r\n"), ReplyTooLarge, 0},
+		{"ping-line", "0?match=fp:*", "PING", flood("+"), LineTooLong, maxLine},
+		// A Redis Cluster's slot map, and a master's SCAN.
+		{"cluster-slots-array", "?match=fp:*&cluster=1", "CLUSTER SLOTS", drip("*2000000000\r\n"), ReplyTooLarge, 0},
+		{"cluster-info-bulk", "?match=fp:*&cluster=1", "CLUSTER INFO", drip("$4000000000\r\n"), BulkTooLong, maxBulk},
+		{"cluster-scan-array", "?match=fp:*&cluster=1", "SCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0},
+		{"cluster-scan-bulk", "?match=fp:*&cluster=1", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			index, names := hostileIndex(t, 100)
+			f := newFakeRedis(t)
+			f.keys, f.set = names[:90], hexOf(names[:90])
+			f.cluster = strings.Contains(c.query, "cluster=1")
+			f.on(c.cmd, c.hook)
+			_, err := hostileRun(t, f, index, c.query, nil)
+			re := wantReplyError(t, err, f, c.problem, c.cmd)
+			t.Log(err)
+			maxReply, _ := replyBudget(64 << 20)
+			if limit := cmp.Or(c.limit, maxReply); c.problem != NotRESP && re.Limit != limit {
+				t.Fatalf("the bound said is %d, want %d: %v", re.Limit, limit, err)
+			}
+			if n := f.callsOf(c.cmd); n != 1 {
+				t.Fatalf("%s was sent %d times: a reply past the bounds is not worth a retry", c.cmd, n)
+			}
+		})
+	}
+}
+
+// hexOf strips the fp: prefix: a set's members.
+func hexOf(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = strings.TrimPrefix(n, "fp:")
+	}
+	return out
+}
+
+// The fake server, behaving: Run reads its keys, set and one-master
+// cluster through the guarded connections and counts right. (What the
+// hostile tests stop is not the fake's own failing.)
+func TestFakeRedisBehaving(t *testing.T) {
+	for _, query := range []string{"0?match=fp:*&count=7", "0?set=seen&count=7", "?match=fp:*&cluster=1&count=7", "?set=seen&cluster=1"} {
+		t.Run(query, func(t *testing.T) {
+			index, names := hostileIndex(t, 100)
+			f := newFakeRedis(t)
+			f.keys = append(names[:90:90], "fp:not-a-fingerprint", "fp:"+strings.Repeat("ab", 32))
+			f.set = hexOf(f.keys)
+			f.cluster = strings.Contains(query, "cluster=1")
+			rep, err := hostileRun(t, f, index, query, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := rep.Counts; c.Both != 90 || c.OnlyOffline != 10 || c.OnlyOnline != 1 || rep.Online.Bad != 1 {
+				t.Fatalf("counts %+v, bad %d", c, rep.Online.Bad)
+			}
+		})
+	}
+}
