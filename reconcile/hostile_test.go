@@ -156,6 +156,9 @@ func TestHostileRedisReplies(t *testing.T) {
 		{"sscan-array", "0?set=seen", "SSCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0},
 		{"sscan-bulk", "0?set=seen", "SSCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk},
 		{"info-bulk", "0?match=fp:*", "INFO", drip("$4000000000\r\n"), BulkTooLong, maxBulk},
+		{"scard-array", "0?set=seen", "SCARD", drip("*2000000000\r\n"), ReplyTooLarge, 0},
+		{"dbsize-array", "0?match=fp:*", "DBSIZE", drip("*2000000000\r\n"), ReplyTooLarge, 0},
+		{"dbsize-bulk", "0?match=fp:*", "DBSIZE", drip("$4000000000\r\n"), BulkTooLong, maxBulk},
 		{"type-garbage", "0?set=seen", "TYPE", drip("\x00\x01\x02\r\n"), NotRESP, 0},
 		// At connect: go-redis's handshake.
 		{"hello-array", "0?match=fp:*", "HELLO", drip("*2000000000\r\n"), ReplyTooLarge, 0},
@@ -214,5 +217,100 @@ func TestFakeRedisBehaving(t *testing.T) {
 				t.Fatalf("counts %+v, bad %d", c, rep.Online.Bad)
 			}
 		})
+	}
+}
+
+// A cursor that never comes back to 0: pages of new keys, of the same
+// keys, of none; on a server, a set, a cluster's master. The scan stops
+// at its bound (scanBound of what DBSIZE or SCARD said) with a
+// *ScanBoundError; the old code ran until killed. A store that grows
+// within the bound is read to the end.
+func TestHostileRedisEndlessScan(t *testing.T) {
+	var n int
+	newKeys := func(c *fakeConn, args []string) bool {
+		keys := make([]string, 1000)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("fp:%032x", n)
+			n++
+		}
+		return c.raw(page(1, keys))
+	}
+	same := make([]string, 1000)
+	for i := range same {
+		same[i] = fmt.Sprintf("fp:%032x", i)
+	}
+	for _, c := range []struct {
+		name, query, cmd string
+		hook             func(c *fakeConn, args []string) bool
+		calls            bool // stopped by the calls, not the values
+	}{
+		{"keys-new", "0?match=fp:*", "SCAN", newKeys, false},
+		{"keys-same", "0?match=fp:*", "SCAN", func(c *fakeConn, args []string) bool { return c.raw(page(1, same)) }, false},
+		{"keys-empty", "0?match=fp:*", "SCAN", func(c *fakeConn, args []string) bool { return c.raw(page(7, nil)) }, true},
+		{"set-new", "0?set=seen", "SSCAN", newKeys, false},
+		{"set-empty", "0?set=seen&count=100000", "SSCAN", func(c *fakeConn, args []string) bool { return c.raw(page(7, nil)) }, true},
+		{"cluster-new", "?match=fp:*&cluster=1", "SCAN", newKeys, false},
+		{"cluster-empty", "?match=fp:*&cluster=1&count=100000", "SCAN", func(c *fakeConn, args []string) bool { return c.raw(page(7, nil)) }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			index, names := hostileIndex(t, 100)
+			f := newFakeRedis(t)
+			f.keys, f.set = names[:90], hexOf(names[:90])
+			f.cluster = strings.Contains(c.query, "cluster=1")
+			f.on(c.cmd, c.hook)
+			_, err := hostileRun(t, f, index, c.query, nil)
+			be, ok := errAs[*ScanBoundError](err)
+			if !ok {
+				t.Fatalf("Run ended with %v, want a *ScanBoundError", err)
+			}
+			t.Log(err)
+			counted := map[string]string{"SCAN": "DBSIZE", "SSCAN": "SCARD"}[c.cmd]
+			if be.Command != c.cmd || be.Counted != counted || be.Expected != 90 || be.Server != f.addr {
+				t.Fatalf("%+v", be)
+			}
+			if c.calls != (be.Calls > be.MaxCalls) || !c.calls && be.Values <= be.MaxValues {
+				t.Fatalf("stopped at %d values in %d calls, bounds %d and %d", be.Values, be.Calls, be.MaxValues, be.MaxCalls)
+			}
+			if got := f.callsOf(c.cmd); int64(got) != be.Calls {
+				t.Fatalf("%d calls said, %d received", be.Calls, got)
+			}
+			for _, s := range []string{counted + " 90", strconv.FormatInt(be.MaxValues, 10), strconv.FormatInt(be.MaxCalls, 10), f.addr} {
+				if !strings.Contains(err.Error(), s) {
+					t.Fatalf("%q does not say %q", err, s)
+				}
+			}
+		})
+	}
+
+	// DBSIZE said 10, the scan finds 60000 (the store grew): within the
+	// bound, read to the end.
+	index, _ := hostileIndex(t, 100)
+	f := newFakeRedis(t)
+	for i := range 60000 {
+		f.keys = append(f.keys, fmt.Sprintf("fp:%032x", i))
+	}
+	f.on("DBSIZE", func(c *fakeConn, args []string) bool { return c.raw(":10\r\n") })
+	rep, err := hostileRun(t, f, index, "0?match=fp:*", nil)
+	if err != nil || rep.Online.Values != 60000 {
+		t.Fatalf("a store that grew: %v, %d values", err, rep.Online.Values)
+	}
+}
+
+func TestScanBound(t *testing.T) {
+	for _, c := range []struct {
+		n             int64
+		count         int
+		values, calls int64
+	}{
+		{0, 1000, 4*1000 + 65536, 4 + 6710 + 64},
+		{90, 1000, 4*1090 + 65536, 4 + 6710 + 64},
+		{10_000_000, 1000, 4*10_001_000 + 65536, 4*10_001 + 6710 + 64},
+		{100, 10, 4*110 + 65536, 4*11 + 671088 + 64},
+		{-1, 0, 4 + 65536, 4 + 6710886 + 64},
+	} {
+		v, k := scanBound(c.n, c.count)
+		if v != c.values || k != c.calls {
+			t.Errorf("scanBound(%d, %d) = %d, %d; want %d, %d", c.n, c.count, v, k, c.values, c.calls)
+		}
 	}
 }

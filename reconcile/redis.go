@@ -271,13 +271,23 @@ func (r *redisSource) Wide() (bool, bool) {
 // Read walks the key space (or the set) with SCAN/SSCAN. Pages are parsed
 // in this goroutine while the next one is on its way. A page that fails is
 // asked again with the same cursor (the cursor is valid across
-// connections), with bounded retries and backoff.
+// connections), with bounded retries and backoff. Each walk is bounded by
+// what DBSIZE (SCARD) said before it (scanBound): a cursor that does not
+// come back to 0 is a *ScanBoundError, not a run that never ends.
 func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstore.Fingerprint) error) error {
 	st.Expected = -1
 	if r.t.Kind == RedisSet {
-		if n, err := r.c.SCard(ctx, r.t.Set).Result(); err == nil {
-			st.Expected = n
+		// SCARD bounds the scan, and is compared with what it reads.
+		var n int64
+		err := retry(ctx, r.o.Retries, r.o.Backoff, nil, func() error {
+			var err error
+			n, err = r.c.SCard(ctx, r.t.Set).Result()
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("reading %s: SCARD: %w", r.t.Redacted, err)
 		}
+		st.Expected = n
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -290,6 +300,32 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 	scan := func(ctx context.Context, node *redis.Client, where string) error {
 		var cursor uint64
 		match := escapeGlob(r.t.Prefix) + "*"
+		fail := func(what string, err error) error {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return fmt.Errorf("reading %s: %s%s%w (after %d values; rerun to read again)", r.t.Redacted, where, what, err, st.Values.Load())
+		}
+		bound := &ScanBoundError{Target: r.t.Redacted, Command: "SSCAN", Counted: "SCARD", Expected: st.Expected, Count: r.t.ScanCount}
+		if r.t.Kind == RedisSet {
+			bound.Server = r.t.Addr
+			if r.cc != nil {
+				if m, err := r.cc.MasterForKey(ctx, r.t.Set); err == nil {
+					bound.Server = m.Options().Addr
+				}
+			}
+		} else {
+			bound.Command, bound.Counted, bound.Server = "SCAN", "DBSIZE", node.Options().Addr
+			err := retry(ctx, r.o.Retries, r.o.Backoff, func() { retries.Add(1) }, func() error {
+				var err error
+				bound.Expected, err = node.DBSize(ctx).Result()
+				return err
+			})
+			if err != nil {
+				return fail("DBSIZE: ", err)
+			}
+		}
+		bound.MaxValues, bound.MaxCalls = scanBound(bound.Expected, r.t.ScanCount)
 		for {
 			var keys []string
 			var next uint64
@@ -303,11 +339,10 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 				return err
 			})
 			if err != nil {
-				if ctx.Err() != nil {
-					return context.Cause(ctx)
-				}
-				return fmt.Errorf("reading %s: %s%w (after %d values; rerun to read again)", r.t.Redacted, where, err, st.Values.Load())
+				return fail("", err)
 			}
+			bound.Calls++
+			bound.Values += int64(len(keys))
 			if len(keys) > 0 {
 				select {
 				case pages <- keys:
@@ -317,6 +352,9 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 			}
 			if cursor = next; cursor == 0 {
 				return nil
+			}
+			if bound.Values > bound.MaxValues || bound.Calls > bound.MaxCalls {
+				return bound
 			}
 		}
 	}
@@ -426,6 +464,25 @@ func (r *redisSource) scanCluster(ctx context.Context, cancel context.CancelCaus
 		return fmt.Errorf("reading %s: scanned the masters %v, but the slots are served by %v: rerun", r.t.Redacted, scanned, masters)
 	}
 	return nil
+}
+
+// scanBound is how far a SCAN (SSCAN) may go before its cursor comes back
+// to 0, for a store that said it holds n keys (members), at count a call:
+//
+//   - values: Redis returns every key present for the whole scan at least
+//     once, and a key more than once only when its table is resized during
+//     the scan; keys added meanwhile may be returned too. 4·(n + count),
+//     and 65536 more for a store that grows from almost nothing.
+//   - calls: a call visits buckets until it holds count keys or has
+//     visited 10·count buckets (Redis's scanGenericCommand), so a walk
+//     takes n/count calls that fill up, 4 times over, and the calls over
+//     empty buckets: a table keeps its size after its keys are deleted
+//     until it is shrunk (never while a fork saves), up to 2^26 buckets
+//     here, 2^26/(10·count) calls (6711 at the default count 1000).
+func scanBound(n int64, count int) (maxValues, maxCalls int64) {
+	c := int64(max(count, 1))
+	n = max(n, 0)
+	return 4*(n+c) + 1<<16, 4*(n/c+1) + (1<<26)/(10*c) + 64
 }
 
 // escapeGlob escapes the glob characters of a literal prefix for MATCH.
