@@ -97,7 +97,7 @@ func (f *fakeRedis) serve() {
 				f.mu.Unlock()
 				nc.Close()
 			}()
-			c := &fakeConn{Conn: nc, f: f, br: bufio.NewReader(nc)}
+			c := &fakeConn{Conn: nc, f: f, br: bufio.NewReader(nc), seen: map[string]int{}}
 			for {
 				args, err := c.command()
 				if err != nil {
@@ -114,8 +114,9 @@ func (f *fakeRedis) serve() {
 // fakeConn is one client's connection to the fake server.
 type fakeConn struct {
 	net.Conn
-	f  *fakeRedis
-	br *bufio.Reader
+	f    *fakeRedis
+	br   *bufio.Reader
+	seen map[string]int // the commands received on this connection (go-redis's begin with HELLO)
 }
 
 // command reads one command: an array of bulk strings.
@@ -205,6 +206,7 @@ func (f *fakeRedis) answer(c *fakeConn, args []string) bool {
 	if (name == "CLUSTER" || name == "CLIENT") && len(args) > 1 {
 		name += " " + strings.ToUpper(args[1])
 	}
+	c.seen[name]++
 	f.mu.Lock()
 	f.calls[name]++
 	hook := f.hooks[name]

@@ -314,3 +314,97 @@ func TestScanBound(t *testing.T) {
 		}
 	}
 }
+
+// A reply cut short by a reset (TCP RST) at any point of it: a network
+// failure, retried from the same cursor, and the run is right; when every
+// attempt is cut, an error (not a *ReplyError: nothing was declared
+// wrong) after the retries. Resets were handled before the guard; this
+// says the guard keeps it so (its state is per connection).
+func TestHostileRedisResets(t *testing.T) {
+	for _, c := range []struct {
+		name, query, cmd, cut string
+	}{
+		{"scan-in-header", "0?match=fp:*", "SCAN", "*2\r\n$1\r\n0\r\n*9"},
+		{"scan-in-string", "0?match=fp:*", "SCAN", "*2\r\n$1\r\n0\r\n*1\r\n$35\r\nfp:0123"},
+		{"scan-before-crlf", "0?match=fp:*", "SCAN", "*2\r\n$1\r\n0\r\n*1\r\n$3\r\nabc"},
+		{"sscan-in-header", "0?set=seen", "SSCAN", "*2\r\n$"},
+		{"dbsize", "0?match=fp:*", "DBSIZE", ":"},
+		{"cluster-scan", "?match=fp:*&cluster=1", "SCAN", "*2\r\n$1\r\n0\r\n*1\r\n$35\r\nfp:0123"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			index, names := hostileIndex(t, 100)
+			f := newFakeRedis(t)
+			f.keys, f.set = names[:90], hexOf(names[:90])
+			f.cluster = strings.Contains(c.query, "cluster=1")
+			var cut once
+			f.on(c.cmd, func(fc *fakeConn, args []string) bool {
+				if cut.first() {
+					return fc.raw(c.cut) && fc.reset()
+				}
+				return false
+			})
+			rep, err := hostileRun(t, f, index, c.query, nil)
+			if err != nil {
+				t.Fatalf("one reply cut short: %v", err)
+			}
+			// (Retried by go-redis, or by Read: either way asked again.)
+			if cnt := rep.Counts; cnt.Both != 90 || cnt.OnlyOffline != 10 || cnt.OnlyOnline != 0 || f.callsOf(c.cmd) < 2 {
+				t.Fatalf("after a reset: %+v, %s sent %d times", cnt, c.cmd, f.callsOf(c.cmd))
+			}
+
+			// Every attempt cut: an error after the retries (1), in bounded time.
+			f.on(c.cmd, func(fc *fakeConn, args []string) bool { return fc.raw(c.cut) && fc.reset() })
+			_, err = hostileRun(t, f, index, c.query, nil)
+			if _, ok := errAs[*ReplyError](err); err == nil || ok {
+				t.Fatalf("every reply cut short: %v", err)
+			}
+		})
+	}
+}
+
+// Apply's pipelines (respPool, its own RESP reader) answered past the
+// bounds: a *WriteError whose cause is the *ReplyError, and the batch is
+// not retried. The reader recursed into nested arrays and looped over a
+// declared count: "*1\r\n" a million times deep overflowed its stack.
+func TestHostileRedisApply(t *testing.T) {
+	for _, c := range []struct {
+		name, query, cmd, reply string
+		problem                 ReplyProblem
+	}{
+		{"set-array", "0?match=fp:*&hex=32", "SET", "*2000000000\r\n", ReplyTooLarge},
+		{"set-deep", "0?match=fp:*&hex=32", "SET", strings.Repeat("*1\r\n", 100_000), ReplyTooDeep},
+		{"set-bulk", "0?match=fp:*&hex=32", "SET", "$4000000000\r\n", BulkTooLong},
+		{"set-garbage", "0?match=fp:*&hex=32", "SET", "%1\r\n", NotRESP},
+		{"sadd-array", "0?set=seen&hex=32", "SADD", "*2000000000\r\n", ReplyTooLarge},
+		{"select-deep", "3?match=fp:*&hex=32", "SELECT", strings.Repeat("*1\r\n", 100_000), ReplyTooDeep},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			index, names := hostileIndex(t, 100)
+			f := newFakeRedis(t)
+			f.keys, f.set = names[:90], hexOf(names[:90])
+			var first once
+			f.on(c.cmd, func(fc *fakeConn, args []string) bool {
+				if fc.seen["HELLO"] > 0 {
+					return false // go-redis's connections select well; respPool's get this
+				}
+				if first.first() {
+					return fc.raw(c.reply) && fc.drip(' ', 20*time.Millisecond)
+				}
+				return true // the rest of the pipeline: no answer
+			})
+			rep, err := hostileRun(t, f, index, c.query, func(o *Options) { o.Apply = true })
+			we, ok := errAs[*WriteError](err)
+			if !ok {
+				t.Fatalf("Run ended with %v, want a *WriteError", err)
+			}
+			t.Log(err)
+			re, ok := errAs[*ReplyError](we.Err)
+			if !ok || re.Problem != c.problem || re.Server != f.addr || re.Command != c.cmd {
+				t.Fatalf("WriteError's cause %#v, want problem %d from %s answering %s", we.Err, c.problem, f.addr, c.cmd)
+			}
+			if rep.Apply == nil || rep.Apply.Retries != 0 || rep.Apply.Written != 0 {
+				t.Fatalf("apply %+v: a reply past the bounds is not retried", rep.Apply)
+			}
+		})
+	}
+}
