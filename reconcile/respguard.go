@@ -87,7 +87,7 @@ type guardConn struct {
 }
 
 func newGuardConn(c net.Conn, server string, maxReply int64) *guardConn {
-	return &guardConn{Conn: c, server: server, chk: respChecker{maxReply: maxReply}}
+	return &guardConn{Conn: c, server: server, chk: newRespChecker(maxReply)}
 }
 
 // Read reads from the connection and passes on what the checker accepts.
@@ -145,8 +145,9 @@ func (g *guardConn) SyscallConn() (syscall.RawConn, error) {
 // never looser: a reply it accepts whole is one reply for go-redis and for
 // respConn.reply.
 type respChecker struct {
-	maxReply int64
-	replies  int64 // top-level replies complete
+	maxReply, maxBulk int64 // the bounds (tests and fuzzing use small ones)
+	maxLine, maxDepth int
+	replies           int64 // top-level replies complete
 
 	state   uint8
 	typ     byte    // of the header or line being read
@@ -157,6 +158,10 @@ type respChecker struct {
 	payload int64   // bytes of the bulk string still to come
 	stack   []int64 // elements still to come in each open array, innermost last
 	charged int64   // what the reply in progress has declared
+}
+
+func newRespChecker(maxReply int64) respChecker {
+	return respChecker{maxReply: maxReply, maxBulk: maxBulk, maxLine: maxLine, maxDepth: maxDepth}
 }
 
 const (
@@ -211,8 +216,8 @@ func (c *respChecker) feed(b []byte) *ReplyError {
 			case '\n':
 				return notRESP(b, i)
 			default:
-				if c.lineLen++; c.lineLen > maxLine {
-					return &ReplyError{Problem: LineTooLong, Declared: int64(c.lineLen), Limit: maxLine}
+				if c.lineLen++; c.lineLen > c.maxLine {
+					return &ReplyError{Problem: LineTooLong, Declared: int64(c.lineLen), Limit: int64(c.maxLine)}
 				}
 			}
 		case rsLF:
@@ -252,13 +257,13 @@ func (c *respChecker) header() *ReplyError {
 	}
 	n := c.num
 	if c.typ == '$' {
-		if n > maxBulk {
-			return &ReplyError{Problem: BulkTooLong, Declared: n, Limit: maxBulk}
+		if n > c.maxBulk {
+			return &ReplyError{Problem: BulkTooLong, Declared: n, Limit: c.maxBulk}
 		}
 		return c.charge(n)
 	}
-	if len(c.stack) == maxDepth {
-		return &ReplyError{Problem: ReplyTooDeep, Declared: maxDepth + 1, Limit: maxDepth}
+	if len(c.stack) == c.maxDepth {
+		return &ReplyError{Problem: ReplyTooDeep, Declared: int64(c.maxDepth) + 1, Limit: int64(c.maxDepth)}
 	}
 	if n > c.maxReply/slotBytes {
 		return &ReplyError{Problem: ReplyTooLarge, Declared: c.charged + min(n, 1<<40)*slotBytes, Limit: c.maxReply}
