@@ -23,7 +23,8 @@ import (
 // SET NX (optionally with a TTL) or SADD.
 //
 // A Redis Cluster (Target.Cluster) is read through go-redis's
-// ClusterClient: SCAN runs on every master at once (ForEachMaster), their
+// ClusterClient: SCAN runs on the masters at once (ForEachMaster; as many
+// as the memory budget allows, replyBudget), their
 // pages merged into one stream, and the slot map must be the same before
 // and after the scan; a set, SSCAN, SMISMEMBER and SADD go to the master
 // owning its slot; EXISTS probes and SET NX writes go in cluster pipelines,
