@@ -26,6 +26,7 @@ type fakeRedis struct {
 	ln      net.Listener
 	addr    string
 	cluster bool
+	slots   string // the answer to CLUSTER SLOTS; "": this server holds every slot
 
 	mu    sync.Mutex
 	keys  []string // the key space SCAN walks (whatever the MATCH)
@@ -237,6 +238,9 @@ func (f *fakeRedis) answer(c *fakeConn, args []string) bool {
 	case "CLUSTER INFO":
 		return c.raw(bulk("cluster_state:ok\r\ncluster_slots_assigned:16384\r\n"))
 	case "CLUSTER SLOTS":
+		if f.slots != "" {
+			return c.raw(f.slots)
+		}
 		host, port, _ := net.SplitHostPort(f.addr)
 		return c.raw(fmt.Sprintf("*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n%s:%s\r\n%s", bulk(host), port, bulk("fakenode0000000000000000000000000000000")))
 	case "DBSIZE":
@@ -262,6 +266,29 @@ func (f *fakeRedis) answer(c *fakeConn, args []string) bool {
 		return c.raw(fmt.Sprintf(":%d\r\n", len(args)-2))
 	}
 	return c.raw(fmt.Sprintf("-ERR unknown command '%s'\r\n", args[0]))
+}
+
+// fakeCluster is n fake servers, each a master of an equal share of the
+// slots and of the keys.
+func fakeCluster(t *testing.T, n int, keys []string) []*fakeRedis {
+	masters := make([]*fakeRedis, n)
+	for i := range masters {
+		masters[i] = newFakeRedis(t)
+		masters[i].cluster = true
+	}
+	var slots strings.Builder
+	fmt.Fprintf(&slots, "*%d\r\n", n)
+	for i, m := range masters {
+		host, port, _ := net.SplitHostPort(m.addr)
+		fmt.Fprintf(&slots, "*3\r\n:%d\r\n:%d\r\n*3\r\n%s:%s\r\n%s", i*16384/n, (i+1)*16384/n-1, bulk(host), port, bulk(fmt.Sprintf("node%036d", i)))
+	}
+	for i, m := range masters {
+		m.slots = slots.String()
+		for k := i; k < len(keys); k += n {
+			m.keys = append(m.keys, keys[k])
+		}
+	}
+	return masters
 }
 
 // walk is the page of values at cursor (an index into them), COUNT of

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -406,5 +407,52 @@ func TestHostileRedisApply(t *testing.T) {
 				t.Fatalf("apply %+v: a reply past the bounds is not retried", rep.Apply)
 			}
 		})
+	}
+}
+
+// A cluster of many masters is scanned on as many at once as the memory
+// budget allows (replyBudget: 2 with 64 MiB), each page in flight up to
+// a reply's bound; all of them with more memory. Every master is read.
+func TestClusterScanStreams(t *testing.T) {
+	for _, c := range []struct {
+		mem  int64
+		want int
+	}{{64 << 20, 2}, {1 << 30, 6}} {
+		_, streams := replyBudget(c.mem)
+		if streams < c.want {
+			t.Fatalf("replyBudget(%d) allows %d streams, want at least %d", c.mem, streams, c.want)
+		}
+		index, names := hostileIndex(t, 600)
+		masters := fakeCluster(t, 6, names[:540])
+		var mu sync.Mutex
+		active, most := 0, 0
+		for _, m := range masters {
+			m.on("SCAN", func(fc *fakeConn, args []string) bool {
+				mu.Lock()
+				active++
+				most = max(most, active)
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond) // long enough for the others to start, if they may
+				mu.Lock()
+				active--
+				mu.Unlock()
+				return false
+			})
+		}
+		tg, err := ParseURL("redis://" + masters[0].addr + "/?match=fp:*&cluster=1&count=10")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Run(context.Background(), Options{Index: index, Target: tg, Timeout: 10 * time.Second, Retries: 1, Backoff: 10 * time.Millisecond, TmpDir: t.TempDir(), Mem: c.mem})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Counts.Both != 540 || rep.Counts.OnlyOffline != 60 || len(rep.Online.Masters) != 6 {
+			t.Fatalf("mem %d: %+v, masters %v", c.mem, rep.Counts, rep.Online.Masters)
+		}
+		if most > streams {
+			t.Fatalf("mem %d: %d masters scanned at once, the budget allows %d", c.mem, most, streams)
+		}
+		t.Logf("mem %d MiB: at most %d of 6 masters scanned at once (allowed %d)", c.mem>>20, most, streams)
 	}
 }
