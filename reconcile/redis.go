@@ -480,9 +480,12 @@ func (r *redisSource) scanCluster(ctx context.Context, cancel context.CancelCaus
 //     empty buckets: a table keeps its size after its keys are deleted
 //     until it is shrunk (never while a fork saves), up to 2^26 buckets
 //     here, 2^26/(10·count) calls (6711 at the default count 1000).
+//
+// n is taken as at most 2^32, the most keys a Redis database (members a
+// set) holds: a server that says more does not make the bound overflow.
 func scanBound(n int64, count int) (maxValues, maxCalls int64) {
-	c := int64(max(count, 1))
-	n = max(n, 0)
+	c := int64(min(max(count, 1), 1<<31))
+	n = min(max(n, 0), 1<<32)
 	return 4*(n+c) + 1<<16, 4*(n/c+1) + (1<<26)/(10*c) + 64
 }
 
