@@ -141,35 +141,42 @@ func TestHostileRedisReplies(t *testing.T) {
 		hook    func(c *fakeConn, args []string) bool
 		problem ReplyProblem
 		limit   int64 // the bound said, when not the reply budget
+		probe   bool  // Options.Probe
 	}{
 		// The issue's: the page's header claims 2e9 elements (32 GB as a
 		// []string). The old code dies of it; the next one (1.6 GB, which
 		// the old code allocates and survives) shows the same.
-		{"scan-array-2e9", "0?match=fp:*", "SCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0},
-		{"scan-array-1e8", "0?match=fp:*", "SCAN", drip(scanHead + "*100000000\r\n"), ReplyTooLarge, 0},
+		{"scan-array-2e9", "0?match=fp:*", "SCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0, false},
+		{"scan-array-1e8", "0?match=fp:*", "SCAN", drip(scanHead + "*100000000\r\n"), ReplyTooLarge, 0, false},
 		// A key of 4 GB, sent a byte at a time: go-redis made a []byte of
 		// 4 GB and filled it until the i/o timeout.
-		{"scan-bulk-4e9", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk},
-		{"scan-bulk-just-over", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$1048577\r\n"), BulkTooLong, maxBulk},
+		{"scan-bulk-4e9", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk, false},
+		{"scan-bulk-just-over", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$1048577\r\n"), BulkTooLong, maxBulk, false},
 		// A status line that never ends: go-redis grows a buffer for it.
-		{"scan-endless-line", "0?match=fp:*", "SCAN", flood("*2\r\n+"), LineTooLong, maxLine},
-		{"scan-garbage-type", "0?match=fp:*", "SCAN", drip(scanHead + "?what\r\n"), NotRESP, 0},
-		{"scan-deep", "0?match=fp:*", "SCAN", drip(scanHead + strings.Repeat("*1\r\n", 200)), ReplyTooDeep, maxDepth},
-		{"sscan-array", "0?set=seen", "SSCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0},
-		{"sscan-bulk", "0?set=seen", "SSCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk},
-		{"info-bulk", "0?match=fp:*", "INFO", drip("$4000000000\r\n"), BulkTooLong, maxBulk},
-		{"scard-array", "0?set=seen", "SCARD", drip("*2000000000\r\n"), ReplyTooLarge, 0},
-		{"dbsize-array", "0?match=fp:*", "DBSIZE", drip("*2000000000\r\n"), ReplyTooLarge, 0},
-		{"dbsize-bulk", "0?match=fp:*", "DBSIZE", drip("$4000000000\r\n"), BulkTooLong, maxBulk},
-		{"type-garbage", "0?set=seen", "TYPE", drip("\x00\x01\x02\r\n"), NotRESP, 0},
+		{"scan-endless-line", "0?match=fp:*", "SCAN", flood("*2\r\n+"), LineTooLong, maxLine, false},
+		{"scan-garbage-type", "0?match=fp:*", "SCAN", drip(scanHead + "?what\r\n"), NotRESP, 0, false},
+		{"scan-deep", "0?match=fp:*", "SCAN", drip(scanHead + strings.Repeat("*1\r\n", 200)), ReplyTooDeep, maxDepth, false},
+		{"sscan-array", "0?set=seen", "SSCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0, false},
+		{"sscan-bulk", "0?set=seen", "SSCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk, false},
+		{"info-bulk", "0?match=fp:*", "INFO", drip("$4000000000\r\n"), BulkTooLong, maxBulk, false},
+		{"scard-array", "0?set=seen", "SCARD", drip("*2000000000\r\n"), ReplyTooLarge, 0, false},
+		{"dbsize-array", "0?match=fp:*", "DBSIZE", drip("*2000000000\r\n"), ReplyTooLarge, 0, false},
+		{"dbsize-bulk", "0?match=fp:*", "DBSIZE", drip("$4000000000\r\n"), BulkTooLong, maxBulk, false},
+		{"type-garbage", "0?set=seen", "TYPE", drip("\x00\x01\x02\r\n"), NotRESP, 0, false},
 		// At connect: go-redis's handshake.
-		{"hello-array", "0?match=fp:*", "HELLO", drip("*2000000000\r\n"), ReplyTooLarge, 0},
-		{"ping-line", "0?match=fp:*", "PING", flood("+"), LineTooLong, maxLine},
+		{"hello-array", "0?match=fp:*", "HELLO", drip("*2000000000\r\n"), ReplyTooLarge, 0, false},
+		{"ping-line", "0?match=fp:*", "PING", flood("+"), LineTooLong, maxLine, false},
 		// A Redis Cluster's slot map, and a master's SCAN.
-		{"cluster-slots-array", "?match=fp:*&cluster=1", "CLUSTER SLOTS", drip("*2000000000\r\n"), ReplyTooLarge, 0},
-		{"cluster-info-bulk", "?match=fp:*&cluster=1", "CLUSTER INFO", drip("$4000000000\r\n"), BulkTooLong, maxBulk},
-		{"cluster-scan-array", "?match=fp:*&cluster=1", "SCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0},
-		{"cluster-scan-bulk", "?match=fp:*&cluster=1", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk},
+		{"cluster-slots-array", "?match=fp:*&cluster=1", "CLUSTER SLOTS", drip("*2000000000\r\n"), ReplyTooLarge, 0, false},
+		{"cluster-info-bulk", "?match=fp:*&cluster=1", "CLUSTER INFO", drip("$4000000000\r\n"), BulkTooLong, maxBulk, false},
+		{"cluster-scan-array", "?match=fp:*&cluster=1", "SCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0, false},
+		{"cluster-scan-bulk", "?match=fp:*&cluster=1", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk, false},
+		// Probes, and the names sampled before a probe to learn their width.
+		{"smismember-array", "0?set=seen&hex=32", "SMISMEMBER", drip("*2000000000\r\n"), ReplyTooLarge, 0, true},
+		{"exists-bulk", "0?match=fp:*&hex=32", "EXISTS", drip("$4000000000\r\n"), BulkTooLong, maxBulk, true},
+		{"srandmember-array", "0?set=seen", "SRANDMEMBER", drip("*2000000000\r\n"), ReplyTooLarge, 0, true},
+		{"sample-scan-bulk", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk, true},
+		{"cluster-smismember-array", "?set=seen&hex=32&cluster=1", "SMISMEMBER", drip("*2000000000\r\n"), ReplyTooLarge, 0, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			index, names := hostileIndex(t, 100)
@@ -177,7 +184,7 @@ func TestHostileRedisReplies(t *testing.T) {
 			f.keys, f.set = names[:90], hexOf(names[:90])
 			f.cluster = strings.Contains(c.query, "cluster=1")
 			f.on(c.cmd, c.hook)
-			_, err := hostileRun(t, f, index, c.query, nil)
+			_, err := hostileRun(t, f, index, c.query, func(o *Options) { o.Probe = c.probe })
 			re := wantReplyError(t, err, f, c.problem, c.cmd)
 			t.Log(err)
 			maxReply, _ := replyBudget(64 << 20)
