@@ -227,6 +227,15 @@ func TestFakeRedisBehaving(t *testing.T) {
 			}
 		})
 	}
+	// With a password and a database (AUTH, SELECT on go-redis's and
+	// respPool's connections), applying the missing keys.
+	index, names := hostileIndex(t, 100)
+	f := newFakeRedis(t)
+	f.keys = names[:90]
+	rep, err := hostileRun(t, f, index, "3?match=fp:*&hex=32", func(o *Options) { o.Password, o.Apply = "pw", true })
+	if err != nil || rep.Apply == nil || rep.Apply.Written != 10 || f.callsOf("SET") != 10 || f.callsOf("AUTH") < 2 || f.callsOf("SELECT") < 2 {
+		t.Fatalf("apply: %v, %+v, SET %d, AUTH %d, SELECT %d", err, rep.Apply, f.callsOf("SET"), f.callsOf("AUTH"), f.callsOf("SELECT"))
+	}
 }
 
 // A cursor that never comes back to 0: pages of new keys, of the same
