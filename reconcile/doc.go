@@ -20,12 +20,13 @@
 //     a binary collation) is an error, never a wrong count.
 //   - Unsorted sources (SCAN, SSCAN, files) go through fpstore's external
 //     sorter first, in memory bounded by Options.Mem, spilling sorted runs
-//     to Options.TmpDir. In a Redis Cluster SCAN runs on every master at
-//     once and their pages make one stream; the slot map (CLUSTER SLOTS)
-//     taken before and after must match the masters scanned, so a failover
-//     or resharding during the scan (FAULTS.md row 24) is an error rather
-//     than keys silently missed. Probes and writes go through go-redis's
-//     cluster pipelines, which split a batch by node and follow MOVED/ASK.
+//     to Options.TmpDir. In a Redis Cluster SCAN runs on the masters at
+//     once (as many as Options.Mem allows: replyBudget) and their pages
+//     make one stream; the slot map (CLUSTER SLOTS) taken before and after
+//     must match the masters scanned, so a failover or resharding during
+//     the scan (FAULTS.md row 24) is an error rather than keys silently
+//     missed. Probes and writes go through go-redis's cluster pipelines,
+//     which split a batch by node and follow MOVED/ASK.
 //   - In probe mode each offline fingerprint is looked up online in
 //     pipelined batches (EXISTS, SMISMEMBER, `WHERE C IN (…)`): for audits
 //     of a slice, when reading the whole online side costs more.
@@ -39,6 +40,15 @@
 // retry after a lost reply would call a key this run wrote "already there".
 // A reconnect that fails is counted as a failed attempt, never a nil
 // connection used; after the retries the error says how far the read got.
+//
+// A broken or hostile server (respguard.go): every byte a Redis server
+// sends is checked against the RESP2 grammar before go-redis or respPool
+// reads it, and a reply that declares more than its bounds (a string over
+// 1 MiB, a line over 64 KiB, arrays nested over 32, more in all than its
+// share of Options.Mem) is a *ReplyError before anything of its declared
+// size is allocated. A SCAN or SSCAN is bounded by what DBSIZE or SCARD
+// said before it (scanBound): a cursor that does not come back to 0 is a
+// *ScanBoundError, never a run without end.
 //
 // Interruptions: a cancelled context (SIGINT, SIGTERM in the CLI) never
 // ends Run with nil or a partial report passed as success. Once Apply

@@ -193,8 +193,9 @@ func retry(ctx context.Context, retries int, backoff time.Duration, onRetry func
 // that a retry would only repeat.
 func retryable(err error) bool {
 	var perm permanent
-	if errors.As(err, &perm) {
-		return false
+	var re *ReplyError
+	if errors.As(err, &perm) || errors.As(err, &re) {
+		return false // a server that sent a reply past its bounds would send it again
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {

@@ -37,20 +37,20 @@ type Options struct {
 	// "fail" (or ""), "skip", or "quarantine=FILE".
 	BadRecords string
 
-	Apply      bool
-	DryRun     bool
-	DryRunOut  io.Writer
-	TTL        time.Duration
-	Rate       float64 // keys/s written, 0: no limit
-	ReadRate   float64 // keys/s read or probed, 0: no limit
-	Batch      int
-	Conns      int
-	Retries    int
-	Backoff    time.Duration
-	Timeout    time.Duration
+	Apply     bool
+	DryRun    bool
+	DryRunOut io.Writer
+	TTL       time.Duration
+	Rate      float64 // keys/s written, 0: no limit
+	ReadRate  float64 // keys/s read or probed, 0: no limit
+	Batch     int
+	Conns     int
+	Retries   int
+	Backoff   time.Duration
+	Timeout   time.Duration
 	// Waiting, if set, is told of every retry (a silent server takes
 	// (1+Retries) × Timeout plus the backoffs to give up).
-	Waiting func(Wait)
+	Waiting    func(Wait)
 	Checkpoint string
 
 	// Group, if set, holds Missing, Extra and Backfill until the caller

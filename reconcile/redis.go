@@ -23,7 +23,8 @@ import (
 // SET NX (optionally with a TTL) or SADD.
 //
 // A Redis Cluster (Target.Cluster) is read through go-redis's
-// ClusterClient: SCAN runs on every master at once (ForEachMaster), their
+// ClusterClient: SCAN runs on the masters at once (ForEachMaster; as many
+// as the memory budget allows, replyBudget), their
 // pages merged into one stream, and the slot map must be the same before
 // and after the scan; a set, SSCAN, SMISMEMBER and SADD go to the master
 // owning its slot; EXISTS probes and SET NX writes go in cluster pipelines,
@@ -37,6 +38,7 @@ type redisSource struct {
 	full    int64
 	samples int
 	raw     *respPool // Apply's writes to one server
+	streams int       // masters scanned at once (replyBudget)
 }
 
 // QuietRedisLogs drops go-redis's own log lines ("failed to dial after 5
@@ -54,6 +56,11 @@ func (quietLog) Printf(context.Context, string, ...any) {}
 
 func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error) {
 	r := &redisSource{t: t, o: o, samples: o.Samples}
+	// Every connection is guarded (respguard.go): no reply makes a client
+	// allocate more than maxReply, whatever its header says.
+	maxReply, streams := replyBudget(o.Mem)
+	r.streams = streams
+	dial := dialGuarded(min(o.Timeout, 5*time.Second), maxReply)
 	if t.Cluster {
 		r.cc = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                    t.Seeds,
@@ -68,6 +75,7 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 			PoolSize:                 o.Conns + 2, // per node
 			MaxRetries:               1,
 			MaxRedirects:             8, // MOVED/ASK while slots migrate
+			Dialer:                   dial,
 		})
 		r.c = r.cc
 	} else {
@@ -85,8 +93,9 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 			WriteTimeout:             o.Timeout,
 			PoolSize:                 o.Conns + 2,
 			MaxRetries:               1, // ours (retry) are on top, with their own backoff
+			Dialer:                   dial,
 		})
-		r.raw = newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns)
+		r.raw = newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns, maxReply)
 	}
 	c := r.c
 	err := retry(ctx, o.Retries, o.Backoff, o.waiting("reaching "+t.Redacted, nil), func() error { return c.Ping(ctx).Err() })
@@ -188,6 +197,10 @@ func (r *redisSource) eachNode(ctx context.Context, fn func(ctx context.Context,
 func (r *redisSource) checkTopology(ctx context.Context) error {
 	if r.cc == nil {
 		info, err := r.c.Info(ctx, "cluster").Result()
+		var re *ReplyError
+		if errors.As(err, &re) {
+			return err // a broken server; an error reply (INFO refused) is let be
+		}
 		if err == nil && strings.Contains(info, "cluster_enabled:1") {
 			return fmt.Errorf("%s is a node of a Redis Cluster, where a SCAN sees only the keys of the node's own slots: add cluster=1 to the URL (or list several seed addresses, host1:port1,host2:port2) to read every master", r.t.Addr)
 		}
@@ -259,13 +272,23 @@ func (r *redisSource) Wide() (bool, bool) {
 // Read walks the key space (or the set) with SCAN/SSCAN. Pages are parsed
 // in this goroutine while the next one is on its way. A page that fails is
 // asked again with the same cursor (the cursor is valid across
-// connections), with bounded retries and backoff.
+// connections), with bounded retries and backoff. Each walk is bounded by
+// what DBSIZE (SCARD) said before it (scanBound): a cursor that does not
+// come back to 0 is a *ScanBoundError, not a run that never ends.
 func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstore.Fingerprint) error) error {
 	st.Expected = -1
 	if r.t.Kind == RedisSet {
-		if n, err := r.c.SCard(ctx, r.t.Set).Result(); err == nil {
-			st.Expected = n
+		// SCARD bounds the scan, and is compared with what it reads.
+		var n int64
+		err := retry(ctx, r.o.Retries, r.o.Backoff, r.o.waiting("reading "+r.t.Redacted+": SCARD", nil), func() error {
+			var err error
+			n, err = r.c.SCard(ctx, r.t.Set).Result()
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("reading %s: SCARD: %w", r.t.Redacted, err)
 		}
+		st.Expected = n
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -278,6 +301,32 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 	scan := func(ctx context.Context, node *redis.Client, where string) error {
 		var cursor uint64
 		match := escapeGlob(r.t.Prefix) + "*"
+		fail := func(what string, err error) error {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return fmt.Errorf("reading %s: %s%s%w (after %d values; rerun to read again)", r.t.Redacted, where, what, err, st.Values.Load())
+		}
+		bound := &ScanBoundError{Target: r.t.Redacted, Command: "SSCAN", Counted: "SCARD", Expected: st.Expected, Count: r.t.ScanCount}
+		if r.t.Kind == RedisSet {
+			bound.Server = r.t.Addr
+			if r.cc != nil {
+				if m, err := r.cc.MasterForKey(ctx, r.t.Set); err == nil {
+					bound.Server = m.Options().Addr
+				}
+			}
+		} else {
+			bound.Command, bound.Counted, bound.Server = "SCAN", "DBSIZE", node.Options().Addr
+			err := retry(ctx, r.o.Retries, r.o.Backoff, r.o.waiting("reading "+r.t.Redacted+": DBSIZE", &retries), func() error {
+				var err error
+				bound.Expected, err = node.DBSize(ctx).Result()
+				return err
+			})
+			if err != nil {
+				return fail("DBSIZE: ", err)
+			}
+		}
+		bound.MaxValues, bound.MaxCalls = scanBound(bound.Expected, r.t.ScanCount)
 		for {
 			var keys []string
 			var next uint64
@@ -291,11 +340,10 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 				return err
 			})
 			if err != nil {
-				if ctx.Err() != nil {
-					return context.Cause(ctx)
-				}
-				return fmt.Errorf("reading %s: %s%w (after %d values; rerun to read again)", r.t.Redacted, where, err, st.Values.Load())
+				return fail("", err)
 			}
+			bound.Calls++
+			bound.Values += int64(len(keys))
 			if len(keys) > 0 {
 				select {
 				case pages <- keys:
@@ -305,6 +353,9 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 			}
 			if cursor = next; cursor == 0 {
 				return nil
+			}
+			if bound.Values > bound.MaxValues || bound.Calls > bound.MaxCalls {
+				return bound
 			}
 		}
 	}
@@ -370,12 +421,21 @@ func (r *redisSource) scanCluster(ctx context.Context, cancel context.CancelCaus
 	var mu sync.Mutex
 	var scanned []string
 	var first error
+	// At most r.streams masters at once: the replies in flight stay within
+	// the memory budget (replyBudget).
+	slots := make(chan struct{}, r.streams)
 	err = r.cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
 		addr := node.Options().Addr
 		mu.Lock()
 		scanned = append(scanned, addr)
 		mu.Unlock()
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
 		err := scan(ctx, node, "master "+addr+": ")
+		<-slots
 		if err != nil {
 			mu.Lock()
 			if first == nil {
@@ -405,6 +465,28 @@ func (r *redisSource) scanCluster(ctx context.Context, cancel context.CancelCaus
 		return fmt.Errorf("reading %s: scanned the masters %v, but the slots are served by %v: rerun", r.t.Redacted, scanned, masters)
 	}
 	return nil
+}
+
+// scanBound is how far a SCAN (SSCAN) may go before its cursor comes back
+// to 0, for a store that said it holds n keys (members), at count a call:
+//
+//   - values: Redis returns every key present for the whole scan at least
+//     once, and a key more than once only when its table is resized during
+//     the scan; keys added meanwhile may be returned too. 4·(n + count),
+//     and 65536 more for a store that grows from almost nothing.
+//   - calls: a call visits buckets until it holds count keys or has
+//     visited 10·count buckets (Redis's scanGenericCommand), so a walk
+//     takes n/count calls that fill up, 4 times over, and the calls over
+//     empty buckets: a table keeps its size after its keys are deleted
+//     until it is shrunk (never while a fork saves), up to 2^26 buckets
+//     here, 2^26/(10·count) calls (6711 at the default count 1000).
+//
+// n is taken as at most 2^32, the most keys a Redis database (members a
+// set) holds: a server that says more does not make the bound overflow.
+func scanBound(n int64, count int) (maxValues, maxCalls int64) {
+	c := int64(min(max(count, 1), 1<<31))
+	n = min(max(n, 0), 1<<32)
+	return 4*(n+c) + 1<<16, 4*(n/c+1) + (1<<26)/(10*c) + 64
 }
 
 // escapeGlob escapes the glob characters of a literal prefix for MATCH.

@@ -23,6 +23,7 @@ type respPool struct {
 	addr, user, password string
 	db                   int
 	timeout              time.Duration
+	maxReply             int64 // what one reply may declare (respguard.go)
 	idle                 chan *respConn
 }
 
@@ -31,8 +32,8 @@ type respConn struct {
 	br *bufio.Reader
 }
 
-func newRespPool(addr, user, password string, db int, timeout time.Duration, size int) *respPool {
-	return &respPool{addr: addr, user: user, password: password, db: db, timeout: timeout, idle: make(chan *respConn, size)}
+func newRespPool(addr, user, password string, db int, timeout time.Duration, size int, maxReply int64) *respPool {
+	return &respPool{addr: addr, user: user, password: password, db: db, timeout: timeout, maxReply: maxReply, idle: make(chan *respConn, size)}
 }
 
 func (p *respPool) close() {
@@ -62,10 +63,14 @@ func (p *respPool) get(ctx context.Context) (*respConn, error) {
 		c.c.Close()
 	}
 	d := net.Dialer{Timeout: min(p.timeout, 5*time.Second)}
-	nc, err := d.DialContext(ctx, "tcp", p.addr)
+	tc, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, err
 	}
+	// Guarded, as go-redis's are: reply reads a declared count of replies
+	// and recurses into nested arrays, so a header must be bounded before
+	// it gets there.
+	nc := newGuardConn(tc, p.addr, p.maxReply)
 	c := &respConn{c: nc, br: bufio.NewReaderSize(nc, 64<<10)}
 	var hello []byte
 	n := 0

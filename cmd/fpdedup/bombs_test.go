@@ -25,8 +25,10 @@ func TestBombsHoldMem(t *testing.T) {
 	dir := t.TempDir()
 	zeros := make([]byte, 1<<20)
 	bombs := map[string]func(io.Writer) (io.WriteCloser, error){
-		"bomb.gz":  func(w io.Writer) (io.WriteCloser, error) { return gzip.NewWriterLevel(w, gzip.BestSpeed) },
-		"bomb.zst": func(w io.Writer) (io.WriteCloser, error) { return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest)) },
+		"bomb.gz": func(w io.Writer) (io.WriteCloser, error) { return gzip.NewWriterLevel(w, gzip.BestSpeed) },
+		"bomb.zst": func(w io.Writer) (io.WriteCloser, error) {
+			return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest))
+		},
 	}
 	for name, newWriter := range bombs {
 		var buf bytes.Buffer

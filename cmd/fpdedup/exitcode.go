@@ -134,6 +134,7 @@ func report(stderr io.Writer, err error) int {
 
 func hintFor(err error) string {
 	var ue usageError
+	var re *reconcile.ReplyError
 	switch {
 	case errors.As(err, &ue), reconcileUsage(err), strings.Contains(err.Error(), "unknown flag"), strings.Contains(err.Error(), "unknown command"), strings.Contains(err.Error(), "arg(s)"), strings.Contains(err.Error(), "required flag"):
 		return "see fpdedup --help, or fpdedup COMMAND --help"
@@ -145,6 +146,8 @@ func hintFor(err error) string {
 		return "another fpdedup is writing the same output"
 	case errors.Is(err, ingest.ErrRecordTooLong):
 		return "raise --max-record if such records are real (with --mem at least 8 times it)"
+	case errors.As(err, &re) && re.Problem == reconcile.ReplyTooLarge:
+		return "a reply that large (a SCAN page, a probe batch) needs a larger share of memory: lower count= in the --online URL or --batch, or raise --mem"
 	case errors.Is(err, fpstore.ErrBadHex):
 		return "build --format fp and query --fp read one 32-digit hex fingerprint per line, as dump prints them"
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -125,3 +126,18 @@ func TestReconcileUsageErrors(t *testing.T) {
 type marker struct{ error }
 
 func (m marker) Unwrap() error { return m.error }
+
+// A Redis reply past what a reply may hold says which flags give it room;
+// the other refusals of a broken server need no hint.
+func TestReconcileReplyHint(t *testing.T) {
+	big := fmt.Errorf("reading redis://h:1/0?match=a*: %w", &reconcile.ReplyError{Server: "h:1", Command: "SCAN", Problem: reconcile.ReplyTooLarge, Declared: 1 << 30, Limit: 2 << 20})
+	var buf strings.Builder
+	if code := report(&buf, reconcileErr(big)); code != exitError || !strings.Contains(buf.String(), "hint: a reply that large") || !strings.Contains(buf.String(), "--mem") {
+		t.Errorf("exit %d\n%s", code, buf.String())
+	}
+	buf.Reset()
+	garbage := &reconcile.ReplyError{Server: "h:1", Command: "SCAN", Problem: reconcile.NotRESP, Bytes: `"?"`}
+	if code := report(&buf, reconcileErr(garbage)); code != exitError || strings.Contains(buf.String(), "hint") || !strings.Contains(buf.String(), "redis h:1 answered SCAN with bytes that are not RESP2") {
+		t.Errorf("exit %d\n%s", code, buf.String())
+	}
+}
