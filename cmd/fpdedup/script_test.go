@@ -73,6 +73,7 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"setversion": cmdSetVersion,
 	"setline":    cmdSetline,
 	"bigline":    cmdBigline,
+	"craft":      cmdCraft,
 }
 
 // exitcode N PROG ARGS... runs PROG (an fpdedup or a system command) and
