@@ -59,10 +59,11 @@ var lookupDamages = []struct {
 	{"none", func([]byte, segLayout) {}},
 	{"filter zeroed", func(b []byte, l segLayout) { clear(b[l.filterAt : l.filterAt+l.filterLen]) }},
 	{"filter page zeroed", func(b []byte, l segLayout) {
-		// A page in the middle of the filter, not the first or last
-		// fingerprint's block.
-		at := l.filterAt + l.filterLen/2
-		clear(b[at : at+min(PageSize, l.filterLen/4)])
+		// From the block in the middle of the filter to the end of its
+		// file page or of the filter: whole blocks (a zeroed page of the
+		// file), not the first or last fingerprint's.
+		from := (l.filterAt + l.filterLen/2) &^ 63
+		clear(b[from:min(alignUp(from+1, PageSize), l.filterAt+l.filterLen)])
 	}},
 	{"directory zeroed but last", func(b []byte, l segLayout) { clear(b[l.dirAt : l.dirAt+4*(l.dirLen-1)]) }},
 	{"directory entry raised", func(b []byte, l segLayout) {
@@ -116,7 +117,7 @@ func TestLookupsRefuseCraftedDamage(t *testing.T) {
 				if d.name == "none" && failed > 0 {
 					t.Fatalf("%d lookups failed on a sound index", failed)
 				}
-				t.Logf("%d of %d lookups (and batches) failed", failed, len(keys))
+				t.Logf("%d lookups and batches failed, over the ways, of %d keys", failed, len(keys))
 			})
 		}
 	}
