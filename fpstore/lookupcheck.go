@@ -19,10 +19,11 @@ import "fmt"
 //     fingerprint. The segments of a small index are this small, and its
 //     first lookup reads most of it anyway.
 //   - A larger segment is not read whole for one lookup: a cold lookup
-//     reads a page or three of it. Before its first lookup, its filter must
-//     pass the footer's first and last fingerprints (two blocks: a zeroed
-//     or misplaced filter fails). An all-zero filter block is not believed
-//     (zeroBlock). An "absent" is proven where the lookup stopped
+//     reads a page or three of it. Before the filter's first "absent" in
+//     the segment, it must pass the footer's first and last fingerprints
+//     (sampleFilter: two blocks; a misplaced or foreign filter fails);
+//     lookups of keys the filter passes, and batches that skip it, do not
+//     pay for that. An all-zero filter block is not believed (zeroBlock). An "absent" is proven where the lookup stopped
 //     (absentAt): fp lies strictly between the fingerprints at its
 //     insertion point, whichever bucket the directory gave, and the two
 //     either side are in order. With the fingerprints in order that is a
@@ -76,36 +77,15 @@ func (x *Index) readyForLookups(i int, s *segment) error {
 	return nil
 }
 
-// checkForLookups checks what lookups in segment i rely on and cannot
-// check as they go: all of it for a segment of at most lookupCheckWhole
-// fingerprints, the filter on the footer's first and last otherwise.
+// checkForLookups checks segment i whole if it holds at most
+// lookupCheckWhole fingerprints; a larger one's lookups check as they go.
 func (x *Index) checkForLookups(i int, s *segment) error {
 	ref := s.ref
+	if ref.count > lookupCheckWhole {
+		return nil
+	}
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%s: %w: segment %d at offset %d: %s", x.path, ErrCorrupt, i, ref.offset, fmt.Sprintf(format, a...))
-	}
-	filterRejects := func(fp Fingerprint) (uint64, bool, error) {
-		blk := BloomBlock(fp, uint64(len(s.filter)))
-		if err := s.verifyPage((s.filterAt + 64*blk) / PageSize); err != nil {
-			return 0, false, err
-		}
-		return blk, !BloomTest(&s.filter[blk], fp), nil
-	}
-	if ref.count > lookupCheckWhole {
-		for _, e := range []struct {
-			name string
-			fp   Fingerprint
-		}{{"first", ref.first}, {"last", ref.last}} {
-			blk, rejects, err := filterRejects(e.fp)
-			if err != nil {
-				return err
-			}
-			if rejects {
-				return bad("the filter block at offset %d rejects the segment's %s fingerprint (%s): the filter would answer absent for keys the segment holds",
-					ref.offset+s.filterAt+64*blk, e.name, e.fp)
-			}
-		}
-		return nil
 	}
 	if err := s.verifyRange(0, uint64(len(s.buf))); err != nil {
 		return err
@@ -130,13 +110,51 @@ func (x *Index) checkForLookups(i int, s *segment) error {
 		}
 	}
 	for k, fp := range s.fps {
-		if _, rejects, err := filterRejects(fp); err != nil || rejects {
-			if err != nil {
-				return err
-			}
+		if !BloomTest(&s.filter[BloomBlock(fp, uint64(len(s.filter)))], fp) {
 			return bad("the filter rejects fingerprint %d (%s) at offset %d: it would answer absent", k, fp, ref.offset+s.fpsAt+16*uint64(k))
 		}
 	}
+	s.filterSampled.Store(true)
+	return nil
+}
+
+// trustFilter is made before the filter's "absent" is answered: the
+// filter of a segment checked whole is, a larger one's must pass its
+// sample first.
+func (s *segment) trustFilter() error {
+	if s.filterSampled.Load() {
+		return nil
+	}
+	return s.sampleFilter()
+}
+
+// sampleFilter checks, once, that the filter passes the segment's first
+// and last fingerprints (from the footer); a failure is returned to every
+// later call.
+func (s *segment) sampleFilter() error {
+	s.sampleMu.Lock()
+	defer s.sampleMu.Unlock()
+	if s.filterSampled.Load() {
+		return nil
+	}
+	if s.sampleErr != nil {
+		return s.sampleErr
+	}
+	for _, e := range []struct {
+		name string
+		fp   Fingerprint
+	}{{"first", s.ref.first}, {"last", s.ref.last}} {
+		blk := BloomBlock(e.fp, uint64(len(s.filter)))
+		if err := s.verifyPage((s.filterAt + 64*blk) / PageSize); err != nil {
+			return err
+		}
+		if !BloomTest(&s.filter[blk], e.fp) {
+			s.sampleErr = fmt.Errorf("%w: segment %d at offset %d: the filter block at offset %d rejects the segment's %s fingerprint (%s): the filter would answer absent for keys the segment holds",
+				ErrCorrupt, s.index, s.ref.offset, s.ref.offset+s.filterAt+64*blk, e.name, e.fp)
+			return s.sampleErr
+		}
+	}
+	s.filterSampled.Store(true)
 	return nil
 }
 

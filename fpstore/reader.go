@@ -79,6 +79,11 @@ type segment struct {
 	// lookupReady: what lookups check of the segment before its first
 	// one passed (lookupcheck.go).
 	lookupReady atomic.Bool
+	// filterSampled: the filter may answer "absent" (trustFilter);
+	// sampleErr, under sampleMu, is why not.
+	filterSampled atomic.Bool
+	sampleMu      sync.Mutex
+	sampleErr     error
 }
 
 // Open maps the index at path after checking its header, trailer and footer.
@@ -526,7 +531,7 @@ func (s *segment) position(fp Fingerprint) (uint64, bool, error) {
 	}
 	lo, hi := uint64(s.dir[b]), uint64(s.dir[b+1])
 	if !BloomTest(&s.filter[blk], fp) && !zeroBlock(&s.filter[blk]) {
-		return 0, false, nil
+		return 0, false, s.trustFilter()
 	}
 	if lo > hi || hi > uint64(len(s.fps)) {
 		return 0, false, s.badDirectory(b)
@@ -797,13 +802,16 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 
 // mayContain probes the segment's filter: one block, one cache line, whose
 // page is checked first. An all-zero block lets every key through
-// (zeroBlock).
+// (zeroBlock), and the filter's "absent" waits for its sample (trustFilter).
 func (s *segment) mayContain(fp Fingerprint) (bool, error) {
 	b := BloomBlock(fp, uint64(len(s.filter)))
 	if err := s.verifyPage((s.filterAt + 64*b) / PageSize); err != nil {
 		return false, err
 	}
-	return BloomTest(&s.filter[b], fp) || zeroBlock(&s.filter[b]), nil
+	if BloomTest(&s.filter[b], fp) || zeroBlock(&s.filter[b]) {
+		return true, nil
+	}
+	return false, s.trustFilter()
 }
 
 // Scan calls fn with each segment's fingerprints in ascending order, after
