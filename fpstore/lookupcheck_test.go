@@ -65,6 +65,13 @@ var lookupDamages = []struct {
 		from := (l.filterAt + l.filterLen/2) &^ 63
 		clear(b[from:min(alignUp(from+1, PageSize), l.filterAt+l.filterLen)])
 	}},
+	{"filter random", func(b []byte, l segLayout) {
+		// Not zero, not this segment's: a foreign or garbled filter.
+		r := rand.New(rand.NewPCG(63, 64))
+		for o := l.filterAt; o < l.filterAt+l.filterLen; o += 8 {
+			binary.LittleEndian.PutUint64(b[o:], r.Uint64())
+		}
+	}},
 	{"directory zeroed but last", func(b []byte, l segLayout) { clear(b[l.dirAt : l.dirAt+4*(l.dirLen-1)]) }},
 	{"directory entry raised", func(b []byte, l segLayout) {
 		// A bucket loses its first fingerprint to the bucket before.
