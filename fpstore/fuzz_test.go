@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -18,8 +20,10 @@ import (
 // failing only with ErrCorrupt. Whatever Verify says, no reader (Scan, the
 // whole and range cursors, MergeCursors, a stitch's page stream) may hand
 // out what Verify would reject: each returns an ErrCorrupt error naming
-// the file, or exactly what a sound reading gives (checkReaderRule). Where
-// Verify finds nothing wrong, the index
+// the file, or exactly what a sound reading gives (checkReaderRule). No
+// lookup (Contains, Rank, ContainsBatch, a Set's) answers "absent" for a
+// fingerprint that a segment holds and a lookup of it goes to, with no
+// error (checkLookupRule). Where Verify finds nothing wrong, the index
 // must be self-consistent (every scanned fingerprint found, random probes
 // answered as the scanned set says) and canonical (rewriting its
 // fingerprints gives the same bytes). Seeds: small sound indexes, and
@@ -39,7 +43,9 @@ func FuzzOpen(f *testing.F) {
 // FuzzChecksummedOpen is FuzzOpen with every checksum of the input
 // recomputed first (header, page CRC tables, footer, trailer), so that
 // mutations reach the structure checks behind them: the footer and segment
-// decoders, the FlatBuffers bounds checks, Verify's canonical rebuild.
+// decoders, the FlatBuffers bounds checks, Verify's canonical rebuild, and
+// the lookups' own checks (a seed with a bit flipped, checksums fixed,
+// made Contains answer absent for a key its segment holds before them).
 func FuzzChecksummedOpen(f *testing.F) {
 	dir := addOpenSeeds(f)
 	path := filepath.Join(dir, "x.fpx")
@@ -151,6 +157,10 @@ func checkFuzzedIndex(t *testing.T, dir, path string, data []byte) {
 	if msg := checkReaderRule(x, truthOf(x), outs); msg != "" {
 		t.Fatal(msg)
 	}
+	// Lookups never answer "absent" for what the index holds.
+	if msg := checkLookupRule(x); msg != "" {
+		t.Fatal(msg)
+	}
 	scanned, scanErr := outs[0].fps, outs[0].err
 	cursored, cursorErr := outs[1].fps, outs[1].err
 	lo, loErr := outs[2].fps, outs[2].err
@@ -226,6 +236,92 @@ func checkFuzzedIndex(t *testing.T, dir, path string, data []byte) {
 	if !bytes.Equal(b, data) {
 		t.Fatalf("Verify passes a non-canonical file: rewriting it gives %d different bytes (%d before)", len(b), len(data))
 	}
+}
+
+// checkLookupRule checks the lookups' rule (lookupcheck.go) on x: a
+// fingerprint a segment holds (in its fingerprints vector, the segment
+// that a lookup of it goes to, every page of the segment matching its CRC)
+// is found, at its rank, or the lookup fails with ErrCorrupt naming the
+// file: never "absent" with no error, whatever else is wrong with the
+// segment. That holds for a segment of at most lookupCheckWhole
+// fingerprints, which a fuzzer's are; lookups in a larger one see less
+// (TestLookupsRefuseCraftedDamage). The oracle is the vector as it lies in
+// the file, not Scan, which refuses a segment out of order. It returns a
+// description of the first breach.
+func checkLookupRule(x *Index) string {
+	for i, ref := range x.foot.segments {
+		if ref.count > lookupCheckWhole {
+			continue
+		}
+		var held []Fingerprint
+		var at []uint64 // held[k]'s index in the vector
+		_ = x.guard(func() error {
+			s, err := x.segment(i)
+			if err != nil {
+				return err // so are the lookups in it
+			}
+			for p := uint64(0); p < ref.pages(); p++ {
+				end := min((p+1)*PageSize, ref.length)
+				if crc32c(s.buf[p*PageSize:end]) != binary.LittleEndian.Uint32(s.crcs[4*p:]) {
+					return nil
+				}
+			}
+			for k, fp := range s.fps {
+				if x.find(fp) == i {
+					held, at = append(held, fp), append(at, uint64(k))
+				}
+			}
+			return nil
+		})
+		if len(held) == 0 {
+			continue
+		}
+		bad := func(what string, err error) string {
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), x.Path()) {
+				return fmt.Sprintf("%s: %v: not ErrCorrupt naming the file", what, err)
+			}
+			return ""
+		}
+		for k, fp := range held {
+			if ok, err := x.Contains(fp); err != nil {
+				if msg := bad("Contains", err); msg != "" {
+					return msg
+				}
+			} else if !ok {
+				return fmt.Sprintf("Contains(%s): absent with no error; segment %d holds it at %d", fp, i, at[k])
+			}
+			rank, ok, err := x.Rank(fp)
+			switch {
+			case err != nil:
+				if msg := bad("Rank", err); msg != "" {
+					return msg
+				}
+			case !ok:
+				return fmt.Sprintf("Rank(%s): absent with no error; segment %d holds it at %d", fp, i, at[k])
+			case rank != x.segRank[i]+at[k]:
+				return fmt.Sprintf("Rank(%s) = %d with no error; segment %d holds it at %d, after %d", fp, rank, i, at[k], x.segRank[i])
+			}
+		}
+		found := make([]bool, len(held))
+		if err := x.ContainsBatch(held, found); err != nil {
+			if msg := bad("ContainsBatch", err); msg != "" {
+				return msg
+			}
+		} else if k := slices.Index(found, false); k >= 0 {
+			return fmt.Sprintf("ContainsBatch: %s absent with no error; segment %d holds it at %d", held[k], i, at[k])
+		}
+		if set, err := NewSet([]*Index{x}); err == nil {
+			var look Lookups
+			if err := set.ContainsBatch(held, found, &look); err != nil {
+				if msg := bad("Set.ContainsBatch", err); msg != "" {
+					return msg
+				}
+			} else if k := slices.Index(found, false); k >= 0 {
+				return fmt.Sprintf("Set.ContainsBatch: %s absent with no error; segment %d holds it at %d", held[k], i, at[k])
+			}
+		}
+	}
+	return ""
 }
 
 // fixChecksums returns a copy of b whose checksums are recomputed where

@@ -27,8 +27,8 @@ import (
 // inside its node and the covered range, each segment's count right, and
 // the whole stream strictly ascending.
 //
-// Lookups cannot afford reading a whole segment; they check what they
-// touch (see segment.contains).
+// Lookups cannot afford reading a large segment whole; they check what
+// they rely on as lookupcheck.go says.
 
 // ascending reports whether fps is strictly ascending. Branch-free: the
 // borrows of two subtractions, or'ed over the run; the position of a

@@ -24,7 +24,9 @@ import (
 // Index is an open, memory-mapped index. Lookups are safe for concurrent
 // use; Close must not race with them. Each page a lookup reads is checked
 // against its CRC once per process; a damaged page is an ErrCorrupt error,
-// never a wrong answer.
+// never a wrong answer. So is damage to the structure a lookup relies on
+// (filter, directory, order) in a file whose checksums agree with it, as
+// far as lookupcheck.go says; Verify checks all of it.
 type Index struct {
 	path string
 	size int64
@@ -49,12 +51,16 @@ type segSlot struct {
 	mu  sync.Mutex
 	seg atomic.Pointer[segment]
 	err error
+	// lookupErr is the segment's failed lookup checks (lookupcheck.go),
+	// returned to every later lookup in it.
+	lookupErr error
 }
 
 // segment is a segment whose page CRC table and FlatBuffers structure have
 // been checked. Its slices alias the mapping.
 type segment struct {
 	ref      segmentRef
+	index    int    // in the footer, for messages
 	buf      []byte // the FlatBuffers buffer
 	crcs     []byte // one CRC-32C per page of buf
 	verified []atomic.Uint64
@@ -70,6 +76,14 @@ type segment struct {
 	fps        []Fingerprint
 	fpsAt      uint64
 	ordered    atomic.Bool // fps's pages and order checked (checkFingerprints)
+	// lookupReady: what lookups check of the segment before its first
+	// one passed (lookupcheck.go).
+	lookupReady atomic.Bool
+	// filterSampled: the filter may answer "absent" (trustFilter);
+	// sampleErr, under sampleMu, is why not.
+	filterSampled atomic.Bool
+	sampleMu      sync.Mutex
+	sampleErr     error
 }
 
 // Open maps the index at path after checking its header, trailer and footer.
@@ -360,6 +374,7 @@ func (x *Index) segment(i int) (*segment, error) {
 		}
 		return nil, slot.err
 	}
+	s.index = i
 	slot.seg.Store(s)
 	return s, nil
 }
@@ -495,7 +510,10 @@ func (s *segment) checkPages(from, to uint64) error {
 // contains answers for one fingerprint of this segment: the filter's block
 // and the directory entry are loaded together (independent loads, so their
 // cache misses overlap), then, if the filter lets the key through, one
-// bucket of fingerprints is searched from an interpolated position.
+// bucket of fingerprints is searched from an interpolated position, and an
+// "absent" is checked where the search stopped (absentAt). The answer
+// relies on lookupSegment's checks too (Info's probes, which only
+// estimate the filter's rate, do without).
 func (s *segment) contains(fp Fingerprint) (bool, error) {
 	_, found, err := s.position(fp)
 	return found, err
@@ -512,14 +530,14 @@ func (s *segment) position(fp Fingerprint) (uint64, bool, error) {
 		return 0, false, err
 	}
 	lo, hi := uint64(s.dir[b]), uint64(s.dir[b+1])
-	if !BloomTest(&s.filter[blk], fp) {
-		return 0, false, nil
+	if !BloomTest(&s.filter[blk], fp) && !zeroBlock(&s.filter[blk]) {
+		return 0, false, s.trustFilter()
 	}
 	if lo > hi || hi > uint64(len(s.fps)) {
-		return 0, false, fmt.Errorf("%w: directory entry %d of segment at offset %d points outside its fingerprints", ErrCorrupt, b, s.ref.offset)
+		return 0, false, s.badDirectory(b)
 	}
 	if lo == hi {
-		return 0, false, nil
+		return 0, false, s.absentAt(fp, lo)
 	}
 	if err := s.verifyRange(s.fpsAt+16*lo, s.fpsAt+16*hi); err != nil {
 		return 0, false, err
@@ -536,23 +554,7 @@ func (s *segment) position(fp Fingerprint) (uint64, bool, error) {
 	if s.fps[p] == fp {
 		return p, true, nil
 	}
-	return 0, false, s.checkBucket(b, p)
-}
-
-// checkBucket checks, before a lookup answers "absent", that the
-// fingerprint its walk stopped at lies in the bucket the directory gave:
-// the cheap part of the segment's order that a lookup can check (one
-// comparison on a fingerprint it has read). A directory entry pointing
-// into another bucket, or a fingerprint outside the segment's node, is
-// then damage rather than a wrong "absent"; disorder elsewhere in the
-// bucket is left to Verify, Scan and the cursors, which read everything.
-func (s *segment) checkBucket(b, p uint64) error {
-	q := s.fps[p]
-	if s.ref.node.contains(q) && q.bits(s.depth, s.dirBits) == b {
-		return nil
-	}
-	return fmt.Errorf("%w: segment at offset %d: fingerprint %d (%s) at offset %d is not in bucket %d of the directory that leads to it",
-		ErrCorrupt, s.ref.offset, p, q, s.ref.offset+s.fpsAt+16*p, b)
+	return 0, false, s.absentAt(fp, insertionPoint(s.fps, fp, p))
 }
 
 // Rank reports whether fp is in the index and, if so, how many of the
@@ -566,12 +568,17 @@ func (x *Index) Rank(fp Fingerprint) (rank uint64, found bool, err error) {
 			return nil
 		}
 		x.countLookups(1)
-		s, err := x.segment(i)
+		s, err := x.lookupSegment(i)
 		if err != nil {
 			return err
 		}
 		var p uint64
 		if p, found, err = s.position(fp); found {
+			// A rank counts on the order before fp too: its neighbours
+			// at least must be in order (lookupcheck.go).
+			if err := s.foundAt(fp, p); err != nil {
+				return err
+			}
 			rank = x.segRank[i] + p
 		}
 		return err
@@ -587,7 +594,7 @@ func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
 			return nil
 		}
 		x.countLookups(1)
-		s, err := x.segment(i)
+		s, err := x.lookupSegment(i)
 		if err != nil {
 			return err
 		}
@@ -671,7 +678,7 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 		if si < 0 {
 			continue
 		}
-		s, err := x.segment(si)
+		s, err := x.lookupSegment(si)
 		if err != nil {
 			return err
 		}
@@ -725,7 +732,7 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 		}
 		lo, hi := s.dir[b], s.dir[b+1]
 		if lo > hi || uint64(hi) > uint64(len(s.fps)) {
-			return fmt.Errorf("%w: directory entry %d of segment at offset %d points outside its fingerprints", ErrCorrupt, b, s.ref.offset)
+			return s.badDirectory(b)
 		}
 		g.lo[i], g.hi[i] = int32(lo), int32(hi)
 		frac := fp.bits(s.depth+s.dirBits, 16)
@@ -767,6 +774,9 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 		}
 		lo, hi, p := int(g.lo[i]), int(g.hi[i]), int(g.pos[i])
 		if lo == hi {
+			if err := s.absentAt(fp, uint64(lo)); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := s.verifyRange(s.fpsAt+16*uint64(lo), s.fpsAt+16*uint64(hi)); err != nil {
@@ -782,7 +792,7 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 			p++
 		}
 		if found[i] = s.fps[p] == fp; !found[i] {
-			if err := s.checkBucket(fp.bits(s.depth, s.dirBits), uint64(p)); err != nil {
+			if err := s.absentAt(fp, insertionPoint(s.fps, fp, uint64(p))); err != nil {
 				return err
 			}
 		}
@@ -791,13 +801,17 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 }
 
 // mayContain probes the segment's filter: one block, one cache line, whose
-// page is checked first.
+// page is checked first. An all-zero block lets every key through
+// (zeroBlock), and the filter's "absent" waits for its sample (trustFilter).
 func (s *segment) mayContain(fp Fingerprint) (bool, error) {
 	b := BloomBlock(fp, uint64(len(s.filter)))
 	if err := s.verifyPage((s.filterAt + 64*b) / PageSize); err != nil {
 		return false, err
 	}
-	return BloomTest(&s.filter[b], fp), nil
+	if BloomTest(&s.filter[b], fp) || zeroBlock(&s.filter[b]) {
+		return true, nil
+	}
+	return false, s.trustFilter()
 }
 
 // Scan calls fn with each segment's fingerprints in ascending order, after

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"testing"
 
-	flatbuffers "github.com/google/flatbuffers/go"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -74,6 +73,7 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"setversion": cmdSetVersion,
 	"setline":    cmdSetline,
 	"bigline":    cmdBigline,
+	"craft":      cmdCraft,
 }
 
 // exitcode N PROG ARGS... runs PROG (an fpdedup or a system command) and
@@ -304,9 +304,13 @@ func cmdFpxOffset(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		segOff := ref.Offset()
 		seg := schema.GetRootAsSegment(b[segOff:segOff+ref.Length()], 0)
-		// The vector's elements start 4 bytes after its length word.
-		tab := seg.Table()
-		fpsAt := segOff + uint64(tab.Vector(flatbuffers.UOffsetT(tab.Offset(26))))
+		// The generated accessor finds the vector (its vtable slot is
+		// the schema's business, not this helper's).
+		var fp schema.Fingerprint
+		if !seg.Fingerprints(&fp, 0) {
+			ts.Fatalf("%s: segment 0 has no fingerprints vector", args[0])
+		}
+		fpsAt := segOff + uint64(fp.Table().Pos)
 		switch args[1] {
 		case "seg0":
 			v = segOff
