@@ -42,8 +42,8 @@ func TestExtraJobs(t *testing.T) {
 		}
 	}
 	m := rep.Memory
-	if m == nil || len(m.Rows) != 10 {
-		t.Fatalf("memory: %+v, want 5 commands × 2 --mem", m)
+	if m == nil || len(m.Rows) != 14 {
+		t.Fatalf("memory: %+v, want 7 commands (two of them bombs) × 2 --mem", m)
 	}
 	for _, r := range m.Rows {
 		if r.Status != "ok" || r.PeakAnonBytes <= 0 || r.OverBytes != r.PeakAnonBytes-r.MemBytes {
