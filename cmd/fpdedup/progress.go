@@ -55,7 +55,10 @@ func (inv *invocation) showProgress(label string, p *ingest.Progress) (stop func
 
 // newBar is the bar showProgress draws on w: bytes out of total (-1:
 // unknown), in the IEC units (KiB, MiB) of the summaries, so that the bar's
-// last figure and the summary's "read" agree.
+// last figure and the summary's "read" agree. The spinner turns at each
+// render (interval 0): with an interval, the library starts a goroutine of
+// its own for a bar of unknown length that nothing stops, so it drew on
+// stderr after the run had ended.
 func newBar(w io.Writer, label string, total int64) *progressbar.ProgressBar {
 	return progressbar.NewOptions64(max(total, -1),
 		progressbar.OptionSetWriter(w),
@@ -67,6 +70,7 @@ func newBar(w io.Writer, label string, total int64) *progressbar.ProgressBar {
 		progressbar.OptionSetPredictTime(total > 0),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionSpinnerType(14),
+		progressbar.OptionSetSpinnerChangeInterval(0),
 	)
 }
 
