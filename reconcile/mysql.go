@@ -21,16 +21,24 @@ import (
 // ORDER BY C` (sorted: it merge-joins with the index), probes with `WHERE
 // C IN (…)`, and writes with multi-row INSERT IGNORE.
 type mysqlSource struct {
-	t       *Target
-	o       *Options
-	db      *sql.DB
-	table   string // quoted
-	column  string // quoted
-	binary  bool   // BINARY/VARBINARY: raw big-endian bytes; else hex text
-	wide    bool   // 32 bytes / 64 hex digits: whole SHA-256 digests
-	colType string // as information_schema says, for messages
-	srv     *mysqlGuard
+	t        *Target
+	o        *Options
+	db       *sql.DB
+	table    string // quoted
+	column   string // quoted
+	binary   bool   // BINARY/VARBINARY: raw big-endian bytes; else hex text
+	wide     bool   // 32 bytes / 64 hex digits: whole SHA-256 digests
+	colType  string // as information_schema says, for messages
+	srv      *mysqlGuard
+	estimate int64 // the row estimate, when the table is too large to count
 }
+
+// rowEstimateSlack is how far the rows read may pass the server's row
+// estimate (information_schema.TABLES.TABLE_ROWS, used for tables of more
+// than countAutoMax rows) before the read stops: InnoDB's estimate samples
+// a few pages and is often off by tens of percent, and it is recomputed
+// once a tenth of the table has changed; four times it is no estimate.
+const rowEstimateSlack = 4
 
 type nopLogger struct{}
 
@@ -196,6 +204,7 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 			// (A lost connection shows again, and is retried, in the read.)
 			st.Note = "rows read not compared with COUNT(*): the table's size could not be read (&count=1 forces the count); rows.Err() still guards the read"
 		default:
+			m.estimate = est.Int64
 			st.Note = fmt.Sprintf("rows read not compared with COUNT(*): the table holds ~%d rows, too many for a cheap count (&count=1 forces it); rows.Err() still guards the read", est.Int64)
 		}
 	}
@@ -321,6 +330,7 @@ func (m *mysqlSource) stream(ctx context.Context, conn *sql.Conn, q string, args
 		defer func() { *buf = b }()
 		var n int64
 		defer func() { st.Values.Add(n) }()
+		limit, basis := m.rowLimit(st)
 		dest := make([]driver.Value, 1)
 		for {
 			// Next returns io.EOF only after the server's end-of-rows
@@ -340,6 +350,10 @@ func (m *mysqlSource) stream(ctx context.Context, conn *sql.Conn, q string, args
 					return badConn{m.srv.fail(&BadServerError{Problem: ExtraResults})}
 				}
 				return m.srv.call(g, rows.Close)
+			}
+			if limit >= 0 && st.Values.Load()+n >= limit {
+				// (Closing the rows would read the rest.)
+				return badConn{m.srv.fail(&BadServerError{Problem: TooManyRows, Size: st.Values.Load() + n + 1, Max: limit, Detail: basis})}
 			}
 			raw, _ := dest[0].([]byte) // nil: NULL
 			n++
@@ -399,6 +413,24 @@ func (m *mysqlSource) parse(raw []byte, st *ReadStats) (fpstore.Fingerprint, boo
 		st.Narrow++
 	}
 	return fp, true
+}
+
+// rowLimit is the most rows the read may give, -1 for no bound, and what
+// says so. With COUNT(*) taken in the read's snapshot, the rows are its
+// count; once the read has resumed on a new connection (a later
+// snapshot), rows inserted since count too: twice the count, or the
+// count and countAutoMax rows. With the row estimate (a table too large
+// to count), rowEstimateSlack times it.
+func (m *mysqlSource) rowLimit(st *ReadStats) (int64, string) {
+	switch {
+	case st.Expected >= 0 && st.Retries == 0:
+		return st.Expected, "COUNT(*) in the same snapshot"
+	case st.Expected >= 0:
+		return max(2*st.Expected, st.Expected+countAutoMax), fmt.Sprintf("COUNT(*) %d, and what %d resumed reads on later snapshots may add", st.Expected, st.Retries)
+	case m.estimate > 0:
+		return rowEstimateSlack * m.estimate, fmt.Sprintf("%d times the row estimate of %d; &count=1 counts the rows instead", rowEstimateSlack, m.estimate)
+	}
+	return -1, ""
 }
 
 // literal is a value as SQL text: x'<hex>' for a BINARY column, '<hex>'

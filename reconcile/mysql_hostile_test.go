@@ -201,6 +201,56 @@ func TestHostileMySQLValuePastItsRow(t *testing.T) {
 	}
 }
 
+// endlessRows answers the streamed SELECT with the table's rows and then
+// rows after them, in order, until the client goes.
+func endlessRows(s *fakeMySQL) behaviour {
+	return func(c *fakeConn, q string) bool {
+		c.FPColumn()
+		for _, r := range s.rowsAfter(q) {
+			c.Row(r)
+		}
+		last := s.Rows[len(s.Rows)-1]
+		hi, lo := binary.BigEndian.Uint64(last), binary.BigEndian.Uint64(last[8:])
+		var v [16]byte
+		for i := 0; ; i++ {
+			if lo++; lo == 0 {
+				hi++
+			}
+			binary.BigEndian.PutUint64(v[:], hi)
+			binary.BigEndian.PutUint64(v[8:], lo)
+			c.Row(v[:])
+			if i%4096 == 0 && c.Flush() != nil {
+				return false
+			}
+		}
+	}
+}
+
+// Rows that never end, from a table whose COUNT(*) said 1820: the read
+// stops at the 1821st.
+func TestHostileMySQLEndlessRowsCounted(t *testing.T) {
+	d := newDataset(t, 2000)
+	s := newFakeMySQL(t, fakeRows(d))
+	s.On(" ORDER BY ", endlessRows(s))
+	rep, err := hostileRun(t, d, s, "&count=1", nil)
+	if be := wantBad(t, rep, err, s, reconcile.TooManyRows); be.Max != 1820 || be.Size != 1821 || rep.Online.Values != 1820 {
+		t.Fatalf("%+v; %d rows read", be, rep.Online.Values)
+	}
+}
+
+// Rows that never end, from a table too large to count (its row estimate
+// is over 2M): the read stops at four times the estimate.
+func TestHostileMySQLEndlessRowsEstimated(t *testing.T) {
+	d := newDataset(t, 2000)
+	s := newFakeMySQL(t, fakeRows(d))
+	s.Estimate = 2_000_001
+	s.On(" ORDER BY ", endlessRows(s))
+	rep, err := hostileRun(t, d, s, "", nil)
+	if be := wantBad(t, rep, err, s, reconcile.TooManyRows); be.Max != 8_000_004 || !strings.Contains(err.Error(), "&count=1") {
+		t.Fatalf("%+v", be)
+	}
+}
+
 // A drip: the rows come a byte every 500 ms, inside the driver's 2 s
 // read deadline, which it sets anew at every read.
 func TestHostileMySQLDrip(t *testing.T) {
