@@ -78,6 +78,7 @@ type fakeMySQL struct {
 	CachingSHA2  bool // authenticate with caching_sha2_password's fast path
 	DeprecateEOF bool // offer CLIENT_DEPRECATE_EOF: rows end with an OK packet
 
+	once     sync.Once
 	mu       sync.Mutex
 	on       map[string]behaviour // by a substring of the query; "greeting": before the handshake
 	queries  []string
@@ -89,8 +90,9 @@ type fakeMySQL struct {
 	Accepted atomic.Int64
 }
 
-// newFakeMySQL starts a server on 127.0.0.1:0 holding rows (sorted here)
-// in a BINARY(16) column; it stops at the end of the test.
+// newFakeMySQL makes a server on 127.0.0.1:0 holding rows (sorted here)
+// in a BINARY(16) column; fakeRun starts it; it stops at the end of the
+// test.
 func newFakeMySQL(t *testing.T, rows [][]byte) *fakeMySQL {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -101,10 +103,17 @@ func newFakeMySQL(t *testing.T, rows [][]byte) *fakeMySQL {
 	s := &fakeMySQL{t: t, ln: ln, Addr: ln.Addr().String(), Rows: rows, Count: -1, Estimate: int64(len(rows)),
 		DataType: "binary", MaxLength: 16, ColumnType: "binary(16)",
 		on: map[string]behaviour{}, conns: map[net.Conn]bool{}}
-	s.wg.Add(1)
-	go s.accept()
 	t.Cleanup(s.Close)
 	return s
+}
+
+// start starts serving, once: after the test has set the fields, which
+// the connections read.
+func (s *fakeMySQL) start() {
+	s.once.Do(func() {
+		s.wg.Add(1)
+		go s.accept()
+	})
 }
 
 // On makes b answer the queries holding match ("greeting": the handshake).
@@ -467,6 +476,7 @@ func appendLenencString(b, s []byte) []byte { return append(appendLenenc(b, uint
 // cancelled and fails the test.
 func fakeRun(t *testing.T, d *dataset, s *fakeMySQL, extra string, tune func(*reconcile.Options)) (*reconcile.Report, error) {
 	t.Helper()
+	s.start()
 	tg, err := reconcile.ParseURL("mysql://fp@" + s.Addr + "/fpdedup?table=t&column=fp" + extra)
 	if err != nil {
 		t.Fatal(err)
