@@ -60,7 +60,7 @@ func openMySQL(ctx context.Context, t *Target, o *Options) (*mysqlSource, error)
 	cfg.Timeout = min(o.Timeout, 5*time.Second)
 	cfg.ReadTimeout, cfg.WriteTimeout = o.Timeout, o.Timeout
 	cfg.Logger = nopLogger{} // errors are returned, never printed by the driver
-	srv := newServerGuard(t, o.Timeout)
+	srv := newMySQLGuard(t, o.Timeout)
 	cfg.DialFunc = srv.dial
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
@@ -111,14 +111,23 @@ func openMySQL(ctx context.Context, t *Target, o *Options) (*mysqlSource, error)
 }
 
 // onConn runs fn on a connection of the pool, its panics recovered and
-// its errors explained by the connection's guard.
+// its errors explained by the connection's guard. A connection found dead
+// before anything was sent (driver.ErrBadConn: the server restarted while
+// it was idle) is replaced, up to twice, as database/sql does for calls
+// on the DB itself.
 func (m *mysqlSource) onConn(ctx context.Context, fn func(c *sql.Conn) error) error {
-	c, err := m.db.Conn(ctx)
-	if err != nil {
-		return err // (explained by guardConnector.Connect)
+	for attempt := 0; ; attempt++ {
+		c, err := m.db.Conn(ctx)
+		if err != nil {
+			return err // (explained by guardConnector.Connect)
+		}
+		err = m.srv.call(m.guardOf(c), func() error { return fn(c) })
+		c.Close()
+		if attempt < 2 && errors.Is(err, driver.ErrBadConn) && !isPermanent(err) {
+			continue
+		}
+		return err
 	}
-	defer c.Close()
-	return m.srv.call(m.guardOf(c), func() error { return fn(c) })
 }
 
 // guardOf is the packetConn under c.

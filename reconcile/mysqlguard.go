@@ -166,7 +166,7 @@ type mysqlGuard struct {
 	conns        sync.Map // driver.Conn → *packetConn, for the source's life (a run opens a few)
 }
 
-func newServerGuard(t *Target, timeout time.Duration) *mysqlGuard {
+func newMySQLGuard(t *Target, timeout time.Duration) *mysqlGuard {
 	return &mysqlGuard{target: t.Redacted, addr: t.Addr, timeout: timeout, maxPacket: maxServerPacket, bufSize: readBufferSize}
 }
 
