@@ -280,7 +280,8 @@ func TestHostileMySQLDrip(t *testing.T) {
 	wantSlow(t, rep, err, s, -1, 21)
 }
 
-// Silence: no answer to the streamed SELECT.
+// Silence: no answer to the streamed SELECT. (The driver's read deadline
+// ended this before too, as "invalid connection"; the error now says so.)
 func TestHostileMySQLSilence(t *testing.T) {
 	d := newDataset(t, 2000)
 	s := newFakeMySQL(t, fakeRows(d))
@@ -293,7 +294,8 @@ func TestHostileMySQLSilence(t *testing.T) {
 	wantSlow(t, rep, err, s, 0, 0)
 }
 
-// A reset in the middle of a row, every time.
+// A reset in the middle of a row, every time: retried, then an error
+// that says where the connection broke (it said "invalid connection").
 func TestHostileMySQLResetMidRow(t *testing.T) {
 	d := newDataset(t, 2000)
 	s := newFakeMySQL(t, fakeRows(d))
