@@ -50,6 +50,19 @@
 // said before it (scanBound): a cursor that does not come back to 0 is a
 // *ScanBoundError, never a run without end.
 //
+// A broken or hostile MySQL server (mysqlguard.go): what it sends cannot make
+// reconcile allocate what it claims, run for ever or crash. Every
+// connection reads through a guard that refuses, before
+// the driver sees it, a logical packet over 1 MiB, a result of over 4096
+// columns and a value longer than its packet; each packet must come whole
+// within Options.Timeout of being asked for (a drip ends there, as
+// silence does, and is retried like it). The streamed read stops past
+// the rows COUNT(*) said (or four times the row estimate), the replies to
+// the other queries and batches end within Options.Timeout, and the
+// driver's panics on short packets are recovered. A *BadServerError
+// (mysqlguard.go, with the other MySQL server errors) says which server
+// sent what, and is not retried; a *SlowServerError is.
+//
 // Interruptions: a cancelled context (SIGINT, SIGTERM in the CLI) never
 // ends Run with nil or a partial report passed as success. Once Apply
 // has begun writing, the error is an *ApplyInterruptedError (keys written,

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -23,15 +21,24 @@ import (
 // ORDER BY C` (sorted: it merge-joins with the index), probes with `WHERE
 // C IN (…)`, and writes with multi-row INSERT IGNORE.
 type mysqlSource struct {
-	t       *Target
-	o       *Options
-	db      *sql.DB
-	table   string // quoted
-	column  string // quoted
-	binary  bool   // BINARY/VARBINARY: raw big-endian bytes; else hex text
-	wide    bool   // 32 bytes / 64 hex digits: whole SHA-256 digests
-	colType string // as information_schema says, for messages
+	t        *Target
+	o        *Options
+	db       *sql.DB
+	table    string // quoted
+	column   string // quoted
+	binary   bool   // BINARY/VARBINARY: raw big-endian bytes; else hex text
+	wide     bool   // 32 bytes / 64 hex digits: whole SHA-256 digests
+	colType  string // as information_schema says, for messages
+	srv      *mysqlGuard
+	estimate int64 // the row estimate, when the table is too large to count
 }
+
+// rowEstimateSlack is how far the rows read may pass the server's row
+// estimate (information_schema.TABLES.TABLE_ROWS, used for tables of more
+// than countAutoMax rows) before the read stops: InnoDB's estimate samples
+// a few pages and is often off by tens of percent, and it is recomputed
+// once a tenth of the table has changed; four times it is no estimate.
+const rowEstimateSlack = 4
 
 type nopLogger struct{}
 
@@ -53,16 +60,19 @@ func openMySQL(ctx context.Context, t *Target, o *Options) (*mysqlSource, error)
 	cfg.Timeout = min(o.Timeout, 5*time.Second)
 	cfg.ReadTimeout, cfg.WriteTimeout = o.Timeout, o.Timeout
 	cfg.Logger = nopLogger{} // errors are returned, never printed by the driver
-	cfg.DialFunc = dialBuffered
+	srv := newMySQLGuard(t, o.Timeout)
+	cfg.DialFunc = srv.dial
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t.Redacted, err)
 	}
-	db := sql.OpenDB(conn)
+	db := sql.OpenDB(&guardConnector{Connector: conn, srv: srv})
 	db.SetMaxOpenConns(o.Conns + 2)
 	db.SetMaxIdleConns(o.Conns + 2)
-	m := &mysqlSource{t: t, o: o, db: db, table: quoteIdent(t.Table), column: quoteIdent(t.Column)}
-	if err := retry(ctx, o.Retries, o.Backoff, o.waiting("reaching "+t.Redacted, nil), func() error { return db.PingContext(ctx) }); err != nil {
+	m := &mysqlSource{t: t, o: o, db: db, table: quoteIdent(t.Table), column: quoteIdent(t.Column), srv: srv}
+	if err := retry(ctx, o.Retries, o.Backoff, o.waiting("reaching "+t.Redacted, nil), func() error {
+		return m.onConn(ctx, func(c *sql.Conn) error { return c.PingContext(ctx) })
+	}); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("cannot reach %s: %w", t.Redacted, err)
 	}
@@ -72,8 +82,10 @@ func openMySQL(ctx context.Context, t *Target, o *Options) (*mysqlSource, error)
 	}
 	var dataType, columnType string
 	var length sql.NullInt64
-	err = db.QueryRowContext(ctx, `SELECT DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, COLUMN_TYPE FROM information_schema.COLUMNS
+	err = m.onConn(ctx, func(c *sql.Conn) error {
+		return c.QueryRowContext(ctx, `SELECT DATA_TYPE, CHARACTER_MAXIMUM_LENGTH, COLUMN_TYPE FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COLUMN_NAME = ?`, schema, table, t.Column).Scan(&dataType, &length, &columnType)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		db.Close()
 		return nil, fmt.Errorf("%s: no column %s in table %s.%s (or no privilege to see it)", t.Redacted, t.Column, schema, table)
@@ -98,23 +110,33 @@ func openMySQL(ctx context.Context, t *Target, o *Options) (*mysqlSource, error)
 	return m, nil
 }
 
-// bufferedConn reads through a 256 KiB buffer: the driver reads the socket
-// 4 KiB at a time, which for a streamed export of millions of 16-byte rows
-// means a syscall and a deadline reset per ~190 rows.
-type bufferedConn struct {
-	net.Conn
-	br *bufio.Reader
+// onConn runs fn on a connection of the pool, its panics recovered and
+// its errors explained by the connection's guard. A connection found dead
+// before anything was sent (driver.ErrBadConn: the server restarted while
+// it was idle) is replaced, up to twice, as database/sql does for calls
+// on the DB itself.
+func (m *mysqlSource) onConn(ctx context.Context, fn func(c *sql.Conn) error) error {
+	for attempt := 0; ; attempt++ {
+		c, err := m.db.Conn(ctx)
+		if err != nil {
+			return err // (explained by guardConnector.Connect)
+		}
+		err = m.srv.call(m.guardOf(c), func() error { return fn(c) })
+		c.Close()
+		if attempt < 2 && errors.Is(err, driver.ErrBadConn) && !isPermanent(err) {
+			continue
+		}
+		return err
+	}
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.br.Read(p) }
-
-func dialBuffered(ctx context.Context, network, addr string) (net.Conn, error) {
-	nd := net.Dialer{KeepAlive: 30 * time.Second}
-	c, err := nd.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &bufferedConn{Conn: c, br: bufio.NewReaderSize(c, 256<<10)}, nil
+// guardOf is the packetConn under c.
+func (m *mysqlSource) guardOf(c *sql.Conn) (g *packetConn) {
+	_ = c.Raw(func(dc any) error {
+		g = m.srv.conn(dc)
+		return nil
+	})
+	return g
 }
 
 func (m *mysqlSource) Close() error { return m.db.Close() }
@@ -148,6 +170,7 @@ func (e emitError) Unwrap() error { return e.error }
 func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstore.Fingerprint) error) error {
 	st.Expected = -1
 	var conn *sql.Conn
+	var g *packetConn // conn's
 	defer func() {
 		if conn != nil {
 			conn.Close()
@@ -162,7 +185,7 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		if err != nil {
 			return err
 		}
-		conn = c
+		conn, g = c, m.guardOf(c)
 		return nil
 	}
 	if err := retry(ctx, m.o.Retries, m.o.Backoff, m.o.waiting("reading "+m.t.Redacted, nil), connect); err != nil {
@@ -178,20 +201,31 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		if s, tb, ok := strings.Cut(m.t.Table, "."); ok {
 			schema, table = s, tb
 		}
-		err := conn.QueryRowContext(ctx, "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, table).Scan(&est)
+		err := m.srv.call(g, func() error {
+			return conn.QueryRowContext(ctx, "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, table).Scan(&est)
+		})
+		if isPermanent(err) {
+			return fmt.Errorf("%s: reading the row estimate: %w", m.t.Redacted, err)
+		}
 		switch count = err == nil && est.Valid && est.Int64 <= countAutoMax; {
 		case count:
 		case err != nil || !est.Valid:
 			// (A lost connection shows again, and is retried, in the read.)
 			st.Note = "rows read not compared with COUNT(*): the table's size could not be read (&count=1 forces the count); rows.Err() still guards the read"
 		default:
+			m.estimate = est.Int64
 			st.Note = fmt.Sprintf("rows read not compared with COUNT(*): the table holds ~%d rows, too many for a cheap count (&count=1 forces it); rows.Err() still guards the read", est.Int64)
 		}
 	}
 	if count {
-		_, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+		err := m.srv.call(g, func() error {
+			_, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+			return err
+		})
 		if err == nil {
-			err = conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+m.table+m.where(false)).Scan(&st.Expected)
+			err = m.srv.call(g, func() error {
+				return conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+m.table+m.where(false)).Scan(&st.Expected)
+			})
 		}
 		if err != nil {
 			return fmt.Errorf("%s: counting the rows: %w", m.t.Redacted, err)
@@ -221,6 +255,10 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
+		if isPermanent(err) {
+			// (A BadServerError: a rerun would meet the same.)
+			return fmt.Errorf("reading %s failed after %d rows and %d retries: %w; nothing was published", m.t.Redacted, st.Values.Load(), st.Retries, err)
+		}
 		if attempt >= m.o.Retries || !retryable(err) {
 			return fmt.Errorf("reading %s failed after %d rows and %d retries: %w; nothing was published, rerun to read again", m.t.Redacted, st.Values.Load(), st.Retries, err)
 		}
@@ -246,7 +284,10 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		}
 	}
 	if count {
-		_, _ = conn.ExecContext(ctx, "COMMIT")
+		_ = m.srv.call(g, func() error {
+			_, err := conn.ExecContext(ctx, "COMMIT")
+			return err
+		})
 		if st.Retries == 0 {
 			st.Checked = true
 			if got := st.Values.Load(); got != st.Expected {
@@ -279,24 +320,49 @@ func (m *mysqlSource) stream(ctx context.Context, conn *sql.Conn, q string, args
 		for i, a := range args {
 			nargs[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
 		}
-		rows, err := qc.QueryContext(ctx, q, nargs)
-		if err != nil {
+		g := m.srv.conn(dc)
+		if g != nil {
+			g.expectStream() // no deadline on the whole reply: the rows bound it
+		}
+		var rows driver.Rows
+		err := m.srv.call(g, func() (err error) {
+			rows, err = qc.QueryContext(ctx, q, nargs)
 			return err
+		})
+		if g != nil {
+			g.stream = false // (if the query was never sent)
+		}
+		if err != nil {
+			return dropBad(err)
 		}
 		b := *buf
 		defer func() { *buf = b }()
 		var n int64
 		defer func() { st.Values.Add(n) }()
+		limit, basis := m.rowLimit(st)
 		dest := make([]driver.Value, 1)
 		for {
 			// Next returns io.EOF only after the server's end-of-rows
-			// packet: a lost connection is an error (FAULTS.md row 22).
-			if err := rows.Next(dest); err != nil {
-				if errors.Is(err, io.EOF) {
-					return rows.Close()
+			// packet: a lost connection is an error (FAULTS.md row 22),
+			// and a row whose value runs past the end of its packet,
+			// which the driver would read as the end, never reaches it
+			// (the guard refuses it).
+			if err := m.srv.next(rows, dest); err != nil {
+				if !errors.Is(err, io.EOF) {
+					if err = m.srv.explain(err, g); !isPermanent(err) {
+						rows.Close()
+					}
+					return dropBad(err)
 				}
-				rows.Close()
-				return err
+				if rs, ok := rows.(driver.RowsNextResultSet); ok && rs.HasNextResultSet() {
+					// (Closing the rows would read them all.)
+					return badConn{m.srv.fail(&BadServerError{Problem: ExtraResults})}
+				}
+				return m.srv.call(g, rows.Close)
+			}
+			if limit >= 0 && st.Values.Load()+n >= limit {
+				// (Closing the rows would read the rest.)
+				return badConn{m.srv.fail(&BadServerError{Problem: TooManyRows, Size: st.Values.Load() + n + 1, Max: limit, Detail: basis})}
 			}
 			raw, _ := dest[0].([]byte) // nil: NULL
 			n++
@@ -356,6 +422,24 @@ func (m *mysqlSource) parse(raw []byte, st *ReadStats) (fpstore.Fingerprint, boo
 		st.Narrow++
 	}
 	return fp, true
+}
+
+// rowLimit is the most rows the read may give, -1 for no bound, and what
+// says so. With COUNT(*) taken in the read's snapshot, the rows are its
+// count; once the read has resumed on a new connection (a later
+// snapshot), rows inserted since count too: twice the count, or the
+// count and countAutoMax rows. With the row estimate (a table too large
+// to count), rowEstimateSlack times it.
+func (m *mysqlSource) rowLimit(st *ReadStats) (int64, string) {
+	switch {
+	case st.Expected >= 0 && st.Retries == 0:
+		return st.Expected, "COUNT(*) in the same snapshot"
+	case st.Expected >= 0:
+		return max(2*st.Expected, st.Expected+countAutoMax), fmt.Sprintf("COUNT(*) %d, and what %d resumed reads on later snapshots may add", st.Expected, st.Retries)
+	case m.estimate > 0:
+		return rowEstimateSlack * m.estimate, fmt.Sprintf("%d times the row estimate of %d; &count=1 counts the rows instead", rowEstimateSlack, m.estimate)
+	}
+	return -1, ""
 }
 
 // literal is a value as SQL text: x'<hex>' for a BINARY column, '<hex>'
@@ -438,26 +522,28 @@ func (m *mysqlSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 	}
 	q = append(q, ")"+m.where(true)...)
 	clear(present)
-	rows, err := m.db.QueryContext(ctx, string(q))
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	var raw sql.RawBytes
-	var st ReadStats
-	for rows.Next() {
-		if err := rows.Scan(&raw); err != nil {
+	return m.onConn(ctx, func(c *sql.Conn) error {
+		rows, err := c.QueryContext(ctx, string(q))
+		if err != nil {
 			return err
 		}
-		fp, ok := m.parse(raw, &st)
-		if !ok {
-			continue
+		defer rows.Close()
+		var raw sql.RawBytes
+		var st ReadStats
+		for rows.Next() {
+			if err := rows.Scan(&raw); err != nil {
+				return err
+			}
+			fp, ok := m.parse(raw, &st)
+			if !ok {
+				continue
+			}
+			if i, found := slices.BinarySearchFunc(fps, fp, fpstore.Fingerprint.Compare); found {
+				present[i] = true
+			}
 		}
-		if i, found := slices.BinarySearchFunc(fps, fp, fpstore.Fingerprint.Compare); found {
-			present[i] = true
-		}
-	}
-	return rows.Err()
+		return rows.Err()
+	})
 }
 
 // Write inserts items with one multi-row INSERT IGNORE. Its affected-rows
@@ -476,8 +562,10 @@ func (m *mysqlSource) Write(ctx context.Context, items []Item) error {
 		q = m.itemLiteral(q, &items[i])
 		q = append(q, ')')
 	}
-	_, err := m.db.ExecContext(ctx, string(q))
-	return err
+	return m.onConn(ctx, func(c *sql.Conn) error {
+		_, err := c.ExecContext(ctx, string(q))
+		return err
+	})
 }
 
 func (m *mysqlSource) Plan(w io.Writer, items []Item) error {
