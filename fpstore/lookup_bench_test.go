@@ -199,15 +199,11 @@ func hugeMappedPercent(path string) float64 {
 	return 100 * pmd / rss
 }
 
-// BenchmarkBatchCold looks 400k keys up (half present) in batches of 20k,
-// as query does a chunk at a time, after dropping the index from the page
-// cache: what a cron job's first query against yesterday's history pays.
-// It reports the time per key and the major faults (reads from the disk)
-// of the whole run.
-func BenchmarkBatchCold(b *testing.B) {
-	path, sample := benchIndex()
-	r := rand.New(rand.NewPCG(25, 26))
-	keys := make([]Fingerprint, 400_000)
+// halfPresent is n keys in random order, the even ones drawn from sample
+// (present), the odd ones random (absent but for a 2^-128 chance).
+func halfPresent(sample []Fingerprint, n int, seed uint64) []Fingerprint {
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	keys := make([]Fingerprint, n)
 	for i := range keys {
 		if i%2 == 0 {
 			keys[i] = sample[r.IntN(len(sample))]
@@ -215,6 +211,17 @@ func BenchmarkBatchCold(b *testing.B) {
 			keys[i] = Fingerprint{r.Uint64(), r.Uint64()}
 		}
 	}
+	return keys
+}
+
+// BenchmarkBatchCold looks 400k keys up (half present) in batches of 20k,
+// as query does a chunk at a time, after dropping the index from the page
+// cache: what a cron job's first query against yesterday's history pays.
+// It reports the time per key and the major faults (reads from the disk)
+// of the whole run.
+func BenchmarkBatchCold(b *testing.B) {
+	path, sample := benchIndex()
+	keys := halfPresent(sample, 400_000, 25)
 	found := make([]bool, len(keys))
 	var faults int64
 	b.ResetTimer() // the index's first build is not the benchmark
@@ -253,15 +260,7 @@ func BenchmarkBatchCold(b *testing.B) {
 // the batch path, which a long run pays. It reports the time per key.
 func BenchmarkBatchWarm(b *testing.B) {
 	path, sample := benchIndex()
-	r := rand.New(rand.NewPCG(27, 28))
-	keys := make([]Fingerprint, 400_000)
-	for i := range keys {
-		if i%2 == 0 {
-			keys[i] = sample[r.IntN(len(sample))]
-		} else {
-			keys[i] = Fingerprint{r.Uint64(), r.Uint64()}
-		}
-	}
+	keys := halfPresent(sample, 400_000, 27)
 	x, err := Open(path)
 	if err != nil {
 		b.Fatal(err)
