@@ -2,12 +2,14 @@
 # demo.sh -- build fpdedup and run its main jobs (dedup, count, check,
 # build, query, inspect, verify) on the bundled example
 # (testdata/example/events.txt: 2000 login/payment events, 1240 distinct).
-# Needs only Go; no server. Leaves its files in ${DEMO_DIR:-/tmp/fpdedup-demo}.
+# Needs only Go; no server. Leaves its files in ${DEMO_DIR:-demo-out} (in the
+# checkout: a shared /tmp directory made by another user would refuse them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
-out="${DEMO_DIR:-/tmp/fpdedup-demo}"
+out="${DEMO_DIR:-demo-out}"
 mkdir -p "$out" bin
+out=$(cd "$out" && pwd)
 # The first build downloads the modules and compiles them: minutes on a
 # fresh machine, so say so and show what go is doing.
 echo "demo: building bin/fpdedup (go build; the first time it downloads and compiles the dependencies, a few minutes on 2 cores)..." >&2
