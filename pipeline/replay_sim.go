@@ -368,7 +368,7 @@ func (r *replayer) stats(st *ReplayStats) {
 			t := s.l1t
 			t.Bytes = l1.bytes()
 			t.Keys = l1.peak
-			t.FPRFinal = BloomFormula(float64(l1.peak), float64(l1.mod.m), 1)
+			t.FPRFinal = BloomFormula(float64(l1.peak), float64(l1.mod.M()), 1)
 			t.rates()
 			sys.L1 = &t
 			sys.BloomBytes += t.Bytes

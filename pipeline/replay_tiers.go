@@ -6,6 +6,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/hugemem"
+	"github.com/fpdedup/fpdedup/internal/l2bloom"
 )
 
 // The simulated online tiers of Replay, and the hash derivations that
@@ -24,32 +25,9 @@ import (
 // cleared). The name of this derivation is ReplayHashScheme.
 const ReplayHashScheme = "fp128-km: L1 bit = lo mod SIZE; L2 shard = hi mod N; L2 bit j = (lo + j*hi) mod 2^64 mod M, j = 0..K-1"
 
-// modulo is x mod m, a mask when m is a power of two (a 64-bit division
-// costs ~25 cycles, and there are K+2 of them an event).
-type modulo struct{ m, mask uint64 }
-
-func newModulo(m uint64) modulo {
-	if m&(m-1) == 0 {
-		return modulo{m: m, mask: m - 1}
-	}
-	return modulo{m: m}
-}
-
-func (d modulo) of(x uint64) uint64 {
-	if d.mask != 0 || d.m == 1 {
-		return x & d.mask
-	}
-	return x % d.m
-}
-
 // BloomFormula is the textbook false-positive rate of a bloom filter of m
 // bits holding n keys with k hash functions: (1 - e^(-kn/m))^k.
-func BloomFormula(n, m float64, k int) float64 {
-	if n <= 0 || m <= 0 {
-		return 0
-	}
-	return math.Pow(-math.Expm1(-float64(k)*n/m), float64(k))
-}
+func BloomFormula(n, m float64, k int) float64 { return l2bloom.Formula(n, m, k) }
 
 // fillRate follows BloomFormula as keys are added one at a time, without
 // an exp or a pow an event: 1 - e^(-kn/m) is 1 - q with q multiplied by
@@ -83,7 +61,7 @@ func (r *fillRate) rate() float64 {
 type l1Bloom struct {
 	mem     []byte
 	words   []uint64
-	mod     modulo
+	mod     l2bloom.Modulo
 	touched []uint32 // words set in this window, while not full
 	full    bool     // too many to list: clear every word
 	n       uint64   // keys added in this window
@@ -100,7 +78,7 @@ func newL1Bloom(bits uint64) (*l1Bloom, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot allocate the L1 bloom (%d bits): %w", bits, err)
 	}
-	return &l1Bloom{mem: mem, words: hugemem.Slice[uint64](mem), mod: newModulo(bits), rate: newFillRate(bits, 1)}, nil
+	return &l1Bloom{mem: mem, words: hugemem.Slice[uint64](mem), mod: l2bloom.NewModulo(bits), rate: newFillRate(bits, 1)}, nil
 }
 
 func (b *l1Bloom) free() {
@@ -114,7 +92,7 @@ func (b *l1Bloom) bytes() int64 { return int64(len(b.mem)) }
 
 // bit is fp's word and mask.
 func (b *l1Bloom) bit(fp fpstore.Fingerprint) (uint64, uint64) {
-	i := b.mod.of(fp.Lo)
+	i := b.mod.Of(fp.Lo)
 	return i >> 6, 1 << (i & 63)
 }
 
@@ -150,8 +128,8 @@ func (b *l1Bloom) reset() {
 type l2Bloom struct {
 	mem    []byte
 	words  []uint64
-	shards modulo
-	mod    modulo // M
+	loc    l2bloom.Locator
+	m      uint64 // bits a shard
 	wps    uint64 // words per shard
 	k      int
 	n      []uint64   // keys added, per shard
@@ -167,7 +145,7 @@ func newL2Bloom(shards, bits uint64, k int) (*l2Bloom, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot allocate the L2 bloom (%d shards of %d bits): %w", shards, bits, err)
 	}
-	b := &l2Bloom{mem: mem, words: hugemem.Slice[uint64](mem), shards: newModulo(shards), mod: newModulo(bits), wps: wps, k: k,
+	b := &l2Bloom{mem: mem, words: hugemem.Slice[uint64](mem), loc: l2bloom.Layout{Shards: shards, Bits: bits, K: k}.Locator(), m: bits, wps: wps, k: k,
 		n: make([]uint64, shards), rates: make([]fillRate, shards)}
 	for s := range b.rates {
 		b.rates[s] = newFillRate(bits, k)
@@ -187,12 +165,11 @@ func (b *l2Bloom) bytes() int64 { return int64(len(b.mem)) }
 // positions writes fp's K bits, as indexes into the whole array, to pos,
 // and returns its shard.
 func (b *l2Bloom) positions(fp fpstore.Fingerprint, pos []uint64) uint64 {
-	s := b.shards.of(fp.Hi)
+	s := b.loc.Shard(fp)
 	base := s * b.wps * 64
-	h := fp.Lo
+	b.loc.Bits(fp, pos)
 	for j := range pos {
-		pos[j] = base + b.mod.of(h)
-		h += fp.Hi
+		pos[j] += base
 	}
 	return s
 }
@@ -217,7 +194,7 @@ func (b *l2Bloom) testAndSet(pos []uint64) bool {
 func (b *l2Bloom) finalRate() float64 {
 	var sum float64
 	for _, n := range b.n {
-		sum += BloomFormula(float64(n), float64(b.mod.m), b.k)
+		sum += BloomFormula(float64(n), float64(b.m), b.k)
 	}
 	return sum / float64(len(b.n))
 }

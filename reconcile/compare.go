@@ -165,9 +165,12 @@ func compare(ctx context.Context, o *Options, x *fpstore.Index, src Source, d *d
 		checked: &checker{rng: x.Range(), what: o.Target.Redacted},
 		start:   time.Now()}
 	var err error
-	if o.Probe {
+	switch {
+	case o.Probe:
 		err = c.probe(ctx)
-	} else {
+	case o.Target.Kind == RedisBloom:
+		err = c.audit(ctx)
+	default:
 		err = c.join(ctx)
 	}
 	if err == nil {
@@ -266,7 +269,9 @@ func (c *comparison) report(err error) {
 	missing, extra := c.d.missing, c.d.extra
 	rep.Counts = Counts{Both: c.both, OnlyOffline: missing.n, OnlyOnline: extra.n}
 	rep.Samples = Samples{OnlyOffline: missing.samples, OnlyOnline: extra.samples}
-	if c.o.Probe {
+	if c.o.Probe || c.o.Target.Kind == RedisBloom {
+		// What only the online side holds is not known: a probe asks of
+		// the offline keys alone, and a bloom holds bits, not keys.
 		rep.Counts.OnlyOnline = -1
 		rep.Online.Distinct = -1
 	}

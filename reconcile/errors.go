@@ -57,6 +57,8 @@ const (
 	CheckpointWithoutApply                       // Checkpoint without Apply
 	NegativeRate                                 // Rate or ReadRate below zero
 	BadRecordSpec                                // RecordSpec, completed from the index, is not a valid key spec
+	BadTargetFPR                                 // TargetFPR not in [0, 1)
+	TargetFPRNotBloom                            // TargetFPR with a target other than a bloom
 )
 
 func (e *OptionError) Error() string {
@@ -87,6 +89,10 @@ func (e *OptionError) Error() string {
 		return "Rate and ReadRate must be positive"
 	case BadRecordSpec:
 		return e.Err.Error() // ingest's
+	case BadTargetFPR:
+		return "TargetFPR is a rate between 0 and 1"
+	case TargetFPRNotBloom:
+		return "TargetFPR sizes a bloom (?bloom=…): other online sides hold keys, not bits"
 	}
 	return fmt.Sprintf("OptionRule(%d)", int(e.Rule))
 }

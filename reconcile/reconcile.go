@@ -58,6 +58,10 @@ type Options struct {
 	// one each is published as soon as it is complete.
 	Group *atomicfile.Group
 
+	// TargetFPR is the false-positive rate a bloom audit sizes the L2 for
+	// (0: DefaultTargetFPR).
+	TargetFPR float64
+
 	Mem     int64
 	TmpDir  string
 	Threads int
@@ -122,6 +126,12 @@ func (o *Options) check() error {
 	}
 	if o.Checkpoint != "" && !o.Apply {
 		return &OptionError{Rule: CheckpointWithoutApply}
+	}
+	if o.TargetFPR < 0 || o.TargetFPR >= 1 {
+		return &OptionError{Rule: BadTargetFPR}
+	}
+	if o.TargetFPR != 0 && t.Kind != RedisBloom {
+		return &OptionError{Rule: TargetFPRNotBloom}
 	}
 	if o.Rate < 0 || o.ReadRate < 0 {
 		return &OptionError{Rule: NegativeRate}
@@ -269,7 +279,9 @@ func openIndex(o *Options, rep *Report) (*fpstore.Index, error) {
 	if rep.Index.Key == nil {
 		rep.Index.Key = []string{}
 	}
-	if spec.Hash != ingest.SHA256.String() {
+	// A bloom's bits come from the index's own fingerprints, whatever
+	// their hash; a key store is named by SHA-256 digests.
+	if spec.Hash != ingest.SHA256.String() && o.Target.Kind != RedisBloom {
 		x.Close()
 		return nil, &WrongHashError{Index: o.Index, Hash: spec.Hash, Key: spec.Key, KeySep: spec.KeySep}
 	}
@@ -334,6 +346,8 @@ func open(ctx context.Context, o *Options) (Source, error) {
 		return openMySQL(ctx, o.Target, o)
 	case File:
 		return &fileSource{t: o.Target, o: o, keys: o.OnlineFormat == "key"}, nil
+	case RedisBloom:
+		return openBloom(ctx, o.Target, o)
 	}
 	return nil, fmt.Errorf("unknown online kind %v", o.Target.Kind)
 }

@@ -118,7 +118,7 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 			return nil, fmt.Errorf("%s: key %q holds a %s, not a set", t.Redacted, t.Set, typ)
 		}
 	}
-	if t.HexDigits == 0 && o.Probe {
+	if t.HexDigits == 0 && o.Probe && t.Kind != RedisBloom {
 		// A probe must know how the keys are named before it asks for
 		// them: 32-digit names asked of a store of 64-digit ones would all
 		// be "missing". Look at a few names.

@@ -22,6 +22,7 @@ type Report struct {
 	Outputs Outputs      `json:"outputs"`
 	Records *RecordStats `json:"records,omitempty"`
 	Apply   *ApplyStats  `json:"apply,omitempty"`
+	Bloom   *BloomReport `json:"bloom,omitempty"`      // an audit of the L2 bloom
 	Missing int64        `json:"missing_online_after"` // only offline, after Apply
 	Agree   bool         `json:"agree"`
 	Timings Timings      `json:"timings"`

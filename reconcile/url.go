@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/fpdedup/fpdedup/internal/l2bloom"
 )
 
 // Kind is the kind of online source.
@@ -14,10 +16,11 @@ type Kind int
 
 // The online source kinds.
 const (
-	RedisKeys Kind = iota + 1 // redis://…?match=PREFIX*: keys PREFIX<hex>
-	RedisSet                  // redis://…?set=KEY: members <hex> of a set
-	MySQL                     // mysql://…?table=T&column=C
-	File                      // file:PATH: one hex fingerprint (or key) per line
+	RedisKeys  Kind = iota + 1 // redis://…?match=PREFIX*: keys PREFIX<hex>
+	RedisSet                   // redis://…?set=KEY: members <hex> of a set
+	MySQL                      // mysql://…?table=T&column=C
+	File                       // file:PATH: one hex fingerprint (or key) per line
+	RedisBloom                 // redis://…?bloom=TEMPLATE&shards=N&bits=M&k=K: the L2 sharded bloom
 )
 
 func (k Kind) String() string {
@@ -30,6 +33,8 @@ func (k Kind) String() string {
 		return "mysql"
 	case File:
 		return "file"
+	case RedisBloom:
+		return "redis-bloom"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -53,6 +58,9 @@ type Target struct {
 	Set       string   // the set's key
 	ScanCount int      // SCAN/SSCAN COUNT
 	HexDigits int      // 32 or 64 when given by hex=; 0: from what is read
+	// RedisBloom: the shards' layout and the template of their keys.
+	Bloom     l2bloom.Layout
+	BloomKeys l2bloom.Template
 
 	// MySQL.
 	Table, Column, Where string
@@ -87,7 +95,7 @@ const (
 // PasswordEnv is the variable that holds the password for t.
 func (t *Target) PasswordEnv() string {
 	switch t.Kind {
-	case RedisKeys, RedisSet:
+	case RedisKeys, RedisSet, RedisBloom:
 		return RedisPasswordEnv
 	case MySQL:
 		return MySQLPasswordEnv
@@ -103,6 +111,7 @@ var identRE = regexp.MustCompile(`^[A-Za-z0-9_$]+(\.[A-Za-z0-9_$]+)?$`)
 //	redis://[user@]host:port/db?set=KEY[&count=N][&hex=32|64]
 //	redis://[user@]host1:port1,host2:port2/?match=PREFIX*   (Redis Cluster)
 //	redis://[user@]host1:port1/?match=PREFIX*&addr=host2:port2&cluster=1
+//	redis://[user@]host:port/db?bloom=l2:bf:{*}&shards=N&bits=M&k=K   (the L2 bloom)
 //	mysql://user@host:port/db?table=T&column=C[&where=SQL][&count=0]
 //	file:PATH
 //
@@ -225,7 +234,30 @@ func parseRedisURL(t *Target, u *url.URL, hostList string, q *params) error {
 	if err := redisKeys(t, q); err != nil {
 		return err
 	}
+	if t.Kind == RedisBloom {
+		return redisBloom(t, q)
+	}
 	return redisScan(t, q)
+}
+
+// redisBloom reads the L2 bloom's layout: shards=N&bits=M&k=K, in the
+// forms replay's --l2 takes.
+func redisBloom(t *Target, q *params) error {
+	shards, bits, k := q.get("shards"), q.get("bits"), q.get("k")
+	if shards == "" || bits == "" || k == "" {
+		return badURL(t, "bloom= needs its layout: &shards=N&bits=M&k=K (as replay's --l2)")
+	}
+	var err error
+	if t.Bloom.Shards, err = l2bloom.ParseShards(shards); err != nil {
+		return badURL(t, "%v", err)
+	}
+	if t.Bloom.Bits, err = l2bloom.ParseBits(bits); err != nil {
+		return badURL(t, "bits=%v", err)
+	}
+	if t.Bloom.K, err = l2bloom.ParseK(k); err != nil {
+		return badURL(t, "%v", err)
+	}
+	return nil
 }
 
 // redisSeeds reads the server's address or a Redis Cluster's seeds:
@@ -268,13 +300,19 @@ func redisSeeds(t *Target, u *url.URL, hostList string, q *params) error {
 	return nil
 }
 
-// redisKeys reads which keys hold the fingerprints: match=PREFIX* or
-// set=KEY.
+// redisKeys reads which keys hold the fingerprints: match=PREFIX*, set=KEY
+// or bloom=TEMPLATE.
 func redisKeys(t *Target, q *params) error {
-	match, set := q.get("match"), q.get("set")
+	match, set, bloom := q.get("match"), q.get("set"), q.get("bloom")
+	given := 0
+	for _, v := range []string{match, set, bloom} {
+		if v != "" {
+			given++
+		}
+	}
 	switch {
-	case match != "" && set != "":
-		return badURL(t, "match= and set= exclude each other")
+	case given > 1:
+		return badURL(t, "match=, set= and bloom= exclude each other")
 	case match != "":
 		if !strings.HasSuffix(match, "*") || strings.ContainsAny(match[:len(match)-1], `*?[]\`) {
 			return badURL(t, "match= must be a literal prefix followed by one *, like match=dedup:*")
@@ -282,8 +320,14 @@ func redisKeys(t *Target, q *params) error {
 		t.Kind, t.Prefix = RedisKeys, match[:len(match)-1]
 	case set != "":
 		t.Kind, t.Set = RedisSet, set
+	case bloom != "":
+		tm, err := l2bloom.ParseTemplate(bloom)
+		if err != nil {
+			return badURL(t, "bloom=%s: %v", bloom, err)
+		}
+		t.Kind, t.BloomKeys = RedisBloom, tm
 	default:
-		return badURL(t, "say which keys: ?match=PREFIX* (keys PREFIX<hex>) or ?set=KEY (members of a set)")
+		return badURL(t, "say which keys: ?match=PREFIX* (keys PREFIX<hex>), ?set=KEY (members of a set) or ?bloom=TEMPLATE&shards=N&bits=M&k=K (the L2 bloom)")
 	}
 	return nil
 }

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 type reconcileOptions struct {
 	index, online, passwordFile string
 	probe                       bool
+	fpr                         float64
 	onlineFormat                string
 	report, missing, extra      string
 	records                     []string
@@ -62,6 +65,14 @@ Online sources (--online):
       compare the rows read with COUNT(*) (auto: up to ~2M rows, where cheap)
   file:PATH                                   one hex fingerprint per line
       (--online-format key: one key per line); gzip/zstd detected
+  redis://host:port/0?bloom=l2:bf:{*}&shards=N&bits=M&k=K   the L2 sharded
+      bloom itself: plain Redis strings, one a shard (* is the shard number;
+      a shard over 2^32 bits is KEY:0, KEY:1, …), bit positions as replay
+      --l2 shards=N,bits=M,k=K computes them from the index's own fingerprints
+      (any --hash): shard = hi mod N, bit j = (lo + j*hi) mod 2^64 mod M, Redis
+      bit order (SETBIT/GETBIT). bits= takes replay's forms (2^33, 1GiB, 1M).
+      Cluster seeds as above. RedisBloom's BF.* filters hash the raw keys with
+      their own function and cannot be read this way.
 Hex names of 64 digits (whole SHA-256 digests) are compared on their first
 128 bits. Passwords come from $FPDEDUP_REDIS_PASSWORD, $FPDEDUP_MYSQL_PASSWORD
 or --password-file, never from the URL, and are never printed.
@@ -74,6 +85,16 @@ the external sorter, within --mem, spilling to --tmpdir. --probe instead looks e
 fingerprint up online in pipelined batches (EXISTS, SMISMEMBER, WHERE C IN),
 for audits of a small index; it cannot see what only the online side holds.
 
+A bloom is audited: every shard is read once with pipelined GETRANGE, as much
+of it at a time as --mem allows beside a bit a truth key, and every truth
+key's K bits are tested; the keys with a bit unset are "missing online" (a
+repeat of any of them passes the L2 today). The summary and --report give each
+shard's fill, its truth keys, its false-positive rate now (fill^K) beside the
+formula's for those keys, and what N shards would need for the truth's keys at
+--fpr. Every shard key must exist as a string of its full length (SETBIT KEY
+M-1 0 makes one): a missing key, another type or another length is an error
+naming it. --probe asks GETBIT of each key's bits instead, for a small index.
+
 Outputs: the summary on stderr; --report FILE.json (counts, spec, source,
 timings, samples of each side); --missing and --extra as indexes; with
 --records FILE... --backfill OUT gets the records whose keys are missing
@@ -84,7 +105,8 @@ give the same recipe, or --assume-recipe); --on-bad says what a record
 without a key does.
 
 Nothing is written online without --apply: then the missing keys are written
-(Redis SET PREFIX<hex> 1 NX [--ttl], SADD; MySQL INSERT IGNORE) in batches of
+(Redis SET PREFIX<hex> 1 NX [--ttl], SADD; a bloom's SETBIT of each bit, which
+never clears one; MySQL INSERT IGNORE) in batches of
 --batch on --conns connections, at most --rate keys/s, retried with backoff;
 --checkpoint FILE records the last key written so an interrupted run resumes
 after it. --dry-run prints the commands instead. Where the online side holds
@@ -103,7 +125,9 @@ written online and how to resume from --checkpoint.`,
   fpdedup reconcile --index truth.fpx --online 'redis://10.0.1.1:7000,10.0.1.2:7000,10.0.1.3:7000/?match=dd:*' \
       --records events.csv.gz --backfill replay.csv
   fpdedup reconcile --index truth.fpx --online 'redis://10.0.0.5:6379/0?match=dd:*' \
-      --apply --ttl 72h --rate 50k --checkpoint apply.ckpt`,
+      --apply --ttl 72h --rate 50k --checkpoint apply.ckpt
+  fpdedup reconcile --index week.fpx --report l2.json --missing lost.fpx \
+      --online 'redis://10.0.1.1:7000,10.0.1.2:7000/?bloom=l2:bf:{*}&shards=16&bits=2^33&k=3'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReconcile(cmd, inv, o, args)
 		},
@@ -133,6 +157,7 @@ written online and how to resume from --checkpoint.`,
 	f.StringVar(&o.checkpoint, "checkpoint", "", "with --apply: resume from and record progress in `FILE`")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for sorted runs and temporary indexes")
 	f.IntVar(&o.samples, "samples", 20, "fingerprints of each side listed in the report")
+	f.Float64Var(&o.fpr, "fpr", 0, "bloom audit: the false-positive rate to size the L2 for (0: 0.01)")
 	return cmd
 }
 
@@ -187,7 +212,7 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 		Records: append(o.records, args...), Backfill: o.backfill, BadRecords: o.recs.onBad,
 		Apply: o.apply, DryRun: o.dryRun, TTL: o.ttl,
 		Batch: o.batch, Conns: o.conns, Retries: o.retries, Timeout: o.timeout, Checkpoint: o.checkpoint,
-		Mem: inv.mem, TmpDir: o.tmpDir, Threads: inv.threads, Samples: o.samples,
+		Mem: inv.mem, TmpDir: o.tmpDir, Threads: inv.threads, Samples: o.samples, TargetFPR: o.fpr,
 		Progress: &ingest.Progress{}, Version: version,
 	}
 	// --records are read as the index was built (its recorded format and
@@ -332,6 +357,9 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 	j.summary("reconcile (%s): %d offline, %d online values read; both %d, only offline (missing online) %d, only online (unknown offline) %s; %.2f s, %s keys/s",
 		r.Mode, r.Index.Fingerprints, r.Online.Values, r.Counts.Both, r.Counts.OnlyOffline, online,
 		r.Timings.Compare, humanRate(r.Timings.KeysPerSecond))
+	if b := r.Bloom; b != nil {
+		bloomSummary(j, b)
+	}
 	if r.Online.Bad > 0 {
 		j.summary("reconcile: %d online values are not fingerprints, e.g. %s", r.Online.Bad, strings.Join(r.Online.BadSamples[:min(3, len(r.Online.BadSamples))], ", "))
 	}
@@ -360,4 +388,24 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 	} else {
 		j.summary("reconcile: the sides differ (%d missing online after the run)", r.Missing)
 	}
+}
+
+// bloomSummary is an audit's per-shard table (the worst 16 shards by keys
+// missing when there are more) and its sizing.
+func bloomSummary(j *job, b *reconcile.BloomReport) {
+	j.summary("reconcile: bloom %s (%s), %d passes over the index, %s read: %d truth keys held, %d not",
+		b.Layout, b.Keys, b.Passes, units.FormatBytes(b.BytesRead), b.Held, b.Missing)
+	shards := slices.Clone(b.Shards)
+	if len(shards) > 16 {
+		slices.SortStableFunc(shards, func(a, b reconcile.BloomShard) int { return cmp.Compare(b.Missing, a.Missing) })
+		j.summary("reconcile: the 16 shards missing most keys of %d:", len(shards))
+		shards = shards[:16]
+	}
+	j.summary("reconcile:   shard  truth keys   missing    fill   fpr now  formula")
+	for _, s := range shards {
+		j.summary("reconcile:   %5d  %10d  %8d  %5.1f%%  %7.4f%%  %6.4f%%", s.Shard, s.Keys, s.Missing, 100*s.Fill, 100*s.FPRNow, 100*s.FPRFormula)
+	}
+	z := b.Sizing
+	j.summary("reconcile: sizing: the live %s gives %.4f%% now (the formula: %.4f%% for the truth's keys); %.4f%% needs %d bits a shard, %s in all (live: %s)",
+		b.Layout, 100*b.FPRNow, 100*z.LiveFPRTruth, 100*z.TargetFPR, z.BitsNeeded, units.FormatBytes(z.BytesNeeded), units.FormatBytes(z.BytesLive))
 }

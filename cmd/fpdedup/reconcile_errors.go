@@ -121,6 +121,10 @@ func sayOptionError(e *reconcile.OptionError) string {
 		return "--checkpoint goes with --apply"
 	case reconcile.NegativeRate:
 		return "--rate and --read-rate must be positive"
+	case reconcile.BadTargetFPR:
+		return "--fpr is a rate between 0 and 1, such as 0.01"
+	case reconcile.TargetFPRNotBloom:
+		return "--fpr sizes a bloom (--online redis://…?bloom=…): other online sides hold keys, not bits"
 	}
 	return e.Error()
 }

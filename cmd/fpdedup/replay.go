@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/l2bloom"
 	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
@@ -264,7 +264,7 @@ func parseL1(s string) (*pipeline.ReplayL1, error) {
 		var err error
 		switch k {
 		case "bits", "size":
-			if l1.Bits, err = parseBits(v); err != nil {
+			if l1.Bits, err = l2bloom.ParseBits(v); err != nil {
 				return nil, usageErrorf("--l1: %v", err)
 			}
 		case "ttl":
@@ -290,21 +290,21 @@ func parseL2(s, sweep string) (*pipeline.ReplayL2, error) {
 		k, v, _ := strings.Cut(item, "=")
 		switch k {
 		case "shards":
-			n, err := strconv.ParseUint(v, 10, 32)
-			if err != nil || n == 0 || n > 1<<20 {
-				return nil, usageErrorf("--l2: shards=%s: want 1 to 1048576", v)
+			n, err := l2bloom.ParseShards(v)
+			if err != nil {
+				return nil, usageErrorf("--l2: %v", err)
 			}
 			l2.Shards = n
 		case "bits":
-			b, err := parseBits(v)
+			b, err := l2bloom.ParseBits(v)
 			if err != nil {
 				return nil, usageErrorf("--l2: %v", err)
 			}
 			l2.Bits = []uint64{b}
 		case "k":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 32 {
-				return nil, usageErrorf("--l2: k=%s: want 1 to 32 hashes", v)
+			n, err := l2bloom.ParseK(v)
+			if err != nil {
+				return nil, usageErrorf("--l2: %v", err)
 			}
 			l2.K = n
 		default:
@@ -317,7 +317,7 @@ func parseL2(s, sweep string) (*pipeline.ReplayL2, error) {
 			return nil, usageErrorf("--sweep %s: want bits=A,B,... (L2 bits a shard)", sweep)
 		}
 		for _, v := range strings.Split(list, ",") {
-			b, err := parseBits(v)
+			b, err := l2bloom.ParseBits(v)
 			if err != nil {
 				return nil, usageErrorf("--sweep: %v", err)
 			}
@@ -330,36 +330,6 @@ func parseL2(s, sweep string) (*pipeline.ReplayL2, error) {
 		return nil, usageErrorf("--l2 %s: want shards=N,bits=M,k=K (bits may come from --sweep)", s)
 	}
 	return l2, nil
-}
-
-// parseBits reads a bloom size in bits: a count (1000000, 1M = 10^6), a
-// power of two (2^20), or bytes with a unit (128KiB, 64MiB, 1GB).
-func parseBits(s string) (uint64, error) {
-	var b uint64
-	switch {
-	case strings.HasPrefix(s, "2^"):
-		e, err := strconv.Atoi(s[2:])
-		if err != nil || e < 0 || e > 40 {
-			return 0, fmt.Errorf("%q: want 2^0 to 2^40 bits", s)
-		}
-		b = 1 << e
-	case strings.HasSuffix(s, "B"):
-		n, err := units.ParseSize(s)
-		if err != nil {
-			return 0, err
-		}
-		b = uint64(n) * 8
-	default:
-		n, err := units.ParseCount(s)
-		if err != nil {
-			return 0, fmt.Errorf("%q is not a size in bits (1000000, 1M, 2^20, or bytes: 128KiB)", s)
-		}
-		b = uint64(n)
-	}
-	if b == 0 || b > 1<<43 {
-		return 0, fmt.Errorf("%q: want 1 bit to 1 TiB", s)
-	}
-	return b, nil
 }
 
 func replayJSONConfig(o *replayOptions, opts pipeline.ReplayOptions) map[string]any {

@@ -1,0 +1,501 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/hugemem"
+	"github.com/fpdedup/fpdedup/internal/l2bloom"
+)
+
+// bloomSource is the online L2 tier (Target.Kind RedisBloom): plain Redis
+// strings, one a shard (or segment of one), laid out as l2bloom says. It is
+// audited whole (audit: every shard read with GETRANGE, every truth key's
+// bits tested in memory), probed bit by bit (GETBIT), and written with
+// SETBIT, which only ever sets a bit: idempotent, and never clears what the
+// online side set.
+type bloomSource struct {
+	*redisSource
+	layout l2bloom.Layout
+	loc    l2bloom.Locator
+	keys   l2bloom.Template
+	chunk  int64 // GETRANGE bytes a command
+	depth  int   // GETRANGE commands a pipeline
+}
+
+// bloomChunk is the bytes one GETRANGE asks for: under the reply guard's
+// string bound (maxString), a divisor of a segment so that no chunk
+// straddles two.
+const bloomChunk = 512 << 10
+
+func openBloom(ctx context.Context, t *Target, o *Options) (*bloomSource, error) {
+	r, err := openRedis(ctx, t, o)
+	if err != nil {
+		return nil, err
+	}
+	maxReply, _ := replyBudget(o.Mem)
+	b := &bloomSource{redisSource: r, layout: t.Bloom, loc: t.Bloom.Locator(), keys: t.BloomKeys,
+		chunk: min(bloomChunk, maxReply), depth: 8}
+	if err := b.checkShards(ctx); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("%s: %w", t.Redacted, err)
+	}
+	return b, nil
+}
+
+// BloomKeyError is a shard key that is not what the layout says: missing,
+// of another type, or of another length.
+type BloomKeyError struct {
+	Key     string
+	Shard   uint64
+	Type    string // TYPE's answer
+	Len     int64  // STRLEN, for a string
+	WantLen int64
+}
+
+func (e *BloomKeyError) Error() string {
+	switch {
+	case e.Type == "none":
+		return fmt.Sprintf("bloom shard %d: key %q does not exist (a shard is a string of its full length, made with SETBIT KEY %d 0, before it is audited)", e.Shard, e.Key, e.WantLen*8-1)
+	case e.Type != "string":
+		return fmt.Sprintf("bloom shard %d: key %q holds a %s, not a bitmap string", e.Shard, e.Key, e.Type)
+	}
+	return fmt.Sprintf("bloom shard %d: key %q is %d bytes, the layout's shard is %d: is bits= the online side's?", e.Shard, e.Key, e.Len, e.WantLen)
+}
+
+// checkShards asks TYPE and STRLEN of every shard key, in pipelines.
+func (b *bloomSource) checkShards(ctx context.Context) error {
+	type probe struct {
+		key   string
+		shard uint64
+		want  int64
+		typ   *redis.StatusCmd
+		n     *redis.IntCmd
+	}
+	const batch = 512
+	var todo []probe
+	flush := func() error {
+		if len(todo) == 0 {
+			return nil
+		}
+		err := retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("checking the bloom's shard keys on "+b.t.Redacted, nil), func() error {
+			pipe := b.c.Pipeline()
+			for i := range todo {
+				todo[i].typ = pipe.Type(ctx, todo[i].key)
+				todo[i].n = pipe.StrLen(ctx, todo[i].key)
+			}
+			_, err := pipe.Exec(ctx)
+			for i := range todo {
+				// STRLEN of another type is a WRONGTYPE error: TYPE says which.
+				if e := todo[i].typ.Err(); e != nil {
+					return e
+				}
+				if todo[i].typ.Val() == "string" && todo[i].n.Err() != nil {
+					return todo[i].n.Err()
+				}
+			}
+			if err != nil && !isWrongType(err) {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range todo {
+			if typ, n := p.typ.Val(), p.n.Val(); typ != "string" || n != p.want {
+				return &BloomKeyError{Key: p.key, Shard: p.shard, Type: typ, Len: n, WantLen: p.want}
+			}
+		}
+		todo = todo[:0]
+		return nil
+	}
+	for s := range b.layout.Shards {
+		for seg := range b.layout.Segments() {
+			todo = append(todo, probe{key: b.layout.Key(b.keys, s, seg), shard: s, want: b.layout.SegmentBytes(seg)})
+			if len(todo) == batch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
+}
+
+func isWrongType(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && len(re.Error()) >= 9 && re.Error()[:9] == "WRONGTYPE"
+}
+
+// Sorted: a bloom is never listed (audit reads it instead).
+func (b *bloomSource) Sorted() bool { return true }
+
+// Read is not how a bloom is compared: it holds bits, not keys.
+func (b *bloomSource) Read(context.Context, *ReadStats, func([]fpstore.Fingerprint) error) error {
+	return errors.New("a bloom holds bits, not keys: it is audited, not listed")
+}
+
+// Wide: a bloom is addressed by the index's own fingerprints.
+func (b *bloomSource) Wide() (wide, known bool) { return false, true }
+
+// bit is where bit off of shard s is: its key and the offset in it.
+func (b *bloomSource) bit(s, off uint64) (string, int64) {
+	return b.layout.Key(b.keys, s, off/l2bloom.SegmentBits), int64(off % l2bloom.SegmentBits)
+}
+
+// Probe asks GETBIT of each fingerprint's K bits: present when all are set.
+func (b *bloomSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error {
+	k := b.layout.K
+	pos := make([]uint64, k)
+	pipe := b.c.Pipeline()
+	cmds := make([]*redis.IntCmd, 0, len(fps)*k)
+	for _, fp := range fps {
+		s := b.loc.Shard(fp)
+		b.loc.Bits(fp, pos)
+		for _, p := range pos {
+			key, off := b.bit(s, p)
+			cmds = append(cmds, pipe.GetBit(ctx, key, off))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	for i := range fps {
+		present[i] = true
+		for _, c := range cmds[i*k : (i+1)*k] {
+			present[i] = present[i] && c.Val() == 1
+		}
+	}
+	return nil
+}
+
+// Write sets each item's K bits with SETBIT, in one pipeline (a cluster
+// pipeline sends each node its share). Setting a set bit changes nothing,
+// so a retried batch is harmless.
+func (b *bloomSource) Write(ctx context.Context, items []Item) error {
+	pos := make([]uint64, b.layout.K)
+	pipe := b.c.Pipeline()
+	for i := range items {
+		s := b.loc.Shard(items[i].FP)
+		b.loc.Bits(items[i].FP, pos)
+		for _, p := range pos {
+			key, off := b.bit(s, p)
+			pipe.SetBit(ctx, key, off, 1)
+		}
+	}
+	cmds, err := pipe.Exec(ctx)
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil {
+			return cerr
+		}
+	}
+	return err
+}
+
+// Plan prints the SETBIT commands Write would send.
+func (b *bloomSource) Plan(w io.Writer, items []Item) error {
+	pos := make([]uint64, b.layout.K)
+	var line []byte
+	for i := range items {
+		s := b.loc.Shard(items[i].FP)
+		b.loc.Bits(items[i].FP, pos)
+		for _, p := range pos {
+			key, off := b.bit(s, p)
+			line = append(line, "SETBIT "...)
+			line = append(line, key...)
+			line = append(line, ' ')
+			line = strconv.AppendInt(line, off, 10)
+			line = append(line, " 1\n"...)
+		}
+	}
+	_, err := w.Write(line)
+	return err
+}
+
+// BloomReport is what an audit found, shard by shard.
+type BloomReport struct {
+	Layout    string       `json:"layout"` // shards=N,bits=M,k=K
+	Scheme    string       `json:"scheme"`
+	Keys      string       `json:"keys"` // the key template
+	Shards    []BloomShard `json:"shards"`
+	Held      int64        `json:"held"`    // truth keys whose K bits are all set
+	Missing   int64        `json:"missing"` // truth keys with a bit unset
+	Passes    int          `json:"passes"`  // reads of the index (the bloom is read once)
+	BytesRead int64        `json:"bytes_read"`
+	// FPRNow is the rate a new key meets now, averaged over the shards
+	// (fill^K each); FPRFormula the formula's for the truth's keys alone.
+	FPRNow     float64 `json:"fpr_now"`
+	FPRFormula float64 `json:"fpr_formula"`
+	Sizing     Sizing  `json:"sizing"`
+}
+
+// BloomShard is one shard's figures.
+type BloomShard struct {
+	Shard      uint64  `json:"shard"`
+	Key        string  `json:"key"`
+	Keys       int64   `json:"truth_keys"` // truth keys whose shard it is
+	Missing    int64   `json:"missing"`
+	SetBits    int64   `json:"set_bits"`
+	Fill       float64 `json:"fill"`
+	FPRNow     float64 `json:"fpr_now"`     // fill^K
+	FPRFormula float64 `json:"fpr_formula"` // the formula at truth_keys
+}
+
+// Sizing is what the layout would need to hold the truth's keys at the
+// target rate: bits a shard, beside what the live one has.
+type Sizing struct {
+	TargetFPR    float64 `json:"target_fpr"`
+	BitsNeeded   uint64  `json:"bits_per_shard_needed"`
+	BytesNeeded  int64   `json:"bytes_needed"` // all shards
+	BitsLive     uint64  `json:"bits_per_shard_live"`
+	BytesLive    int64   `json:"bytes_live"`
+	LiveFPRTruth float64 `json:"live_fpr_at_truth_keys"` // the formula for the live size
+}
+
+// DefaultTargetFPR is the sizing's rate when Options.TargetFPR is 0.
+const DefaultTargetFPR = 0.01
+
+// audit reads the whole bloom and tests every truth key's bits: one read
+// of the bloom, in passes that each hold as much of it as the memory
+// budget allows beside a bit a truth key (held or not), and one read of
+// the index a pass. The keys not held go to the missing sink, in order.
+func (c *comparison) audit(ctx context.Context) error {
+	b := c.src.(*bloomSource)
+	c.rep.Mode = "bloom-audit"
+	l := b.layout
+	n := c.index.Len()
+	br := &BloomReport{Layout: l.String(), Scheme: l2bloom.Scheme, Keys: string(b.keys), Shards: make([]BloomShard, l.Shards)}
+	c.rep.Bloom = br
+	for s := range br.Shards {
+		br.Shards[s] = BloomShard{Shard: uint64(s), Key: l.Key(b.keys, uint64(s), 0)}
+	}
+	unset := make([]uint64, (n+63)/64) // bit i: truth key i has a bit found unset
+
+	// A pass's buffer: what the budget leaves beside the bitset, in whole
+	// chunks; at least one.
+	free := c.o.Mem - int64(len(unset))*8 - 32<<20
+	passBytes := max(b.chunk, free/b.chunk*b.chunk)
+	passBytes = min(passBytes, ceilTo(l.ShardBytes(), b.chunk)*int64(l.Shards))
+	mem, err := hugemem.Alloc(int(passBytes))
+	if err != nil {
+		return fmt.Errorf("cannot allocate the audit's buffer (%d bytes): %w", passBytes, err)
+	}
+	defer hugemem.Free(mem)
+
+	spans := make([]bloomSpan, l.Shards) // the part of each shard in this pass
+	shardBytes := l.ShardBytes()
+	var s uint64
+	var at int64 // the next byte of shard s to read
+	for s < l.Shards {
+		// Plan the pass: shards from s, each as far as the buffer goes.
+		clear(spans)
+		used := int64(0)
+		first := s
+		for s < l.Shards && used < passBytes {
+			take := min(shardBytes-at, passBytes-used)
+			spans[s] = bloomSpan{on: true, lo: uint64(at) * 8, hi: min(uint64(at+take)*8, l.Bits), buf: mem[used : used+take]}
+			used += take
+			at += take
+			if at == shardBytes {
+				s, at = s+1, 0
+			}
+		}
+		last := s
+		if at > 0 {
+			last = s + 1
+		}
+		if err := b.readSpans(ctx, spans[first:last], first, br); err != nil {
+			return err
+		}
+		for i := first; i < last; i++ {
+			br.Shards[i].SetBits += spans[i].popcount()
+		}
+		if err := c.testPass(ctx, b, spans, unset, br.Passes == 0, br); err != nil {
+			return err
+		}
+		br.Passes++
+	}
+
+	// The keys not held, in order, to the missing sink.
+	var i uint64
+	err = c.index.Scan(func(fps []fpstore.Fingerprint) error {
+		for _, fp := range fps {
+			if unset[i>>6]&(1<<(i&63)) != 0 {
+				br.Shards[b.loc.Shard(fp)].Missing++
+				if err := c.d.missing.add(fp); err != nil {
+					return err
+				}
+			} else {
+				c.both++
+			}
+			i++
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return err
+	}
+	c.rep.Timings.OnlineRead = time.Since(c.start).Seconds()
+	b.summarise(br, c.o.TargetFPR, n)
+	return nil
+}
+
+func ceilTo(n, m int64) int64 { return (n + m - 1) / m * m }
+
+// bloomSpan is the part of a shard a pass holds: bits [lo, hi), from
+// byte lo/8 of the shard in buf.
+type bloomSpan struct {
+	on     bool
+	lo, hi uint64
+	buf    []byte
+}
+
+// popcount counts the span's set bits below hi (a shard's last byte may
+// hold bits past M).
+func (sp *bloomSpan) popcount() int64 {
+	var n int
+	b := sp.buf
+	whole := (sp.hi - sp.lo) / 8
+	for len(b[:whole]) >= 8 {
+		n += bits.OnesCount64(uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56)
+		b, whole = b[8:], whole-8
+	}
+	for j := range whole {
+		n += bits.OnesCount8(b[j])
+	}
+	if rest := (sp.hi - sp.lo) % 8; rest > 0 {
+		n += bits.OnesCount8(b[whole] & byte(0xff<<(8-rest)))
+	}
+	return int64(n)
+}
+
+// readSpans reads the spans of shards first… with pipelined GETRANGE
+// chunks, each retried as a whole pipeline (a read changes nothing).
+func (b *bloomSource) readSpans(ctx context.Context, spans []bloomSpan, first uint64, br *BloomReport) error {
+	type chunk struct {
+		key      string
+		from, to int64 // in the key, inclusive
+		dst      []byte
+	}
+	var todo []chunk
+	for i := range spans {
+		sp := &spans[i]
+		if !sp.on {
+			continue
+		}
+		s := first + uint64(i)
+		const segBytes = l2bloom.SegmentBits / 8
+		for off := int64(0); off < int64(len(sp.buf)); {
+			byteInShard := int64(sp.lo/8) + off
+			seg, inSeg := uint64(byteInShard/segBytes), byteInShard%segBytes
+			size := min(b.chunk, int64(len(sp.buf))-off, segBytes-inSeg) // no chunk straddles two segments
+			todo = append(todo, chunk{key: b.layout.Key(b.keys, s, seg), from: inSeg, to: inSeg + size - 1, dst: sp.buf[off : off+size]})
+			off += size
+		}
+	}
+	for len(todo) > 0 {
+		batch := todo[:min(len(todo), b.depth)]
+		todo = todo[len(batch):]
+		err := retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("reading the bloom on "+b.t.Redacted, nil), func() error {
+			pipe := b.c.Pipeline()
+			cmds := make([]*redis.StringCmd, len(batch))
+			for i, ch := range batch {
+				cmds[i] = pipe.GetRange(ctx, ch.key, ch.from, ch.to)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+			for i, ch := range batch {
+				v := cmds[i].Val()
+				if int64(len(v)) != ch.to-ch.from+1 {
+					return permanent{fmt.Errorf("bloom key %q: GETRANGE %d %d gave %d bytes: the key shrank or was replaced during the audit", ch.key, ch.from, ch.to, len(v))}
+				}
+				copy(ch.dst, v)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, ch := range batch {
+			br.BytesRead += int64(len(ch.dst))
+		}
+		if c := b.o.Progress; c != nil {
+			c.RawBytes.Store(br.BytesRead)
+		}
+	}
+	return nil
+}
+
+// testPass reads the index once and marks in unset each truth key with a
+// bit inside this pass's spans that is not set. The first pass also counts
+// each shard's truth keys.
+func (c *comparison) testPass(ctx context.Context, b *bloomSource, spans []bloomSpan, unset []uint64, count bool, br *BloomReport) error {
+	pos := make([]uint64, b.layout.K)
+	var i uint64
+	return c.index.Scan(func(fps []fpstore.Fingerprint) error {
+		for _, fp := range fps {
+			s := b.loc.Shard(fp)
+			if count {
+				br.Shards[s].Keys++
+			}
+			if sp := &spans[s]; sp.on && unset[i>>6]&(1<<(i&63)) == 0 {
+				b.loc.Bits(fp, pos)
+				for _, p := range pos {
+					if p >= sp.lo && p < sp.hi && !l2bloom.IsSet(sp.buf, p-sp.lo) {
+						unset[i>>6] |= 1 << (i & 63)
+						break
+					}
+				}
+			}
+			i++
+		}
+		if c.o.Progress != nil {
+			c.o.Progress.Records.Add(int64(len(fps)))
+		}
+		return ctx.Err()
+	})
+}
+
+// summarise fills the rates and the sizing.
+func (b *bloomSource) summarise(br *BloomReport, target float64, n uint64) {
+	l := b.layout
+	if target <= 0 {
+		target = DefaultTargetFPR
+	}
+	var now, formula float64
+	for i := range br.Shards {
+		sh := &br.Shards[i]
+		sh.Fill = float64(sh.SetBits) / float64(l.Bits)
+		sh.FPRNow = pow(sh.Fill, l.K)
+		sh.FPRFormula = l2bloom.Formula(float64(sh.Keys), float64(l.Bits), l.K)
+		now += sh.FPRNow
+		formula += sh.FPRFormula
+		br.Missing += sh.Missing
+	}
+	br.Held = int64(n) - br.Missing
+	br.FPRNow = now / float64(l.Shards)
+	br.FPRFormula = formula / float64(l.Shards)
+	need := l2bloom.BitsFor(n, l.Shards, l.K, target)
+	br.Sizing = Sizing{TargetFPR: target, BitsNeeded: need, BytesNeeded: int64((need+7)/8) * int64(l.Shards),
+		BitsLive: l.Bits, BytesLive: l.ShardBytes() * int64(l.Shards),
+		LiveFPRTruth: l2bloom.Formula(float64(n)/float64(l.Shards), float64(l.Bits), l.K)}
+}
+
+func pow(x float64, k int) float64 {
+	r := 1.0
+	for range k {
+		r *= x
+	}
+	return r
+}

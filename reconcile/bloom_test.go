@@ -1,0 +1,255 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The L2 bloom's reference, written here from DESIGN's words and not from
+// the product's code: shard = hi mod N; bit j = (lo + j·hi) mod 2^64 mod M
+// (uint64 arithmetic wraps mod 2^64); bit b is Redis bit offset b, the
+// high bit of byte b/8 first.
+type refBloom struct {
+	shards, m uint64
+	k         int
+	bytes     [][]byte
+}
+
+func newRefBloom(shards, m uint64, k int) *refBloom {
+	b := &refBloom{shards: shards, m: m, k: k}
+	for range shards {
+		b.bytes = append(b.bytes, make([]byte, (m+7)/8))
+	}
+	return b
+}
+
+func (b *refBloom) places(fp [2]uint64) (uint64, []uint64) {
+	var pos []uint64
+	for j := range uint64(b.k) {
+		pos = append(pos, (fp[1]+j*fp[0])%b.m)
+	}
+	return fp[0] % b.shards, pos
+}
+
+func (b *refBloom) add(fp [2]uint64) {
+	s, pos := b.places(fp)
+	for _, p := range pos {
+		b.bytes[s][p/8] |= 0x80 >> (p % 8)
+	}
+}
+
+func (b *refBloom) has(fp [2]uint64) bool {
+	s, pos := b.places(fp)
+	for _, p := range pos {
+		if b.bytes[s][p/8]&(0x80>>(p%8)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *refBloom) ones(s int) int64 {
+	var n int
+	for _, c := range b.bytes[s] {
+		n += bits.OnesCount8(c)
+	}
+	return int64(n)
+}
+
+// bloomTruth builds an index of n keys (the default hash, xxh3: a bloom
+// takes any) and returns its fingerprints, as dump prints them.
+func bloomTruth(t *testing.T, dir string, n int) (hexes []string, fps [][2]uint64) {
+	t.Helper()
+	var sb strings.Builder
+	for i := range n {
+		fmt.Fprintf(&sb, "event-%d\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "keys.txt"), []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fpdedup(t, dir, nil, "build", "-o", "truth.fpx", "keys.txt").want(t, 0)
+	hexes = dump(t, dir, "truth.fpx")
+	for _, h := range hexes {
+		b, err := hex.DecodeString(h)
+		if err != nil || len(b) != 16 {
+			t.Fatalf("dump printed %q", h)
+		}
+		var fp [2]uint64
+		for i := range 8 {
+			fp[0] = fp[0]<<8 | uint64(b[i])
+			fp[1] = fp[1]<<8 | uint64(b[8+i])
+		}
+		fps = append(fps, fp)
+	}
+	if len(fps) != n {
+		t.Fatalf("%d fingerprints, want %d", len(fps), n)
+	}
+	return hexes, fps
+}
+
+// bloomCase is one layout against one server (a database of one Redis, or
+// the Cluster).
+type bloomCase struct {
+	c      redis.Cmdable
+	url    func(query string) string
+	tmpl   string // the key template, * for the shard
+	n      int
+	layout struct {
+		shards, m uint64
+		k         int
+	}
+	mem string
+}
+
+func (bc *bloomCase) key(s uint64) string {
+	return strings.Replace(bc.tmpl, "*", fmt.Sprint(s), 1)
+}
+
+func (bc *bloomCase) query() string {
+	return fmt.Sprintf("bloom=%s&shards=%d&bits=%d&k=%d", bc.tmpl, bc.layout.shards, bc.layout.m, bc.layout.k)
+}
+
+// run: 90% of the truth's keys are set online (by the reference); the
+// audit must find exactly the others that the 90% do not happen to cover,
+// shard by shard; --apply must make every shard equal to the reference
+// of all keys, after which an audit finds nothing missing.
+func (bc *bloomCase) run(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	hexes, fps := bloomTruth(t, dir, bc.n)
+	l := bc.layout
+	online, all := newRefBloom(l.shards, l.m, l.k), newRefBloom(l.shards, l.m, l.k)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, fp := range fps {
+		if r.IntN(10) != 0 {
+			online.add(fp)
+		}
+		all.add(fp)
+	}
+	var missing []string
+	perShard := make([]int64, l.shards)
+	for i, fp := range fps {
+		if !online.has(fp) {
+			missing = append(missing, hexes[i])
+			perShard[fp[0]%l.shards]++
+		}
+	}
+	if len(missing) < bc.n/20 {
+		t.Fatalf("the reference left only %d of %d keys out: a test that cannot tell", len(missing), bc.n)
+	}
+	for s := range l.shards {
+		if err := bc.c.Set(ctx, bc.key(s), online.bytes[s], 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := bc.url(bc.query())
+	args := []string{"reconcile", "--index", "truth.fpx", "--online", url, "--report", "r.json", "--missing", "missing.fpx"}
+	if bc.mem != "" {
+		args = append(args, "--mem", bc.mem)
+	}
+	res := fpdedup(t, dir, nil, args...).want(t, 1)
+	rep := readReport(t, filepath.Join(dir, "r.json"))
+	if got := dump(t, dir, "missing.fpx"); !slices.Equal(got, missing) {
+		t.Fatalf("missing.fpx: %d fingerprints, want %d", len(got), len(missing))
+	}
+	wantCounts(t, rep.Counts, int64(bc.n-len(missing)), int64(len(missing)), -1)
+	b := rep.Bloom
+	if rep.Mode != "bloom-audit" || b == nil || len(b.Shards) != int(l.shards) || b.Missing != int64(len(missing)) {
+		t.Fatalf("report: mode %s, bloom %+v", rep.Mode, b)
+	}
+	for s, sh := range b.Shards {
+		var keys int64
+		for _, fp := range fps {
+			if fp[0]%l.shards == uint64(s) {
+				keys++
+			}
+		}
+		if sh.Key != bc.key(uint64(s)) || sh.SetBits != online.ones(s) || sh.Missing != perShard[s] || sh.Keys != keys {
+			t.Fatalf("shard %d: %+v; want key %s, %d set bits, %d missing, %d keys", s, sh, bc.key(uint64(s)), online.ones(s), perShard[s], keys)
+		}
+	}
+	if !strings.Contains(res.stderr, "sizing:") || !strings.Contains(res.stderr, fmt.Sprintf("%d not", len(missing))) {
+		t.Fatalf("summary: %s", res.stderr)
+	}
+	if bc.mem != "" && b.Passes < 2 {
+		t.Fatalf("--mem %s: %d passes, want the bloom read in several", bc.mem, b.Passes)
+	}
+
+	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--apply").want(t, 0)
+	for s := range l.shards {
+		got, err := bc.c.Get(ctx, bc.key(s)).Bytes()
+		if err != nil || !slices.Equal(got, all.bytes[s]) {
+			t.Fatalf("shard %d after --apply: %d bytes (%v), not the reference bitmap of all keys", s, len(got), err)
+		}
+	}
+	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 0)
+}
+
+func TestBloomAudit(t *testing.T) {
+	c := redisDB(t, 12)
+	bc := &bloomCase{c: c, url: func(q string) string { return redisURL(t, 12, q) }, tmpl: "l2:bf:{*}", n: 40_000}
+	bc.layout.shards, bc.layout.m, bc.layout.k = 5, 100_003, 3 // M not a power of two, not a whole byte
+	bc.run(t)
+}
+
+// TestBloomAuditInPasses: shards of 12.5 MB, four of them, under --mem
+// 64MiB: the bloom is read in passes, one of which ends inside a shard.
+func TestBloomAuditInPasses(t *testing.T) {
+	c := redisDB(t, 13)
+	bc := &bloomCase{c: c, url: func(q string) string { return redisURL(t, 13, q) }, tmpl: "bf:*", n: 30_000, mem: "64MiB"}
+	bc.layout.shards, bc.layout.m, bc.layout.k = 4, 100_000_000, 2
+	bc.run(t)
+}
+
+func TestBloomAuditCluster(t *testing.T) {
+	c := clusterClient(t)
+	bc := &bloomCase{c: c, url: func(q string) string { return clusterURL(t, q) }, tmpl: "l2:bf:{*}", n: 40_000}
+	bc.layout.shards, bc.layout.m, bc.layout.k = 16, 1<<17, 3
+	bc.run(t)
+}
+
+// TestBloomShardKeys: a shard that is missing, of another type or of
+// another length is an error naming its key (exit 2), never "empty".
+func TestBloomShardKeys(t *testing.T) {
+	c := redisDB(t, 14)
+	ctx := context.Background()
+	dir := t.TempDir()
+	bloomTruth(t, dir, 100)
+	url := redisURL(t, 14, "bloom=bf:{*}&shards=3&bits=1000&k=3")
+	reset := func() {
+		for s := range 3 {
+			c.Set(ctx, fmt.Sprintf("bf:{%d}", s), make([]byte, 125), 0)
+		}
+	}
+	for _, cc := range []struct {
+		name  string
+		spoil func()
+		want  string
+	}{
+		{"missing", func() { c.Del(ctx, "bf:{1}") }, `bloom shard 1: key "bf:{1}" does not exist`},
+		{"a set", func() { c.Del(ctx, "bf:{2}"); c.SAdd(ctx, "bf:{2}", "x") }, `key "bf:{2}" holds a set, not a bitmap string`},
+		{"short", func() { c.Set(ctx, "bf:{0}", make([]byte, 124), 0) }, `key "bf:{0}" is 124 bytes, the layout's shard is 125`},
+		{"other bits=", func() { c.SetBit(ctx, "bf:{2}", 1000, 1) }, `key "bf:{2}" is 126 bytes`},
+	} {
+		t.Run(cc.name, func(t *testing.T) {
+			reset()
+			cc.spoil()
+			r := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--report", "r.json").want(t, 2)
+			if !strings.Contains(r.stderr, cc.want) {
+				t.Fatalf("stderr %q, want %q in it", r.stderr, cc.want)
+			}
+		})
+	}
+	reset()
+	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 1)
+}
