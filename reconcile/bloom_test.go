@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/zeebo/xxh3"
 )
 
 // The L2 bloom's reference, written here from DESIGN's words and not from
@@ -252,4 +253,73 @@ func TestBloomShardKeys(t *testing.T) {
 	}
 	reset()
 	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 1)
+}
+
+// TestBloomAgreesWithReplay: replay and the audit place a key's bits
+// where the reference does. Replay's lost keys are the reference's (a key
+// is lost when the keys accepted before it set all its bits; XXH3-128 from
+// the library, as replay and build hash by default); --apply of the
+// accepted keys writes the reference's bitmap of them (replay's lost keys
+// alone would not tell positions renumbered within a shard); and that
+// bloom holds every key, the lost ones included.
+func TestBloomAgreesWithReplay(t *testing.T) {
+	c := redisDB(t, 15)
+	ctx := context.Background()
+	dir := t.TempDir()
+	var all, accepted strings.Builder
+	for i := range 20_000 {
+		fmt.Fprintf(&all, "order-%d\n", i)
+	}
+	write := func(name, s string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("all.txt", all.String())
+	fpdedup(t, dir, nil, "replay", "--l2", "shards=4,bits=2^14,k=2", "--lost", "lost.txt", "all.txt").want(t, 0)
+	lostB, err := os.ReadFile(filepath.Join(dir, "lost.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := map[string]bool{}
+	for _, l := range strings.Fields(string(lostB)) {
+		lost[l] = true
+	}
+	ref := newRefBloom(4, 1<<14, 2)
+	for l := range strings.FieldsSeq(all.String()) {
+		h := xxh3.Hash128([]byte(l))
+		fp := [2]uint64{h.Hi, h.Lo}
+		if ref.has(fp) != lost[l] {
+			t.Fatalf("%s: the reference says lost %v, replay %v", l, ref.has(fp), lost[l])
+		}
+		if !lost[l] {
+			ref.add(fp)
+		}
+	}
+	if len(lost) < 1000 {
+		t.Fatalf("replay lost %d keys: too few for the test to tell", len(lost))
+	}
+	for l := range strings.FieldsSeq(all.String()) {
+		if !lost[l] {
+			accepted.WriteString(l + "\n")
+		}
+	}
+	write("accepted.txt", accepted.String())
+	fpdedup(t, dir, nil, "build", "-o", "accepted.fpx", "accepted.txt").want(t, 0)
+	fpdedup(t, dir, nil, "build", "-o", "all.fpx", "all.txt").want(t, 0)
+	for s := range 4 {
+		c.Set(ctx, fmt.Sprintf("r:{%d}", s), make([]byte, 1<<11), 0)
+	}
+	url := redisURL(t, 15, "bloom=r:{*}&shards=4&bits=2^14&k=2")
+	fpdedup(t, dir, nil, "reconcile", "--index", "accepted.fpx", "--online", url, "--apply").want(t, 0)
+	for s := range 4 {
+		got, err := c.Get(ctx, fmt.Sprintf("r:{%d}", s)).Bytes()
+		if err != nil || !slices.Equal(got, ref.bytes[s]) {
+			t.Fatalf("shard %d after --apply of the accepted keys: not the reference's bitmap (%v)", s, err)
+		}
+	}
+	fpdedup(t, dir, nil, "reconcile", "--index", "all.fpx", "--online", url, "--report", "r.json").want(t, 0)
+	if rep := readReport(t, filepath.Join(dir, "r.json")); rep.Bloom == nil || rep.Bloom.Held != 20_000 {
+		t.Fatalf("the audit holds %+v of 20000 keys", rep.Bloom)
+	}
 }
