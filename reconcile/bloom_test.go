@@ -323,3 +323,101 @@ func TestBloomAgreesWithReplay(t *testing.T) {
 		t.Fatalf("the audit holds %+v of 20000 keys", rep.Bloom)
 	}
 }
+
+// TestBloomRebuild: --rebuild-shard all makes each shard the truth's
+// bitmap ORed with every bit set online, before it and during it: a writer
+// keeps setting bits while the shards are rebuilt, and none of its bits,
+// nor any set before that the truth does not set, is lost.
+func TestBloomRebuild(t *testing.T) {
+	c := redisDB(t, 11)
+	ctx := context.Background()
+	dir := t.TempDir()
+	_, fps := bloomTruth(t, dir, 30_000)
+	const shards, m, k = 3, 100_000_000, 3
+	want, before := newRefBloom(shards, m, k), newRefBloom(shards, m, k)
+	r := rand.New(rand.NewPCG(9, 10))
+	for i, fp := range fps {
+		if i%2 == 0 {
+			before.add(fp)
+		}
+		want.add(fp)
+	}
+	for s := range shards {
+		for range 1000 { // bits the truth has no key for
+			p := r.Uint64N(m)
+			before.bytes[s][p/8] |= 0x80 >> (p % 8)
+			want.bytes[s][p/8] |= 0x80 >> (p % 8)
+		}
+		if err := c.Set(ctx, fmt.Sprintf("rb:{%d}", s), before.bytes[s], 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := redisURL(t, 11, fmt.Sprintf("bloom=rb:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
+
+	dry := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "1", "--dry-run").want(t, 1)
+	if !strings.Contains(dry.stdout, "REBUILD rb:{1} from ") || strings.Count(dry.stdout, "\n") != 1 {
+		t.Fatalf("--dry-run printed %q", dry.stdout)
+	}
+	if got, _ := c.Get(ctx, "rb:{1}").Bytes(); !slices.Equal(got, before.bytes[1]) {
+		t.Fatal("--dry-run changed shard 1")
+	}
+
+	// The writer: SETBITs at random places until the rebuild has ended.
+	stop := make(chan struct{})
+	done := make(chan [][]uint64)
+	go func() {
+		w := rand.New(rand.NewPCG(11, 12))
+		set := make([][]uint64, shards)
+		for {
+			select {
+			case <-stop:
+				done <- set
+				return
+			default:
+			}
+			s, p := w.Uint64N(shards), w.Uint64N(m)
+			if err := c.SetBit(ctx, fmt.Sprintf("rb:{%d}", s), int64(p), 1).Err(); err != nil {
+				t.Error(err)
+				done <- set
+				return
+			}
+			set[s] = append(set[s], p)
+		}
+	}()
+	res := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "all", "--report", "r.json")
+	close(stop)
+	written := <-done
+	res.want(t, 0)
+	n := 0
+	for s := range shards {
+		for _, p := range written[s] {
+			want.bytes[s][p/8] |= 0x80 >> (p % 8)
+		}
+		n += len(written[s])
+		got, err := c.Get(ctx, fmt.Sprintf("rb:{%d}", s)).Bytes()
+		if err != nil || !slices.Equal(got, want.bytes[s]) {
+			t.Fatalf("shard %d after the rebuild: not the truth's bits OR the live ones (%v)", s, err)
+		}
+		if c.Exists(ctx, fmt.Sprintf("rb:{%d}:rebuild", s)).Val() != 0 {
+			t.Fatalf("rb:{%d}:rebuild is left behind", s)
+		}
+	}
+	if n < 100 {
+		t.Fatalf("the writer set %d bits during the rebuild: too few to tell", n)
+	}
+	rep := readReport(t, filepath.Join(dir, "r.json"))
+	if rb := rep.Rebuild; rb == nil || rb.Rebuilt != shards || rb.Keys != 30_000 || rb.BytesWritten != shards*m/8 {
+		t.Fatalf("report: %+v", rep.Rebuild)
+	}
+	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 0)
+
+	for _, bad := range []struct{ flag, want string }{
+		{"3", "--rebuild-shard 3: want all, or shard numbers 0 to 2"},
+		{"x", "want all, or shard numbers"},
+	} {
+		r := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", bad.flag).want(t, 2)
+		if !strings.Contains(r.stderr, bad.want) {
+			t.Fatalf("--rebuild-shard %s: %s", bad.flag, r.stderr)
+		}
+	}
+}

@@ -59,6 +59,11 @@ const (
 	BadRecordSpec                                // RecordSpec, completed from the index, is not a valid key spec
 	BadTargetFPR                                 // TargetFPR not in [0, 1)
 	TargetFPRNotBloom                            // TargetFPR with a target other than a bloom
+	RebuildNotBloom                              // Rebuild with a target other than a bloom
+	RebuildWithApply                             // Rebuild with Apply or Probe
+	RebuildNeedsHashTag                          // Rebuild in a Cluster, the shard not in the template's hash tag (Value: the template)
+	RebuildShardRange                            // Rebuild of a shard past the layout's (Value: it; Target: the shard count)
+	RebuildNeedsMem                              // Rebuild with Mem under a shard and 64 MiB (Value: the bytes needed)
 )
 
 func (e *OptionError) Error() string {
@@ -93,6 +98,16 @@ func (e *OptionError) Error() string {
 		return "TargetFPR is a rate between 0 and 1"
 	case TargetFPRNotBloom:
 		return "TargetFPR sizes a bloom (?bloom=…): other online sides hold keys, not bits"
+	case RebuildNotBloom:
+		return "Rebuild is for a bloom's shards (?bloom=…)"
+	case RebuildWithApply:
+		return "Rebuild writes whole shards: not with Apply or Probe"
+	case RebuildNeedsHashTag:
+		return fmt.Sprintf("Rebuild in a Redis Cluster needs the shard number in the keys' hash tag (bloom=l2:bf:{*}), so that a shard and its rebuilt copy share a slot; %s does not", e.Value)
+	case RebuildShardRange:
+		return fmt.Sprintf("Rebuild of shard %s: the layout has %s (0 to %s-1)", e.Value, e.Target, e.Target)
+	case RebuildNeedsMem:
+		return fmt.Sprintf("Rebuild holds a shard in memory: Mem must be at least %s bytes", e.Value)
 	}
 	return fmt.Sprintf("OptionRule(%d)", int(e.Rule))
 }
@@ -330,6 +345,9 @@ type ApplyInterruptedError struct {
 	CheckpointSaved bool
 	CheckpointLast  string // the last fingerprint the checkpoint covers; "" none yet
 	CheckpointErr   error  // why the checkpoint could not be saved
+	// Rebuilt is how many shards of Rebuild a rebuild (Options.Rebuild)
+	// had swapped in; Rebuild, how many it was asked for (0: an apply).
+	Rebuilt, Rebuild int64
 	// Cause is the context's cause (context.Cause): the signal for the
 	// CLI, context.Canceled for a plain cancel.
 	Cause error
@@ -339,6 +357,9 @@ type ApplyInterruptedError struct {
 }
 
 func (e *ApplyInterruptedError) Error() string {
+	if e.Rebuild > 0 {
+		return fmt.Sprintf("rebuild interrupted (%v) after swapping in %d of %d shards on %s; %s", e.Cause, e.Rebuilt, e.Rebuild, e.Target, RebuildRerun)
+	}
 	msg := fmt.Sprintf("applying interrupted (%v) after writing %d keys to %s", e.Cause, e.Written, e.Target)
 	switch {
 	case e.Checkpoint != "" && e.CheckpointSaved:
@@ -352,6 +373,9 @@ func (e *ApplyInterruptedError) Error() string {
 	}
 	return msg
 }
+
+// RebuildRerun says what rerunning an interrupted rebuild does.
+const RebuildRerun = "the others are as they were; rerun to rebuild them (a shard rebuilt again clears no bit)"
 
 // Unwrap gives the cause and, when the cause is another error, ctx.Err():
 // errors.Is(err, context.Canceled) holds whatever the cause.

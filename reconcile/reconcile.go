@@ -58,6 +58,11 @@ type Options struct {
 	// one each is published as soon as it is complete.
 	Group *atomicfile.Group
 
+	// Rebuild lists the bloom shards to rebuild from the truth (after the
+	// audit): each written whole beside the live one, then ORed with it
+	// and swapped in, atomically on its node. Not with Apply.
+	Rebuild []uint64
+
 	// TargetFPR is the false-positive rate a bloom audit sizes the L2 for
 	// (0: DefaultTargetFPR).
 	TargetFPR float64
@@ -133,8 +138,34 @@ func (o *Options) check() error {
 	if o.TargetFPR != 0 && t.Kind != RedisBloom {
 		return &OptionError{Rule: TargetFPRNotBloom}
 	}
+	if len(o.Rebuild) > 0 {
+		if err := o.checkRebuild(); err != nil {
+			return err
+		}
+	}
 	if o.Rate < 0 || o.ReadRate < 0 {
 		return &OptionError{Rule: NegativeRate}
+	}
+	return nil
+}
+
+func (o *Options) checkRebuild() error {
+	t := o.Target
+	switch {
+	case t.Kind != RedisBloom:
+		return &OptionError{Rule: RebuildNotBloom}
+	case o.Apply || o.Probe:
+		return &OptionError{Rule: RebuildWithApply}
+	case t.Cluster && !hashTagHoldsShard(t.BloomKeys):
+		return &OptionError{Rule: RebuildNeedsHashTag, Value: string(t.BloomKeys)}
+	}
+	for _, s := range o.Rebuild {
+		if s >= t.Bloom.Shards {
+			return &OptionError{Rule: RebuildShardRange, Value: fmt.Sprint(s), Target: fmt.Sprint(t.Bloom.Shards)}
+		}
+	}
+	if need := t.Bloom.ShardBytes() + 64<<20; o.Mem < need {
+		return &OptionError{Rule: RebuildNeedsMem, Value: fmt.Sprint(need)}
 	}
 	return nil
 }
@@ -190,6 +221,10 @@ func cancelled(ctx context.Context, o *Options, rep *Report, err error) error {
 	var ie *ApplyInterruptedError
 	if errors.As(err, &ie) {
 		return err
+	}
+	if rs := rep.Rebuild; rs != nil && !o.DryRun && rs.Rebuilt > 0 {
+		return &ApplyInterruptedError{Target: o.Target.Redacted, Rebuilt: rs.Rebuilt, Rebuild: int64(len(rs.Shards)),
+			Cause: context.Cause(ctx), ctxErr: ctx.Err()}
 	}
 	if as := rep.Apply; as != nil && !o.DryRun && as.Written > 0 {
 		// Cancelled after the apply returned, or as it returned with
@@ -258,8 +293,13 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 			return err
 		}
 	}
-	if o.writes() {
+	if o.writes() && len(o.Rebuild) == 0 {
 		if err := applyMissing(ctx, o, rep, src, x, missing, d.spool, wide, digests); err != nil {
+			return err
+		}
+	}
+	if len(o.Rebuild) > 0 {
+		if err := rebuildShards(ctx, o, rep, src.(*bloomSource), x); err != nil {
 			return err
 		}
 	}

@@ -11,22 +11,23 @@ import (
 // Report is the figures of a run: what a caller writes as its JSON report
 // (the CLI adds its error message and exit code) and makes its summary of.
 type Report struct {
-	Command string       `json:"command"`
-	Version string       `json:"version,omitempty"`
-	Started string       `json:"started"`
-	Index   IndexInfo    `json:"index"`
-	Online  OnlineInfo   `json:"online"`
-	Mode    string       `json:"mode"`
-	Counts  Counts       `json:"counts"`
-	Samples Samples      `json:"samples"`
-	Outputs Outputs      `json:"outputs"`
-	Records *RecordStats `json:"records,omitempty"`
-	Apply   *ApplyStats  `json:"apply,omitempty"`
-	Bloom   *BloomReport `json:"bloom,omitempty"`      // an audit of the L2 bloom
-	Missing int64        `json:"missing_online_after"` // only offline, after Apply
-	Agree   bool         `json:"agree"`
-	Timings Timings      `json:"timings"`
-	Memory  Memory       `json:"memory"`
+	Command string        `json:"command"`
+	Version string        `json:"version,omitempty"`
+	Started string        `json:"started"`
+	Index   IndexInfo     `json:"index"`
+	Online  OnlineInfo    `json:"online"`
+	Mode    string        `json:"mode"`
+	Counts  Counts        `json:"counts"`
+	Samples Samples       `json:"samples"`
+	Outputs Outputs       `json:"outputs"`
+	Records *RecordStats  `json:"records,omitempty"`
+	Apply   *ApplyStats   `json:"apply,omitempty"`
+	Bloom   *BloomReport  `json:"bloom,omitempty"` // an audit of the L2 bloom
+	Rebuild *RebuildStats `json:"rebuild,omitempty"`
+	Missing int64         `json:"missing_online_after"` // only offline, after Apply
+	Agree   bool          `json:"agree"`
+	Timings Timings       `json:"timings"`
+	Memory  Memory        `json:"memory"`
 	// Warnings are what the run went on despite (records keyed otherwise
 	// than the index, under Options.RecordReading.Assume).
 	Warnings []string `json:"warnings,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 type reconcileOptions struct {
 	index, online, passwordFile string
 	probe                       bool
+	rebuild                     string
 	fpr                         float64
 	onlineFormat                string
 	report, missing, extra      string
@@ -158,6 +160,7 @@ written online and how to resume from --checkpoint.`,
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for sorted runs and temporary indexes")
 	f.IntVar(&o.samples, "samples", 20, "fingerprints of each side listed in the report")
 	f.Float64Var(&o.fpr, "fpr", 0, "bloom audit: the false-positive rate to size the L2 for (0: 0.01)")
+	f.StringVar(&o.rebuild, "rebuild-shard", "", "bloom: after the audit, rebuild shards `S|S,S…|all` from the truth (written beside, ORed with the live bits, swapped in atomically)")
 	return cmd
 }
 
@@ -231,6 +234,14 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 			return opts, err
 		}
 	}
+	if o.rebuild != "" {
+		if t.Kind != reconcile.RedisBloom {
+			return opts, usageErrorf("--rebuild-shard is for a bloom (--online redis://…?bloom=…)")
+		}
+		if opts.Rebuild, err = parseShardList(o.rebuild, t.Bloom.Shards); err != nil {
+			return opts, err
+		}
+	}
 	if o.batch < 1 || o.conns < 1 || o.retries < 0 || o.samples < 0 {
 		return opts, usageErrorf("--batch and --conns must be at least 1, --retries and --samples at least 0")
 	}
@@ -292,7 +303,8 @@ func finishReconcile(ctx context.Context, j *job, o *reconcileOptions, rep *reco
 	}
 	// Once --apply has written keys online the work is done: the outputs
 	// are published whatever signal comes now.
-	j.final = rep.Apply != nil && !rep.Apply.DryRun && rep.Apply.Written > 0
+	j.final = rep.Apply != nil && !rep.Apply.DryRun && rep.Apply.Written > 0 ||
+		rep.Rebuild != nil && !rep.Rebuild.DryRun && rep.Rebuild.Rebuilt > 0
 	reconcileSummary(j, rep)
 	figures := map[string]any{"reconcile": out}
 	if !rep.Agree {
@@ -375,6 +387,14 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 			j.summary("reconcile: %d records without a key were skipped (--on-bad)", rs.Bad)
 		}
 	}
+	if b := r.Rebuild; b != nil {
+		verb := "rebuilt"
+		if b.DryRun {
+			verb = "would be rebuilt"
+		}
+		j.summary("reconcile: %d of %d shards %s on %s from %d truth keys (%d bits), %s written, %d bits set after, %.2f s",
+			max(b.Rebuilt, int64(len(b.Shards))*boolInt(b.DryRun)), len(b.Shards), verb, b.Target, b.Keys, b.BitsTruth, units.FormatBytes(b.BytesWritten), b.BitsAfter, b.Seconds)
+	}
 	if a := r.Apply; a != nil {
 		verb := "written"
 		if a.DryRun {
@@ -408,4 +428,34 @@ func bloomSummary(j *job, b *reconcile.BloomReport) {
 	z := b.Sizing
 	j.summary("reconcile: sizing: the live %s gives %.4f%% now (the formula: %.4f%% for the truth's keys); %.4f%% needs %d bits a shard, %s in all (live: %s)",
 		b.Layout, 100*b.FPRNow, 100*z.LiveFPRTruth, 100*z.TargetFPR, z.BitsNeeded, units.FormatBytes(z.BytesNeeded), units.FormatBytes(z.BytesLive))
+}
+
+// parseShardList reads --rebuild-shard: "all", or shard numbers below n,
+// comma-separated.
+func parseShardList(s string, n uint64) ([]uint64, error) {
+	if s == "all" {
+		all := make([]uint64, n)
+		for i := range all {
+			all[i] = uint64(i)
+		}
+		return all, nil
+	}
+	var list []uint64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil || v >= n {
+			return nil, usageErrorf("--rebuild-shard %s: want all, or shard numbers 0 to %d, comma-separated", s, n-1)
+		}
+		if !slices.Contains(list, v) {
+			list = append(list, v)
+		}
+	}
+	return list, nil
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 
+	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/reconcile"
 )
 
@@ -123,6 +125,17 @@ func sayOptionError(e *reconcile.OptionError) string {
 		return "--rate and --read-rate must be positive"
 	case reconcile.BadTargetFPR:
 		return "--fpr is a rate between 0 and 1, such as 0.01"
+	case reconcile.RebuildNotBloom:
+		return "--rebuild-shard is for a bloom (--online redis://…?bloom=…)"
+	case reconcile.RebuildWithApply:
+		return "--rebuild-shard writes whole shards: not with --apply or --probe (it sets the missing keys' bits too)"
+	case reconcile.RebuildNeedsHashTag:
+		return fmt.Sprintf("--rebuild-shard in a Redis Cluster needs the shard number in the keys' hash tag (bloom=l2:bf:{*}), so that a shard and its rebuilt copy share a slot; bloom=%s does not", e.Value)
+	case reconcile.RebuildShardRange:
+		return fmt.Sprintf("--rebuild-shard %s: the layout has %s shards", e.Value, e.Target)
+	case reconcile.RebuildNeedsMem:
+		n, _ := strconv.ParseInt(e.Value, 10, 64)
+		return fmt.Sprintf("--rebuild-shard holds a shard in memory: it needs --mem %s at least", units.FormatBytes(n))
 	case reconcile.TargetFPRNotBloom:
 		return "--fpr sizes a bloom (--online redis://…?bloom=…): other online sides hold keys, not bits"
 	}
@@ -144,6 +157,9 @@ func reconcileFileFlag(r reconcile.FileRole) string {
 // sayApplyInterrupted is the error of an interrupted --apply, as the
 // report says it.
 func sayApplyInterrupted(e *reconcile.ApplyInterruptedError) string {
+	if e.Rebuild > 0 {
+		return fmt.Sprintf("--rebuild-shard interrupted (%v) after swapping in %d of %d shards on %s; %s", e.Cause, e.Rebuilt, e.Rebuild, e.Target, reconcile.RebuildRerun)
+	}
 	msg := fmt.Sprintf("--apply interrupted (%v) after writing %d keys to %s", e.Cause, e.Written, e.Target)
 	switch {
 	case e.Checkpoint != "" && e.CheckpointSaved:
@@ -162,6 +178,9 @@ func sayApplyInterrupted(e *reconcile.ApplyInterruptedError) string {
 // online, and how to resume (after "interrupted by SIGNAL; "): keys were
 // written, so "nothing was published" would be false.
 func applyInterruptedText(e *reconcile.ApplyInterruptedError) string {
+	if e.Rebuild > 0 {
+		return fmt.Sprintf("--rebuild-shard had swapped in %d of %d shards on %s; %s", e.Rebuilt, e.Rebuild, e.Target, reconcile.RebuildRerun)
+	}
 	msg := fmt.Sprintf("--apply had written %d keys to %s", e.Written, e.Target)
 	switch {
 	case e.Checkpoint != "" && e.CheckpointSaved:
