@@ -425,7 +425,11 @@ func (b *bloomSource) readSpans(ctx context.Context, spans []bloomSpan, first ui
 			return nil
 		})
 		if err != nil {
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			return fmt.Errorf("reading the bloom on %s failed at %s (%d bytes of the bloom read, %d retries a read): %w; rerun the audit when the server answers",
+				b.t.Redacted, batch[0].key, br.BytesRead, b.o.Retries, err)
 		}
 		for _, ch := range batch {
 			br.BytesRead += int64(len(ch.dst))

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
@@ -11,9 +12,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/zeebo/xxh3"
+
+	"github.com/fpdedup/fpdedup/reconcile"
 )
 
 // The L2 bloom's reference, written here from DESIGN's words and not from
@@ -418,6 +422,90 @@ func TestBloomRebuild(t *testing.T) {
 		r := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", bad.flag).want(t, 2)
 		if !strings.Contains(r.stderr, bad.want) {
 			t.Fatalf("--rebuild-shard %s: %s", bad.flag, r.stderr)
+		}
+	}
+}
+
+// TestBloomServerGone: the server taken away (the proxy in front of it
+// shuts) in the middle of the audit's GETRANGE reads, then of --apply's
+// SETBITs: each ends with exit 2 and an error naming the server, never a
+// short success; with a proxy that listens again, the audit's retries
+// finish it whole; and the --apply resumed from its checkpoint leaves
+// every shard equal to the reference of all keys, no bit cleared.
+func TestBloomServerGone(t *testing.T) {
+	c := redisDB(t, 10)
+	ctx := context.Background()
+	dir := t.TempDir()
+	_, fps := bloomTruth(t, dir, 40_000)
+	const shards, m, k = 4, 8_000_000, 3
+	online, all := newRefBloom(shards, m, k), newRefBloom(shards, m, k)
+	for i, fp := range fps {
+		if i%3 != 0 {
+			online.add(fp)
+		}
+		all.add(fp)
+	}
+	for s := range shards {
+		c.Set(ctx, fmt.Sprintf("g:{%d}", s), online.bytes[s], 0)
+	}
+	query := fmt.Sprintf("bloom=g:{*}&shards=%d&bits=%d&k=%d", shards, m, k)
+
+	gone := newTCPProxy(t, redisAddr(t), "getrange", 1<<20, 0)
+	r := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", fmt.Sprintf("redis://%s/10?%s", gone.addr, query),
+		"--retries", "1", "--timeout", "2s", "--report", "gone.json")
+	if !gone.wasShut() {
+		t.Fatalf("the proxy never cut the audit; run: %d %s", r.code, r.stderr)
+	}
+	r.want(t, 2)
+	if !strings.Contains(r.stderr, "reading the bloom on redis://"+gone.addr) || !strings.Contains(r.stderr, "rerun the audit") {
+		t.Fatalf("the audit's error: %s", r.stderr)
+	}
+
+	back := newTCPProxy(t, redisAddr(t), "getrange", 1<<20, 300*time.Millisecond)
+	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", fmt.Sprintf("redis://%s/10?%s", back.addr, query),
+		"--retries", "5", "--timeout", "2s", "--missing", "missing.fpx").want(t, 1)
+	if !back.wasShut() {
+		t.Fatal("the proxy never cut the audit")
+	}
+	wantMissing := 0
+	for _, fp := range fps {
+		if !online.has(fp) {
+			wantMissing++
+		}
+	}
+	if got := dump(t, dir, "missing.fpx"); len(got) != wantMissing {
+		t.Fatalf("the audit retried past the cut finds %d missing, want %d", len(got), wantMissing)
+	}
+
+	// The checkpoint belongs to the URL it was written for: the proxy
+	// listens again on its address, for the resumed run, once the cut run
+	// (no retries) has failed.
+	cut := newTCPProxy(t, redisAddr(t), "setbit", 16<<10, 2*time.Second)
+	cutURL := fmt.Sprintf("redis://%s/10?%s", cut.addr, query)
+	r = fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", cutURL,
+		"--apply", "--batch", "200", "--conns", "1", "--rate", "20k", "--checkpoint", "apply.ckpt", "--retries", "0", "--timeout", "2s")
+	if !cut.wasShut() {
+		t.Fatalf("the proxy never cut the apply; run: %d %s", r.code, r.stderr)
+	}
+	r.want(t, 2)
+	if _, err := os.Stat(filepath.Join(dir, "apply.ckpt")); err != nil {
+		t.Fatalf("no checkpoint after the cut apply: %v\n%s", err, r.stderr)
+	}
+	var ck reconcile.Checkpoint
+	if err := json.Unmarshal(must(os.ReadFile(filepath.Join(dir, "apply.ckpt"))), &ck); err != nil || ck.Written == 0 {
+		t.Fatalf("checkpoint %+v %v", ck, err)
+	}
+	<-cut.opened
+	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", cutURL,
+		"--apply", "--checkpoint", "apply.ckpt", "--report", "resumed.json").want(t, 0)
+	// The keys the cut run wrote are held now: the resumed audit does not
+	// count them missing.
+	if a := readReport(t, filepath.Join(dir, "resumed.json")).Apply; a == nil || a.Keys > int64(wantMissing)-ck.Written || a.Written != a.Keys {
+		t.Fatalf("the resumed --apply: %+v, after a checkpoint of %d keys of %d missing", a, ck.Written, wantMissing)
+	}
+	for s := range shards {
+		if got, _ := c.Get(ctx, fmt.Sprintf("g:{%d}", s)).Bytes(); !slices.Equal(got, all.bytes[s]) {
+			t.Fatalf("shard %d after the resumed --apply: not the reference of all keys", s)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/l2bloom"
 )
 
 func TestParseURL(t *testing.T) {
@@ -37,12 +38,19 @@ func TestParseURL(t *testing.T) {
 		{"redis://h1:1?match=a*&addr=h2:2&addr=h3:3", Target{Kind: RedisKeys, Addr: "h1:1", Seeds: []string{"h1:1", "h2:2", "h3:3"}, Cluster: true, Prefix: "a", ScanCount: 1000}},
 		{"redis://h1:1/?match=a*&cluster=1", Target{Kind: RedisKeys, Addr: "h1:1", Seeds: []string{"h1:1"}, Cluster: true, Prefix: "a", ScanCount: 1000}},
 		{"redis://h1:1/2?match=a*&cluster=0", Target{Kind: RedisKeys, Addr: "h1:1", DB: 2, Prefix: "a", ScanCount: 1000}},
+		{"redis://h:1/0?bloom=l2:bf:{*}&shards=16&bits=2^33&k=3", Target{Kind: RedisBloom, Addr: "h:1", BloomKeys: "l2:bf:{*}", Bloom: l2bloom.Layout{Shards: 16, Bits: 1 << 33, K: 3}}},
+		{"redis://h1:1,h2:2/?bloom=bf*&shards=3&bits=1GiB&k=7", Target{Kind: RedisBloom, Addr: "h1:1", Seeds: []string{"h1:1", "h2:2"}, Cluster: true, BloomKeys: "bf*", Bloom: l2bloom.Layout{Shards: 3, Bits: 8 << 30, K: 7}}},
 	}
 	for _, c := range ok {
 		got, err := ParseURL(c.in)
 		if err != nil {
 			t.Errorf("%s: %v", c.in, err)
 			continue
+		}
+		// Every parameter of ours is printed as it is: only a value that
+		// is not ours (a password=) is replaced.
+		if strings.Contains(got.Redacted, "xxxxx") {
+			t.Errorf("%s is printed %s", c.in, got.Redacted)
 		}
 		got.Redacted = ""
 		if !reflect.DeepEqual(*got, c.want) {
@@ -56,6 +64,13 @@ func TestParseURL(t *testing.T) {
 		{"redis://h/0?match=a*b*", "literal prefix"},
 		{"redis://h/0?match=abc", "literal prefix"},
 		{"redis://h/0?match=a*&set=s", "exclude each other"},
+		{"redis://h/0?set=s&bloom=b*&shards=1&bits=8&k=1", "exclude each other"},
+		{"redis://h/0?bloom=b&shards=1&bits=8&k=1", "exactly one '*'"},
+		{"redis://h/0?bloom=b*&shards=1&bits=8", "needs its layout"},
+		{"redis://h/0?bloom=b*&shards=0&bits=8&k=1", "shards=0: want 1 to"},
+		{"redis://h/0?bloom=b*&shards=2&bits=2^44&k=1", "want 2^0 to 2^43"},
+		{"redis://h/0?bloom=b*&shards=2&bits=8&k=33", "k=33: want 1 to 32"},
+		{"redis://h/0?bloom=b*&shards=2&bits=8&k=1&hex=32", `unknown parameter "hex"`},
 		{"redis://h1:1,h2:2/3?match=a*", "only database 0"},
 		{"redis://h1:1?match=a*&addr=h2:2&cluster=0", "contradicts"},
 		{"redis://u:hunter2@h1,h2:2/0?match=a*", "holds a password"},

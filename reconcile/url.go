@@ -378,7 +378,8 @@ func parseMySQLURL(t *Target, u *url.URL, q *params) error {
 
 // urlParams are the parameters a URL may hold; any other is refused, and
 // its value is never printed (it may be a password=).
-var urlParams = map[string]bool{"match": true, "set": true, "count": true, "hex": true, "addr": true, "cluster": true, "table": true, "column": true, "where": true}
+var urlParams = map[string]bool{"match": true, "set": true, "count": true, "hex": true, "addr": true, "cluster": true, "table": true, "column": true, "where": true,
+	"bloom": true, "shards": true, "bits": true, "k": true}
 
 // redactURL is u as every message, report and figure prints it: the one
 // redaction. A password in the user info is left out, and so is a user
