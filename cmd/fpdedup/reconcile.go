@@ -366,11 +366,12 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 	if r.Counts.OnlyOnline >= 0 {
 		online = fmt.Sprint(r.Counts.OnlyOnline)
 	}
-	j.summary("reconcile (%s): %d offline, %d online values read; both %d, only offline (missing online) %d, only online (unknown offline) %s; %.2f s, %s keys/s",
-		r.Mode, r.Index.Fingerprints, r.Online.Values, r.Counts.Both, r.Counts.OnlyOffline, online,
-		r.Timings.Compare, humanRate(r.Timings.KeysPerSecond))
 	if b := r.Bloom; b != nil {
-		bloomSummary(j, b)
+		bloomSummary(j, r, b)
+	} else {
+		j.summary("reconcile (%s): %d offline, %d online values read; both %d, only offline (missing online) %d, only online (unknown offline) %s; %.2f s, %s keys/s",
+			r.Mode, r.Index.Fingerprints, r.Online.Values, r.Counts.Both, r.Counts.OnlyOffline, online,
+			r.Timings.Compare, humanRate(r.Timings.KeysPerSecond))
 	}
 	if r.Online.Bad > 0 {
 		j.summary("reconcile: %d online values are not fingerprints, e.g. %s", r.Online.Bad, strings.Join(r.Online.BadSamples[:min(3, len(r.Online.BadSamples))], ", "))
@@ -412,9 +413,10 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 
 // bloomSummary is an audit's per-shard table (the worst 16 shards by keys
 // missing when there are more) and its sizing.
-func bloomSummary(j *job, b *reconcile.BloomReport) {
-	j.summary("reconcile: bloom %s (%s), %d passes over the index, %s read: %d truth keys held, %d not",
-		b.Layout, b.Keys, b.Passes, units.FormatBytes(b.BytesRead), b.Held, b.Missing)
+func bloomSummary(j *job, r *reconcile.Report, b *reconcile.BloomReport) {
+	j.summary("reconcile (bloom-audit): %d truth keys, %d held by the bloom, %d not (a repeat of any of them passes L2 today); %s of %s (%s) read, %s over the index; %.2f s, %s keys/s",
+		r.Index.Fingerprints, b.Held, b.Missing, units.FormatBytes(b.BytesRead), b.Layout, b.Keys, counted(b.Passes, "pass"),
+		r.Timings.Compare, humanRate(r.Timings.KeysPerSecond))
 	shards := slices.Clone(b.Shards)
 	if len(shards) > 16 {
 		slices.SortStableFunc(shards, func(a, b reconcile.BloomShard) int { return cmp.Compare(b.Missing, a.Missing) })
