@@ -126,14 +126,14 @@ func (b *l1Bloom) reset() {
 // key's shard, never emptied. The shards are one array (shard s is words
 // s·wps … (s+1)·wps-1) in huge pages.
 type l2Bloom struct {
-	mem    []byte
-	words  []uint64
-	loc    l2bloom.Locator
-	m      uint64 // bits a shard
-	wps    uint64 // words per shard
-	k      int
-	n      []uint64   // keys added, per shard
-	rates  []fillRate // per shard
+	mem   []byte
+	words []uint64
+	loc   l2bloom.Locator
+	m     uint64 // bits a shard
+	wps   uint64 // words per shard
+	k     int
+	n     []uint64   // keys added, per shard
+	rates []fillRate // per shard
 }
 
 // l2Bytes is the memory of an L2 of shards × bits.
@@ -165,9 +165,9 @@ func (b *l2Bloom) bytes() int64 { return int64(len(b.mem)) }
 // positions writes fp's K bits, as indexes into the whole array, to pos,
 // and returns its shard.
 func (b *l2Bloom) positions(fp fpstore.Fingerprint, pos []uint64) uint64 {
-	s := b.loc.Shard(fp)
+	s := b.loc.Shard(fp.Hi)
 	base := s * b.wps * 64
-	b.loc.Bits(fp, pos)
+	b.loc.Bits(fp.Hi, fp.Lo, pos)
 	for j := range pos {
 		pos[j] += base
 	}

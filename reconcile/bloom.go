@@ -159,8 +159,8 @@ func (b *bloomSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 	pipe := b.c.Pipeline()
 	cmds := make([]*redis.IntCmd, 0, len(fps)*k)
 	for _, fp := range fps {
-		s := b.loc.Shard(fp)
-		b.loc.Bits(fp, pos)
+		s := b.loc.Shard(fp.Hi)
+		b.loc.Bits(fp.Hi, fp.Lo, pos)
 		for _, p := range pos {
 			key, off := b.bit(s, p)
 			cmds = append(cmds, pipe.GetBit(ctx, key, off))
@@ -185,8 +185,8 @@ func (b *bloomSource) Write(ctx context.Context, items []Item) error {
 	pos := make([]uint64, b.layout.K)
 	pipe := b.c.Pipeline()
 	for i := range items {
-		s := b.loc.Shard(items[i].FP)
-		b.loc.Bits(items[i].FP, pos)
+		s := b.loc.Shard(items[i].FP.Hi)
+		b.loc.Bits(items[i].FP.Hi, items[i].FP.Lo, pos)
 		for _, p := range pos {
 			key, off := b.bit(s, p)
 			pipe.SetBit(ctx, key, off, 1)
@@ -206,8 +206,8 @@ func (b *bloomSource) Plan(w io.Writer, items []Item) error {
 	pos := make([]uint64, b.layout.K)
 	var line []byte
 	for i := range items {
-		s := b.loc.Shard(items[i].FP)
-		b.loc.Bits(items[i].FP, pos)
+		s := b.loc.Shard(items[i].FP.Hi)
+		b.loc.Bits(items[i].FP.Hi, items[i].FP.Lo, pos)
 		for _, p := range pos {
 			key, off := b.bit(s, p)
 			line = append(line, "SETBIT "...)
@@ -330,7 +330,7 @@ func (c *comparison) audit(ctx context.Context) error {
 	err = c.index.Scan(func(fps []fpstore.Fingerprint) error {
 		for _, fp := range fps {
 			if unset[i>>6]&(1<<(i&63)) != 0 {
-				br.Shards[b.loc.Shard(fp)].Missing++
+				br.Shards[b.loc.Shard(fp.Hi)].Missing++
 				if err := c.d.missing.add(fp); err != nil {
 					return err
 				}
@@ -449,12 +449,12 @@ func (c *comparison) testPass(ctx context.Context, b *bloomSource, spans []bloom
 	var i uint64
 	return c.index.Scan(func(fps []fpstore.Fingerprint) error {
 		for _, fp := range fps {
-			s := b.loc.Shard(fp)
+			s := b.loc.Shard(fp.Hi)
 			if count {
 				br.Shards[s].Keys++
 			}
 			if sp := &spans[s]; sp.on && unset[i>>6]&(1<<(i&63)) == 0 {
-				b.loc.Bits(fp, pos)
+				b.loc.Bits(fp.Hi, fp.Lo, pos)
 				for _, p := range pos {
 					if p >= sp.lo && p < sp.hi && !l2bloom.IsSet(sp.buf, p-sp.lo) {
 						unset[i>>6] |= 1 << (i & 63)

@@ -89,9 +89,9 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 		var keys int64
 		err := x.Scan(func(fps []fpstore.Fingerprint) error {
 			for _, fp := range fps {
-				if b.loc.Shard(fp) == s {
+				if b.loc.Shard(fp.Hi) == s {
 					keys++
-					b.loc.Bits(fp, pos)
+					b.loc.Bits(fp.Hi, fp.Lo, pos)
 					for _, p := range pos {
 						l2bloom.Set(mem, p)
 					}

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/units"
 )
 
@@ -70,15 +69,16 @@ func (l Layout) Locator() Locator {
 	return Locator{shards: NewModulo(l.Shards), bits: NewModulo(l.Bits), k: l.K}
 }
 
-// Shard is fp's shard.
-func (p Locator) Shard(fp fpstore.Fingerprint) uint64 { return p.shards.Of(fp.Hi) }
+// Shard is the shard of the fingerprint (hi, lo).
+func (p Locator) Shard(hi uint64) uint64 { return p.shards.Of(hi) }
 
-// Bits writes fp's K bit offsets within its shard to pos (len(pos) is K).
-func (p Locator) Bits(fp fpstore.Fingerprint, pos []uint64) {
-	h := fp.Lo
+// Bits writes the K bit offsets of the fingerprint (hi, lo) within its
+// shard to pos (len(pos) is K).
+func (p Locator) Bits(hi, lo uint64, pos []uint64) {
+	h := lo
 	for j := range pos {
 		pos[j] = p.bits.Of(h)
-		h += fp.Hi
+		h += hi
 	}
 }
 

@@ -5,13 +5,14 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/fpdedup/fpdedup/fpstore"
 )
+
+// fingerprint is a 128-bit fingerprint, hi and lo.
+type fingerprint struct{ Hi, Lo uint64 }
 
 // refBits is the scheme written out with big integers, as DESIGN words it:
 // bit j = (lo + j·hi) mod 2^64 mod M; shard = hi mod N.
-func refBits(l Layout, fp fpstore.Fingerprint) (shard uint64, pos []uint64) {
+func refBits(l Layout, fp fingerprint) (shard uint64, pos []uint64) {
 	two64 := new(big.Int).Lsh(big.NewInt(1), 64)
 	hi, lo := new(big.Int).SetUint64(fp.Hi), new(big.Int).SetUint64(fp.Lo)
 	m := new(big.Int).SetUint64(l.Bits)
@@ -33,13 +34,13 @@ func TestLocatorAgainstReference(t *testing.T) {
 		loc := l.Locator()
 		pos := make([]uint64, l.K)
 		for i := range 2000 {
-			fp := fpstore.Fingerprint{Hi: r.Uint64(), Lo: r.Uint64()}
+			fp := fingerprint{Hi: r.Uint64(), Lo: r.Uint64()}
 			if i == 0 {
-				fp = fpstore.Fingerprint{Hi: math.MaxUint64, Lo: math.MaxUint64}
+				fp = fingerprint{Hi: math.MaxUint64, Lo: math.MaxUint64}
 			}
 			wantShard, wantPos := refBits(l, fp)
-			loc.Bits(fp, pos)
-			if s := loc.Shard(fp); s != wantShard {
+			loc.Bits(fp.Hi, fp.Lo, pos)
+			if s := loc.Shard(fp.Hi); s != wantShard {
 				t.Fatalf("%v: %v: shard %d, want %d", l, fp, s, wantShard)
 			}
 			for j := range pos {
