@@ -14,6 +14,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/hugemem"
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
+	"github.com/fpdedup/fpdedup/internal/units"
 )
 
 // bloomSource is the online L2 tier (Target.Kind RedisBloom): plain Redis
@@ -428,8 +429,8 @@ func (b *bloomSource) readSpans(ctx context.Context, spans []bloomSpan, first ui
 			if ctx.Err() != nil {
 				return err
 			}
-			return fmt.Errorf("reading the bloom on %s failed at %s (%d bytes of the bloom read, %d retries a read): %w; rerun the audit when the server answers",
-				b.t.Redacted, batch[0].key, br.BytesRead, b.o.Retries, err)
+			return fmt.Errorf("reading the bloom on %s failed at %s (%s of it read; each read tried %d times): %w; rerun the audit when the server answers",
+				b.t.Redacted, batch[0].key, units.FormatBytes(br.BytesRead), 1+b.o.Retries, err)
 		}
 		for _, ch := range batch {
 			br.BytesRead += int64(len(ch.dst))
@@ -466,6 +467,9 @@ func (c *comparison) testPass(ctx context.Context, b *bloomSource, spans []bloom
 		}
 		if c.o.Progress != nil {
 			c.o.Progress.Records.Add(int64(len(fps)))
+		}
+		if err := c.stats.wait(ctx, len(fps)); err != nil {
+			return err
 		}
 		return ctx.Err()
 	})

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -507,5 +508,54 @@ func TestBloomServerGone(t *testing.T) {
 		if got, _ := c.Get(ctx, fmt.Sprintf("g:{%d}", s)).Bytes(); !slices.Equal(got, all.bytes[s]) {
 			t.Fatalf("shard %d after the resumed --apply: not the reference of all keys", s)
 		}
+	}
+}
+
+// TestBloomClusterNodeKilled: a master killed (SIGKILL) during a cluster
+// audit read in passes: exit 2, an error naming it and saying to rerun,
+// never a short "held"; restarted (empty, no persistence) and its shards
+// made again, the same audit runs whole.
+func TestBloomClusterNodeKilled(t *testing.T) {
+	needKill(t)
+	c := clusterClient(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	bloomTruth(t, dir, 60_000)
+	const shards, m = 16, 1 << 26 // 8 MiB a shard: four passes under --mem 64MiB
+	make16 := func() {
+		for s := range shards {
+			if err := c.SetBit(ctx, fmt.Sprintf("kb:{%d}", s), m-1, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	make16()
+	victim := clusterSeeds(t)[2]
+	pid := nodePID(t, victim)
+	t.Cleanup(func() { restartCluster(t) })
+	url := clusterURL(t, fmt.Sprintf("bloom=kb:{*}&shards=%d&bits=%d&k=3", shards, m))
+	done := make(chan result, 1)
+	go func() {
+		// Each pass tests the 60k keys at 20k/s: 3 s a pass.
+		done <- fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--mem", "64MiB",
+			"--read-rate", "20k", "--retries", "1", "--timeout", "2s", "--report", "k.json")
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	syscall.Kill(pid, syscall.SIGKILL)
+	r := <-done
+	r.want(t, 2)
+	if !strings.Contains(r.stderr, victim) || !strings.Contains(r.stderr, "rerun") {
+		t.Fatalf("unclear error: %s", r.stderr)
+	}
+	t.Logf("stderr: %s", r.stderr)
+	if rep := readReport(t, filepath.Join(dir, "k.json")); rep.ExitCode != 2 || rep.Agree {
+		t.Fatalf("report after a killed node: exit %d, agree %v", rep.ExitCode, rep.Agree)
+	}
+	restartCluster(t)
+	c = clusterClient(t)
+	make16()
+	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--mem", "64MiB", "--report", "again.json").want(t, 1)
+	if rep := readReport(t, filepath.Join(dir, "again.json")); rep.Bloom == nil || rep.Bloom.Missing != 60_000 || rep.Bloom.Passes < 2 {
+		t.Fatalf("the audit after the restart: %+v", rep.Bloom)
 	}
 }

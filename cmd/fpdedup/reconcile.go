@@ -151,7 +151,7 @@ written online and how to resume from --checkpoint.`,
 	f.BoolVar(&o.dryRun, "dry-run", false, "print on stdout what --apply would write, write nothing")
 	f.DurationVar(&o.ttl, "ttl", 0, "with --apply to Redis keys: their time to live (e.g. 72h)")
 	f.StringVar(&o.rate, "rate", "0", "with --apply: at most this many keys/s written (e.g. 50k; 0: no limit)")
-	f.StringVar(&o.readRate, "read-rate", "0", "at most this many keys/s read or probed online (0: no limit)")
+	f.StringVar(&o.readRate, "read-rate", "0", "at most this many keys/s read or probed online, or truth keys tested in a bloom audit (0: no limit)")
 	f.IntVar(&o.batch, "batch", 1000, "keys per pipeline, statement or probe")
 	f.IntVar(&o.conns, "conns", 8, "connections used at once by --probe and --apply")
 	f.IntVar(&o.retries, "retries", 5, "retries of a failed read, probe or write before giving up, after a backoff of 0.25 s doubling to 5 s: a silent server fails after (1 + N) × --timeout plus the backoffs, 3m8s with the defaults")
