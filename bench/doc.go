@@ -31,7 +31,8 @@
 //
 // The scripts beside this file are presets of fpdedup-bench (foundation.sh,
 // dedup.sh, merge.sh, mem.sh; lib.sh builds the two binaries), reconcile.sh
-// (fpdedup reconcile against real servers, under scripts/services), and
+// and l2bloom.sh (fpdedup reconcile against real servers, under
+// scripts/services: key stores, and the L2 bloom), and
 // peers.sh, which installs the peers. The DuckDB scripts (duckdb-*.mjs)
 // are embedded, so an installed fpdedup-bench runs them without the source
 // tree.
