@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # bench/l2bloom.sh [N] [SHARDS] [BITS] -- fpdedup reconcile against the L2
 # bloom, side by side with the bare Redis work it does, on the same server in
-# the same run (N truth keys, default 4M; SHARDS shards of BITS bits, default
-# 16 of 2^25, k=3):
+# the same run (N truth keys, default 10M; SHARDS shards of BITS bits, default
+# 16 of 2^26 (128 MiB in all), k=3):
 #
 #   audit:    the bare read, redis-cli --pipe of the same pipelined GETRANGE
 #             chunks of 512 KiB, plus the bare in-memory bit tests of the
 #             truth (go test -bench BenchmarkBloomBitTests: Scan, positions,
 #             K bits, nothing else), against reconcile (the whole audit)
-#   --apply:  redis-benchmark's pipelined SETBIT (8 connections, pipelines
-#             of 3000: what --apply's batches of 1000 keys × k=3 are) of as
-#             many bits, against reconcile --apply of the missing keys
+#   --apply:  redis-cli --pipe of as many SETBITs at random places of the
+#             shards (one connection, pipelined whole), against reconcile
+#             --apply of the missing keys (redis-benchmark cannot: its
+#             __rand_int__ is zero-padded, which SETBIT refuses as an offset)
 #   rebuild:  redis-cli --pipe of SETRANGE chunks of 512 KiB writing as many
 #             bytes, against reconcile --rebuild-shard all
 #
@@ -25,13 +26,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH" LC_ALL=C
-N="${1:-4000000}"
+N="${1:-10000000}"
 SHARDS="${2:-16}"
-BITS="${3:-33554432}"
+BITS="${3:-67108864}"
 K=3
 RUNS="${RUNS:-5}"
 : "${FPDEDUP_REDIS_ADDR:?run under scripts/services/with-services.sh (FPDEDUP_REDIS_ADDR)}"
-for tool in redis-cli redis-benchmark; do command -v $tool >/dev/null || { echo "l2bloom.sh: $tool missing" >&2; exit 2; }; done
+for tool in redis-cli; do command -v $tool >/dev/null || { echo "l2bloom.sh: $tool missing" >&2; exit 2; }; done
 R_HOST=${FPDEDUP_REDIS_ADDR%:*}; R_PORT=${FPDEDUP_REDIS_ADDR##*:}
 RDB=14
 redis_() { redis-cli -h "$R_HOST" -p "$R_PORT" -n "$RDB" "$@"; }
@@ -87,6 +88,13 @@ done
 "$F" reconcile -q --index "$tmp/truth.fpx" --online "$URL" --report "$tmp/a.json" || [ $? = 1 ]
 MISSING=$(sed -n 's/.*"only_offline": *\([0-9]*\).*/\1/p' "$tmp/a.json" | head -1)
 echo "missing online: $MISSING keys ($((MISSING * K)) SETBITs for --apply)"
+awk -v n=$((MISSING * K)) -v shards="$SHARDS" -v bits="$BITS" 'BEGIN {
+  srand(1)
+  for (i = 0; i < n; i++) {
+    k = "bare:{" int(rand() * shards) "}"; o = int(rand() * bits) ""
+    printf "*4\r\n$6\r\nSETBIT\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$1\r\n1\r\n", length(k), k, length(o), o
+  }
+}' > "$tmp/setbit.resp"
 
 declare -A T
 run() { # name, command...: one timed run, appended to T[name]
@@ -118,7 +126,7 @@ for i in $(seq "$RUNS"); do
       read) run bare-read bash -c "redis-cli -h $R_HOST -p $R_PORT -n $RDB --pipe < $tmp/getrange.resp" ;;
       audit) run audit "$F" reconcile -q --index "$tmp/truth.fpx" --online "$URL" ;;
       bits) bittests; T[bits]+="$(echo "$(cat "$tmp/bt") * $N / 1000000000" | bc -l) " ;;
-      setbit) run bare-setbit redis-benchmark -h "$R_HOST" -p "$R_PORT" --dbnum "$RDB" -c 8 -P 3000 -n $((MISSING * K)) -r "$BITS" -q SETBIT "bare:{0}" __rand_int__ 1 ;;
+      setbit) run bare-setbit bash -c "redis-cli -h $R_HOST -p $R_PORT -n $RDB --pipe < $tmp/setbit.resp" ;;
       apply) reset_online; run apply "$F" reconcile -q --index "$tmp/truth.fpx" --online "$URL" --apply --report "$tmp/apply.json" ;;
       setrange) redis_ DEL $(for s in $(seq 0 $((SHARDS - 1))); do echo "bare:{$s}"; done) >/dev/null
                 run bare-setrange bash -c "redis-cli -h $R_HOST -p $R_PORT -n $RDB --pipe < $tmp/setrange.resp" ;;
@@ -137,7 +145,7 @@ row "bare: redis-cli --pipe GETRANGE $(numfmt --to=iec $TOTAL)B in 512 KiB chunk
 row "bare: in-memory bit tests of $N keys (BenchmarkBloomBitTests)" "$bits"
 row "bare: the two together" "$ref" 1.00
 row "fpdedup reconcile (the audit, whole process)" "$audit" "$(ratio "$ref" "$audit")" "GETRANGE ${U[audit-getrange]}"
-row "bare: redis-benchmark SETBIT -c 8 -P 3000, $((MISSING * K)) bits" "$setbit" 1.00 "SETBIT ${U[setbit]}"
+row "bare: redis-cli --pipe of $((MISSING * K)) SETBITs at random places" "$setbit" 1.00 "SETBIT ${U[setbit]}"
 row "fpdedup reconcile --apply of $MISSING keys (whole process)" "$apply" "$(ratio "$setbit" "$apply")" "SETBIT ${U[apply-setbit]}"
 row "  of which the writes (apply_seconds, last run)" "$applyw" "$(ratio "$setbit" "$applyw")"
 row "bare: redis-cli --pipe SETRANGE $(numfmt --to=iec $TOTAL)B in 512 KiB chunks" "$setrange" 1.00 "SETRANGE ${U[setrange]}"

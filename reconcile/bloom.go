@@ -28,8 +28,9 @@ type bloomSource struct {
 	layout l2bloom.Layout
 	loc    l2bloom.Locator
 	keys   l2bloom.Template
-	chunk  int64 // GETRANGE bytes a command
-	depth  int   // GETRANGE commands a pipeline
+	chunk  int64    // GETRANGE bytes a command
+	depth  int      // GETRANGE commands a pipeline
+	names  []string // the keys of the shards' segments, shard-major (up to 2^16 of them)
 }
 
 // bloomChunk is the bytes one GETRANGE asks for: under the reply guard's
@@ -45,6 +46,13 @@ func openBloom(ctx context.Context, t *Target, o *Options) (*bloomSource, error)
 	maxReply, _ := replyBudget(o.Mem)
 	b := &bloomSource{redisSource: r, layout: t.Bloom, loc: t.Bloom.Locator(), keys: t.BloomKeys,
 		chunk: min(bloomChunk, maxReply), depth: 8}
+	if n := t.Bloom.Shards * t.Bloom.Segments(); n <= 1<<16 {
+		for s := range t.Bloom.Shards {
+			for seg := range t.Bloom.Segments() {
+				b.names = append(b.names, t.Bloom.Key(t.BloomKeys, s, seg))
+			}
+		}
+	}
 	if err := b.checkShards(ctx); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("%s: %w", t.Redacted, err)
@@ -150,7 +158,11 @@ func (b *bloomSource) Wide() (wide, known bool) { return false, true }
 
 // bit is where bit off of shard s is: its key and the offset in it.
 func (b *bloomSource) bit(s, off uint64) (string, int64) {
-	return b.layout.Key(b.keys, s, off/l2bloom.SegmentBits), int64(off % l2bloom.SegmentBits)
+	seg := off / l2bloom.SegmentBits
+	if i := s*b.layout.Segments() + seg; i < uint64(len(b.names)) {
+		return b.names[i], int64(off % l2bloom.SegmentBits)
+	}
+	return b.layout.Key(b.keys, s, seg), int64(off % l2bloom.SegmentBits)
 }
 
 // Probe asks GETBIT of each fingerprint's K bits: present when all are set.
@@ -179,11 +191,30 @@ func (b *bloomSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 	return nil
 }
 
-// Write sets each item's K bits with SETBIT, in one pipeline (a cluster
-// pipeline sends each node its share). Setting a set bit changes nothing,
-// so a retried batch is harmless.
+// Write sets each item's K bits with SETBIT, in one pipeline. Setting a
+// set bit changes nothing, so a retried batch is harmless. To one server
+// the commands are written as RESP by hand (respPool): through go-redis's
+// pipeline, building and parsing its commands took most of --apply's CPU
+// and it wrote 0.64M SETBIT/s where redis-benchmark writes several times
+// that (bench/l2bloom.sh); a Cluster needs go-redis's routing by slot.
 func (b *bloomSource) Write(ctx context.Context, items []Item) error {
 	pos := make([]uint64, b.layout.K)
+	if b.cc == nil {
+		buf := make([]byte, 0, len(items)*len(pos)*48)
+		var num [20]byte
+		for i := range items {
+			s := b.loc.Shard(items[i].FP.Hi)
+			b.loc.Bits(items[i].FP.Hi, items[i].FP.Lo, pos)
+			for _, p := range pos {
+				key, off := b.bit(s, p)
+				buf = append(buf, "*4\r\n$6\r\nSETBIT\r\n"...)
+				buf = appendBulk(buf, key)
+				buf = appendBulk(buf, strconv.AppendInt(num[:0], off, 10))
+				buf = append(buf, "$1\r\n1\r\n"...)
+			}
+		}
+		return b.raw.pipeline(ctx, buf, len(items)*len(pos))
+	}
 	pipe := b.c.Pipeline()
 	for i := range items {
 		s := b.loc.Shard(items[i].FP.Hi)

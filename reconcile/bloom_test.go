@@ -481,7 +481,7 @@ func TestBloomServerGone(t *testing.T) {
 	// The checkpoint belongs to the URL it was written for: the proxy
 	// listens again on its address, for the resumed run, once the cut run
 	// (no retries) has failed.
-	cut := newTCPProxy(t, redisAddr(t), "setbit", 16<<10, 2*time.Second)
+	cut := newTCPProxy(t, redisAddr(t), "SETBIT", 16<<10, 2*time.Second)
 	cutURL := fmt.Sprintf("redis://%s/10?%s", cut.addr, query)
 	r = fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", cutURL,
 		"--apply", "--batch", "200", "--conns", "1", "--rate", "20k", "--checkpoint", "apply.ckpt", "--retries", "0", "--timeout", "2s")
