@@ -19,6 +19,7 @@ func FuzzParseURL(f *testing.F) {
 		"redis://h1:1/?match=a*&cluster=1", "redis://u:secret@h/0?match=a*",
 		"mysql://u@db1:3307/d?table=other.t&column=c&where=c%20%3E%200&count=0",
 		"mysql://u:pw@db/d?table=t&column=c", "file:/tmp/x.txt", "file:///x", "", "redis://", "redis://[::1]:1/0?match=*",
+		"redis://h:1/0?bloom=l2:bf:{*}&shards=16&bits=2^33&k=3", "redis://h1:1,h2:2/?bloom=b*&shards=3&bits=1GiB&k=7",
 	} {
 		f.Add(s)
 	}
@@ -29,6 +30,13 @@ func FuzzParseURL(f *testing.F) {
 				t.Fatalf("%q: an error (%v) and a target", s, err)
 			}
 			return
+		}
+		if tg.Kind == RedisBloom {
+			// A bloom's layout is in bounds and its template names each
+			// shard apart.
+			if err := tg.Bloom.Check(); err != nil || strings.Count(string(tg.BloomKeys), "*") != 1 {
+				t.Fatalf("%q: bloom %+v %q accepted (%v)", s, tg.Bloom, tg.BloomKeys, err)
+			}
 		}
 		if tg.Cluster && (len(tg.Seeds) == 0 || tg.Seeds[0] != tg.Addr) {
 			t.Fatalf("%q: cluster seeds %v, Addr %q", s, tg.Seeds, tg.Addr)
