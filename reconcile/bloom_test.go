@@ -191,6 +191,13 @@ func (bc *bloomCase) run(t *testing.T) {
 		t.Fatalf("--mem %s: %d passes, want the bloom read in several", bc.mem, b.Passes)
 	}
 
+	dry := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--dry-run").want(t, 1)
+	if n := strings.Count(dry.stdout, "\n"); n != len(missing)*l.k || !strings.HasPrefix(dry.stdout, "SETBIT "+bc.tmpl[:strings.Index(bc.tmpl, "*")]) {
+		t.Fatalf("--dry-run printed %d lines (want %d SETBITs): %.200s", n, len(missing)*l.k, dry.stdout)
+	}
+	if got, _ := bc.c.Get(ctx, bc.key(0)).Bytes(); !slices.Equal(got, online.bytes[0]) {
+		t.Fatal("--dry-run changed shard 0")
+	}
 	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--apply").want(t, 0)
 	for s := range l.shards {
 		got, err := bc.c.Get(ctx, bc.key(s)).Bytes()
