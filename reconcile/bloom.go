@@ -165,6 +165,16 @@ func (b *bloomSource) bit(s, off uint64) (string, int64) {
 	return b.layout.Key(b.keys, s, seg), int64(off % l2bloom.SegmentBits)
 }
 
+// eachBit calls fn with the key and the offset in it of each of fp's K
+// bits (pos: room for K positions).
+func (b *bloomSource) eachBit(fp fpstore.Fingerprint, pos []uint64, fn func(key string, off int64)) {
+	s := b.loc.Shard(fp.Hi)
+	b.loc.Bits(fp.Hi, fp.Lo, pos)
+	for _, p := range pos {
+		fn(b.bit(s, p))
+	}
+}
+
 // Probe asks GETBIT of each fingerprint's K bits: present when all are set.
 func (b *bloomSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error {
 	k := b.layout.K
@@ -172,12 +182,7 @@ func (b *bloomSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 	pipe := b.c.Pipeline()
 	cmds := make([]*redis.IntCmd, 0, len(fps)*k)
 	for _, fp := range fps {
-		s := b.loc.Shard(fp.Hi)
-		b.loc.Bits(fp.Hi, fp.Lo, pos)
-		for _, p := range pos {
-			key, off := b.bit(s, p)
-			cmds = append(cmds, pipe.GetBit(ctx, key, off))
-		}
+		b.eachBit(fp, pos, func(key string, off int64) { cmds = append(cmds, pipe.GetBit(ctx, key, off)) })
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
@@ -203,26 +208,18 @@ func (b *bloomSource) Write(ctx context.Context, items []Item) error {
 		buf := make([]byte, 0, len(items)*len(pos)*48)
 		var num [20]byte
 		for i := range items {
-			s := b.loc.Shard(items[i].FP.Hi)
-			b.loc.Bits(items[i].FP.Hi, items[i].FP.Lo, pos)
-			for _, p := range pos {
-				key, off := b.bit(s, p)
+			b.eachBit(items[i].FP, pos, func(key string, off int64) {
 				buf = append(buf, "*4\r\n$6\r\nSETBIT\r\n"...)
 				buf = appendBulk(buf, key)
 				buf = appendBulk(buf, strconv.AppendInt(num[:0], off, 10))
 				buf = append(buf, "$1\r\n1\r\n"...)
-			}
+			})
 		}
 		return b.raw.pipeline(ctx, buf, len(items)*len(pos))
 	}
 	pipe := b.c.Pipeline()
 	for i := range items {
-		s := b.loc.Shard(items[i].FP.Hi)
-		b.loc.Bits(items[i].FP.Hi, items[i].FP.Lo, pos)
-		for _, p := range pos {
-			key, off := b.bit(s, p)
-			pipe.SetBit(ctx, key, off, 1)
-		}
+		b.eachBit(items[i].FP, pos, func(key string, off int64) { pipe.SetBit(ctx, key, off, 1) })
 	}
 	cmds, err := pipe.Exec(ctx)
 	for _, c := range cmds {
@@ -238,16 +235,13 @@ func (b *bloomSource) Plan(w io.Writer, items []Item) error {
 	pos := make([]uint64, b.layout.K)
 	var line []byte
 	for i := range items {
-		s := b.loc.Shard(items[i].FP.Hi)
-		b.loc.Bits(items[i].FP.Hi, items[i].FP.Lo, pos)
-		for _, p := range pos {
-			key, off := b.bit(s, p)
+		b.eachBit(items[i].FP, pos, func(key string, off int64) {
 			line = append(line, "SETBIT "...)
 			line = append(line, key...)
 			line = append(line, ' ')
 			line = strconv.AppendInt(line, off, 10)
 			line = append(line, " 1\n"...)
-		}
+		})
 	}
 	_, err := w.Write(line)
 	return err

@@ -191,6 +191,11 @@ func (bc *bloomCase) run(t *testing.T) {
 		t.Fatalf("--mem %s: %d passes, want the bloom read in several", bc.mem, b.Passes)
 	}
 
+	// --probe asks GETBIT of each key's bits instead: the same answer.
+	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--probe", "--missing", "probed.fpx").want(t, 1)
+	if got := dump(t, dir, "probed.fpx"); !slices.Equal(got, missing) {
+		t.Fatalf("--probe: %d fingerprints missing, the audit %d", len(got), len(missing))
+	}
 	dry := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--dry-run").want(t, 1)
 	if n := strings.Count(dry.stdout, "\n"); n != len(missing)*l.k || !strings.HasPrefix(dry.stdout, "SETBIT "+bc.tmpl[:strings.Index(bc.tmpl, "*")]) {
 		t.Fatalf("--dry-run printed %d lines (want %d SETBITs): %.200s", n, len(missing)*l.k, dry.stdout)
