@@ -270,6 +270,16 @@ func TestBloomShardKeys(t *testing.T) {
 	}
 	reset()
 	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 1)
+	// Flags that mean nothing for a bloom are refused, not ignored.
+	for _, args := range [][]string{{"--extra", "x.fpx"}, {"--ttl", "1h", "--apply"}, {"--rebuild-shard", "0", "--apply"}} {
+		r := fpdedup(t, dir, nil, append([]string{"reconcile", "--index", "truth.fpx", "--online", url}, args...)...).want(t, 2)
+		if !strings.Contains(r.stderr, args[0]) {
+			t.Fatalf("%v: %s", args, r.stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.fpx")); err == nil {
+		t.Fatal("a refused --extra was written")
+	}
 }
 
 // TestBloomAgreesWithReplay: replay and the audit place a key's bits

@@ -64,6 +64,7 @@ const (
 	RebuildNeedsHashTag                          // Rebuild in a Cluster, the shard not in the template's hash tag (Value: the template)
 	RebuildShardRange                            // Rebuild of a shard past the layout's (Value: it; Target: the shard count)
 	RebuildNeedsMem                              // Rebuild with Mem under a shard and 64 MiB (Value: the bytes needed)
+	ExtraNotListed                               // Extra with Probe or a bloom, which list nothing of the online side
 )
 
 func (e *OptionError) Error() string {
@@ -108,6 +109,8 @@ func (e *OptionError) Error() string {
 		return fmt.Sprintf("Rebuild of shard %s: the layout has %s (0 to %s-1)", e.Value, e.Target, e.Target)
 	case RebuildNeedsMem:
 		return fmt.Sprintf("Rebuild holds a shard in memory: Mem must be at least %s bytes", e.Value)
+	case ExtraNotListed:
+		return "Extra lists what only the online side holds, which a probe or a bloom cannot tell"
 	}
 	return fmt.Sprintf("OptionRule(%d)", int(e.Rule))
 }

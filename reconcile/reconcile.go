@@ -132,6 +132,9 @@ func (o *Options) check() error {
 	if o.Checkpoint != "" && !o.Apply {
 		return &OptionError{Rule: CheckpointWithoutApply}
 	}
+	if o.Extra != "" && (o.Probe || t.Kind == RedisBloom) {
+		return &OptionError{Rule: ExtraNotListed}
+	}
 	if o.TargetFPR < 0 || o.TargetFPR >= 1 {
 		return &OptionError{Rule: BadTargetFPR}
 	}

@@ -136,6 +136,8 @@ func sayOptionError(e *reconcile.OptionError) string {
 	case reconcile.RebuildNeedsMem:
 		n, _ := strconv.ParseInt(e.Value, 10, 64)
 		return fmt.Sprintf("--rebuild-shard holds a shard in memory: it needs --mem %s at least", units.FormatBytes(n))
+	case reconcile.ExtraNotListed:
+		return "--extra lists what only the online side holds, which --probe and a bloom cannot tell"
 	case reconcile.TargetFPRNotBloom:
 		return "--fpr sizes a bloom (--online redis://…?bloom=…): other online sides hold keys, not bits"
 	}
