@@ -411,7 +411,8 @@ func TestBloomRebuild(t *testing.T) {
 			set[s] = append(set[s], p)
 		}
 	}()
-	res := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "all", "--report", "r.json")
+	// --mem 96MiB holds two shards of 12.5 MB beside its 64 MiB: built two, then one.
+	res := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "all", "--mem", "96MiB", "--report", "r.json")
 	close(stop)
 	written := <-done
 	res.want(t, 0)

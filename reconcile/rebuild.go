@@ -70,30 +70,42 @@ func hashTagHoldsShard(t l2bloom.Template) bool {
 // rebuildShards writes, for each shard asked for, the exact bitmap of the
 // truth's keys into KEY:rebuild with SETRANGE chunks, then swaps it in
 // (swapScript): the shard then holds the truth's bits and every bit that
-// was set online, none cleared. A shard is built in memory whole, one at a
-// time; a shard of several strings is swapped a segment at a time.
+// was set online, none cleared. Shards are built in memory whole, as many
+// at once as the memory budget holds (one read of the index builds them
+// all); a shard of several strings is swapped a segment at a time.
 func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource, x *fpstore.Index) error {
 	l := b.layout
 	st := &RebuildStats{DryRun: o.DryRun, Target: o.Target.Redacted, Shards: o.Rebuild}
 	rep.Rebuild = st
 	start := time.Now()
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
-	mem, err := hugemem.Alloc(int(l.ShardBytes()))
+	sb := l.ShardBytes()
+	per := int(min(max(1, (o.Mem-64<<20)/sb), int64(len(o.Rebuild))))
+	mem, err := hugemem.Alloc(per * int(sb))
 	if err != nil {
-		return fmt.Errorf("cannot allocate a shard's bitmap (%d bytes): %w", l.ShardBytes(), err)
+		return fmt.Errorf("cannot allocate the shards' bitmaps (%d bytes): %w", per*int(sb), err)
 	}
 	defer hugemem.Free(mem)
+	slot := make([]int32, l.Shards) // a shard's place in this group, -1: not in it
 	pos := make([]uint64, l.K)
-	for _, s := range o.Rebuild {
-		clear(mem)
-		var keys int64
+	for at := 0; at < len(o.Rebuild); at += per {
+		group := o.Rebuild[at:min(at+per, len(o.Rebuild))]
+		for i := range slot {
+			slot[i] = -1
+		}
+		for j, s := range group {
+			slot[s] = int32(j)
+		}
+		clear(mem[:len(group)*int(sb)])
+		keys := make([]int64, len(group))
 		err := x.Scan(func(fps []fpstore.Fingerprint) error {
 			for _, fp := range fps {
-				if b.loc.Shard(fp.Hi) == s {
-					keys++
+				if j := slot[b.loc.Shard(fp.Hi)]; j >= 0 {
+					keys[j]++
+					bitmap := mem[int64(j)*sb : int64(j+1)*sb]
 					b.loc.Bits(fp.Hi, fp.Lo, pos)
 					for _, p := range pos {
-						l2bloom.Set(mem, p)
+						l2bloom.Set(bitmap, p)
 					}
 				}
 			}
@@ -102,28 +114,31 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 		if err != nil {
 			return rebuildStopped(ctx, o, st, err)
 		}
-		truthBits := (&bloomSpan{on: true, lo: 0, hi: l.Bits, buf: mem}).popcount()
-		if o.DryRun {
-			for seg := range l.Segments() {
-				key := l.Key(b.keys, s, seg)
-				fmt.Fprintf(o.DryRunOut, "REBUILD %s from %d truth keys (%d bits set in the shard): SETRANGE %s%s in chunks of %d bytes, then BITOP OR it with %s and RENAME it over %s\n",
-					key, keys, truthBits, key, rebuildSuffix, b.chunk, key, key)
+		for j, s := range group {
+			bitmap := mem[int64(j)*sb : int64(j+1)*sb]
+			truthBits := (&bloomSpan{on: true, lo: 0, hi: l.Bits, buf: bitmap}).popcount()
+			if o.DryRun {
+				for seg := range l.Segments() {
+					key := l.Key(b.keys, s, seg)
+					fmt.Fprintf(o.DryRunOut, "REBUILD %s from %d truth keys (%d bits set in the shard): SETRANGE %s%s in chunks of %d bytes, then BITOP OR it with %s and RENAME it over %s\n",
+						key, keys[j], truthBits, key, rebuildSuffix, b.chunk, key, key)
+				}
+				st.Keys += keys[j]
+				st.BitsTruth += truthBits
+				continue
 			}
-			st.Keys += keys
+			after, err := b.rebuildShard(ctx, s, bitmap, st)
+			if err != nil {
+				return rebuildStopped(ctx, o, st, err)
+			}
+			st.Rebuilt++
+			st.Keys += keys[j]
 			st.BitsTruth += truthBits
-			continue
-		}
-		after, err := b.rebuildShard(ctx, s, mem, st)
-		if err != nil {
-			return rebuildStopped(ctx, o, st, err)
-		}
-		st.Rebuilt++
-		st.Keys += keys
-		st.BitsTruth += truthBits
-		st.BitsAfter += after
-		if br := rep.Bloom; br != nil && s < uint64(len(br.Shards)) {
-			// Every truth key of the shard is held now.
-			rep.Missing -= br.Shards[s].Missing
+			st.BitsAfter += after
+			if br := rep.Bloom; br != nil && s < uint64(len(br.Shards)) {
+				// Every truth key of the shard is held now.
+				rep.Missing -= br.Shards[s].Missing
+			}
 		}
 	}
 	return nil
