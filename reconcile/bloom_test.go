@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -647,4 +649,61 @@ func TestBloomSegments(t *testing.T) {
 		}
 	}
 	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 0)
+}
+
+// TestBloomRebuildInterrupted: SIGINT once the first shard is swapped in:
+// exit 130, the message says how many shards were swapped in and that the
+// rest are as they were; those shards hold the truth's bits, the others
+// are untouched, and no KEY:rebuild is left behind.
+func TestBloomRebuildInterrupted(t *testing.T) {
+	c := redisDB(t, 7)
+	ctx := context.Background()
+	dir := t.TempDir()
+	_, fps := bloomTruth(t, dir, 100_000)
+	const shards, m, k = 40, 32_000_000, 2
+	want := newRefBloom(shards, m, k)
+	for _, fp := range fps {
+		want.add(fp)
+	}
+	for s := range shards {
+		c.SetBit(ctx, fmt.Sprintf("ri:{%d}", s), m-1, 0)
+	}
+	url := redisURL(t, 7, fmt.Sprintf("bloom=ri:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
+	// --mem 68MiB holds one shard of 4 MB beside its 64 MiB: one group a shard.
+	cmd := exec.Command(fpdedupBin, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "all", "--mem", "68MiB")
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(60*time.Second, func() bool { return c.BitCount(ctx, "ri:{0}", nil).Val() > 0 }) {
+		t.Fatal("shard 0 was never swapped in")
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v after SIGINT, want 130: %s", err, stderr.String())
+	}
+	var n, of int
+	if _, err := fmt.Sscanf(stderr.String()[strings.Index(stderr.String(), "swapped in "):], "swapped in %d of %d shards", &n, &of); err != nil || n < 1 || n >= shards || of != shards {
+		t.Fatalf("the message does not say how many shards were swapped in (%d of %d, %v): %s", n, of, err, stderr.String())
+	}
+	t.Logf("stderr: %s", stderr.String())
+	if !strings.Contains(stderr.String(), "SIGINT") || !strings.Contains(stderr.String(), "the others are as they were") {
+		t.Fatalf("stderr: %s", stderr.String())
+	}
+	for s := range shards {
+		got, _ := c.Get(ctx, fmt.Sprintf("ri:{%d}", s)).Bytes()
+		if s < n && !slices.Equal(got, want.bytes[s]) {
+			t.Fatalf("shard %d, swapped in, is not the truth's bitmap", s)
+		}
+		if s >= n && c.BitCount(ctx, fmt.Sprintf("ri:{%d}", s), nil).Val() != 0 {
+			t.Fatalf("shard %d, not swapped in by the message, has bits set", s)
+		}
+		if c.Exists(ctx, fmt.Sprintf("ri:{%d}:rebuild", s)).Val() != 0 {
+			t.Fatalf("ri:{%d}:rebuild is left behind", s)
+		}
+	}
 }
