@@ -117,8 +117,9 @@ bittests() {
   FPDEDUP_BENCH_INDEX="$tmp/truth.fpx" FPDEDUP_BENCH_L2="shards=$SHARDS,bits=$BITS,k=$K" \
     "$tmp/reconcile.test" -test.run XXX -test.bench BloomBitTests -test.benchtime 1x | sed -n 's/.* \([0-9.]*\) ns\/key.*/\1/p' > "$tmp/bt"
 }
+for s in $(seq 0 $((SHARDS - 1))); do redis_ COPY "bb:{$s}" "saved:{$s}" REPLACE >/dev/null; done
 reset_online() { # back to the 90% bloom, for --apply
-  fresh; "$F" reconcile -q --index "$tmp/online.fpx" --online "$URL" --apply >/dev/null
+  for s in $(seq 0 $((SHARDS - 1))); do redis_ COPY "saved:{$s}" "bb:{$s}" REPLACE >/dev/null; done
 }
 for i in $(seq "$RUNS"); do
   for job in $(printf '%s\n' read audit bits setbit apply setrange rebuild | shuf); do
