@@ -44,10 +44,10 @@ func newReconcileCommand(inv *invocation) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reconcile --index TRUTH.fpx --online URL [--records FILE...]",
 		Short: "Compare an index with the online dedup store; report, backfill, repair",
-		Long: `Reconcile compares the offline truth (an index built with --hash sha256) with
-the online dedup store, and counts the fingerprints both hold, those only the
-index holds (missing online: to backfill) and those only the online side holds
-(unknown offline: to audit).
+		Long: `Reconcile compares the offline truth (an index built with --hash sha256; any
+hash for a bloom) with the online dedup store, and counts the fingerprints both
+hold, those only the index holds (missing online: to backfill) and those only
+the online side holds (unknown offline: to audit).
 
 Online sources (--online):
   redis://[user@]host:port/db?match=PREFIX*   keys PREFIX<hex>, found by SCAN
@@ -111,8 +111,14 @@ Nothing is written online without --apply: then the missing keys are written
 never clears one; MySQL INSERT IGNORE) in batches of
 --batch on --conns connections, at most --rate keys/s, retried with backoff;
 --checkpoint FILE records the last key written so an interrupted run resumes
-after it. --dry-run prints the commands instead. Where the online side holds
-whole 32-byte digests, --apply needs --records to compute them.
+after it. --dry-run prints the commands instead. --rebuild-shard rewrites whole
+bloom shards instead: the truth's bitmap of a shard is written beside it
+(KEY:rebuild, SETRANGE) and one Lua script on its node ORs the live shard into
+it and renames it over the live one, so no bit set online is ever cleared and
+no reader sees half a shard (in a Cluster the shard number must be the keys'
+hash tag, as in l2:bf:{*}); rerunning it is harmless.
+Where the online side holds whole 32-byte digests, --apply needs --records to
+compute them.
 
 Exit codes: 0 the sides agree (after --apply); 1 they differ; 2 usage, I/O or
 server error (the report, if asked, says what); 130/143 interrupted: nothing
@@ -160,7 +166,7 @@ written online and how to resume from --checkpoint.`,
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for sorted runs and temporary indexes")
 	f.IntVar(&o.samples, "samples", 20, "fingerprints of each side listed in the report")
 	f.Float64Var(&o.fpr, "fpr", 0, "bloom audit: the false-positive rate to size the L2 for (0: 0.01)")
-	f.StringVar(&o.rebuild, "rebuild-shard", "", "bloom: after the audit, rebuild shards `S|S,S…|all` from the truth (written beside, ORed with the live bits, swapped in atomically)")
+	f.StringVar(&o.rebuild, "rebuild-shard", "", "bloom: after the audit, rebuild these `SHARDS` (S, S,S,… or all) from the truth: each written beside the live one, ORed with the bits set meanwhile and swapped in atomically; --mem must hold a shard")
 	return cmd
 }
 
