@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"strconv"
 	"time"
 
@@ -343,7 +342,7 @@ func (c *comparison) audit(ctx context.Context) error {
 			return err
 		}
 		for i := first; i < last; i++ {
-			br.Shards[i].SetBits += spans[i].popcount()
+			br.Shards[i].SetBits += l2bloom.Count(spans[i].buf, spans[i].hi-spans[i].lo)
 		}
 		if err := c.testPass(ctx, b, spans, unset, br.Passes == 0, br); err != nil {
 			return err
@@ -383,26 +382,6 @@ type bloomSpan struct {
 	on     bool
 	lo, hi uint64
 	buf    []byte
-}
-
-// popcount counts the span's set bits below hi (a shard's last byte may
-// hold bits past M).
-func (sp *bloomSpan) popcount() int64 {
-	var n int
-	b := sp.buf
-	whole := (sp.hi - sp.lo) / 8
-	for len(b[:whole]) >= 8 {
-		n += bits.OnesCount64(uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56)
-		b, whole = b[8:], whole-8
-	}
-	for j := range whole {
-		n += bits.OnesCount8(b[j])
-	}
-	if rest := (sp.hi - sp.lo) % 8; rest > 0 {
-		n += bits.OnesCount8(b[whole] & byte(0xff<<(8-rest)))
-	}
-	return int64(n)
 }
 
 // readSpans reads the spans of shards first… with pipelined GETRANGE

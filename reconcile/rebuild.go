@@ -116,7 +116,7 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 		}
 		for j, s := range group {
 			bitmap := mem[int64(j)*sb : int64(j+1)*sb]
-			truthBits := (&bloomSpan{on: true, lo: 0, hi: l.Bits, buf: bitmap}).popcount()
+			truthBits := l2bloom.Count(bitmap, l.Bits)
 			if o.DryRun {
 				for seg := range l.Segments() {
 					key := l.Key(b.keys, s, seg)

@@ -11,9 +11,11 @@
 package l2bloom
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 
@@ -151,6 +153,24 @@ func IsSet(b []byte, off uint64) bool { return b[off>>3]&(0x80>>(off&7)) != 0 }
 
 // Set sets bit off of b, in SETBIT order.
 func Set(b []byte, off uint64) { b[off>>3] |= 0x80 >> (off & 7) }
+
+// Count is the number of bits set in b below bit n, in SETBIT order (the
+// last byte of a shard may hold bits past M, which do not count).
+func Count(b []byte, n uint64) int64 {
+	var c int
+	whole := b[:n/8]
+	for len(whole) >= 8 {
+		c += bits.OnesCount64(binary.LittleEndian.Uint64(whole))
+		whole = whole[8:]
+	}
+	for _, x := range whole {
+		c += bits.OnesCount8(x)
+	}
+	if rest := n % 8; rest > 0 {
+		c += bits.OnesCount8(b[n/8] & byte(0xff<<(8-rest)))
+	}
+	return int64(c)
+}
 
 // Formula is the textbook false-positive rate of a bloom of m bits holding
 // n keys with k hash functions: (1 - e^(-kn/m))^k.

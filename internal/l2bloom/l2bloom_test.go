@@ -104,6 +104,23 @@ func TestRedisBitOrder(t *testing.T) {
 	}
 }
 
+// TestCount: the bits set below n, whole words, bytes and a last partial
+// byte alike; bits at n and past it do not count.
+func TestCount(t *testing.T) {
+	b := make([]byte, 21)
+	for _, off := range []uint64{0, 7, 8, 63, 64, 100, 161, 162, 163, 167} {
+		Set(b, off)
+	}
+	for _, c := range []struct {
+		n    uint64
+		want int64
+	}{{0, 0}, {1, 1}, {8, 2}, {64, 4}, {65, 5}, {162, 7}, {163, 8}, {168, 10}} {
+		if got := Count(b, c.n); got != c.want {
+			t.Errorf("Count(b, %d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}
+
 // TestBitsFor: the size it gives meets the rate, and one bit in a
 // thousand less does not.
 func TestBitsFor(t *testing.T) {
