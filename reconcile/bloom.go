@@ -30,7 +30,14 @@ type bloomSource struct {
 	chunk  int64    // GETRANGE bytes a command
 	depth  int      // GETRANGE commands a pipeline
 	names  []string // the keys of the shards' segments, shard-major (up to 2^16 of them)
+	// rebuild marks the shards --rebuild-shard replaces: they are not
+	// audited (their keys are all held once the rebuild is done), and
+	// their live keys may be missing or short, as a flushed shard's are.
+	rebuild []bool
 }
+
+// rebuilds reports whether shard s is being rebuilt.
+func (b *bloomSource) rebuilds(s uint64) bool { return b.rebuild != nil && b.rebuild[s] }
 
 // bloomChunk is the bytes one GETRANGE asks for: under the reply guard's
 // string bound (maxString), a divisor of a segment so that no chunk
@@ -45,6 +52,12 @@ func openBloom(ctx context.Context, t *Target, o *Options) (*bloomSource, error)
 	maxReply, _ := replyBudget(o.Mem)
 	b := &bloomSource{redisSource: r, layout: t.Bloom, loc: t.Bloom.Locator(), keys: t.BloomKeys,
 		chunk: min(bloomChunk, maxReply), depth: 8}
+	if len(o.Rebuild) > 0 {
+		b.rebuild = make([]bool, t.Bloom.Shards)
+		for _, s := range o.Rebuild {
+			b.rebuild[s] = true
+		}
+	}
 	if n := t.Bloom.Shards * t.Bloom.Segments(); n <= 1<<16 {
 		for s := range t.Bloom.Shards {
 			for seg := range t.Bloom.Segments() {
@@ -79,7 +92,10 @@ func (e *BloomKeyError) Error() string {
 	return fmt.Sprintf("bloom shard %d: key %q is %d bytes, the layout's shard is %d: is bits= the online side's?", e.Shard, e.Key, e.Len, e.WantLen)
 }
 
-// checkShards asks TYPE and STRLEN of every shard key, in pipelines.
+// checkShards asks TYPE and STRLEN of every shard key, in pipelines. A
+// shard being rebuilt may be missing or shorter than its layout (the
+// online side's SETBITs after a flush make it only as long as the highest
+// bit they set); never longer, nor of another type.
 func (b *bloomSource) checkShards(ctx context.Context) error {
 	type probe struct {
 		key   string
@@ -119,7 +135,11 @@ func (b *bloomSource) checkShards(ctx context.Context) error {
 			return err
 		}
 		for _, p := range todo {
-			if typ, n := p.typ.Val(), p.n.Val(); typ != "string" || n != p.want {
+			typ, n := p.typ.Val(), p.n.Val()
+			if b.rebuilds(p.shard) && (typ == "none" || typ == "string" && n <= p.want) {
+				continue
+			}
+			if typ != "string" || n != p.want {
 				return &BloomKeyError{Key: p.key, Shard: p.shard, Type: typ, Len: n, WantLen: p.want}
 			}
 		}
@@ -265,11 +285,15 @@ type BloomReport struct {
 
 // BloomShard is one shard's figures.
 type BloomShard struct {
-	Shard      uint64  `json:"shard"`
-	Key        string  `json:"key"`
-	Keys       int64   `json:"truth_keys"` // truth keys whose shard it is
-	Missing    int64   `json:"missing"`
-	SetBits    int64   `json:"set_bits"`
+	Shard   uint64 `json:"shard"`
+	Key     string `json:"key"`
+	Keys    int64  `json:"truth_keys"` // truth keys whose shard it is
+	Missing int64  `json:"missing"`
+	SetBits int64  `json:"set_bits"`
+	// Rebuild: --rebuild-shard names the shard, so it was not audited;
+	// Rebuilt: it was swapped in, and SetBits are those after.
+	Rebuild    bool    `json:"rebuild,omitempty"`
+	Rebuilt    bool    `json:"rebuilt,omitempty"`
 	Fill       float64 `json:"fill"`
 	FPRNow     float64 `json:"fpr_now"`     // fill^K
 	FPRFormula float64 `json:"fpr_formula"` // the formula at truth_keys
@@ -301,7 +325,7 @@ func (c *comparison) audit(ctx context.Context) error {
 	br := &BloomReport{Layout: l.String(), Scheme: l2bloom.Scheme, Keys: string(b.keys), Shards: make([]BloomShard, l.Shards)}
 	c.rep.Bloom = br
 	for s := range br.Shards {
-		br.Shards[s] = BloomShard{Shard: uint64(s), Key: l.Key(b.keys, uint64(s), 0)}
+		br.Shards[s] = BloomShard{Shard: uint64(s), Key: l.Key(b.keys, uint64(s), 0), Rebuild: b.rebuilds(uint64(s))}
 	}
 	unset := make([]uint64, (n+63)/64) // bit i: truth key i has a bit found unset
 
@@ -320,12 +344,22 @@ func (c *comparison) audit(ctx context.Context) error {
 	shardBytes := l.ShardBytes()
 	var s uint64
 	var at int64 // the next byte of shard s to read
-	for s < l.Shards {
+	for {
+		for s < l.Shards && at == 0 && b.rebuilds(s) {
+			s++
+		}
+		if s == l.Shards {
+			break
+		}
 		// Plan the pass: shards from s, each as far as the buffer goes.
 		clear(spans)
 		used := int64(0)
 		first := s
 		for s < l.Shards && used < passBytes {
+			if at == 0 && b.rebuilds(s) {
+				s++
+				continue
+			}
 			take := min(shardBytes-at, passBytes-used)
 			spans[s] = bloomSpan{on: true, lo: uint64(at) * 8, hi: min(uint64(at+take)*8, l.Bits), buf: mem[used : used+take]}
 			used += take
@@ -486,6 +520,7 @@ func (b *bloomSource) summarise(br *BloomReport, target float64, n uint64) {
 		target = DefaultTargetFPR
 	}
 	var now, formula float64
+	br.Missing = 0
 	for i := range br.Shards {
 		sh := &br.Shards[i]
 		sh.Fill = float64(sh.SetBits) / float64(l.Bits)

@@ -452,6 +452,91 @@ func TestBloomRebuild(t *testing.T) {
 	}
 }
 
+// TestBloomRebuildFlushed: what a rebuild is for. Shard 0 was flushed
+// (its key is gone), shard 1 was flushed and the online side's SETBITs
+// began it again (a string shorter than the layout's), shards 2 and 3
+// hold every key. --rebuild-shard 0,1 neither audits nor refuses those
+// two: it makes them the truth's bitmap (OR the bits the short one held),
+// and exits 0. A shard it names that is longer than the layout's, or of
+// another type, is still refused, naming the key, and left as it was.
+func TestBloomRebuildFlushed(t *testing.T) {
+	c := redisDB(t, 11)
+	ctx := context.Background()
+	dir := t.TempDir()
+	_, fps := bloomTruth(t, dir, 20_000)
+	const shards, m, k = 4, 1 << 20, 3
+	want := newRefBloom(shards, m, k)
+	for _, fp := range fps {
+		want.add(fp)
+	}
+	for s := 2; s < shards; s++ {
+		c.Set(ctx, fmt.Sprintf("rf:{%d}", s), want.bytes[s], 0)
+	}
+	short := []int64{5, 77, 1000}
+	for _, p := range short { // the online side's SETBITs after the flush
+		c.SetBit(ctx, "rf:{1}", p, 1)
+		want.bytes[1][p/8] |= 0x80 >> (p % 8)
+	}
+	url := redisURL(t, 11, fmt.Sprintf("bloom=rf:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
+
+	// Without --rebuild-shard, the flushed shard is an error naming it.
+	if r := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 2); !strings.Contains(r.stderr, `"rf:{0}" does not exist`) {
+		t.Fatalf("audit of a flushed shard: %s", r.stderr)
+	}
+	dry := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "0,1", "--dry-run").want(t, 1)
+	if strings.Count(dry.stdout, "REBUILD ") != 2 || c.Exists(ctx, "rf:{0}").Val() != 0 {
+		t.Fatalf("--dry-run: %q, or it wrote rf:{0}", dry.stdout)
+	}
+
+	res := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "0,1", "--report", "r.json").want(t, 0)
+	for s := range shards {
+		if got, err := c.Get(ctx, fmt.Sprintf("rf:{%d}", s)).Bytes(); err != nil || !slices.Equal(got, want.bytes[s]) {
+			t.Fatalf("shard %d after the rebuild: not the truth's bitmap (OR the bits it held) (%v)", s, err)
+		}
+	}
+	rep := readReport(t, filepath.Join(dir, "r.json"))
+	if rep.Bloom == nil || rep.Bloom.Missing != 0 || rep.Bloom.Held != 20_000 {
+		t.Fatalf("report: %+v", rep.Bloom)
+	}
+	for s, sh := range rep.Bloom.Shards {
+		rebuilt := s < 2
+		if sh.Rebuild != rebuilt || sh.Rebuilt != rebuilt || sh.SetBits != want.ones(s) {
+			t.Fatalf("shard %d in the report: %+v (want %d bits set, rebuilt %v)", s, sh, want.ones(s), rebuilt)
+		}
+	}
+	if !strings.Contains(res.stderr, "rebuilt") {
+		t.Fatalf("the summary does not say which shards were rebuilt:\n%s", res.stderr)
+	}
+
+	// Longer than the layout's shard, or not a string: refused, untouched.
+	long := append(slices.Clone(want.bytes[0]), 0xff)
+	for _, bad := range []struct {
+		shard, want string
+		make        func(key string)
+		same        func(key string) bool
+	}{
+		{"0", `key "rf:{0}" is 131073 bytes, the layout's shard is 131072`,
+			func(key string) { c.Set(ctx, key, long, 0) },
+			func(key string) bool { got, _ := c.Get(ctx, key).Bytes(); return slices.Equal(got, long) }},
+		{"1", `key "rf:{1}" holds a list`,
+			func(key string) { c.Del(ctx, key); c.RPush(ctx, key, "x") },
+			func(key string) bool { return c.Type(ctx, key).Val() == "list" }},
+	} {
+		key := "rf:{" + bad.shard + "}"
+		saved, _ := c.Get(ctx, key).Bytes()
+		bad.make(key)
+		r := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", bad.shard).want(t, 2)
+		if !strings.Contains(r.stderr, bad.want) {
+			t.Fatalf("--rebuild-shard %s: %s", bad.shard, r.stderr)
+		}
+		if !bad.same(key) {
+			t.Fatalf("the refused %s was changed", key)
+		}
+		c.Del(ctx, key)
+		c.Set(ctx, key, saved, 0)
+	}
+}
+
 // TestBloomServerGone: the server taken away (the proxy in front of it
 // shuts) in the middle of the audit's GETRANGE reads, then of --apply's
 // SETBITs: each ends with exit 2 and an error naming the server, never a

@@ -2,9 +2,11 @@ package reconcile
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,12 +21,12 @@ import (
 type RebuildStats struct {
 	DryRun       bool     `json:"dry_run"`
 	Target       string   `json:"target"`
-	Shards       []uint64 `json:"shards"`     // asked for
-	Rebuilt      int64    `json:"rebuilt"`    // swapped in
-	Keys         int64    `json:"truth_keys"` // in the shards rebuilt
-	BitsTruth    int64    `json:"truth_bits"` // bits the truth sets in them
-	BitsAfter    int64    `json:"bits_after"` // set after the swap (truth OR live)
-	BytesWritten int64    `json:"bytes_written"`
+	Shards       []uint64 `json:"shards"`        // asked for
+	Rebuilt      int64    `json:"rebuilt"`       // swapped in
+	Keys         int64    `json:"truth_keys"`    // in the shards rebuilt
+	BitsTruth    int64    `json:"truth_bits"`    // bits the truth sets in them
+	BitsAfter    int64    `json:"bits_after"`    // set after the swap (truth OR live)
+	BytesWritten int64    `json:"bytes_written"` // the shards' bytes, chunks of zeros (left as the new key's) included
 	Seconds      float64  `json:"seconds"`
 }
 
@@ -36,20 +38,25 @@ const rebuildSuffix = ":rebuild"
 // swapScript ORs the live segment into the new one and renames the new
 // one over it, in one script: atomic on the node, so no SETBIT the online
 // side sends meanwhile falls between the two and is lost, and no reader
-// sees a half-written shard. It refuses a live key that is not the
-// layout's string, and (ARGV[2] = "1": a retry, whose first attempt may
-// have run already) takes a missing new key for a swap already done.
+// sees a half-written shard. A live key that is missing (a flushed shard)
+// or short (one the online side's SETBITs began again after a flush) is
+// taken as zeros; one of another type or longer than the layout's is
+// refused. ARGV[2] = "1" marks a retry, whose first attempt may have run
+// already: then a missing new key is a swap done.
 var swapScript = redis.NewScript(`
 local want = tonumber(ARGV[1])
 if redis.call('EXISTS', KEYS[2]) == 0 then
   if ARGV[2] == '1' then return redis.call('BITCOUNT', KEYS[1]) end
   return redis.error_reply('FPDEDUP the rebuilt ' .. KEYS[2] .. ' is gone')
 end
-local t = redis.call('TYPE', KEYS[1])['ok']
-if t ~= 'string' then return redis.error_reply('FPDEDUP the live ' .. KEYS[1] .. ' is a ' .. t .. ', not a bitmap string') end
-if redis.call('STRLEN', KEYS[1]) ~= want then return redis.error_reply('FPDEDUP the live ' .. KEYS[1] .. ' changed length during the rebuild') end
 if redis.call('STRLEN', KEYS[2]) ~= want then return redis.error_reply('FPDEDUP the rebuilt ' .. KEYS[2] .. ' is not whole') end
-redis.call('BITOP', 'OR', KEYS[2], KEYS[2], KEYS[1])
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'string' then
+  if redis.call('STRLEN', KEYS[1]) > want then return redis.error_reply('FPDEDUP the live ' .. KEYS[1] .. ' grew past the layout\'s length during the rebuild') end
+  redis.call('BITOP', 'OR', KEYS[2], KEYS[2], KEYS[1])
+elseif t ~= 'none' then
+  return redis.error_reply('FPDEDUP the live ' .. KEYS[1] .. ' is a ' .. t .. ', not a bitmap string')
+end
 redis.call('RENAME', KEYS[2], KEYS[1])
 return redis.call('BITCOUNT', KEYS[1])
 `)
@@ -70,9 +77,11 @@ func hashTagHoldsShard(t l2bloom.Template) bool {
 // rebuildShards writes, for each shard asked for, the exact bitmap of the
 // truth's keys into KEY:rebuild with SETRANGE chunks, then swaps it in
 // (swapScript): the shard then holds the truth's bits and every bit that
-// was set online, none cleared. Shards are built in memory whole, as many
-// at once as the memory budget holds (one read of the index builds them
-// all); a shard of several strings is swapped a segment at a time.
+// was set online, none cleared. Shards are built in memory whole, in
+// groups the memory budget holds, one read of the index a group; while a
+// group is written and swapped in (work the server does) the next is
+// built in a second buffer (work this process does), so the two overlap.
+// A shard of several strings is swapped a segment at a time.
 func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource, x *fpstore.Index) error {
 	l := b.layout
 	st := &RebuildStats{DryRun: o.DryRun, Target: o.Target.Redacted, Shards: o.Rebuild}
@@ -80,51 +89,98 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 	start := time.Now()
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
 	sb := l.ShardBytes()
-	per := int(min(max(1, (o.Mem-64<<20)/sb), int64(len(o.Rebuild))))
-	mem, err := hugemem.Alloc(per * int(sb))
-	if err != nil {
-		return fmt.Errorf("cannot allocate the shards' bitmaps (%d bytes): %w", per*int(sb), err)
+	n := len(o.Rebuild)
+	budget := o.Mem - 64<<20
+	buffers := 1
+	if budget >= 2*sb && n > 1 {
+		buffers = 2
 	}
-	defer hugemem.Free(mem)
-	slot := make([]int32, l.Shards) // a shard's place in this group, -1: not in it
-	pos := make([]uint64, l.K)
-	for at := 0; at < len(o.Rebuild); at += per {
-		group := o.Rebuild[at:min(at+per, len(o.Rebuild))]
-		for i := range slot {
-			slot[i] = -1
+	per := int(min(budget/int64(buffers)/sb, int64(n)))
+	if buffers == 2 {
+		// At least eight groups, so that all but the first group's build
+		// (an eighth of the work) is hidden behind the writes; each costs a
+		// read of the index, and four groups were slower than eight
+		// (bench/l2bloom.sh).
+		per = min(per, (n+7)/8)
+	}
+
+	bctx, stop := context.WithCancel(ctx)
+	var mems [][]byte
+	var builder sync.WaitGroup
+	defer func() {
+		stop()
+		builder.Wait()
+		for _, m := range mems {
+			hugemem.Free(m)
 		}
-		for j, s := range group {
-			slot[s] = int32(j)
-		}
-		clear(mem[:len(group)*int(sb)])
-		keys := make([]int64, len(group))
-		err := x.Scan(func(fps []fpstore.Fingerprint) error {
-			for _, fp := range fps {
-				if j := slot[b.loc.Shard(fp.Hi)]; j >= 0 {
-					keys[j]++
-					bitmap := mem[int64(j)*sb : int64(j+1)*sb]
-					b.loc.Bits(fp.Hi, fp.Lo, pos)
-					for _, p := range pos {
-						l2bloom.Set(bitmap, p)
-					}
-				}
-			}
-			return ctx.Err()
-		})
+	}()
+	free := make(chan []byte, buffers)
+	for range buffers {
+		m, err := hugemem.Alloc(per * int(sb))
 		if err != nil {
-			return rebuildStopped(ctx, o, st, err)
+			return fmt.Errorf("cannot allocate the shards' bitmaps (%d bytes): %w", per*int(sb), err)
 		}
-		for j, s := range group {
-			bitmap := mem[int64(j)*sb : int64(j+1)*sb]
+		mems = append(mems, m)
+		free <- m
+	}
+	type group struct {
+		shards []uint64
+		maps   [][]byte
+		fill   *l2bloom.Filler
+		mem    []byte
+	}
+	ready := make(chan group)
+	var buildErr error
+	builder.Go(func() {
+		defer close(ready)
+		for at := 0; at < n; at += per {
+			var mem []byte
+			select {
+			case mem = <-free:
+			case <-bctx.Done():
+				return
+			}
+			g := group{shards: o.Rebuild[at:min(at+per, n)], mem: mem}
+			for j := range g.shards {
+				m := mem[int64(j)*sb : int64(j+1)*sb]
+				clear(m)
+				g.maps = append(g.maps, m)
+			}
+			g.fill = l2bloom.NewFiller(l, g.shards, g.maps)
+			if err := x.Scan(func(fps []fpstore.Fingerprint) error {
+				for _, fp := range fps {
+					g.fill.Add(fp.Hi, fp.Lo)
+				}
+				return bctx.Err()
+			}); err != nil {
+				buildErr = err
+				return
+			}
+			g.fill.Flush()
+			select {
+			case ready <- g:
+			case <-bctx.Done():
+				return
+			}
+		}
+	})
+
+	br := rep.Bloom
+	for g := range ready {
+		for j, s := range g.shards {
+			bitmap, keys := g.maps[j], g.fill.Keys(j)
 			truthBits := l2bloom.Count(bitmap, l.Bits)
+			st.Keys += keys
+			st.BitsTruth += truthBits
+			if br != nil {
+				br.Shards[s].Keys = keys
+			}
 			if o.DryRun {
 				for seg := range l.Segments() {
 					key := l.Key(b.keys, s, seg)
 					fmt.Fprintf(o.DryRunOut, "REBUILD %s from %d truth keys (%d bits set in the shard): SETRANGE %s%s in chunks of %d bytes, then BITOP OR it with %s and RENAME it over %s\n",
-						key, keys[j], truthBits, key, rebuildSuffix, b.chunk, key, key)
+						key, keys, truthBits, key, rebuildSuffix, b.chunk, key, key)
 				}
-				st.Keys += keys[j]
-				st.BitsTruth += truthBits
 				continue
 			}
 			after, err := b.rebuildShard(ctx, s, bitmap, st)
@@ -132,14 +188,19 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 				return rebuildStopped(ctx, o, st, err)
 			}
 			st.Rebuilt++
-			st.Keys += keys[j]
-			st.BitsTruth += truthBits
 			st.BitsAfter += after
-			if br := rep.Bloom; br != nil && s < uint64(len(br.Shards)) {
-				// Every truth key of the shard is held now.
-				rep.Missing -= br.Shards[s].Missing
+			if br != nil {
+				br.Shards[s].SetBits, br.Shards[s].Rebuilt = after, true
 			}
 		}
+		free <- g.mem
+	}
+	builder.Wait()
+	if buildErr != nil {
+		return rebuildStopped(ctx, o, st, buildErr)
+	}
+	if br != nil {
+		b.summarise(br, o.TargetFPR, x.Len())
 	}
 	return nil
 }
@@ -173,10 +234,17 @@ func (b *bloomSource) rebuildShard(ctx context.Context, s uint64, bitmap []byte,
 
 // writeSegment writes part into tmp (deleted first: a leftover of an
 // interrupted run) in pipelined SETRANGE chunks, each pipeline retried
-// whole (a SETRANGE written twice writes the same bytes).
+// whole (a SETRANGE written twice writes the same bytes). Its last byte is
+// written first, so that the server allocates the string once, zeroed,
+// rather than growing it chunk by chunk (half the server's time here);
+// chunks of zeros are then left as they are.
 func (b *bloomSource) writeSegment(ctx context.Context, tmp string, part []byte, st *RebuildStats) error {
 	if err := retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("writing "+tmp+" on "+b.t.Redacted, nil), func() error {
-		return b.c.Del(ctx, tmp).Err()
+		pipe := b.c.Pipeline()
+		pipe.Del(ctx, tmp)
+		pipe.SetRange(ctx, tmp, int64(len(part)-1), string(part[len(part)-1:]))
+		_, err := pipe.Exec(ctx)
+		return err
 	}); err != nil {
 		return err
 	}
@@ -185,12 +253,12 @@ func (b *bloomSource) writeSegment(ctx context.Context, tmp string, part []byte,
 		err := retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("writing "+tmp+" on "+b.t.Redacted, nil), func() error {
 			pipe := b.c.Pipeline()
 			at := start
-			for range b.depth {
-				if at == len(part) {
-					break
-				}
+			for sent := 0; sent < b.depth && at < len(part); {
 				end := min(at+int(b.chunk), len(part))
-				pipe.SetRange(ctx, tmp, int64(at), string(part[at:end]))
+				if !zeros(part[at:end]) {
+					pipe.SetRange(ctx, tmp, int64(at), string(part[at:end]))
+					sent++
+				}
 				at = end
 			}
 			cmds, err := pipe.Exec(ctx)
@@ -199,7 +267,7 @@ func (b *bloomSource) writeSegment(ctx context.Context, tmp string, part []byte,
 					return cerr
 				}
 			}
-			if err == nil {
+			if err == nil { // also when all its chunks were zeros: nothing sent
 				off = at
 			}
 			return err
@@ -213,6 +281,22 @@ func (b *bloomSource) writeSegment(ctx context.Context, tmp string, part []byte,
 		}
 	}
 	return nil
+}
+
+// zeros reports whether p holds only zero bytes.
+func zeros(p []byte) bool {
+	for len(p) >= 8 {
+		if binary.LittleEndian.Uint64(p) != 0 {
+			return false
+		}
+		p = p[8:]
+	}
+	for _, c := range p {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // swap runs swapScript, retried: a retry after a reply lost may find the
