@@ -85,6 +85,21 @@ for s in $(seq 0 $((SHARDS - 1))); do
     printf '\r\n' >> "$tmp/setrange.resp"
   done
 done
+# The bare work of the rebuild's design: the same SETRANGE chunks into a new
+# key, then BITOP OR of the live shard into it and RENAME over it (what the
+# swap script does, without the script).
+: > "$tmp/swap.resp"
+for s in $(seq 0 $((SHARDS - 1))); do
+  k="bare:{$s}:rebuild" live="bb:{$s}" dst="bare:{$s}"
+  for ((off = 0; off < SHARD_BYTES; off += CHUNK)); do
+    n=$(( SHARD_BYTES - off < CHUNK ? SHARD_BYTES - off : CHUNK ))
+    printf '*4\r\n$8\r\nSETRANGE\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n$%d\r\n' ${#k} "$k" ${#off} "$off" "$n" >> "$tmp/swap.resp"
+    head -c "$n" "$tmp/payload" >> "$tmp/swap.resp"
+    printf '\r\n' >> "$tmp/swap.resp"
+  done
+  printf '*5\r\n$5\r\nBITOP\r\n$2\r\nOR\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n' ${#k} "$k" ${#k} "$k" ${#live} "$live" >> "$tmp/swap.resp"
+  printf '*3\r\n$6\r\nRENAME\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n' ${#k} "$k" ${#dst} "$dst" >> "$tmp/swap.resp"
+done
 "$F" reconcile -q --index "$tmp/truth.fpx" --online "$URL" --report "$tmp/a.json" || [ $? = 1 ]
 MISSING=$(sed -n 's/.*"only_offline": *\([0-9]*\).*/\1/p' "$tmp/a.json" | head -1)
 echo "missing online: $MISSING keys ($((MISSING * K)) SETBITs for --apply)"
@@ -109,7 +124,8 @@ run() { # name, command...: one timed run, appended to T[name]
     bare-setbit) U[setbit]=$(usec setbit) ;;
     apply) U[apply-setbit]=$(usec setbit) ;;
     bare-setrange) U[setrange]=$(usec setrange) ;;
-    rebuild) U[rebuild-setrange]=$(usec setrange); U[evalsha]=$(usec evalsha) ;;
+    bare-swap) U[swap-setrange]=$(usec setrange); U[swap-bitop]=$(usec bitop) ;;
+    rebuild) U[rebuild-setrange]=$(usec setrange); U[evalsha]=$(usec evalsha); U[rebuild-bitop]=$(usec bitop) ;;
   esac
 }
 declare -A U
@@ -122,7 +138,7 @@ reset_online() { # back to the 90% bloom, for --apply
   for s in $(seq 0 $((SHARDS - 1))); do redis_ COPY "saved:{$s}" "bb:{$s}" REPLACE >/dev/null; done
 }
 for i in $(seq "$RUNS"); do
-  for job in $(printf '%s\n' read audit bits setbit apply setrange rebuild | shuf); do
+  for job in $(printf '%s\n' read audit bits setbit apply setrange swap rebuild | shuf); do
     case $job in
       read) run bare-read bash -c "redis-cli -h $R_HOST -p $R_PORT -n $RDB --pipe < $tmp/getrange.resp" ;;
       audit) run audit "$F" reconcile -q --index "$tmp/truth.fpx" --online "$URL" ;;
@@ -131,13 +147,15 @@ for i in $(seq "$RUNS"); do
       apply) reset_online; run apply "$F" reconcile -q --index "$tmp/truth.fpx" --online "$URL" --apply --report "$tmp/apply.json" ;;
       setrange) redis_ DEL $(for s in $(seq 0 $((SHARDS - 1))); do echo "bare:{$s}"; done) >/dev/null
                 run bare-setrange bash -c "redis-cli -h $R_HOST -p $R_PORT -n $RDB --pipe < $tmp/setrange.resp" ;;
+      swap) redis_ DEL $(for s in $(seq 0 $((SHARDS - 1))); do echo "bare:{$s}"; done) >/dev/null
+            run bare-swap bash -c "redis-cli -h $R_HOST -p $R_PORT -n $RDB --pipe < $tmp/swap.resp" ;;
       rebuild) run rebuild "$F" reconcile -q --index "$tmp/truth.fpx" --online "$URL" --rebuild-shard all --report "$tmp/rebuild.json" ;;
     esac
   done
 done
 m() { printf '%s\n' ${T[$1]} | med; }
 read_=$(m bare-read); bits=$(m bits); audit=$(m audit)
-setbit=$(m bare-setbit); apply=$(m apply); setrange=$(m bare-setrange); rebuild=$(m rebuild)
+setbit=$(m bare-setbit); apply=$(m apply); setrange=$(m bare-setrange); swap=$(m bare-swap); rebuild=$(m rebuild)
 ref=$(echo "$read_ + $bits" | bc -l)
 applyw=$(sed -n 's/.*"apply_seconds": *\([0-9.e+-]*\).*/\1/p' "$tmp/apply.json")
 printf '\n%-72s %9s %7s %s\n' job seconds ratio "server usec/call"
@@ -150,7 +168,9 @@ row "bare: redis-cli --pipe of $((MISSING * K)) SETBITs at random places" "$setb
 row "fpdedup reconcile --apply of $MISSING keys (whole process)" "$apply" "$(ratio "$setbit" "$apply")" "SETBIT ${U[apply-setbit]}"
 row "  of which the writes (apply_seconds, last run)" "$applyw" "$(ratio "$setbit" "$applyw")"
 row "bare: redis-cli --pipe SETRANGE $(numfmt --to=iec $TOTAL)B in 512 KiB chunks" "$setrange" 1.00 "SETRANGE ${U[setrange]}"
-row "fpdedup reconcile --rebuild-shard all (audit, build, write, swap)" "$rebuild" "$(ratio "$setrange" "$rebuild")" "SETRANGE ${U[rebuild-setrange]}, EVALSHA ${U[evalsha]}"
+row "bare: the same, then BITOP OR the live shard in and RENAME (the swap)" "$swap" "" "SETRANGE ${U[swap-setrange]}, BITOP ${U[swap-bitop]}"
+row "fpdedup reconcile --rebuild-shard all (build, write, swap; whole process)" "$rebuild" "$(ratio "$setrange" "$rebuild")" "SETRANGE ${U[rebuild-setrange]}, EVALSHA ${U[evalsha]}, BITOP ${U[rebuild-bitop]}"
 rbw=$(sed -n '/"rebuild": {/,/^  }/ s/.*"seconds": *\([0-9.e+-]*\).*/\1/p' "$tmp/rebuild.json")
 row "  of which the rebuild (rebuild.seconds, last run)" "$rbw" "$(ratio "$setrange" "$rbw")"
+row "  against the bare SETRANGE + BITOP OR + RENAME" "$rebuild" "$(ratio "$swap" "$rebuild")"
 echo "(ratios: bare seconds / fpdedup seconds, medians of $RUNS interleaved runs; >= 0.80 is the target)"
