@@ -149,7 +149,9 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 			g.fill = l2bloom.NewFiller(l, g.shards, g.maps)
 			if err := x.Scan(func(fps []fpstore.Fingerprint) error {
 				for _, fp := range fps {
-					g.fill.Add(fp.Hi, fp.Lo)
+					if g.fill.Wants(fp.Hi) {
+						g.fill.Add(fp.Hi, fp.Lo)
+					}
 				}
 				return bctx.Err()
 			}); err != nil {

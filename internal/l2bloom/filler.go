@@ -34,13 +34,20 @@ func NewFiller(l Layout, shards []uint64, maps [][]byte) *Filler {
 	return f
 }
 
+// Wants reports whether the fingerprint with this hi half falls in a
+// shard being filled. Small enough to be inlined in a scan's loop, where
+// most keys belong to other shards and cost only this test.
+func (f *Filler) Wants(hi uint64) bool { return f.slot[f.loc.Shard(hi)] >= 0 }
+
 // Add sets the bits of the fingerprint (hi, lo) when its shard is one
 // being filled.
 func (f *Filler) Add(hi, lo uint64) {
-	i := f.slot[f.loc.Shard(hi)]
-	if i < 0 {
-		return
+	if i := f.slot[f.loc.Shard(hi)]; i >= 0 {
+		f.add(i, hi, lo)
 	}
+}
+
+func (f *Filler) add(i int32, hi, lo uint64) {
 	f.keys[i]++
 	b := f.bufs[i]
 	if len(b)+f.loc.k > cap(b) {
