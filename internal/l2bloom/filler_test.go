@@ -3,6 +3,7 @@ package l2bloom
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -33,6 +34,9 @@ func TestFillerAgainstReference(t *testing.T) {
 			fp := fingerprint{Hi: r.Uint64(), Lo: r.Uint64()}
 			f.Add(fp.Hi, fp.Lo)
 			s, pos := refBits(c.l, fp)
+			if f.Wants(fp.Hi) != slices.Contains(c.shards, s) {
+				t.Fatalf("%v: Wants(%x) = %v for shard %d", c.l, fp.Hi, f.Wants(fp.Hi), s)
+			}
 			for i, t := range c.shards {
 				if t == s {
 					want[i]++
