@@ -8,16 +8,19 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/zeebo/xxh3"
 
 	"github.com/fpdedup/fpdedup/reconcile"
@@ -790,5 +793,189 @@ func TestBloomRebuildInterrupted(t *testing.T) {
 		if c.Exists(ctx, fmt.Sprintf("ri:{%d}:rebuild", s)).Val() != 0 {
 			t.Fatalf("ri:{%d}:rebuild is left behind", s)
 		}
+	}
+}
+
+// TestBloomClusterFailover: a replica takes over its master's slots in
+// the middle of a cluster audit read in passes (CLUSTER FAILOVER
+// TAKEOVER: what a failover looks like to a client, the slots answered by
+// another node from then on). The audit follows the cluster to the new
+// master and finds exactly the keys the reference left out, every shard
+// read whole. The replica is a node of the test's own, made and removed
+// by it; the shared cluster is put back as it was (its masters, and no
+// fourth node).
+func TestBloomClusterFailover(t *testing.T) {
+	needKill(t)
+	c := clusterClient(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	hexes, fps := bloomTruth(t, dir, 60_000)
+	const shards, m, k = 16, 1 << 26, 3 // 8 MiB a shard: four passes under --mem 64MiB
+	online := newRefBloom(shards, m, k)
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, fp := range fps {
+		if r.IntN(10) != 0 {
+			online.add(fp)
+		}
+	}
+	var missing []string
+	for i, fp := range fps {
+		if !online.has(fp) {
+			missing = append(missing, hexes[i])
+		}
+	}
+	master := clusterSeeds(t)[2]
+	replica := startReplica(t, master)
+	for s := range shards {
+		if err := c.Set(ctx, fmt.Sprintf("fo:{%d}", s), online.bytes[s], 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replica.caughtUp(t)
+
+	url := clusterURL(t, fmt.Sprintf("bloom=fo:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
+	done := make(chan result, 1)
+	go func() {
+		// Each pass tests the 60k keys at 20k/s: 3 s a pass.
+		done <- fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--mem", "64MiB",
+			"--read-rate", "20k", "--report", "f.json", "--missing", "missing.fpx")
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	replica.takeOver(t)
+	res := <-done
+	res.want(t, 1)
+	rep := readReport(t, filepath.Join(dir, "f.json"))
+	if b := rep.Bloom; b == nil || b.Missing != int64(len(missing)) || b.Passes < 3 || b.BytesRead != shards*m/8 {
+		t.Fatalf("the audit across the failover: %+v, want %d missing", rep.Bloom, len(missing))
+	}
+	if got := dump(t, dir, "missing.fpx"); !slices.Equal(got, missing) {
+		t.Fatalf("missing.fpx: %d fingerprints, want the reference's %d", len(got), len(missing))
+	}
+	if replica.role(t) != "master" {
+		t.Fatal("the replica did not take over during the audit: a test that cannot tell")
+	}
+}
+
+// testReplica is a cluster node the test started as a replica of one of
+// the shared cluster's masters.
+type testReplica struct {
+	addr, master string
+	id           string
+	node, mnode  *redis.Client
+}
+
+// startReplica starts a cluster node on a free port, makes it a replica of
+// master and waits for its link; the test's cleanup gives the slots back
+// to master and removes the node from the cluster.
+func startReplica(t *testing.T, master string) *testReplica {
+	t.Helper()
+	ctx := context.Background()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir := t.TempDir()
+	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	newNode := func(addr string) *redis.Client {
+		return redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+	}
+	rp := &testReplica{addr: fmt.Sprintf("127.0.0.1:%d", port), master: master}
+	rp.node, rp.mnode = newNode(rp.addr), newNode(master)
+	t.Cleanup(func() {
+		rp.remove(t)
+		cmd.Process.Kill()
+		cmd.Wait()
+		rp.node.Close()
+		rp.mnode.Close()
+	})
+	mustWait(t, "the replica answers", func() bool { return rp.node.Ping(ctx).Err() == nil })
+	rp.id = rp.node.ClusterMyID(ctx).Val()
+	masterID := rp.mnode.ClusterMyID(ctx).Val()
+	// The master sends its first sync at once, not after the default 5 s.
+	rp.mnode.ConfigSet(ctx, "repl-diskless-sync-delay", "0")
+	host, mport, _ := net.SplitHostPort(master)
+	rp.node.ClusterMeet(ctx, host, mport)
+	mustWait(t, "the replica knows its master", func() bool {
+		return strings.Contains(rp.node.ClusterNodes(ctx).Val(), masterID+" ")
+	})
+	if err := rp.node.Do(ctx, "CLUSTER", "REPLICATE", masterID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, "the replica's link is up", func() bool {
+		return strings.Contains(rp.node.Info(ctx, "replication").Val(), "master_link_status:up")
+	})
+	return rp
+}
+
+// caughtUp waits until the replica has everything the master wrote.
+func (rp *testReplica) caughtUp(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	mustWait(t, "the replica catches up", func() bool {
+		n, err := rp.mnode.Do(ctx, "WAIT", 1, 100).Int64()
+		return err == nil && n == 1
+	})
+}
+
+func (rp *testReplica) role(t *testing.T) string {
+	v, err := rp.node.Do(context.Background(), "ROLE").Slice()
+	if err != nil || len(v) == 0 {
+		t.Fatalf("ROLE of %s: %v", rp.addr, err)
+	}
+	return fmt.Sprint(v[0])
+}
+
+// takeOver makes the replica the master of its master's slots.
+func (rp *testReplica) takeOver(t *testing.T) {
+	t.Helper()
+	if err := rp.node.Do(context.Background(), "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustWait(t, "the replica takes over", func() bool { return rp.role(t) == "master" })
+}
+
+// remove gives the slots back to the first master (a graceful CLUSTER
+// FAILOVER from it, now a replica) and makes every master forget the node.
+func (rp *testReplica) remove(t *testing.T) {
+	ctx := context.Background()
+	if rp.role(t) == "master" {
+		mustWait(t, "the old master follows the new one", func() bool {
+			return strings.Contains(rp.mnode.Info(ctx, "replication").Val(), "master_link_status:up")
+		})
+		if err := rp.mnode.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+			t.Errorf("CLUSTER FAILOVER on %s: %v", rp.master, err)
+		}
+		mustWait(t, "the old master is master again", func() bool {
+			v, err := rp.mnode.Do(ctx, "ROLE").Slice()
+			return err == nil && len(v) > 0 && v[0] == "master"
+		})
+	}
+	rp.mnode.ConfigSet(ctx, "repl-diskless-sync-delay", "5")
+	rp.node.Do(ctx, "SHUTDOWN", "NOSAVE")
+	for _, seed := range clusterSeeds(t) {
+		n := redis.NewClient(&redis.Options{Addr: seed, Protocol: 2, DisableIdentity: true,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+		n.ClusterForget(ctx, rp.id)
+		mustWait(t, "the masters see the cluster whole", func() bool {
+			info := n.ClusterInfo(ctx).Val()
+			return strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", len(clusterSeeds(t))))
+		})
+		n.Close()
+	}
+}
+
+// mustWait waits up to a minute for cond, or fails the test.
+func mustWait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !waitFor(time.Minute, cond) {
+		t.Fatalf("waited a minute for this, in vain: %s", what)
 	}
 }
