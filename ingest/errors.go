@@ -79,6 +79,9 @@ const (
 	NoSuchColumn                          // a name the header lacks (Names lists it)
 	BadEscape                             // a jsonl path with a stray backslash
 	EmptyFieldName                        // a jsonl path with an empty step
+	BeyondColumns                         // a Parquet leaf number past the file's N leaves
+	NoSuchLeaf                            // a Parquet column path the file lacks (Names lists them)
+	ParquetNeedsKey                       // a Parquet input without key columns
 )
 
 // KeyError is a key recipe that cannot give keys, said in the words of
@@ -148,6 +151,12 @@ func (e *KeyError) Say(w Words) string {
 		msg = fmt.Sprintf(`%s %s: a backslash escapes only a dot or a backslash (\. or \\)`, item, q)
 	case EmptyFieldName:
 		msg = fmt.Sprintf("%s %s: an empty field name (a stray dot?)", item, q)
+	case ParquetNeedsKey:
+		msg = fmt.Sprintf("a Parquet row has no bytes of its own to be a whole-record key: give %s, the columns that make it", w.Key)
+	case BeyondColumns:
+		msg = fmt.Sprintf("%s %s: the file has only %d leaf columns", item, e.Item, e.N)
+	case NoSuchLeaf:
+		msg = fmt.Sprintf("%s %s: no such leaf column in the file, whose leaf columns are %s", item, q, e.Names)
 	default:
 		msg = fmt.Sprintf("key problem %d", e.Problem)
 	}

@@ -1,0 +1,486 @@
+package ingest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/deprecated"
+	pformat "github.com/parquet-go/parquet-go/format"
+)
+
+// A Parquet file's records are its rows, and a row's key is made of typed
+// columns, so its text is defined here once (DESIGN "Parquet keys"):
+//
+//   - integers in decimal, unsigned ones (UINT_8 … UINT_64, or an
+//     unsigned INTEGER logical type) as unsigned;
+//   - strings, enums, JSON and other byte arrays as their bytes;
+//   - booleans as true or false;
+//   - FLOAT and DOUBLE as Go's shortest text that reads back as the same
+//     value (strconv.FormatFloat(v, 'g', -1, bits));
+//   - DECIMAL as its plain decimal text with exactly its scale's digits
+//     after the point ("-3952.71", "0.05", "12" at scale 0);
+//   - DATE, TIME and TIMESTAMP as the integer the file stores, in the unit
+//     it declares (days; ms, µs or ns): a timestamp_ms column keys exactly as
+//     the online "user_id:device_id:timestamp_ms" text does.
+//
+// A NULL in a key column is a bad record. INT96 and repeated columns (a
+// LIST's elements) cannot be key columns.
+
+// The Parquet problems of a file.
+var (
+	ErrNotParquet         = errors.New("not a Parquet file")
+	ErrParquetDamaged     = errors.New("a damaged Parquet file")
+	ErrParquetUnsupported = errors.New("unsupported in a Parquet key")
+)
+
+// ParquetError is a Parquet file that cannot be read, or a column that
+// cannot be a key: Err is one of the errors above.
+type ParquetError struct {
+	Name   string // the file
+	Column string // the column, when one is at fault
+	Detail string
+	Err    error
+}
+
+func (e *ParquetError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Name)
+	b.WriteString(": ")
+	if e.Column != "" {
+		fmt.Fprintf(&b, "column %s: ", e.Column)
+	}
+	b.WriteString(e.Err.Error())
+	if e.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Detail)
+	}
+	return b.String()
+}
+
+func (e *ParquetError) Unwrap() error { return e.Err }
+
+// ParquetRowError locates a bad row: "FILE: row group G, row N: reason",
+// G numbered from 0 as Parquet tools number row groups, N the row's 1-based
+// number in the file.
+type ParquetRowError struct {
+	Name     string
+	RowGroup int
+	Row      int64
+	Err      error
+}
+
+func (e *ParquetRowError) Error() string {
+	return fmt.Sprintf("%s: row group %d, row %d: %v", e.Name, e.RowGroup, e.Row, e.Err)
+}
+
+func (e *ParquetRowError) Unwrap() error { return e.Err }
+
+// render is how a column's values become key text.
+type render uint8
+
+const (
+	renderInt render = iota + 1
+	renderUint
+	renderBool
+	renderFloat
+	renderDouble
+	renderBytes
+	renderDecimal
+)
+
+// ParquetColumn is a leaf column of a file's schema.
+type ParquetColumn struct {
+	Path     string // its names from the root, joined by dots
+	Leaf     int    // its 0-based place among the leaves
+	Type     string // physical type, and the logical one in brackets
+	Repeated bool   // inside a LIST or repeated group: no key column
+	render   render
+	scale    int
+	bad      string // why it cannot be a key column, when it cannot
+}
+
+// ParquetFile is a Parquet file open for reading its rows' keys.
+type ParquetFile struct {
+	name    string
+	file    *parquet.File
+	columns []ParquetColumn
+}
+
+// OpenParquet reads the footer of a Parquet file of size bytes. The
+// library it reads with can panic on a crafted footer: that is a damaged
+// file here, never a crash.
+func OpenParquet(name string, r io.ReaderAt, size int64) (p *ParquetFile, err error) {
+	defer recoverParquet(name, &err)
+	var magic [4]byte
+	if size < 12 {
+		return nil, &ParquetError{Name: name, Err: ErrNotParquet, Detail: fmt.Sprintf("%d bytes, too short", size)}
+	}
+	for _, at := range []int64{0, size - 4} {
+		if _, err := r.ReadAt(magic[:], at); err != nil {
+			return nil, &ParquetError{Name: name, Err: ErrNotParquet, Detail: err.Error()}
+		}
+		if string(magic[:]) != "PAR1" {
+			return nil, &ParquetError{Name: name, Err: ErrNotParquet, Detail: "no PAR1 at both ends"}
+		}
+	}
+	f, err := parquet.OpenFile(r, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: err.Error()}
+	}
+	p = &ParquetFile{name: name, file: f}
+	if err := p.readSchema(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// recoverParquet turns a panic of the library into a damaged file.
+func recoverParquet(name string, err *error) {
+	if r := recover(); r != nil {
+		*err = &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: fmt.Sprint(r)}
+	}
+}
+
+// readSchema lists the leaves from the flattened schema (depth first, as
+// the footer stores it).
+func (p *ParquetFile) readSchema() error {
+	elems := p.file.Metadata().Schema
+	if len(elems) == 0 {
+		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: "an empty schema"}
+	}
+	var walk func(at int, path []string, repeated bool) (int, error)
+	walk = func(at int, path []string, repeated bool) (int, error) {
+		if at >= len(elems) {
+			return at, &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: "the schema ends inside a group"}
+		}
+		e := &elems[at]
+		rep, _ := e.RepetitionType.Get()
+		repeated = repeated || rep == pformat.Repeated
+		path = append(path, e.Name)
+		n, group := e.NumChildren.Get()
+		if !group || n == 0 && !hasType(e) {
+			if !hasType(e) {
+				return at, &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("schema element %d has neither a type nor children", at)}
+			}
+			c := leafColumn(e)
+			c.Path, c.Leaf, c.Repeated = strings.Join(path[1:], "."), len(p.columns), repeated
+			p.columns = append(p.columns, c)
+			return at + 1, nil
+		}
+		if n < 0 || int(n) > len(elems) {
+			return at, &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("schema element %d claims %d children", at, n)}
+		}
+		next := at + 1
+		for range n {
+			var err error
+			if next, err = walk(next, path, repeated); err != nil {
+				return next, err
+			}
+		}
+		return next, nil
+	}
+	end, err := walk(0, nil, false)
+	if err != nil {
+		return err
+	}
+	if end != len(elems) {
+		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("the schema has %d elements, its tree %d", len(elems), end)}
+	}
+	if len(p.columns) != len(p.file.Schema().Columns()) {
+		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: "the schema's leaves and the library's differ"}
+	}
+	return nil
+}
+
+func hasType(e *pformat.SchemaElement) bool { _, ok := e.Type.Get(); return ok }
+
+// leafColumn says how a leaf's values become key text.
+func leafColumn(e *pformat.SchemaElement) ParquetColumn {
+	t, _ := e.Type.Get()
+	conv, hasConv := e.ConvertedType.Get()
+	c := ParquetColumn{Type: t.String()}
+	lt := e.LogicalType.Value
+	if s := e.LogicalType.String(); s != "" {
+		c.Type += " (" + s + ")"
+	} else if hasConv {
+		c.Type += fmt.Sprintf(" (converted type %d)", conv)
+	}
+	decimal := func() bool {
+		if d, ok := lt.(*pformat.DecimalType); ok {
+			c.scale = int(d.Scale)
+			return true
+		}
+		if hasConv && conv == deprecated.Decimal {
+			s, _ := e.Scale.Get()
+			c.scale = int(s)
+			return true
+		}
+		return false
+	}
+	switch t {
+	case pformat.Boolean:
+		c.render = renderBool
+	case pformat.Int32, pformat.Int64:
+		switch {
+		case decimal():
+			c.render = renderDecimal
+		case isUnsigned(lt, conv, hasConv):
+			c.render = renderUint
+		default:
+			c.render = renderInt
+		}
+	case pformat.Float:
+		c.render = renderFloat
+	case pformat.Double:
+		c.render = renderDouble
+	case pformat.ByteArray, pformat.FixedLenByteArray:
+		c.render = renderBytes
+		if decimal() {
+			c.render = renderDecimal
+		}
+	default: // INT96, and anything newer
+		c.bad = fmt.Sprintf("%s values have no key text (INT96 is a legacy timestamp: write it as TIMESTAMP)", t)
+	}
+	if c.render == renderDecimal && (c.scale < 0 || c.scale > 76) {
+		c.render, c.bad = 0, fmt.Sprintf("DECIMAL scale %d", c.scale)
+	}
+	return c
+}
+
+func isUnsigned(lt pformat.LogicalTypeValue, conv deprecated.ConvertedType, hasConv bool) bool {
+	if it, ok := lt.(*pformat.IntType); ok {
+		return !it.IsSigned
+	}
+	if !hasConv {
+		return false
+	}
+	switch conv {
+	case deprecated.Uint8, deprecated.Uint16, deprecated.Uint32, deprecated.Uint64:
+		return true
+	}
+	return false
+}
+
+// Columns lists the file's leaf columns in schema order.
+func (p *ParquetFile) Columns() []ParquetColumn { return p.columns }
+
+// RowGroups is the number of row groups.
+func (p *ParquetFile) RowGroups() int { return len(p.file.RowGroups()) }
+
+// Rows is the number of rows the footer declares.
+func (p *ParquetFile) Rows() int64 { return p.file.NumRows() }
+
+// ResolveKey finds the key's columns: each item a dotted path from the
+// root (st.a) or a 1-based leaf column number. A name that is not a leaf,
+// a repeated column and a column without key text are refused.
+func (p *ParquetFile) ResolveKey(items []string) ([]int, error) {
+	if len(items) == 0 {
+		return nil, &KeyError{Problem: ParquetNeedsKey, Input: p.name}
+	}
+	var cols []int
+	for _, it := range items {
+		c, err := p.column(it)
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, c)
+	}
+	return cols, nil
+}
+
+func (p *ParquetFile) column(item string) (int, error) {
+	if item == "" {
+		return 0, &KeyError{Problem: EmptyItem, Input: p.name}
+	}
+	leaf := -1
+	if n, err := strconv.Atoi(item); err == nil {
+		switch {
+		case n == 0:
+			return 0, &KeyError{Problem: ColumnZero, Item: item, Input: p.name}
+		case n < 0 || n > len(p.columns):
+			return 0, &KeyError{Problem: BeyondColumns, Item: item, N: len(p.columns), Input: p.name}
+		}
+		leaf = n - 1
+	} else {
+		for i, c := range p.columns {
+			if c.Path == item {
+				leaf = i
+			}
+		}
+		if leaf < 0 {
+			var names []string
+			for _, c := range p.columns {
+				names = append(names, c.Path)
+			}
+			return 0, &KeyError{Problem: NoSuchLeaf, Item: item, Names: strings.Join(names, ", "), Input: p.name}
+		}
+	}
+	c := p.columns[leaf]
+	switch {
+	case c.Repeated:
+		return 0, &ParquetError{Name: p.name, Column: c.Path, Err: ErrParquetUnsupported, Detail: "a repeated column (a list's elements) holds many values a row"}
+	case c.bad != "":
+		return 0, &ParquetError{Name: p.name, Column: c.Path, Err: ErrParquetUnsupported, Detail: c.bad}
+	}
+	return leaf, nil
+}
+
+// Keys calls fn with the key of each row of row group g, in order: the
+// text of columns cols (ResolveKey) joined by sep. A row with a NULL key
+// column comes with a *ParquetRowError (its key nil) for the caller's
+// --on-bad; fn's error stops the reading. Only the key columns are read
+// and decoded. key is valid during the call only.
+func (p *ParquetFile) Keys(g int, cols []int, sep []byte, fn func(row int64, key []byte, bad error) error) (err error) {
+	defer recoverParquet(p.name, &err)
+	rgs := p.file.RowGroups()
+	if g < 0 || g >= len(rgs) {
+		return fmt.Errorf("%s: no row group %d", p.name, g)
+	}
+	var first int64 // the row group's first row in the file
+	for _, rg := range rgs[:g] {
+		first += rg.NumRows()
+	}
+	rg := rgs[g]
+	n := rg.NumRows()
+	chunks := rg.ColumnChunks()
+	vals := make([][]parquet.Value, len(cols))
+	for i, c := range cols {
+		if vals[i], err = p.readColumn(chunks[c], n); err != nil {
+			return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: %v", g, err)}
+		}
+	}
+	var key []byte
+	for r := range n {
+		key = key[:0]
+		var bad error
+		for i, c := range cols {
+			v := vals[i][r]
+			if v.IsNull() {
+				bad = &ParquetRowError{Name: p.name, RowGroup: g, Row: first + r + 1, Err: &BadRecord{Reason: "column " + p.columns[c].Path + " is null"}}
+				break
+			}
+			if i > 0 {
+				key = append(key, sep...)
+			}
+			key = p.columns[c].appendText(key, v)
+		}
+		if bad != nil {
+			err = fn(first+r+1, nil, bad)
+		} else {
+			err = fn(first+r+1, key, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readColumn reads the n values of a column chunk of a column that is not
+// repeated (one value a row, NULLs included).
+func (p *ParquetFile) readColumn(cc parquet.ColumnChunk, n int64) ([]parquet.Value, error) {
+	pages := cc.Pages()
+	defer pages.Close()
+	vals := make([]parquet.Value, 0, n)
+	for {
+		pg, err := pages.ReadPage()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if int64(len(vals))+pg.NumValues() > n {
+			parquet.Release(pg)
+			return nil, fmt.Errorf("more values than the row group's %d rows", n)
+		}
+		at := len(vals)
+		vals = vals[:at+int(pg.NumValues())]
+		got, err := pg.Values().ReadValues(vals[at:])
+		vals = vals[:at+got]
+		for i := at; i < len(vals); i++ {
+			vals[i] = vals[i].Clone() // the page's buffers are released below
+		}
+		parquet.Release(pg)
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+	}
+	if int64(len(vals)) != n {
+		return nil, fmt.Errorf("%d values for the row group's %d rows", len(vals), n)
+	}
+	return vals, nil
+}
+
+// appendText appends the key text of v (not NULL) to b.
+func (c *ParquetColumn) appendText(b []byte, v parquet.Value) []byte {
+	switch c.render {
+	case renderInt:
+		if v.Kind() == parquet.Int32 {
+			return strconv.AppendInt(b, int64(v.Int32()), 10)
+		}
+		return strconv.AppendInt(b, v.Int64(), 10)
+	case renderUint:
+		if v.Kind() == parquet.Int32 {
+			return strconv.AppendUint(b, uint64(uint32(v.Int32())), 10)
+		}
+		return strconv.AppendUint(b, v.Uint64(), 10)
+	case renderBool:
+		return strconv.AppendBool(b, v.Boolean())
+	case renderFloat:
+		return strconv.AppendFloat(b, float64(v.Float()), 'g', -1, 32)
+	case renderDouble:
+		return strconv.AppendFloat(b, v.Double(), 'g', -1, 64)
+	case renderBytes:
+		return append(b, v.ByteArray()...)
+	case renderDecimal:
+		switch v.Kind() {
+		case parquet.Int32:
+			return appendDecimal(b, big.NewInt(int64(v.Int32())), c.scale)
+		case parquet.Int64:
+			return appendDecimal(b, big.NewInt(v.Int64()), c.scale)
+		}
+		return appendDecimal(b, twosComplement(v.ByteArray()), c.scale)
+	}
+	return b
+}
+
+// twosComplement is the big-endian two's complement integer in p, as a
+// DECIMAL stored in a byte array holds its unscaled value.
+func twosComplement(p []byte) *big.Int {
+	u := new(big.Int).SetBytes(p)
+	if len(p) > 0 && p[0]&0x80 != 0 {
+		u.Sub(u, new(big.Int).Lsh(big.NewInt(1), uint(8*len(p))))
+	}
+	return u
+}
+
+// appendDecimal appends unscaled / 10^scale as plain decimal text with
+// scale digits after the point.
+func appendDecimal(b []byte, unscaled *big.Int, scale int) []byte {
+	digits := unscaled.Text(10)
+	neg := strings.HasPrefix(digits, "-")
+	digits = strings.TrimPrefix(digits, "-")
+	if neg {
+		b = append(b, '-')
+	}
+	if scale == 0 {
+		return append(b, digits...)
+	}
+	if len(digits) <= scale {
+		digits = strings.Repeat("0", scale-len(digits)+1) + digits
+	}
+	b = append(b, digits[:len(digits)-scale]...)
+	b = append(b, '.')
+	return append(b, digits[len(digits)-scale:]...)
+}
+
+// IsParquet reports whether head, the first bytes of an input, begin as a
+// Parquet file does.
+func IsParquet(head []byte) bool { return bytes.HasPrefix(head, []byte("PAR1")) }

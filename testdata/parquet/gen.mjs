@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+// gen.mjs: the Parquet fixtures of ingest's tests, written by DuckDB (the
+// writer users have), and their goldens (gzipped): each column's key text as DuckDB
+// computes it from DESIGN's rules (integers in decimal, strings and blobs
+// as their bytes (hex here), booleans true/false, DECIMAL as plain
+// decimal text with its scale, DATE/TIME/TIMESTAMP as the stored integer
+// in the file's unit), one row a line, NULL as \N. Floats are written
+// with 17 significant digits; the test formats them as Go's shortest
+// round-trip text itself.
+//
+//   npm install --prefix /tmp/duckdb @duckdb/node-api@1.5.6-r.1
+//   NODE_PATH=/tmp/duckdb/node_modules node testdata/parquet/gen.mjs testdata/parquet
+import { createRequire } from 'node:module';
+const require = createRequire(import.meta.url);
+const { DuckDBInstance } = require('@duckdb/node-api');
+
+const dir = process.argv[2] ?? '.';
+const inst = await DuckDBInstance.create(':memory:');
+const con = await inst.connect();
+await con.run(`CREATE TABLE t AS SELECT
+  i AS id,
+  ((i * 37) % 256 - 128)::TINYINT AS i8,
+  ((i * 7919) % 2000000 - 1000000)::INTEGER AS i32,
+  (i * 1000000007 - 300000000000)::BIGINT AS i64,
+  ((i * 2654435761) % 4294967296)::UINTEGER AS u32,
+  (18446744073709551615 - i * 12345)::UBIGINT AS u64,
+  (i % 3 = 0) AS b,
+  (i / 7.0)::FLOAT AS f,
+  (i * 1.0e15 / 7)::DOUBLE AS d,
+  'k-' || i || CASE WHEN i % 5 = 0 THEN ' späce' ELSE '' END AS s,
+  ('\\x00\\x01' || i::VARCHAR)::BLOB AS bl,
+  (((i * 104729) % 1000000 - 500000) / 100)::DECIMAL(18,2) AS dec,
+  (((i * 104729) % 1000000 - 500000)::DECIMAL(38,10) / 1000)::DECIMAL(38,10) AS dec38,
+  (DATE '1970-01-01' + (i * 37 - 5000)::INTEGER) AS dt,
+  make_timestamp((1700000000000000 + i * 1000003)::BIGINT) AS ts,
+  make_timestamp_ms((1700000000000 + i * 1003)::BIGINT)::TIMESTAMP_MS AS tsms,
+  make_timestamp_ns((1700000000000000000 + i * 1000000007)::BIGINT) AS tsns,
+  make_time(0, 0, 0) + to_microseconds((i * 86399999 // 1000)::BIGINT) AS tm,
+  {'a': i % 100, 'b': 'n' || i} AS st,
+  CASE WHEN i % 7 = 3 THEN NULL ELSE i END AS n,
+  [i, i + 1] AS l
+  FROM range(4200) r(i)`);
+await con.run(`COPY t TO '${dir}/types.parquet' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 2048)`);
+const golden = await con.runAndReadAll(`SELECT
+  i8::VARCHAR, i32::VARCHAR, i64::VARCHAR, u32::VARCHAR, u64::VARCHAR, b::VARCHAR,
+  printf('%.17g', f::DOUBLE), printf('%.17g', d),
+  hex(encode(s)), hex(bl), dec::VARCHAR, dec38::VARCHAR,
+  (dt - DATE '1970-01-01')::VARCHAR, epoch_us(ts)::VARCHAR, epoch_ms(tsms)::VARCHAR, epoch_ns(tsns)::VARCHAR,
+  (epoch_us(DATE '1970-01-01' + tm))::VARCHAR,
+  st.a::VARCHAR, hex(encode(st.b)), coalesce(n::VARCHAR, '\\N')
+  FROM t ORDER BY id`);
+const cols = 'i8 i32 i64 u32 u64 b f d s bl dec dec38 dt ts tsms tsns tm st.a st.b n';
+const lines = [cols.split(' ').join('\t')];
+for (const row of golden.getRows()) lines.push(row.join('\t'));
+const fs = await import('node:fs');
+fs.writeFileSync(`${dir}/types.golden.tsv.gz`, (await import('node:zlib')).gzipSync(lines.join('\n') + '\n', { level: 9 }));
+console.log(`${dir}/types.parquet: 4200 rows, 3 row groups; ${dir}/types.golden.tsv.gz`);
