@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -39,6 +40,28 @@ func FuzzOpen(f *testing.F) {
 		}
 		if in.Compression == CompressionNone && (err != nil || !bytes.Equal(out, data)) {
 			t.Fatalf("plain input read back as %q, %v", out, err)
+		}
+	})
+}
+
+// FuzzParquet: any bytes, read as a Parquet file for the keys of every
+// column (readParquetKeys, under a 256 KiB limit: a few thousand rows a
+// row group), give keys or a
+// *ParquetError: never a panic, nor another error.
+func FuzzParquet(f *testing.F) {
+	for _, name := range []string{"small.parquet"} {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "parquet", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("PAR1\x00\x00\x00\x00PAR1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		err := readParquetKeys(b, 256<<10)
+		var pe *ParquetError
+		if err != nil && !errors.As(err, &pe) {
+			t.Fatalf("%T: %v", err, err)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -9,9 +10,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/deprecated"
 	pformat "github.com/parquet-go/parquet-go/format"
+	"github.com/pierrec/lz4/v4"
+
+	"github.com/fpdedup/fpdedup/internal/thriftscan"
 )
 
 // A Parquet file's records are its rows, and a row's key is made of typed
@@ -37,6 +44,7 @@ var (
 	ErrNotParquet         = errors.New("not a Parquet file")
 	ErrParquetDamaged     = errors.New("a damaged Parquet file")
 	ErrParquetUnsupported = errors.New("unsupported in a Parquet key")
+	ErrParquetTooLarge    = errors.New("more than the memory allowed")
 )
 
 // ParquetError is a Parquet file that cannot be read, or a column that
@@ -108,32 +116,62 @@ type ParquetColumn struct {
 // ParquetFile is a Parquet file open for reading its rows' keys.
 type ParquetFile struct {
 	name    string
+	r       io.ReaderAt
+	size    int64
+	limit   int64 // the most bytes a footer, a page or a row group's key values may take
 	file    *parquet.File
 	columns []ParquetColumn
+	expand  expander
 }
 
-// OpenParquet reads the footer of a Parquet file of size bytes. The
-// library it reads with can panic on a crafted footer: that is a damaged
-// file here, never a crash.
-func OpenParquet(name string, r io.ReaderAt, size int64) (p *ParquetFile, err error) {
+// parquetValueBytes is what a decoded value takes in memory (parquet.Value).
+const parquetValueBytes = 24
+
+// OpenParquet reads the footer of a Parquet file of size bytes. limit
+// bounds what its structures may make this process allocate: the footer,
+// any page, and the key values of a row group (Keys). The library it reads
+// with trusts the lengths a file declares and can panic on a crafted
+// footer, so every structure is walked first (thriftscan) and a panic is a
+// damaged file here, never a crash.
+func OpenParquet(name string, r io.ReaderAt, size, limit int64) (p *ParquetFile, err error) {
 	defer recoverParquet(name, &err)
-	var magic [4]byte
+	var head, tail [8]byte
 	if size < 12 {
 		return nil, &ParquetError{Name: name, Err: ErrNotParquet, Detail: fmt.Sprintf("%d bytes, too short", size)}
 	}
-	for _, at := range []int64{0, size - 4} {
-		if _, err := r.ReadAt(magic[:], at); err != nil {
-			return nil, &ParquetError{Name: name, Err: ErrNotParquet, Detail: err.Error()}
-		}
-		if string(magic[:]) != "PAR1" {
-			return nil, &ParquetError{Name: name, Err: ErrNotParquet, Detail: "no PAR1 at both ends"}
-		}
+	if _, err := r.ReadAt(head[:4], 0); err != nil {
+		return nil, &ParquetError{Name: name, Err: ErrNotParquet, Detail: err.Error()}
+	}
+	if _, err := r.ReadAt(tail[:], size-8); err != nil {
+		return nil, &ParquetError{Name: name, Err: ErrNotParquet, Detail: err.Error()}
+	}
+	switch {
+	case string(head[:4]) != "PAR1":
+		return nil, &ParquetError{Name: name, Err: ErrNotParquet, Detail: "no PAR1 at its start"}
+	case string(tail[4:]) == "PARE":
+		return nil, &ParquetError{Name: name, Err: ErrParquetUnsupported, Detail: "an encrypted footer"}
+	case string(tail[4:]) != "PAR1":
+		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: "no PAR1 at its end (cut short?)"}
+	}
+	footer := int64(binary.LittleEndian.Uint32(tail[:4]))
+	switch {
+	case footer < 1 || footer > size-12:
+		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("a footer of %d bytes in a file of %d", footer, size)}
+	case footer > limit:
+		return nil, &ParquetError{Name: name, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("a footer of %d bytes", footer)}
+	}
+	fb := make([]byte, footer)
+	if _, err := r.ReadAt(fb, size-8-footer); err != nil {
+		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: err.Error()}
+	}
+	if n, err := thriftscan.Struct(fb, nil); err != nil || n != len(fb) {
+		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("the footer does not parse (%v, %d of %d bytes)", err, n, len(fb))}
 	}
 	f, err := parquet.OpenFile(r, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: err.Error()}
 	}
-	p = &ParquetFile{name: name, file: f}
+	p = &ParquetFile{name: name, r: r, size: size, limit: limit, file: f}
 	if err := p.readSchema(); err != nil {
 		return nil, err
 	}
@@ -267,6 +305,15 @@ func isUnsigned(lt pformat.LogicalTypeValue, conv deprecated.ConvertedType, hasC
 	return false
 }
 
+// Close lets go of the decoder the page checks keep; the reader given to
+// OpenParquet is the caller's to close.
+func (p *ParquetFile) Close() {
+	if p.expand.zstd != nil {
+		p.expand.zstd.Close()
+		p.expand.zstd = nil
+	}
+}
+
 // Columns lists the file's leaf columns in schema order.
 func (p *ParquetFile) Columns() []ParquetColumn { return p.columns }
 
@@ -348,9 +395,15 @@ func (p *ParquetFile) Keys(g int, cols []int, sep []byte, fn func(row int64, key
 	}
 	rg := rgs[g]
 	n := rg.NumRows()
+	if n < 0 || n > p.limit/parquetValueBytes/int64(len(cols)) {
+		return &ParquetError{Name: p.name, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("row group %d: %d rows of %d key columns", g, n, len(cols))}
+	}
 	chunks := rg.ColumnChunks()
 	vals := make([][]parquet.Value, len(cols))
 	for i, c := range cols {
+		if err := p.checkPages(g, c); err != nil {
+			return err
+		}
 		if vals[i], err = p.readColumn(chunks[c], n); err != nil {
 			return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: %v", g, err)}
 		}
@@ -378,6 +431,87 @@ func (p *ParquetFile) Keys(g int, cols []int, sep []byte, fn func(row int64, key
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkPages walks the page headers of row group g's chunk of column c
+// before the library reads them: each must parse within the chunk, its
+// page must end inside the chunk, and no page may be larger, compressed or
+// not, than the limit.
+func (p *ParquetFile) checkPages(g, c int) error {
+	md := p.file.Metadata()
+	if g >= len(md.RowGroups) || c >= len(md.RowGroups[g].Columns) {
+		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d has no column %d", g, c)}
+	}
+	m := md.RowGroups[g].Columns[c].MetaData
+	bad := func(format string, a ...any) error {
+		return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: ", g) + fmt.Sprintf(format, a...)}
+	}
+	start := m.DataPageOffset
+	if d := m.DictionaryPageOffset; d > 0 && d < start {
+		start = d
+	}
+	end := start + m.TotalCompressedSize
+	if start < 4 || m.TotalCompressedSize < 0 || end > p.size-8 || end < start {
+		return bad("a column chunk at %d of %d bytes in a file of %d", start, m.TotalCompressedSize, p.size)
+	}
+	if err := codecSupported(m.Codec); err != nil {
+		return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetUnsupported, Detail: err.Error()}
+	}
+	buf := make([]byte, min(64<<10, end-start))
+	for at := start; at < end; {
+		want := min(int64(len(buf)), end-at)
+		if _, err := p.r.ReadAt(buf[:want], at); err != nil {
+			return bad("reading at %d: %v", at, err)
+		}
+		var compressed, uncompressed, pageType int64 = -1, -1, -1
+		var levels int64       // a v2 data page's level bytes, not compressed
+		compressedData := true // a v2 data page may say its data is not
+		n, err := thriftscan.Struct(buf[:want], func(outer, id int16, v int64) {
+			switch {
+			case outer == 0 && id == 1:
+				pageType = v
+			case outer == 0 && id == 2:
+				uncompressed = v
+			case outer == 0 && id == 3:
+				compressed = v
+			case outer == 8 && (id == 5 || id == 6): // DataPageHeaderV2's level lengths
+				levels += max(v, 0)
+			case outer == 8 && id == 7:
+				compressedData = v != 0
+			}
+		})
+		if err != nil && want < end-at && len(buf) < 16<<20 {
+			buf = make([]byte, min(int64(len(buf))*4, end-at)) // a header with large statistics
+			continue
+		}
+		switch {
+		case err != nil:
+			return bad("a page header at %d does not parse: %v", at, err)
+		case compressed < 0 || uncompressed < 0:
+			return bad("a page header at %d without its sizes", at)
+		case compressed > p.limit || uncompressed > p.limit:
+			return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("row group %d: a page of %d bytes (%d compressed)", g, uncompressed, compressed)}
+		case compressed > end-at-int64(n):
+			return bad("a page at %d of %d bytes runs past its column chunk", at, compressed)
+		case levels > compressed || levels > uncompressed:
+			return bad("a page at %d with %d bytes of levels in %d", at, levels, compressed)
+		}
+		// The library's decoders trust a page's own framing (a snappy
+		// length, a zstd frame, a gzip stream, lz4's guesses) and expand
+		// it as far as it says; each page is expanded here first, into at
+		// most the size its header declares.
+		if m.Codec != pformat.Uncompressed && (pageType != 3 || compressedData) {
+			page := make([]byte, compressed)
+			if _, err := p.r.ReadAt(page, at+int64(n)); err != nil {
+				return bad("reading the page at %d: %v", at, err)
+			}
+			if err := p.expand.check(m.Codec, page[levels:], uncompressed-levels); err != nil {
+				return bad("the page at %d does not expand to its %d bytes: %v", at, uncompressed, err)
+			}
+		}
+		at += int64(n) + compressed
 	}
 	return nil
 }
@@ -484,3 +618,77 @@ func appendDecimal(b []byte, unscaled *big.Int, scale int) []byte {
 // IsParquet reports whether head, the first bytes of an input, begin as a
 // Parquet file does.
 func IsParquet(head []byte) bool { return bytes.HasPrefix(head, []byte("PAR1")) }
+
+// codecSupported refuses the codecs the library does not read (LZO, and
+// the Hadoop-framed LZ4 that LZ4_RAW replaced) and BROTLI, whose pages are
+// not bounded here.
+func codecSupported(c pformat.CompressionCodec) error {
+	switch c {
+	case pformat.Uncompressed, pformat.Snappy, pformat.Gzip, pformat.Zstd, pformat.Lz4Raw:
+		return nil
+	}
+	return fmt.Errorf("the %s codec", c)
+}
+
+// expander expands a compressed page into at most a given size, to prove
+// it expands to that size before the library does.
+type expander struct {
+	zstd *zstd.Decoder
+	buf  []byte
+}
+
+var errPageBomb = errors.New("it expands past its declared size")
+
+func (x *expander) check(codec pformat.CompressionCodec, src []byte, size int64) error {
+	if cap(x.buf) < int(size) {
+		x.buf = make([]byte, size)
+	}
+	dst := x.buf[:size]
+	switch codec {
+	case pformat.Snappy:
+		n, err := snappy.DecodedLen(src)
+		if err != nil {
+			return err
+		}
+		if int64(n) != size {
+			return fmt.Errorf("a snappy block of %d bytes", n)
+		}
+	case pformat.Lz4Raw:
+		n, err := lz4.UncompressBlock(src, dst)
+		if err != nil {
+			return err
+		}
+		if int64(n) != size {
+			return fmt.Errorf("an lz4 block of %d bytes", n)
+		}
+	case pformat.Zstd:
+		if x.zstd == nil {
+			d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true))
+			if err != nil {
+				return err
+			}
+			x.zstd = d
+		}
+		out, err := x.zstd.DecodeAll(src, dst[:0])
+		if err != nil {
+			return err
+		}
+		if int64(len(out)) != size {
+			return fmt.Errorf("zstd data of %d bytes", len(out))
+		}
+	case pformat.Gzip:
+		z, err := gzip.NewReader(bytes.NewReader(src))
+		if err != nil {
+			return err
+		}
+		n, err := io.ReadFull(z, dst)
+		if err != nil {
+			return fmt.Errorf("gzip data of %d bytes: %w", n, err)
+		}
+		var one [1]byte
+		if k, _ := z.Read(one[:]); k > 0 {
+			return errPageBomb
+		}
+	}
+	return nil
+}

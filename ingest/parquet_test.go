@@ -2,11 +2,15 @@ package ingest
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,10 +30,11 @@ func openFixture(t testing.TB, name string) *ParquetFile {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := OpenParquet(name, f, st.Size())
+	p, err := OpenParquet(name, f, st.Size(), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(p.Close)
 	return p
 }
 
@@ -153,10 +158,184 @@ func TestParquetKeyColumns(t *testing.T) {
 
 // TestNotParquet: a file without PAR1 at both ends, or too short.
 func TestNotParquet(t *testing.T) {
-	for _, b := range []string{"", "PAR1", "PAR1xxxxxxxxPAR0", "hello world, not parquet"} {
-		_, err := OpenParquet("x", strings.NewReader(b), int64(len(b)))
+	for _, b := range []string{"", "PAR1", "PARExxxxxxxxPAR1", "hello world, not parquet"} {
+		_, err := OpenParquet("x", strings.NewReader(b), int64(len(b)), 1<<20)
 		if !errors.Is(err, ErrNotParquet) {
 			t.Errorf("%q: %v", b, err)
 		}
+	}
+}
+
+// readParquetKeys opens b and reads the keys of every column that can be a key,
+// row group by row group: what the commands do with a file.
+func readParquetKeys(b []byte, limit int64) error {
+	p, err := OpenParquet("f.parquet", bytes.NewReader(b), int64(len(b)), limit)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	for _, c := range p.Columns() {
+		cols, err := p.ResolveKey([]string{c.Path})
+		if err != nil {
+			continue
+		}
+		for g := range p.RowGroups() {
+			if err := p.Keys(g, cols, nil, func(int64, []byte, error) error { return nil }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// TestParquetDamaged: copies of the fixture with bytes flipped in the
+// footer, the first pages' headers and anywhere are read whole. Each gives
+// its keys or a *ParquetError, never a panic, another error or a goroutine
+// left running, and none makes the reader allocate much past its limit
+// (the library allocated what a damaged page header declared, 1.5 GB of
+// RSS over such a run, before the walk of every header).
+func TestParquetDamaged(t *testing.T) {
+	orig, err := os.ReadFile(filepath.Join("..", "testdata", "parquet", "types.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 4 << 20
+	r := rand.New(rand.NewPCG(5, 6))
+	goroutines := runtime.NumGoroutine()
+	var worst uint64
+	outcomes := map[string]int{}
+	for range 1500 {
+		b := bytes.Clone(orig)
+		for range 1 + r.IntN(3) {
+			var at int
+			switch r.IntN(3) {
+			case 0:
+				at = len(b) - 8 - r.IntN(4000)
+			case 1:
+				at = 4 + r.IntN(300)
+			default:
+				at = r.IntN(len(b))
+			}
+			b[at] ^= byte(1 + r.IntN(255))
+		}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := readParquetKeys(b, limit)
+		runtime.ReadMemStats(&after)
+		worst = max(worst, after.TotalAlloc-before.TotalAlloc)
+		var pe *ParquetError
+		switch {
+		case err == nil:
+			outcomes["read"]++
+		case errors.As(err, &pe):
+			outcomes[pe.Err.Error()]++
+		default:
+			t.Fatalf("not a *ParquetError: %T %v", err, err)
+		}
+	}
+	t.Logf("outcomes %v; the most one file allocated: %d MiB", outcomes, worst>>20)
+	if worst > 64<<20 {
+		t.Fatalf("a damaged file made the reader allocate %d MiB under a limit of %d MiB", worst>>20, limit>>20)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines {
+		t.Fatalf("%d goroutines after, %d before", n, goroutines)
+	}
+}
+
+// TestParquetPageSizes: a page header that declares a page larger than
+// the limit, or one that runs past its column chunk, is refused before the
+// library reads (and allocates) it.
+func TestParquetPageSizes(t *testing.T) {
+	orig, err := os.ReadFile(filepath.Join("..", "testdata", "parquet", "types.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := OpenParquet("t", bytes.NewReader(orig), int64(len(orig)), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p.file.Metadata().RowGroups[0].Columns[0].MetaData
+	at := m.DataPageOffset
+	if d := m.DictionaryPageOffset; d > 0 && d < at {
+		at = d
+	}
+	// The header starts with its type (field 1), then the uncompressed
+	// size (field 2) and the compressed one (field 3), each an i32 field.
+	var n int
+	varint := func(b []byte) int {
+		i := 0
+		for b[i]&0x80 != 0 {
+			i++
+		}
+		return i + 1
+	}
+	h := orig[at:]
+	if h[0] != 0x15 {
+		t.Fatalf("the first page header begins %x", h[:4])
+	}
+	n = 1 + varint(h[1:]) // past field 1
+	if h[n] != 0x15 {
+		t.Fatalf("field 2 of the header: %x", h[n:n+4])
+	}
+	sizeAt := n + 1
+	zigzag := func(v int64) []byte {
+		u := uint64(v<<1) ^ uint64(v>>63)
+		var b []byte
+		for u >= 0x80 {
+			b = append(b, byte(u)|0x80)
+			u >>= 7
+		}
+		return append(b, byte(u))
+	}
+	with := func(field int, v int64) []byte {
+		i := sizeAt
+		if field == 3 {
+			i = sizeAt + varint(h[sizeAt:]) + 1
+		}
+		b := append([]byte{}, orig[:int(at)+i]...)
+		b = append(b, zigzag(v)...)
+		return append(b, orig[int(at)+i+varint(h[i:]):]...)
+	}
+	for _, c := range []struct {
+		b    []byte
+		is   error
+		want string
+	}{
+		{with(2, 1<<31-1), ErrParquetTooLarge, "a page of 2147483647 bytes"},
+		{with(3, 4<<20), ErrParquetDamaged, "runs past its column chunk"},
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := readParquetKeys(c.b, 8<<20)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "column id") {
+			t.Errorf("%v, want %v: %q", err, c.is, c.want)
+		}
+		if a := after.TotalAlloc - before.TotalAlloc; a > 32<<20 {
+			t.Errorf("%d MiB allocated", a>>20)
+		}
+	}
+}
+
+// TestParquetFooter: a footer whose string claims a gigabyte (created_by,
+// field 6) is refused before the library decodes it, which would allocate
+// the gigabyte first; so is a footer longer than the limit.
+func TestParquetFooter(t *testing.T) {
+	footer := []byte{0x68, 0x80, 0x80, 0x80, 0x80, 0x04, 'x', 'y', 0x00}
+	b := append([]byte("PAR1"), footer...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(footer)))
+	b = append(b, "PAR1"...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := OpenParquet("f", bytes.NewReader(b), int64(len(b)), 64<<20)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrParquetDamaged) || !strings.Contains(err.Error(), "the footer does not parse") {
+		t.Fatalf("a footer claiming 1 GiB: %v", err)
+	}
+	if a := after.TotalAlloc - before.TotalAlloc; a > 32<<20 {
+		t.Fatalf("%d MiB allocated", a>>20)
+	}
+	if _, err := OpenParquet("f", bytes.NewReader(b), int64(len(b)), 4); !errors.Is(err, ErrParquetTooLarge) {
+		t.Fatalf("a footer over the limit: %v", err)
 	}
 }

@@ -41,6 +41,8 @@ await con.run(`CREATE TABLE t AS SELECT
   [i, i + 1] AS l
   FROM range(4200) r(i)`);
 await con.run(`COPY t TO '${dir}/types.parquet' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 2048)`);
+// A small file, the fuzz targets' seed: every kind of value in a few rows.
+await con.run(`COPY (SELECT * FROM t WHERE id < 12) TO '${dir}/small.parquet' (FORMAT parquet, COMPRESSION snappy)`);
 const golden = await con.runAndReadAll(`SELECT
   i8::VARCHAR, i32::VARCHAR, i64::VARCHAR, u32::VARCHAR, u64::VARCHAR, b::VARCHAR,
   printf('%.17g', f::DOUBLE), printf('%.17g', d),
@@ -54,4 +56,4 @@ const lines = [cols.split(' ').join('\t')];
 for (const row of golden.getRows()) lines.push(row.join('\t'));
 const fs = await import('node:fs');
 fs.writeFileSync(`${dir}/types.golden.tsv.gz`, (await import('node:zlib')).gzipSync(lines.join('\n') + '\n', { level: 9 }));
-console.log(`${dir}/types.parquet: 4200 rows, 3 row groups; ${dir}/types.golden.tsv.gz`);
+console.log(`${dir}/types.parquet: 4200 rows, 3 row groups; ${dir}/types.golden.tsv.gz; ${dir}/small.parquet: 12 rows`);
