@@ -75,28 +75,24 @@ for s in $(seq 0 $((SHARDS - 1))); do
 done
 # The bare write: SETRANGE chunks of as many bytes, into keys of their own.
 head -c $CHUNK /dev/zero | tr '\0' '\125' > "$tmp/payload"
-: > "$tmp/setrange.resp"
-for s in $(seq 0 $((SHARDS - 1))); do
-  k="bare:{$s}"
+setranges() { # KEY: a shard's SETRANGE chunks into KEY, as RESP on stdout
+  local k=$1 off n
   for ((off = 0; off < SHARD_BYTES; off += CHUNK)); do
     n=$(( SHARD_BYTES - off < CHUNK ? SHARD_BYTES - off : CHUNK ))
-    printf '*4\r\n$8\r\nSETRANGE\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n$%d\r\n' ${#k} "$k" ${#off} "$off" "$n" >> "$tmp/setrange.resp"
-    head -c "$n" "$tmp/payload" >> "$tmp/setrange.resp"
-    printf '\r\n' >> "$tmp/setrange.resp"
+    printf '*4\r\n$8\r\nSETRANGE\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n$%d\r\n' ${#k} "$k" ${#off} "$off" "$n"
+    head -c "$n" "$tmp/payload"
+    printf '\r\n'
   done
-done
+}
+: > "$tmp/setrange.resp"
+for s in $(seq 0 $((SHARDS - 1))); do setranges "bare:{$s}" >> "$tmp/setrange.resp"; done
 # The bare work of the rebuild's design: the same SETRANGE chunks into a new
 # key, then BITOP OR of the live shard into it and RENAME over it (what the
 # swap script does, without the script).
 : > "$tmp/swap.resp"
 for s in $(seq 0 $((SHARDS - 1))); do
   k="bare:{$s}:rebuild" live="bb:{$s}" dst="bare:{$s}"
-  for ((off = 0; off < SHARD_BYTES; off += CHUNK)); do
-    n=$(( SHARD_BYTES - off < CHUNK ? SHARD_BYTES - off : CHUNK ))
-    printf '*4\r\n$8\r\nSETRANGE\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n$%d\r\n' ${#k} "$k" ${#off} "$off" "$n" >> "$tmp/swap.resp"
-    head -c "$n" "$tmp/payload" >> "$tmp/swap.resp"
-    printf '\r\n' >> "$tmp/swap.resp"
-  done
+  setranges "$k" >> "$tmp/swap.resp"
   printf '*5\r\n$5\r\nBITOP\r\n$2\r\nOR\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n' ${#k} "$k" ${#k} "$k" ${#live} "$live" >> "$tmp/swap.resp"
   printf '*3\r\n$6\r\nRENAME\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n' ${#k} "$k" ${#dst} "$dst" >> "$tmp/swap.resp"
 done
