@@ -169,7 +169,7 @@ written online and how to resume from --checkpoint.`,
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for sorted runs and temporary indexes")
 	f.IntVar(&o.samples, "samples", 20, "fingerprints of each side listed in the report")
 	f.Float64Var(&o.fpr, "fpr", 0, "bloom audit: the false-positive rate to size the L2 for (0: 0.01)")
-	f.StringVar(&o.rebuild, "rebuild-shard", "", "bloom: after the audit, rebuild these `SHARDS` (S, S,S,… or all) from the truth: each written beside the live one, ORed with the bits set meanwhile and swapped in atomically; --mem must hold a shard")
+	f.StringVar(&o.rebuild, "rebuild-shard", "", "bloom: rebuild these `SHARDS` (S, S,S,… or all) from the truth instead of auditing them, missing or short ones too: each written beside the live one, ORed with the bits set meanwhile and swapped in atomically; --mem must hold a shard")
 	return cmd
 }
 
