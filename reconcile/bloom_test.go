@@ -630,6 +630,7 @@ func TestBloomServerGone(t *testing.T) {
 // made again, the same audit runs whole.
 func TestBloomClusterNodeKilled(t *testing.T) {
 	needKill(t)
+	plainOnly(t, "25 s waiting for a node to die and come back; the audit's reads are raced by TestBloomAuditCluster")
 	c := clusterClient(t)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -678,12 +679,7 @@ func TestBloomClusterNodeKilled(t *testing.T) {
 // in the second is missing while that bit is not set; --apply sets bits in
 // both, after which the audit holds every key.
 func TestBloomSegments(t *testing.T) {
-	if raceBuild {
-		// A layout test, run in CI's plain go test step; under -race the
-		// 512 MiB string costs half a minute of the race step, for no
-		// goroutine of its own.
-		t.Skip("under -race: the two-segment layout is tested by the plain run")
-	}
+	plainOnly(t, "a layout test, whose 512 MiB string costs half a minute")
 	c := redisDB(t, 8)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -806,6 +802,7 @@ func TestBloomRebuildInterrupted(t *testing.T) {
 // fourth node).
 func TestBloomClusterFailover(t *testing.T) {
 	needKill(t)
+	plainOnly(t, "20 s of a replica syncing and taking over; the audit's reads are raced by TestBloomAuditCluster")
 	c := clusterClient(t)
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -46,6 +46,16 @@ var fpdedupBin string
 // run is built with -race as well.
 var raceBuild bool
 
+// plainOnly skips a test under -race: one whose time goes to servers
+// (a 512 MiB string, a cluster failing over) and whose code paths the
+// race step covers through other tests. CI's plain go test step runs it.
+func plainOnly(t *testing.T, why string) {
+	t.Helper()
+	if raceBuild {
+		t.Skip("under -race: " + why + "; the plain run tests it")
+	}
+}
+
 func TestMain(m *testing.M) {
 	// The tests' own connections die with the servers they kill: quiet.
 	// (So do the in-process runs' go-redis clients, as in the CLI.)
