@@ -615,10 +615,6 @@ func appendDecimal(b []byte, unscaled *big.Int, scale int) []byte {
 	return append(b, digits[len(digits)-scale:]...)
 }
 
-// IsParquet reports whether head, the first bytes of an input, begin as a
-// Parquet file does.
-func IsParquet(head []byte) bool { return bytes.HasPrefix(head, []byte("PAR1")) }
-
 // codecSupported refuses the codecs the library does not read (LZO, and
 // the Hadoop-framed LZ4 that LZ4_RAW replaced) and BROTLI, whose pages are
 // not bounded here.

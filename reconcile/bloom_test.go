@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/zeebo/xxh3"
 
 	"github.com/fpdedup/fpdedup/reconcile"
@@ -880,12 +879,8 @@ func startReplica(t *testing.T, master string) *testReplica {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	newNode := func(addr string) *redis.Client {
-		return redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true,
-			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
-	}
 	rp := &testReplica{addr: fmt.Sprintf("127.0.0.1:%d", port), master: master}
-	rp.node, rp.mnode = newNode(rp.addr), newNode(master)
+	rp.node, rp.mnode = nodeClient(rp.addr), nodeClient(master)
 	t.Cleanup(func() {
 		rp.remove(t)
 		cmd.Process.Kill()
@@ -958,8 +953,7 @@ func (rp *testReplica) remove(t *testing.T) {
 	rp.mnode.ConfigSet(ctx, "repl-diskless-sync-delay", "5")
 	rp.node.Do(ctx, "SHUTDOWN", "NOSAVE")
 	for _, seed := range clusterSeeds(t) {
-		n := redis.NewClient(&redis.Options{Addr: seed, Protocol: 2, DisableIdentity: true,
-			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+		n := nodeClient(seed)
 		n.ClusterForget(ctx, rp.id)
 		mustWait(t, "the masters see the cluster whole", func() bool {
 			info := n.ClusterInfo(ctx).Val()

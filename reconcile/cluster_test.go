@@ -347,8 +347,7 @@ func TestRedisClusterNodeStoppedDuringApply(t *testing.T) {
 	if !waitFor(30*time.Second, func() bool {
 		ok := true
 		for _, s := range clusterSeeds(t) {
-			n := redis.NewClient(&redis.Options{Addr: s, Protocol: 2, DisableIdentity: true,
-				MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+			n := nodeClient(s)
 			info, err := n.ClusterInfo(ctx).Result()
 			n.Close()
 			ok = ok && err == nil && strings.Contains(info, "cluster_state:ok")
@@ -389,10 +388,16 @@ func TestRedisClusterNodeStoppedDuringApply(t *testing.T) {
 }
 
 // nodePID is the process id of the Redis server at addr (INFO server).
+// nodeClient is a client of one cluster node by itself (no cluster
+// routing), for asking it about itself.
+func nodeClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+}
+
 func nodePID(t *testing.T, addr string) int {
 	t.Helper()
-	node := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+	node := nodeClient(addr)
 	defer node.Close()
 	info, err := node.Info(context.Background(), "server").Result()
 	if err != nil {
