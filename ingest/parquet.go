@@ -111,6 +111,10 @@ type ParquetColumn struct {
 	render   render
 	scale    int
 	bad      string // why it cannot be a key column, when it cannot
+
+	phys           pformat.Type
+	typeLength     int32 // a FIXED_LEN_BYTE_ARRAY's
+	maxDef, maxRep int   // its levels' largest values
 }
 
 // ParquetFile is a Parquet file open for reading its rows' keys.
@@ -122,6 +126,7 @@ type ParquetFile struct {
 	file    *parquet.File
 	columns []ParquetColumn
 	expand  expander
+	page    []byte // checkPages' buffer
 }
 
 // parquetValueBytes is what a decoded value takes in memory (parquet.Value).
@@ -192,14 +197,21 @@ func (p *ParquetFile) readSchema() error {
 	if len(elems) == 0 {
 		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: "an empty schema"}
 	}
-	var walk func(at int, path []string, repeated bool) (int, error)
-	walk = func(at int, path []string, repeated bool) (int, error) {
+	var walk func(at int, path []string, def, rep int) (int, error)
+	walk = func(at int, path []string, def, rep int) (int, error) {
 		if at >= len(elems) {
 			return at, &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: "the schema ends inside a group"}
 		}
 		e := &elems[at]
-		rep, _ := e.RepetitionType.Get()
-		repeated = repeated || rep == pformat.Repeated
+		if r, ok := e.RepetitionType.Get(); ok && at > 0 { // the root's says nothing
+			switch r {
+			case pformat.Optional:
+				def++
+			case pformat.Repeated:
+				def++
+				rep++
+			}
+		}
 		path = append(path, e.Name)
 		n, group := e.NumChildren.Get()
 		if !group || n == 0 && !hasType(e) {
@@ -207,7 +219,8 @@ func (p *ParquetFile) readSchema() error {
 				return at, &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("schema element %d has neither a type nor children", at)}
 			}
 			c := leafColumn(e)
-			c.Path, c.Leaf, c.Repeated = strings.Join(path[1:], "."), len(p.columns), repeated
+			c.Path, c.Leaf, c.Repeated = strings.Join(path[1:], "."), len(p.columns), rep > 0
+			c.maxDef, c.maxRep = def, rep
 			p.columns = append(p.columns, c)
 			return at + 1, nil
 		}
@@ -217,13 +230,13 @@ func (p *ParquetFile) readSchema() error {
 		next := at + 1
 		for range n {
 			var err error
-			if next, err = walk(next, path, repeated); err != nil {
+			if next, err = walk(next, path, def, rep); err != nil {
 				return next, err
 			}
 		}
 		return next, nil
 	}
-	end, err := walk(0, nil, false)
+	end, err := walk(0, nil, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -242,7 +255,8 @@ func hasType(e *pformat.SchemaElement) bool { _, ok := e.Type.Get(); return ok }
 func leafColumn(e *pformat.SchemaElement) ParquetColumn {
 	t, _ := e.Type.Get()
 	conv, hasConv := e.ConvertedType.Get()
-	c := ParquetColumn{Type: t.String()}
+	c := ParquetColumn{Type: t.String(), phys: t}
+	c.typeLength, _ = e.TypeLength.Get()
 	lt := e.LogicalType.Value
 	if s := e.LogicalType.String(); s != "" {
 		c.Type += " (" + s + ")"
@@ -459,59 +473,56 @@ func (p *ParquetFile) checkPages(g, c int) error {
 	if err := codecSupported(m.Codec); err != nil {
 		return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetUnsupported, Detail: err.Error()}
 	}
+	rows := md.RowGroups[g].NumRows
+	col := &p.columns[c]
 	buf := make([]byte, min(64<<10, end-start))
 	for at := start; at < end; {
 		want := min(int64(len(buf)), end-at)
 		if _, err := p.r.ReadAt(buf[:want], at); err != nil {
 			return bad("reading at %d: %v", at, err)
 		}
-		var compressed, uncompressed, pageType int64 = -1, -1, -1
-		var levels int64       // a v2 data page's level bytes, not compressed
-		compressedData := true // a v2 data page may say its data is not
-		n, err := thriftscan.Struct(buf[:want], func(outer, id int16, v int64) {
-			switch {
-			case outer == 0 && id == 1:
-				pageType = v
-			case outer == 0 && id == 2:
-				uncompressed = v
-			case outer == 0 && id == 3:
-				compressed = v
-			case outer == 8 && (id == 5 || id == 6): // DataPageHeaderV2's level lengths
-				levels += max(v, 0)
-			case outer == 8 && id == 7:
-				compressedData = v != 0
-			}
-		})
+		h := pageHeader{typ: -1, uncompressed: -1, compressed: -1, compressedData: true}
+		n, err := thriftscan.Struct(buf[:want], h.field)
 		if err != nil && want < end-at && len(buf) < 16<<20 {
 			buf = make([]byte, min(int64(len(buf))*4, end-at)) // a header with large statistics
 			continue
 		}
+		levels := h.levels()
 		switch {
 		case err != nil:
 			return bad("a page header at %d does not parse: %v", at, err)
-		case compressed < 0 || uncompressed < 0:
+		case h.compressed < 0 || h.uncompressed < 0:
 			return bad("a page header at %d without its sizes", at)
-		case compressed > p.limit || uncompressed > p.limit:
-			return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("row group %d: a page of %d bytes (%d compressed)", g, uncompressed, compressed)}
-		case compressed > end-at-int64(n):
-			return bad("a page at %d of %d bytes runs past its column chunk", at, compressed)
-		case levels > compressed || levels > uncompressed:
-			return bad("a page at %d with %d bytes of levels in %d", at, levels, compressed)
+		case h.compressed > p.limit || h.uncompressed > p.limit:
+			return &ParquetError{Name: p.name, Column: col.Path, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("row group %d: a page of %d bytes (%d compressed)", g, h.uncompressed, h.compressed)}
+		case h.compressed > end-at-int64(n):
+			return bad("a page at %d of %d bytes runs past its column chunk", at, h.compressed)
+		case levels > h.compressed || levels > h.uncompressed:
+			return bad("a page at %d with %d bytes of levels in %d", at, levels, h.compressed)
 		}
 		// The library's decoders trust a page's own framing (a snappy
 		// length, a zstd frame, a gzip stream, lz4's guesses) and expand
 		// it as far as it says; each page is expanded here first, into at
-		// most the size its header declares.
-		if m.Codec != pformat.Uncompressed && (pageType != 3 || compressedData) {
-			page := make([]byte, compressed)
-			if _, err := p.r.ReadAt(page, at+int64(n)); err != nil {
-				return bad("reading the page at %d: %v", at, err)
-			}
-			if err := p.expand.check(m.Codec, page[levels:], uncompressed-levels); err != nil {
-				return bad("the page at %d does not expand to its %d bytes: %v", at, uncompressed, err)
+		// most the size its header declares, and its counts checked.
+		page := p.page[:0]
+		if cap(page) < int(h.compressed) {
+			page = make([]byte, h.compressed)
+		}
+		page = page[:h.compressed]
+		p.page = page
+		if _, err := p.r.ReadAt(page, at+int64(n)); err != nil {
+			return bad("reading the page at %d: %v", at, err)
+		}
+		values := page[levels:]
+		if m.Codec != pformat.Uncompressed && (h.typ != pageDataV2 || h.compressedData) {
+			if values, err = p.expand.expand(m.Codec, values, h.uncompressed-levels); err != nil {
+				return bad("the page at %d does not expand to its %d bytes: %v", at, h.uncompressed, err)
 			}
 		}
-		at += int64(n) + compressed
+		if err := checkPageData(col, &h, page[:levels], values, &rows); err != nil {
+			return bad("the page at %d: %v", at, err)
+		}
+		at += int64(n) + h.compressed
 	}
 	return nil
 }
@@ -635,7 +646,7 @@ type expander struct {
 
 var errPageBomb = errors.New("it expands past its declared size")
 
-func (x *expander) check(codec pformat.CompressionCodec, src []byte, size int64) error {
+func (x *expander) expand(codec pformat.CompressionCodec, src []byte, size int64) ([]byte, error) {
 	if cap(x.buf) < int(size) {
 		x.buf = make([]byte, size)
 	}
@@ -644,47 +655,50 @@ func (x *expander) check(codec pformat.CompressionCodec, src []byte, size int64)
 	case pformat.Snappy:
 		n, err := snappy.DecodedLen(src)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if int64(n) != size {
-			return fmt.Errorf("a snappy block of %d bytes", n)
+			return nil, fmt.Errorf("a snappy block of %d bytes", n)
+		}
+		if _, err := snappy.Decode(dst, src); err != nil {
+			return nil, err
 		}
 	case pformat.Lz4Raw:
 		n, err := lz4.UncompressBlock(src, dst)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if int64(n) != size {
-			return fmt.Errorf("an lz4 block of %d bytes", n)
+			return nil, fmt.Errorf("an lz4 block of %d bytes", n)
 		}
 	case pformat.Zstd:
 		if x.zstd == nil {
 			d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true))
 			if err != nil {
-				return err
+				return nil, err
 			}
 			x.zstd = d
 		}
 		out, err := x.zstd.DecodeAll(src, dst[:0])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if int64(len(out)) != size {
-			return fmt.Errorf("zstd data of %d bytes", len(out))
+			return nil, fmt.Errorf("zstd data of %d bytes", len(out))
 		}
 	case pformat.Gzip:
 		z, err := gzip.NewReader(bytes.NewReader(src))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		n, err := io.ReadFull(z, dst)
 		if err != nil {
-			return fmt.Errorf("gzip data of %d bytes: %w", n, err)
+			return nil, fmt.Errorf("gzip data of %d bytes: %w", n, err)
 		}
 		var one [1]byte
 		if k, _ := z.Read(one[:]); k > 0 {
-			return errPageBomb
+			return nil, errPageBomb
 		}
 	}
-	return nil
+	return dst, nil
 }

@@ -57,3 +57,29 @@ for (const row of golden.getRows()) lines.push(row.join('\t'));
 const fs = await import('node:fs');
 fs.writeFileSync(`${dir}/types.golden.tsv.gz`, (await import('node:zlib')).gzipSync(lines.join('\n') + '\n', { level: 9 }));
 console.log(`${dir}/types.parquet: 4200 rows, 3 row groups; ${dir}/types.golden.tsv.gz; ${dir}/small.parquet: 12 rows`);
+
+// Events as the data lake holds them: the key (user_id, device_id, ts) of
+// row i is a function of a key id drawn from hash(i) over 0.96n ids, so
+// ~38% of rows repeat an earlier key; amount and event belong to the row.
+// events-nested.parquet adds NULL device_ids (~2%) and a STRUCT column.
+// The damaged copies in damaged.tsv are edits of these two files, so they
+// are written on one thread, byte for byte the same each time.
+const one = await (await DuckDBInstance.create(':memory:', { threads: '1' })).connect();
+await one.run(`SET preserve_insertion_order = true`);
+for (const [name, codec, nested] of [['events.parquet', 'zstd', false], ['events-nested.parquet', 'snappy', true]]) {
+  const n = 3000, K = Math.round(n * 0.96);
+  const key = `(hash(i, 'key') % ${K})`;
+  await one.run(`COPY (SELECT
+    (1000000 + ${key} // 8)::BIGINT AS user_id,
+    ${nested ? `CASE WHEN hash(i, 'null') % 50 = 0 THEN NULL ELSE` : ''}
+      'dv-' || lpad(to_hex((hash(${key}, 'dev') % 1099511627776)::BIGINT), 13, '0')
+    ${nested ? 'END' : ''} AS device_id,
+    make_timestamp_ms((1767225600000 + ${key} * 37 + ${key} % 8)::BIGINT)::TIMESTAMP_MS AS ts,
+    ((hash(i, 'amt') % 100000000)::BIGINT::DECIMAL(18,2) / 100)::DECIMAL(18,2) AS amount,
+    ${nested ? `CASE WHEN i % 7 = 3 THEN NULL ELSE {'src': 'app-' || (i % 13)::VARCHAR,
+      'ver': (i % 5)::INTEGER, 'geo': {'lat': (i % 1800) / 10.0 - 90, 'lon': (i % 3600) / 10.0 - 180}} END AS meta,` : ''}
+    substr(md5(i::VARCHAR) || '|' || 'evt=' || (hash(i, 'e') % 40)::VARCHAR || '|' || md5((i * 7)::VARCHAR), 1, 60) AS event
+    FROM range(${n}) t(i) ORDER BY i) TO '${dir}/${name}' (FORMAT parquet, COMPRESSION ${codec},
+    KV_METADATA {origin: 'fpdedup-proto', generator: 'gen.mjs v1'})`);
+}
+console.log(`${dir}/events.parquet, ${dir}/events-nested.parquet: 3000 rows each`);

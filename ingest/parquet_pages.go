@@ -1,0 +1,310 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+
+	pformat "github.com/parquet-go/parquet-go/format"
+)
+
+// The library decodes a page's levels, dictionary indexes and delta
+// blocks into buffers sized by the counts written inside the page, not by
+// the header's value count: two flipped bytes in a dictionary index run
+// made it allocate 7.5 GB, one cut made it 45 GB, a fatal out-of-memory no
+// recover catches. So each page of a key column is decoded here first as
+// far as those counts go (run and block headers only, nothing allocated)
+// and must hold no more values than its header declares, and the headers
+// no more values than the row group has rows.
+
+// pageHeader is what checkPages reads of a page header.
+type pageHeader struct {
+	typ                      int64 // 0 data, 2 dictionary, 3 data v2
+	uncompressed, compressed int64
+	numValues                int64
+	encoding                 int64
+	defEncoding              int64 // a v1 data page's
+	defLen, repLen           int64 // a v2 data page's level bytes
+	compressedData           bool  // a v2 data page may say its values are not
+}
+
+const (
+	pageData       = 0
+	pageDictionary = 2
+	pageDataV2     = 3
+)
+
+// field records field id of the struct nested at outer (0: the header itself).
+func (h *pageHeader) field(outer, id int16, v int64) {
+	switch outer {
+	case 0:
+		switch id {
+		case 1:
+			h.typ = v
+		case 2:
+			h.uncompressed = v
+		case 3:
+			h.compressed = v
+		}
+	case 5: // DataPageHeader
+		switch id {
+		case 1:
+			h.numValues = v
+		case 2:
+			h.encoding = v
+		case 3:
+			h.defEncoding = v
+		}
+	case 7: // DictionaryPageHeader
+		switch id {
+		case 1:
+			h.numValues = v
+		case 2:
+			h.encoding = v
+		}
+	case 8: // DataPageHeaderV2
+		switch id {
+		case 1:
+			h.numValues = v
+		case 4:
+			h.encoding = v
+		case 5:
+			h.defLen = v
+		case 6:
+			h.repLen = v
+		case 7:
+			h.compressedData = v != 0
+		}
+	}
+}
+
+// levels is the bytes of a v2 page's levels, stored before its values
+// and never compressed.
+func (h *pageHeader) levels() int64 {
+	if h.typ != pageDataV2 {
+		return 0
+	}
+	return max(h.defLen, 0) + max(h.repLen, 0)
+}
+
+// checkPageData proves the decoded counts of a page of column c: levels
+// is a v2 page's level bytes, values its values expanded (a v1 page's
+// levels are inside values). rows is what the chunk has left of its row
+// group's rows, and comes back less this page's values.
+func checkPageData(c *ParquetColumn, h *pageHeader, levels, values []byte, rows *int64) error {
+	n := h.numValues
+	if n < 0 {
+		return fmt.Errorf("%d values", n)
+	}
+	if h.typ == pageDictionary {
+		if per := c.minValueBits(); per > 0 && n > int64(len(values))*8/per {
+			return fmt.Errorf("a dictionary of %d values in %d bytes", n, len(values))
+		}
+		return nil
+	}
+	if h.typ != pageData && h.typ != pageDataV2 {
+		return nil // an index page: the library skips it
+	}
+	if n > *rows {
+		return fmt.Errorf("%d values where the row group has %d rows left", n, *rows)
+	}
+	*rows -= n
+	defWidth := uint(bits.Len(uint(c.maxDef)))
+	switch {
+	case h.typ == pageDataV2:
+		if h.repLen < 0 || h.defLen < 0 || h.repLen+h.defLen != int64(len(levels)) {
+			return fmt.Errorf("levels of %d and %d bytes", h.repLen, h.defLen)
+		}
+		if h.repLen != 0 && c.maxRep == 0 {
+			return fmt.Errorf("%d bytes of repetition levels in a column that repeats nothing", h.repLen)
+		}
+		if err := hybridRuns(levels[h.repLen:], defWidth, n); err != nil {
+			return fmt.Errorf("definition levels: %w", err)
+		}
+	case c.maxDef > 0 && h.defEncoding == int64(pformat.RLE):
+		v, err := lengthPrefixed(values)
+		if err != nil {
+			return fmt.Errorf("definition levels: %w", err)
+		}
+		if err := hybridRuns(v, defWidth, n); err != nil {
+			return fmt.Errorf("definition levels: %w", err)
+		}
+		values = values[4+len(v):]
+	case c.maxDef > 0 && h.defEncoding == int64(pformat.BitPacked):
+		skip := (n*int64(defWidth) + 7) / 8
+		if skip > int64(len(values)) {
+			return fmt.Errorf("%d bytes of bit-packed levels in %d", skip, len(values))
+		}
+		values = values[skip:]
+	}
+	switch pformat.Encoding(h.encoding) {
+	case 2, pformat.RLEDictionary: // 2: PLAIN_DICTIONARY, as older writers name it
+		if len(values) == 0 {
+			return nil // every value null
+		}
+		if values[0] > 32 {
+			return fmt.Errorf("dictionary indexes of %d bits", values[0])
+		}
+		if err := hybridRuns(values[1:], uint(values[0]), n); err != nil {
+			return fmt.Errorf("dictionary indexes: %w", err)
+		}
+		return nil
+	case pformat.RLE:
+		if len(values) == 4 {
+			return nil
+		}
+		v, err := lengthPrefixed(values)
+		if err != nil {
+			return err
+		}
+		if err := hybridRuns(v, 1, n); err != nil {
+			return fmt.Errorf("booleans: %w", err)
+		}
+		return nil
+	case pformat.DeltaBinaryPacked, pformat.DeltaLengthByteArray:
+		_, err := deltaBlocks(values, n)
+		return err
+	case pformat.DeltaByteArray:
+		end, err := deltaBlocks(values, n) // the prefix lengths
+		if err != nil {
+			return fmt.Errorf("prefix lengths: %w", err)
+		}
+		if _, err := deltaBlocks(values[end:], n); err != nil {
+			return fmt.Errorf("suffix lengths: %w", err)
+		}
+	}
+	return nil
+}
+
+// minValueBits is the fewest bits a PLAIN value of c's type takes.
+func (c *ParquetColumn) minValueBits() int64 {
+	switch c.phys {
+	case pformat.Boolean:
+		return 1
+	case pformat.Int32, pformat.Float, pformat.ByteArray: // a byte array's length
+		return 32
+	case pformat.Int64, pformat.Double:
+		return 64
+	case pformat.Int96:
+		return 96
+	case pformat.FixedLenByteArray:
+		return 8 * max(int64(c.typeLength), 1)
+	}
+	return 0
+}
+
+// lengthPrefixed is the bytes a 4-byte little-endian length says follow it.
+func lengthPrefixed(b []byte) ([]byte, error) {
+	if len(b) < 4 {
+		return nil, fmt.Errorf("%d bytes, no length", len(b))
+	}
+	l := binary.LittleEndian.Uint32(b)
+	if uint64(l) > uint64(len(b)-4) {
+		return nil, fmt.Errorf("a length of %d in %d bytes", l, len(b)-4)
+	}
+	return b[4 : 4+l], nil
+}
+
+// hybridRuns walks the runs of RLE/bit-packed hybrid data of width bits a
+// value, as the library decodes it (to the end of b), and proves them
+// inside b and not many more than n values. Not exactly n: DuckDB writes
+// bit-packed runs of 256 values and more runs than a page's values need.
+// The slack still bounds what the library allocates by the page's rows.
+func hybridRuns(b []byte, width uint, n int64) error {
+	var total int64
+	for i := 0; i < len(b); {
+		h, k := binary.Uvarint(b[i:])
+		if k <= 0 {
+			return fmt.Errorf("a run header at %d does not parse", i)
+		}
+		i += k
+		count := h >> 1
+		var size uint64
+		if h&1 != 0 { // count groups of 8 values
+			size = count * uint64(width)
+			count *= 8
+		} else if count > 0 {
+			size = uint64(width+7) / 8
+		}
+		if count > uint64(hybridSlack(n)) || size > uint64(len(b)-i) {
+			return fmt.Errorf("a run of %d values (%d bytes) at %d, in %d bytes for %d values", count, size, i, len(b), n)
+		}
+		total += int64(count)
+		if total > hybridSlack(n) {
+			return fmt.Errorf("runs of %d values or more for %d", total, n)
+		}
+		i += int(size)
+	}
+	return nil
+}
+
+func hybridSlack(n int64) int64 { return 2*n + 4096 }
+
+// deltaBlocks walks DELTA_BINARY_PACKED data: a header whose value count
+// must be at most n, then blocks of miniblocks whose widths must keep them
+// inside b. It returns where the data ends.
+func deltaBlocks(b []byte, n int64) (int, error) {
+	i := 0
+	next := func(what string) (uint64, error) {
+		v, k := binary.Uvarint(b[i:])
+		if k <= 0 {
+			return 0, fmt.Errorf("the %s does not parse", what)
+		}
+		i += k
+		return v, nil
+	}
+	blockSize, err := next("block size")
+	if err != nil {
+		return 0, err
+	}
+	miniBlocks, err := next("miniblock count")
+	if err != nil {
+		return 0, err
+	}
+	total, err := next("value count")
+	if err != nil {
+		return 0, err
+	}
+	if _, err := next("first value"); err != nil {
+		return 0, err
+	}
+	switch {
+	case total > uint64(n):
+		return 0, fmt.Errorf("%d values in a page of %d", total, n)
+	case blockSize == 0 || blockSize%128 != 0 || blockSize > 1<<20 || miniBlocks == 0 || blockSize%miniBlocks != 0 || (blockSize/miniBlocks)%32 != 0:
+		return 0, fmt.Errorf("blocks of %d values in %d miniblocks", blockSize, miniBlocks)
+	}
+	perMini := blockSize / miniBlocks
+	// The first value is in the header; the rest are deltas in blocks.
+	// The last block keeps every miniblock's width byte but only the
+	// miniblocks its deltas need.
+	left := uint64(0)
+	if total > 0 {
+		left = total - 1
+	}
+	for left > 0 {
+		if _, err := next("block's minimum delta"); err != nil {
+			return 0, err
+		}
+		if uint64(len(b)-i) < miniBlocks {
+			return 0, fmt.Errorf("a block's widths past the end")
+		}
+		widths := b[i : i+int(miniBlocks)]
+		i += int(miniBlocks)
+		for _, w := range widths {
+			if left == 0 {
+				break
+			}
+			if w > 64 {
+				return 0, fmt.Errorf("a miniblock of %d-bit values", w)
+			}
+			size := perMini * uint64(w) / 8
+			if size > uint64(len(b)-i) {
+				return 0, fmt.Errorf("a miniblock of %d bytes past the end", size)
+			}
+			i += int(size)
+			left -= min(left, perMini)
+		}
+	}
+	return i, nil
+}
