@@ -18,6 +18,9 @@ type Chunk struct {
 	// (ChunkReader.Idle), so what the chunk decides should go out now, not
 	// wait in a buffer for input that may be long in coming.
 	Stalled bool
+	// RowGroup is a Parquet chunk's row group + 1 (its rows are one row
+	// group's); 0 in other formats.
+	RowGroup int
 
 	buf []byte // the whole buffer, as Data may be resliced by its user
 	// plainCSV: a csv chunk whose Data holds no '"', so that its records
@@ -419,7 +422,7 @@ func (r *ChunkReader) get(n int) *Chunk {
 // grew around a long record are left to the garbage collector rather than
 // kept, so one 10 MB line does not pin 10 MB per pooled chunk.
 func (r *ChunkReader) Release(c *Chunk) {
-	if c == nil || len(c.buf) != r.chunkSize {
+	if r == nil || c == nil || len(c.buf) != r.chunkSize { // a Parquet chunk has no reader
 		return
 	}
 	*c = Chunk{buf: c.buf}

@@ -16,10 +16,11 @@ const (
 	formatBzip2
 	formatLz4
 	formatZip
+	formatParquet // not a compression: a file read as text by mistake
 )
 
 func (f format) String() string {
-	return [...]string{"plain", "gzip", "zstd", "xz", "bzip2", "lz4", "zip"}[f]
+	return [...]string{"plain", "gzip", "zstd", "xz", "bzip2", "lz4", "zip", "parquet"}[f]
 }
 
 // refused gives, for each recognised but undecoded format, the command that
@@ -43,6 +44,7 @@ var magics = []struct {
 	{formatZip, "PK\x03\x04"},
 	{formatZip, "PK\x05\x06"}, // empty archive
 	{formatZip, "PK\x07\x08"}, // spanned archive
+	{formatParquet, parquetHead},
 }
 
 // bzip2 streams start "BZh" and a block size digit, then the magic of the

@@ -34,17 +34,27 @@ var (
 	ErrInputChanged = errors.New("the file changed while it was read")
 )
 
+// ErrParquetAsText: a Parquet file given where text records are read.
+var ErrParquetAsText = errors.New("a Parquet file: its rows are read in the parquet format, keyed by columns")
+
 // RecordError locates a bad record the way every fpdedup error about input
 // reads: "FILE:LINE: record N: reason", where LINE is the
 // physical line the record starts on and N its 1-based number in that input.
+// A Parquet row has no line: "FILE: row group G, row N: reason", G numbered
+// from 0 as Parquet tools number row groups, N the row's 1-based number in
+// the file.
 type RecordError struct {
-	Name   string
-	Line   int64
-	Record int64
-	Err    error
+	Name     string
+	Line     int64
+	Record   int64
+	RowGroup int // a Parquet row's row group + 1; 0 in other formats
+	Err      error
 }
 
 func (e *RecordError) Error() string {
+	if e.RowGroup > 0 {
+		return fmt.Sprintf("%s: row group %d, row %d: %v", e.Name, e.RowGroup-1, e.Record, e.Err)
+	}
 	return fmt.Sprintf("%s:%d: record %d: %v", e.Name, e.Line, e.Record, e.Err)
 }
 
@@ -120,7 +130,7 @@ func (e *KeyError) Say(w Words) string {
 	var msg string
 	switch e.Problem {
 	case KeysInLines:
-		msg = fmt.Sprintf("%s needs %s csv, tsv or jsonl: in lines format the whole record is the key", w.Key, w.Format)
+		msg = fmt.Sprintf("%s needs %s csv, tsv, jsonl or parquet: in lines format the whole record is the key", w.Key, w.Format)
 	case HeaderNotCSV:
 		msg = fmt.Sprintf("%s needs %s csv or tsv", w.Header, w.Format)
 	case HeaderInJSONL:

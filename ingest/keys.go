@@ -42,6 +42,19 @@ func (s KeySpec) Validate() error {
 			return fmt.Errorf("record terminator %q: want a newline or NUL", s.Term)
 		}
 		return nil
+	case FormatParquet:
+		if s.Header {
+			return &KeyError{Problem: HeaderNotCSV}
+		}
+		if len(s.Keys) == 0 {
+			return &KeyError{Problem: ParquetNeedsKey}
+		}
+		for _, item := range s.Keys {
+			if item == "" {
+				return &KeyError{Problem: EmptyItem}
+			}
+		}
+		return nil
 	case FormatCSV, FormatTSV, FormatJSONL:
 	default:
 		return fmt.Errorf("unknown format %v", s.Format)

@@ -15,7 +15,7 @@ func TestKeySpecValidate(t *testing.T) {
 	}{
 		{"lines", KeySpec{Format: FormatLines, Term: '\n'}, ""},
 		{"lines -z", KeySpec{Format: FormatLines, Term: 0}, ""},
-		{"lines with a key", KeySpec{Format: FormatLines, Keys: []string{"1"}}, "--key needs --format csv, tsv or jsonl"},
+		{"lines with a key", KeySpec{Format: FormatLines, Keys: []string{"1"}}, "--key needs --format csv, tsv, jsonl or parquet"},
 		{"lines with a header", KeySpec{Format: FormatLines, Header: true}, "--header needs --format csv or tsv"},
 		{"lines, odd terminator", KeySpec{Format: FormatLines, Term: ';'}, "record terminator"},
 		{"unknown format", KeySpec{Format: 7, Keys: []string{"1"}}, "unknown format"},

@@ -229,6 +229,8 @@ func NewInput(name string, r io.Reader) (*Input, error) {
 			return nil, fmt.Errorf("%s: cannot start zstd decoder: %w", name, err)
 		}
 		in.zr, in.r = zr, zr
+	case formatParquet:
+		return nil, fmt.Errorf("%s: %w", name, ErrParquetAsText)
 	default:
 		return nil, fmt.Errorf("%s: %w: %s data (decompress with %s and pipe it in)",
 			name, ErrUnsupportedCompression, f, refused[f])

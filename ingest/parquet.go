@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"os"
 	"strconv"
 	"strings"
 
@@ -72,22 +73,6 @@ func (e *ParquetError) Error() string {
 }
 
 func (e *ParquetError) Unwrap() error { return e.Err }
-
-// ParquetRowError locates a bad row: "FILE: row group G, row N: reason",
-// G numbered from 0 as Parquet tools number row groups, N the row's 1-based
-// number in the file.
-type ParquetRowError struct {
-	Name     string
-	RowGroup int
-	Row      int64
-	Err      error
-}
-
-func (e *ParquetRowError) Error() string {
-	return fmt.Sprintf("%s: row group %d, row %d: %v", e.Name, e.RowGroup, e.Row, e.Err)
-}
-
-func (e *ParquetRowError) Unwrap() error { return e.Err }
 
 // render is how a column's values become key text.
 type render uint8
@@ -182,6 +167,34 @@ func OpenParquet(name string, r io.ReaderAt, size, limit int64) (p *ParquetFile,
 	}
 	return p, nil
 }
+
+// IsParquetFile reports whether path is a regular file with Parquet's magic
+// at both ends (its first page or footer after the first one, whose
+// Thrift header starts 0x15), which no text file has.
+func IsParquetFile(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() < 12 {
+		return false, err
+	}
+	var head [5]byte
+	var tail [4]byte
+	if _, err := f.ReadAt(head[:], 0); err != nil {
+		return false, err
+	}
+	if _, err := f.ReadAt(tail[:], st.Size()-4); err != nil {
+		return false, err
+	}
+	return string(head[:]) == parquetHead && string(tail[:]) == "PAR1", nil
+}
+
+// parquetHead starts every Parquet file: the magic, then the first field
+// header of a page header or of the footer (field 1, an i32).
+const parquetHead = "PAR1\x15"
 
 // recoverParquet turns a panic of the library into a damaged file.
 func recoverParquet(name string, err *error) {
@@ -328,6 +341,19 @@ func (p *ParquetFile) Close() {
 	}
 }
 
+// RowGroupBytes is the bytes row group g takes in the file, for progress.
+func (p *ParquetFile) RowGroupBytes(g int) int64 {
+	rgs := p.file.Metadata().RowGroups
+	if g < 0 || g >= len(rgs) {
+		return 0
+	}
+	var n int64
+	for _, c := range rgs[g].Columns {
+		n += c.MetaData.TotalCompressedSize
+	}
+	return n
+}
+
 // Columns lists the file's leaf columns in schema order.
 func (p *ParquetFile) Columns() []ParquetColumn { return p.columns }
 
@@ -394,19 +420,53 @@ func (p *ParquetFile) column(item string) (int, error) {
 
 // Keys calls fn with the key of each row of row group g, in order: the
 // text of columns cols (ResolveKey) joined by sep. A row with a NULL key
-// column comes with a *ParquetRowError (its key nil) for the caller's
-// --on-bad; fn's error stops the reading. Only the key columns are read
-// and decoded. key is valid during the call only.
-func (p *ParquetFile) Keys(g int, cols []int, sep []byte, fn func(row int64, key []byte, bad error) error) (err error) {
+// column comes with a *RecordError (its key nil) for the caller's
+// --on-bad; fn's error stops the reading. key is valid during the call
+// only.
+func (p *ParquetFile) Keys(g int, cols []int, sep []byte, fn func(row int64, key []byte, bad error) error) error {
+	var key []byte
+	return p.Frames(g, cols, 1<<20, func(first int64, n int, data []byte) error {
+		row := first
+		var err error
+		SplitFrames(data, func(rec []byte) bool {
+			var bad error
+			key, bad = JoinFrame(key[:0], rec, sep)
+			if bad != nil {
+				err = fn(row, nil, &RecordError{Name: p.name, RowGroup: g + 1, Line: row, Record: row, Err: bad})
+			} else {
+				err = fn(row, key, nil)
+			}
+			row++
+			return err == nil
+		})
+		return err
+	})
+}
+
+// Chunks is Frames in Chunks, as the pipeline reads every format: records
+// numbered by row in the file, which is also their "line".
+func (p *ParquetFile) Chunks(g int, cols []int, size int, fn func(*Chunk) error) error {
+	return p.Frames(g, cols, size, func(first int64, n int, data []byte) error {
+		return fn(&Chunk{Data: data, FirstRecord: first, FirstLine: first, Records: n, RowGroup: g + 1})
+	})
+}
+
+// Frames reads the key columns cols (ResolveKey) of row group g and calls
+// fn with its rows framed (AppendFrame) in order, about size bytes of them
+// at a time: n rows from row first (1-based in the file). Each call's data
+// is new, the caller's to keep. Only the key columns are read and decoded,
+// a whole row group's at once, within the limit.
+func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n int, data []byte) error) (err error) {
 	defer recoverParquet(p.name, &err)
 	rgs := p.file.RowGroups()
 	if g < 0 || g >= len(rgs) {
 		return fmt.Errorf("%s: no row group %d", p.name, g)
 	}
-	var first int64 // the row group's first row in the file
+	var first int64 // the row group's first row in the file, from 1
 	for _, rg := range rgs[:g] {
 		first += rg.NumRows()
 	}
+	first++
 	rg := rgs[g]
 	n := rg.NumRows()
 	if n < 0 || n > p.limit/parquetValueBytes/int64(len(cols)) {
@@ -422,28 +482,36 @@ func (p *ParquetFile) Keys(g int, cols []int, sep []byte, fn func(row int64, key
 			return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: %v", g, err)}
 		}
 	}
-	var key []byte
+	capacity := func(rows int64) int { return int(min(int64(size+size/8), rows*16+64)) } // grows past a guess for small row groups
+	data := make([]byte, 0, capacity(n))
+	texts := make([][]byte, len(cols))
+	at, rows := first, 0
+	var text []byte // the row's texts, which texts slice
 	for r := range n {
-		key = key[:0]
-		var bad error
+		var bad string
+		text = text[:0]
 		for i, c := range cols {
 			v := vals[i][r]
 			if v.IsNull() {
-				bad = &ParquetRowError{Name: p.name, RowGroup: g, Row: first + r + 1, Err: &BadRecord{Reason: "column " + p.columns[c].Path + " is null"}}
+				bad = "column " + p.columns[c].Path + " is null"
 				break
 			}
-			if i > 0 {
-				key = append(key, sep...)
-			}
-			key = p.columns[c].appendText(key, v)
+			start := len(text)
+			text = p.columns[c].appendText(text, v)
+			texts[i] = text[start:len(text):len(text)]
 		}
-		if bad != nil {
-			err = fn(first+r+1, nil, bad)
+		if bad != "" {
+			data = appendBadFrame(data, bad)
 		} else {
-			err = fn(first+r+1, key, nil)
+			data = AppendFrame(data, texts)
 		}
-		if err != nil {
-			return err
+		rows++
+		if len(data) >= size || r == n-1 {
+			if err := fn(at, rows, data); err != nil {
+				return err
+			}
+			at += int64(rows)
+			data, rows = make([]byte, 0, capacity(n-r-1)), 0
 		}
 	}
 	return nil

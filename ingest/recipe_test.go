@@ -111,7 +111,7 @@ func TestAdoptRecipe(t *testing.T) {
 		})
 	}
 	// An unknown recorded format is an error only when it is needed.
-	future := fpstore.Spec{Hash: "xxh3", Key: []string{"a"}, KeySep: ":", Format: "parquet"}
+	future := fpstore.Spec{Hash: "xxh3", Key: []string{"a"}, KeySep: ":", Format: "orc"}
 	if _, err := AdoptRecipe(future, lines, RecipeParts{Header: true}); err == nil {
 		t.Fatal("an unknown recorded format was adopted")
 	}

@@ -23,9 +23,12 @@ const (
 	FormatTSV
 	// FormatJSONL: a record is a line holding one JSON object.
 	FormatJSONL
+	// FormatParquet: a record is a row of a Parquet file, its key the
+	// text of typed columns (parquet.go); rows travel framed (frames.go).
+	FormatParquet
 )
 
-var formatNames = [...]string{FormatLines: "lines", FormatCSV: "csv", FormatTSV: "tsv", FormatJSONL: "jsonl"}
+var formatNames = [...]string{FormatLines: "lines", FormatCSV: "csv", FormatTSV: "tsv", FormatJSONL: "jsonl", FormatParquet: "parquet"}
 
 // ParseFormat reads a --format value.
 func ParseFormat(s string) (Format, error) {
@@ -34,7 +37,7 @@ func ParseFormat(s string) (Format, error) {
 			return Format(f), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown format %q (valid: lines, csv, tsv, jsonl)", s)
+	return 0, fmt.Errorf("unknown format %q (valid: lines, csv, tsv, jsonl, parquet)", s)
 }
 
 func (f Format) String() string {
@@ -139,6 +142,12 @@ func NewKeyer(spec KeySpec, header []byte) (*Keyer, error) {
 		for i := 1; i < len(cols); i++ {
 			k.span = k.span && cols[i] == cols[i-1]+1
 		}
+	case FormatParquet:
+		k.cols = make([]int, len(spec.Keys))
+		for i := range k.cols {
+			k.cols[i] = i
+		}
+		k.fields = make([]field, len(spec.Keys))
 	case FormatJSONL:
 		root, err := jsonTree(spec.Keys)
 		if err != nil {
@@ -209,6 +218,14 @@ func (k *Keyer) locate(rec []byte, first, simple bool) (line, key []byte, err er
 			return nil, rec[:n-1], nil
 		}
 		return nil, rec, nil
+	}
+	if k.format == FormatParquet {
+		k.line = nil
+		if err := frameFields(rec, k.fields); err != nil {
+			return nil, nil, err
+		}
+		k.line = rec
+		return rec, nil, nil
 	}
 	line = trimNewline(rec)
 	if first {
@@ -293,8 +310,14 @@ func (k *Keyer) bytes(line []byte, f field) []byte {
 }
 
 // TrimEnd returns rec without its terminator: Term in the lines format,
-// "\n" or "\r\n" in csv, tsv and jsonl.
+// "\n" or "\r\n" in csv, tsv and jsonl. It is the record as count and
+// query print it; a Parquet row, which has no text of its own, prints as
+// its key (a new slice).
 func (s KeySpec) TrimEnd(rec []byte) []byte {
+	if s.Format == FormatParquet {
+		key, _ := JoinFrame(nil, rec, []byte(s.Sep))
+		return key
+	}
 	if s.Format == FormatLines {
 		if n := len(rec); n > 0 && rec[n-1] == s.Term {
 			return rec[:n-1]
@@ -342,6 +365,10 @@ func SplitFormat(data []byte, f Format, term byte, fn func(rec []byte) bool) {
 // it. Not simple only means not known to be: a record of lines ended by
 // another byte, or a csv record with a quote, on one line or more.
 func SplitShaped(data []byte, f Format, term byte, fn func(rec []byte, simple bool) bool) {
+	if f == FormatParquet {
+		SplitFrames(data, func(rec []byte) bool { return fn(rec, true) })
+		return
+	}
 	if f != FormatLines {
 		term = '\n'
 	}

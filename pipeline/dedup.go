@@ -235,7 +235,7 @@ func newSeenSet(opts DedupOptions, budget int64) ([]*shardSet, error) {
 	for nshards < opts.Threads {
 		nshards *= 2
 	}
-	est, err := estimateRecords(opts.Inputs)
+	est, err := estimateRecords(opts.Inputs, opts.Records.Spec.Format)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +363,7 @@ func writeInOrder(ctx context.Context, cancel context.CancelCauseFunc, opts *Ded
 				s := c.state[i]
 				keep := s == stateNew
 				if opts.Check && !keep {
-					err = &DuplicateError{Name: c.job.name, Line: c.pos[i].line, Record: c.pos[i].record, FP: c.fps[i], InAgainst: s == stateAgainst}
+					err = &DuplicateError{Name: c.job.name, Line: c.pos[i].line, Record: c.pos[i].record, FP: c.fps[i], InAgainst: s == stateAgainst, Rows: c.job.chunk.RowGroup > 0}
 					cancel(err)
 					break records
 				}
@@ -584,7 +584,10 @@ const markGroup = 16
 // sample's average record length, to size the seen-set once; 1M when
 // unknown (stdin), growing as needed. A first input that cannot be opened
 // or read is the run's error now: reading it again later would fail too.
-func estimateRecords(inputs []string) (int64, error) {
+func estimateRecords(inputs []string, f ingest.Format) (int64, error) {
+	if f == ingest.FormatParquet {
+		return estimateRows(inputs), nil
+	}
 	var total int64
 	for _, name := range inputs {
 		st, err := os.Stat(name)

@@ -29,16 +29,24 @@ type DuplicateError struct {
 	InAgainst    bool
 	FirstName    string
 	FirstLine    int64
+	Rows         bool // Parquet rows, numbered in their file, have no lines
 }
 
 func (e *DuplicateError) Error() string {
+	at, line := fmt.Sprintf("%s:%d: record %d", e.Name, e.Line, e.Record), "line"
+	if e.Rows {
+		at, line = fmt.Sprintf("%s: row %d", e.Name, e.Record), "row"
+	}
 	switch {
 	case e.InAgainst:
-		return fmt.Sprintf("%s:%d: record %d: its key is already in the index", e.Name, e.Line, e.Record)
+		return at + ": its key is already in the index"
 	case e.FirstLine == 0:
-		return fmt.Sprintf("%s:%d: record %d: duplicate of an earlier record", e.Name, e.Line, e.Record)
+		return at + ": duplicate of an earlier record"
 	case e.FirstName == e.Name:
-		return fmt.Sprintf("%s:%d: record %d: duplicate of line %d", e.Name, e.Line, e.Record, e.FirstLine)
+		return fmt.Sprintf("%s: duplicate of %s %d", at, line, e.FirstLine)
 	}
-	return fmt.Sprintf("%s:%d: record %d: duplicate of %s:%d", e.Name, e.Line, e.Record, e.FirstName, e.FirstLine)
+	if e.Rows {
+		return fmt.Sprintf("%s: duplicate of %s row %d", at, e.FirstName, e.FirstLine)
+	}
+	return fmt.Sprintf("%s: duplicate of %s:%d", at, e.FirstName, e.FirstLine)
 }

@@ -53,8 +53,10 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 	headers := newHeaders()
 	term := opts.Records.Spec.Term
 	// In JSON, records keyed by fields print their key (joined fields)
-	// beside the record; whole records and hex lines are their own key.
-	withRecord := opts.Output == QueryJSON && opts.Records.Spec.Format != ingest.FormatLines && !opts.Records.HexInput
+	// beside the record; whole records and hex lines are their own key,
+	// and a Parquet row has no text but its key.
+	f := opts.Records.Spec.Format
+	withRecord := opts.Output == QueryJSON && f != ingest.FormatLines && f != ingest.FormatParquet && !opts.Records.HexInput
 	newWork := func() chunkWork {
 		var fps []fpstore.Fingerprint
 		var keys, recs [][]byte

@@ -30,6 +30,9 @@ type readOptions struct {
 	Stdin    io.Reader
 	Spool    io.Writer
 	SpoolDir string
+	// TmpDir takes the spool of a Parquet input that is not a regular
+	// file (SpoolDir when unset).
+	TmpDir string
 	// Flush, when set, is called once the output of a chunk cut because
 	// its input stalled (ingest.Chunk.Stalled) has been emitted: what the
 	// input decided so far goes out now, as a pipe from tail -f expects.
@@ -141,6 +144,12 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 	spec := opts.Records.Spec
 	var before int64
 	for i, name := range opts.Inputs {
+		if spec.Format == ingest.FormatParquet {
+			if err := readParquet(ctx, opts, i, name, jobs, &before); err != nil {
+				return err
+			}
+			continue
+		}
 		in, spool, err := opts.open(name)
 		if err != nil {
 			return spool.failed(err)
@@ -306,7 +315,7 @@ func (w *recordWorker) eachAt(job chunkJob, fn func(rec []byte, fp fpstore.Finge
 			fp, kerr = w.keyer.Fingerprint(rec, first, simple, w.opts.Hash)
 		}
 		if kerr != nil {
-			re := &ingest.RecordError{Name: job.name, Line: line, Record: recNo, Err: kerr}
+			re := &ingest.RecordError{Name: job.name, Line: line, Record: recNo, RowGroup: c.RowGroup, Err: kerr}
 			if err = w.opts.OnBad.Handle(re, rec); err != nil {
 				return false
 			}

@@ -84,7 +84,7 @@ func newReplayer(opts *ReplayOptions) (*replayer, error) {
 	// caller) and a quarter for what does not grow with the data (a run
 	// being written, chunks in flight).
 	rest := max(opts.Mem-ReplayBloomBytes(*opts), 16<<20)
-	est, err := estimateRecords(opts.Inputs)
+	est, err := estimateRecords(opts.Inputs, opts.Records.Spec.Format)
 	if err != nil {
 		return r, err
 	}

@@ -477,7 +477,7 @@ func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tallyS
 			break
 		}
 	}
-	est, err := estimateRecords(o.Inputs)
+	est, err := estimateRecords(o.Inputs, o.Records.Spec.Format)
 	if err != nil {
 		return nil, second, done, err
 	}

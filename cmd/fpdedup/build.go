@@ -61,7 +61,7 @@ published); 130/143 interrupted (nothing is published).`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", "", "the index to write (required)")
-	o.records.add(f, "lines (one key per line), csv, tsv, jsonl, or fp (hex fingerprints)")
+	o.records.add(f, "lines (one key per line), csv, tsv, jsonl, parquet (found by its magic when not given), or fp (hex fingerprints)")
 	f.StringVar(&o.hash, "hash", "xxh3", "fingerprint hash: xxh3 (XXH3-128) or sha256 (first 128 bits)")
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for spilled runs")
@@ -79,6 +79,10 @@ func runBuild(cmd *cobra.Command, inv *invocation, o *buildOptions, args []strin
 		return usageErrorf("--hash: %v", err)
 	}
 	fpFormat := o.records.format == "fp"
+	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
+		return err
+	}
+	j.input("FILE", kindRecords, opts.Inputs...)
 	if opts.Records, err = o.records.reading(j, h, nil, false, true); err != nil {
 		return err
 	}
@@ -108,10 +112,6 @@ func runBuild(cmd *cobra.Command, inv *invocation, o *buildOptions, args []strin
 			return err
 		}
 	}
-	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
-		return err
-	}
-	j.input("FILE", kindRecords, opts.Inputs...)
 	j.input("--files0-from", kindOther, o.files0From)
 	j.input("--spec-from", kindIndex, o.specFrom)
 	j.output("-o", o.output)

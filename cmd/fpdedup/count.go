@@ -57,7 +57,7 @@ Exit codes: 0 done; 1 (--check) a key repeats; 2 usage, input or I/O error;
 		},
 	}
 	f := cmd.Flags()
-	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl (keyed by --key)")
+	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl, parquet (keyed by --key; parquet found by its magic when not given)")
 	f.StringVar(&o.hash, "hash", "xxh3", "fingerprint hash: xxh3 or sha256")
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for the key table's runs beyond --mem, and for the spool of stdin")
@@ -85,13 +85,13 @@ func runCount(cmd *cobra.Command, inv *invocation, o *countOptions, args []strin
 	}
 	j := inv.job(cmd)
 	opts := pipeline.CountOptions{MinCount: o.minCount, Top: o.top, TSV: o.tsv, Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
-	if opts.Records, err = o.records.reading(j, h, nil, false, false); err != nil {
-		return err
-	}
 	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
 		return err
 	}
 	j.input("FILE", kindRecords, opts.Inputs...)
+	if opts.Records, err = o.records.reading(j, h, nil, false, false); err != nil {
+		return err
+	}
 	j.input("--files0-from", kindOther, o.files0From)
 	out := j.stream("-o", o.output) // counts, not records: never in place
 	j.progress(opts.Progress)

@@ -64,7 +64,7 @@ the pipe (… | head): the run ends quietly, nothing published.`,
 	f.StringVar(&o.emit, "emit", "first", "which records to write: first (first occurrences) or duplicates")
 	f.StringVar(&o.record, "record", "", "publish the new first occurrences' fingerprints as an index at `OUT.fpx`")
 	f.StringVarP(&o.output, "output", "o", "", "write records to FILE, published atomically on success (default stdout)")
-	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl (keyed by --key); default: the --against index's recipe")
+	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl (keyed by --key), parquet (--check only, for now); default: the --against index's recipe")
 	f.Lookup("header").Usage += "; dedup writes it once, before the records"
 	f.BoolVar(&o.records.assumeRecipe, "assume-recipe", false, "read records with another --key/--key-sep than the --against index's, with a warning")
 	f.StringVar(&o.hash, "hash", "", "fingerprint hash: xxh3 or sha256 (default: the --against index's, else xxh3)")
@@ -88,10 +88,10 @@ func runDedup(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []strin
 		return err
 	}
 	j := inv.job(cmd)
+	j.input("FILE", kindRecords, opts.Inputs...)
 	if err := dedupRecords(j, o, &opts); err != nil {
 		return err
 	}
-	j.input("FILE", kindRecords, opts.Inputs...)
 	j.input("--files0-from", kindOther, o.files0From)
 	j.input("--against", kindIndex, o.against...)
 	// -o may replace the records it reads (written to a temp file, renamed
@@ -192,6 +192,9 @@ func dedupRecords(j *job, o *dedupOptions, opts *pipeline.DedupOptions) error {
 	}
 	if opts.Records, err = o.records.reading(j, h, against, false, false); err != nil {
 		return err
+	}
+	if opts.Records.Spec.Format == ingest.FormatParquet && !o.check {
+		return usageErrorf("dedup writes the rows it keeps, and does not write Parquet yet: of Parquet files it runs --check only (count, build and query read them whole)")
 	}
 	opts.RecordSpec = ingest.Recipe(opts.Records)
 	return nil

@@ -75,7 +75,7 @@ interrupted; 141 the reader closed the pipe. The exit code does not depend on
 	f.StringVar(&o.only, "only", "", "print only the present or absent keys, verbatim")
 	f.BoolVar(&o.count, "count", false, "print only the counts: present<TAB>N and absent<TAB>M")
 	f.BoolVar(&o.json, "json", false, `one JSON object a line: "key" (or "key_base64"), "fingerprint", "present" (and "record" for csv/tsv/jsonl records)`)
-	o.records.add(f, "lines (each line is a key), csv, tsv or jsonl (records, keyed by --key); when only other record flags are given, the index's own format")
+	o.records.add(f, "lines (each line is a key), csv, tsv, jsonl or parquet (records, keyed by --key); when only other record flags are given, the index's own format")
 	f.BoolVar(&o.records.assumeRecipe, "assume-recipe", false, "read records with another --key/--key-sep than the index's, with a warning")
 	return cmd
 }

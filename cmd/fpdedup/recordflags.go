@@ -27,7 +27,7 @@ type recordFlags struct {
 
 func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
 	f.StringVar(&r.format, "format", "lines", "record format: "+formats)
-	f.StringSliceVar(&r.keys, "key", nil, "key fields, comma-separated or repeated: csv/tsv column numbers (1-based) or header names, jsonl field paths (a.b nests)")
+	f.StringSliceVar(&r.keys, "key", nil, "key fields, comma-separated or repeated: csv/tsv column numbers (1-based) or header names, jsonl field paths (a.b nests), parquet column paths (a.b into groups) or 1-based leaf numbers")
 	f.StringVar(&r.keySep, "key-sep", ":", "joins the key fields (user_id:device_id:timestamp_ms, as online)")
 	f.BoolVar(&r.header, "header", false, "csv/tsv: the first record of each input is a header: it names columns and is not a record")
 	f.BoolVarP(&r.nul, "zero-terminated", "z", false, "lines format: records end with NUL, not newline")
@@ -84,6 +84,38 @@ func (r *recordFlags) request(f *pflag.FlagSet, hexOK bool) (req ingest.RecipeRe
 	return req, hex, nil
 }
 
+// sniff reads the format of the record files from their bytes when no
+// --format is given: Parquet files (PAR1 at both ends) are read as
+// Parquet, as if --format parquet were given. Standard input and pipes
+// cannot be looked into without being read: they need --format parquet.
+func (r *recordFlags) sniff(j *job, req *ingest.RecipeRequest) error {
+	if req.Given.Format {
+		return nil
+	}
+	var parquet, other string
+	for _, in := range j.paths.inputs {
+		if in.kind != kindRecords {
+			continue
+		}
+		is, err := ingest.IsParquetFile(in.path)
+		if err != nil {
+			return nil // the read says what is wrong with it
+		}
+		if is && parquet == "" {
+			parquet = in.path
+		} else if !is && other == "" {
+			other = in.path
+		}
+	}
+	switch {
+	case parquet != "" && other != "":
+		return usageErrorf("%s is a Parquet file and %s is not: the inputs of one run share one format", parquet, other)
+	case parquet != "":
+		req.Spec.Format, req.Given.Format = ingest.FormatParquet, true
+	}
+	return nil
+}
+
 // maxRecordBytes is --max-record under a --mem of mem. A record is held
 // whole, twice while its buffer grows, so the longest one --mem holds is an
 // eighth of it (a quarter of --mem for the buffers); the default, 64MiB, is
@@ -120,6 +152,9 @@ func (r *recordFlags) reading(j *job, hash ingest.Hash, against []ingest.IndexRe
 		return o, err
 	}
 	req.LinesAreKeys = linesAreKeys
+	if err := r.sniff(j, &req); err != nil {
+		return o, err
+	}
 	spec, warnings, err := ingest.ResolveRecipe(req, against)
 	if se := (*ingest.SpecError)(nil); errors.As(err, &se) {
 		return o, usageErrorf("%s", say(se.Err))

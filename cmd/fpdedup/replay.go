@@ -222,6 +222,9 @@ func replayConfig(j *job, o *replayOptions) (pipeline.ReplayOptions, error) {
 	if opts.Records, err = o.records.reading(j, h, nil, false, false); err != nil {
 		return opts, err
 	}
+	if opts.Records.Spec.Format == ingest.FormatParquet {
+		return opts, usageErrorf("replay does not read Parquet yet (count, build, query and dedup --check do)")
+	}
 	opts.TimeField = o.timeField
 	if opts.TimeField == "" && slices.Contains(opts.Records.Spec.Keys, "timestamp_ms") {
 		opts.TimeField = "timestamp_ms"

@@ -54,6 +54,12 @@ func TestScript(t *testing.T) {
 				return err
 			}
 			env.Setenv("EXAMPLE", example)
+			// The Parquet files DuckDB wrote, with their keys as DuckDB reads them.
+			parquet, err := filepath.Abs(filepath.Join("..", "..", "testdata", "parquet"))
+			if err != nil {
+				return err
+			}
+			env.Setenv("PARQUET", parquet)
 			return nil
 		},
 	})

@@ -82,4 +82,13 @@ for (const [name, codec, nested] of [['events.parquet', 'zstd', false], ['events
     FROM range(${n}) t(i) ORDER BY i) TO '${dir}/${name}' (FORMAT parquet, COMPRESSION ${codec},
     KV_METADATA {origin: 'fpdedup-proto', generator: 'gen.mjs v1'})`);
 }
-console.log(`${dir}/events.parquet, ${dir}/events-nested.parquet: 3000 rows each`);
+// Their keys as DuckDB reads them (user_id:device_id:ts, ts in the file's
+// milliseconds), one row a line in file order, \N for a row with a NULL:
+// the tests' oracle for every command that reads Parquet keys.
+for (const name of ['events', 'events-nested']) {
+  const keys = await one.runAndReadAll(`SELECT coalesce(user_id::VARCHAR || ':' || device_id || ':' || epoch_ms(ts)::VARCHAR, '\\N')
+    FROM read_parquet('${dir}/${name}.parquet', file_row_number = true) ORDER BY file_row_number`);
+  const text = keys.getRows().map((r) => r[0]).join('\n') + '\n';
+  fs.writeFileSync(`${dir}/${name}.keys.txt.gz`, (await import('node:zlib')).gzipSync(text, { level: 9 }));
+}
+console.log(`${dir}/events.parquet, ${dir}/events-nested.parquet: 3000 rows each, and their keys (*.keys.txt.gz)`);

@@ -1,0 +1,149 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fpdedup/fpdedup/ingest"
+)
+
+// parquetChunk is how many bytes of framed keys a chunk of Parquet rows
+// holds, as a chunk of text holds about 1 MiB of records.
+const parquetChunk = 1 << 20
+
+// readParquet reads input i, a Parquet file, row group by row group: its
+// key columns only, framed into chunks (ingest.Frames). A file is read
+// from its footer, so standard input and other streams are spooled to the
+// temporary directory first (and the spool unlinked at once).
+func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs chan<- chunkJob, before *int64) error {
+	f, size, err := opts.openParquet(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// A page and a row group's key values are held decoded: the bound a
+	// record has in the text formats, four times (the default --max-record,
+	// 64 MiB, gives 256 MiB).
+	p, err := ingest.OpenParquet(name, f, size, 4*int64(opts.Records.MaxRecord))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	cols, err := p.ResolveKey(opts.Records.Spec.Keys)
+	if err != nil {
+		return ingest.InInput(err, name)
+	}
+	done := *before
+	for g := range p.RowGroups() {
+		err := p.Chunks(g, cols, parquetChunk, func(c *ingest.Chunk) error {
+			select {
+			case jobs <- chunkJob{in: i, name: name, chunk: c}:
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		done += p.RowGroupBytes(g)
+		opts.Progress.RawBytes.Store(done)
+	}
+	*before += size
+	opts.Progress.RawBytes.Store(*before)
+	return nil
+}
+
+// openParquet opens a Parquet input for reading at any offset: a regular
+// file as it is; standard input, a pipe or a device copied to an unlinked
+// file in the temporary directory.
+func (opts readOptions) openParquet(name string) (*os.File, int64, error) {
+	var src io.Reader
+	if name == "-" {
+		src = os.Stdin
+		if opts.Stdin != nil {
+			src = opts.Stdin
+		}
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, 0, err
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		if st.IsDir() {
+			f.Close()
+			return nil, 0, fmt.Errorf("%s: is a directory", name)
+		}
+		if st.Mode().IsRegular() {
+			return f, st.Size(), nil
+		}
+		defer f.Close()
+		src = f
+	}
+	dir := opts.TmpDir
+	if dir == "" {
+		dir = opts.SpoolDir
+	}
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	spool, err := os.CreateTemp(dir, "fpdedup-parquet-*")
+	if err != nil {
+		return nil, 0, &TmpDirError{Dir: dir, Err: fmt.Errorf("cannot spool %s: %w", name, err)}
+	}
+	os.Remove(spool.Name()) // gone with the process, whatever ends it
+	r := &readErr{r: src}
+	size, err := io.Copy(spool, r)
+	if err != nil {
+		spool.Close()
+		if r.err != nil {
+			return nil, 0, fmt.Errorf("%s: cannot read: %w", name, r.err)
+		}
+		return nil, 0, &TmpDirError{Dir: dir, Err: fmt.Errorf("cannot spool %s: %w", name, err)}
+	}
+	return spool, size, nil
+}
+
+// readErr keeps its reader's error apart from the writer's in an io.Copy.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
+}
+
+// estimateRows is the rows the footers of Parquet inputs declare (2^20
+// for one that is not a regular file, or whose footer does not read: the
+// reading says what is wrong with it).
+func estimateRows(inputs []string) int64 {
+	var total int64
+	for _, name := range inputs {
+		n := int64(1 << 20)
+		if f, err := os.Open(name); err == nil {
+			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+				if p, err := ingest.OpenParquet(name, f, st.Size(), 64<<20); err == nil {
+					n = max(p.Rows(), 1<<10)
+					p.Close()
+				}
+			}
+			f.Close()
+		}
+		total += n
+	}
+	return total
+}
