@@ -8,6 +8,9 @@ import (
 	"io"
 	"math/big"
 	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"strconv"
 	"strings"
 
@@ -110,8 +113,13 @@ type ParquetFile struct {
 	limit   int64 // the most bytes a footer, a page or a row group's key values may take
 	file    *parquet.File
 	columns []ParquetColumn
-	expand  expander
-	page    []byte // checkPages' buffer
+	scratch []*pageScratch // one per column decoded at once
+}
+
+// pageScratch is what checkPages of one column at a time reuses.
+type pageScratch struct {
+	expand expander
+	page   []byte
 }
 
 // parquetValueBytes is what a decoded value takes in memory (parquet.Value).
@@ -335,10 +343,12 @@ func isUnsigned(lt pformat.LogicalTypeValue, conv deprecated.ConvertedType, hasC
 // Close lets go of the decoder the page checks keep; the reader given to
 // OpenParquet is the caller's to close.
 func (p *ParquetFile) Close() {
-	if p.expand.zstd != nil {
-		p.expand.zstd.Close()
-		p.expand.zstd = nil
+	for _, s := range p.scratch {
+		if s.expand.zstd != nil {
+			s.expand.zstd.Close()
+		}
 	}
+	p.scratch = nil
 }
 
 // RowGroupBytes is the bytes row group g takes in the file, for progress.
@@ -472,15 +482,9 @@ func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n
 	if n < 0 || n > p.limit/parquetValueBytes/int64(len(cols)) {
 		return &ParquetError{Name: p.name, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("row group %d: %d rows of %d key columns", g, n, len(cols))}
 	}
-	chunks := rg.ColumnChunks()
-	vals := make([][]parquet.Value, len(cols))
-	for i, c := range cols {
-		if err := p.checkPages(g, c); err != nil {
-			return err
-		}
-		if vals[i], err = p.readColumn(chunks[c], n); err != nil {
-			return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: %v", g, err)}
-		}
+	vals, err := p.decodeColumns(g, rg.ColumnChunks(), cols, n)
+	if err != nil {
+		return err
 	}
 	capacity := func(rows int64) int { return int(min(int64(size+size/8), rows*16+64)) } // grows past a guess for small row groups
 	data := make([]byte, 0, capacity(n))
@@ -521,7 +525,7 @@ func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n
 // before the library reads them: each must parse within the chunk, its
 // page must end inside the chunk, and no page may be larger, compressed or
 // not, than the limit.
-func (p *ParquetFile) checkPages(g, c int) error {
+func (p *ParquetFile) checkPages(g, c int, sc *pageScratch) error {
 	md := p.file.Metadata()
 	if g >= len(md.RowGroups) || c >= len(md.RowGroups[g].Columns) {
 		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d has no column %d", g, c)}
@@ -572,18 +576,18 @@ func (p *ParquetFile) checkPages(g, c int) error {
 		// length, a zstd frame, a gzip stream, lz4's guesses) and expand
 		// it as far as it says; each page is expanded here first, into at
 		// most the size its header declares, and its counts checked.
-		page := p.page[:0]
+		page := sc.page[:0]
 		if cap(page) < int(h.compressed) {
 			page = make([]byte, h.compressed)
 		}
 		page = page[:h.compressed]
-		p.page = page
+		sc.page = page
 		if _, err := p.r.ReadAt(page, at+int64(n)); err != nil {
 			return bad("reading the page at %d: %v", at, err)
 		}
 		values := page[levels:]
 		if m.Codec != pformat.Uncompressed && (h.typ != pageDataV2 || h.compressedData) {
-			if values, err = p.expand.expand(m.Codec, values, h.uncompressed-levels); err != nil {
+			if values, err = sc.expand.expand(m.Codec, values, h.uncompressed-levels); err != nil {
 				return bad("the page at %d does not expand to its %d bytes: %v", at, h.uncompressed, err)
 			}
 		}
@@ -591,6 +595,52 @@ func (p *ParquetFile) checkPages(g, c int) error {
 			return bad("the page at %d: %v", at, err)
 		}
 		at += int64(n) + h.compressed
+	}
+	return nil
+}
+
+// decodeColumns checks and decodes the chunks of columns cols of row
+// group g (n rows), several columns at once on as many cores: the values
+// are held whole either way, and the decoding is most of a key pass.
+func (p *ParquetFile) decodeColumns(g int, chunks []parquet.ColumnChunk, cols []int, n int64) ([][]parquet.Value, error) {
+	vals := make([][]parquet.Value, len(cols))
+	errs := make([]error, len(cols))
+	workers := min(len(cols), runtime.GOMAXPROCS(0))
+	for len(p.scratch) < workers {
+		p.scratch = append(p.scratch, &pageScratch{})
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func(sc *pageScratch) {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(cols); i = int(next.Add(1) - 1) {
+				errs[i] = p.decodeColumn(g, chunks, cols[i], n, sc, &vals[i])
+			}
+		}(p.scratch[w])
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first column's, as one at a time would say
+		}
+	}
+	return vals, nil
+}
+
+// decodeColumn is decodeColumns' work for one column, in its own goroutine
+// (so with its own recover).
+func (p *ParquetFile) decodeColumn(g int, chunks []parquet.ColumnChunk, c int, n int64, sc *pageScratch, out *[]parquet.Value) (err error) {
+	defer recoverParquet(p.name, &err)
+	if err := p.checkPages(g, c, sc); err != nil {
+		return err
+	}
+	if c >= len(chunks) {
+		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d has no column %d", g, c)}
+	}
+	if *out, err = p.readColumn(chunks[c], n); err != nil {
+		return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: %v", g, err)}
 	}
 	return nil
 }
