@@ -651,6 +651,7 @@ func (p *ParquetFile) readColumn(cc parquet.ColumnChunk, n int64) ([]parquet.Val
 	pages := cc.Pages()
 	defer pages.Close()
 	vals := make([]parquet.Value, 0, n)
+	var ar arena
 	for {
 		pg, err := pages.ReadPage()
 		if err == io.EOF {
@@ -667,8 +668,16 @@ func (p *ParquetFile) readColumn(cc parquet.ColumnChunk, n int64) ([]parquet.Val
 		vals = vals[:at+int(pg.NumValues())]
 		got, err := pg.Values().ReadValues(vals[at:])
 		vals = vals[:at+got]
+		// The page's buffers are released below: its byte arrays are
+		// copied out into blocks, not one allocation each as Value.Clone
+		// makes them (10M strings of a column: 10M allocations).
 		for i := at; i < len(vals); i++ {
-			vals[i] = vals[i].Clone() // the page's buffers are released below
+			switch v := vals[i]; v.Kind() {
+			case parquet.ByteArray:
+				vals[i] = parquet.ByteArrayValue(ar.copy(v.ByteArray()))
+			case parquet.FixedLenByteArray:
+				vals[i] = parquet.FixedLenByteArrayValue(ar.copy(v.ByteArray()))
+			}
 		}
 		parquet.Release(pg)
 		if err != nil && err != io.EOF {
@@ -679,6 +688,18 @@ func (p *ParquetFile) readColumn(cc parquet.ColumnChunk, n int64) ([]parquet.Val
 		return nil, fmt.Errorf("%d values for the row group's %d rows", len(vals), n)
 	}
 	return vals, nil
+}
+
+// arena copies byte slices into large blocks it never moves.
+type arena struct{ block []byte }
+
+func (a *arena) copy(b []byte) []byte {
+	if len(b) > cap(a.block)-len(a.block) {
+		a.block = make([]byte, 0, max(min(2*cap(a.block), 1<<20), 4<<10, len(b)))
+	}
+	s := len(a.block)
+	a.block = append(a.block, b...)
+	return a.block[s:len(a.block):len(a.block)]
 }
 
 // appendText appends the key text of v (not NULL) to b.

@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+// duckdb-parquet.mjs: DuckDB's side of bench/parquet.sh.
+//
+//   node bench/duckdb-parquet.mjs gen ROWS OUT.parquet
+//       events as the data lake holds them (testdata/parquet/gen.mjs's
+//       events, at any size): user_id BIGINT, device_id VARCHAR, ts
+//       TIMESTAMP_MS, amount DECIMAL(18,2), event VARCHAR; ~38% of rows
+//       repeat an earlier key; zstd, DuckDB's row groups; one thread, so
+//       the same bytes each time.
+//   node bench/duckdb-parquet.mjs distinct [--threads N] FILE.parquet
+//       the peer of fpdedup build/count: the distinct keys
+//       (user_id, device_id, ts), printed as their number.
+import { connect, lit } from './duckdb-peer.mjs';
+
+const [cmd, ...rest] = process.argv.slice(2);
+if (cmd === 'gen') {
+  const [rows, out] = rest;
+  const n = Number(rows);
+  if (!Number.isInteger(n) || n < 1 || !out) {
+    process.stderr.write('usage: node bench/duckdb-parquet.mjs gen ROWS OUT.parquet\n');
+    process.exit(2);
+  }
+  const con = await connect('duckdb-parquet', '1');
+  await con.run('SET preserve_insertion_order = true');
+  const key = `(hash(i, 'key') % ${Math.round(n * 0.96)})`;
+  await con.run(`COPY (SELECT
+    (1000000 + ${key} // 8)::BIGINT AS user_id,
+    'dv-' || lpad(to_hex((hash(${key}, 'dev') % 1099511627776)::BIGINT), 13, '0') AS device_id,
+    make_timestamp_ms((1767225600000 + ${key} * 37 + ${key} % 8)::BIGINT)::TIMESTAMP_MS AS ts,
+    ((hash(i, 'amt') % 100000000)::BIGINT::DECIMAL(18,2) / 100)::DECIMAL(18,2) AS amount,
+    substr(md5(i::VARCHAR) || '|evt=' || (hash(i, 'e') % 40)::VARCHAR || '|' || md5((i * 7)::VARCHAR), 1, 60) AS event
+    FROM range(${n}) t(i) ORDER BY i) TO ${lit(out)} (FORMAT parquet, COMPRESSION zstd)`);
+} else if (cmd === 'distinct') {
+  let threads = null;
+  if (rest[0] === '--threads') {
+    threads = rest[1];
+    rest.splice(0, 2);
+  }
+  const con = await connect('duckdb-parquet', threads);
+  const r = await con.runAndReadAll(`SELECT count(DISTINCT (user_id, device_id, ts)) FROM read_parquet(${lit(rest[0])})`);
+  process.stdout.write(`${r.getRows()[0][0]}\n`);
+} else {
+  process.stderr.write('usage: node bench/duckdb-parquet.mjs gen|distinct ...\n');
+  process.exit(2);
+}
