@@ -176,21 +176,30 @@ func checkLookups(t *testing.T, x *Index, want, probe []Fingerprint, sound bool)
 			t.Fatalf("Contains(%s) = %v, want %v: a wrong answer", fp, ok, in(fp))
 		}
 	}
-	// All in batches.
-	const batch = 4096
-	found := make([]bool, batch)
-	for base := 0; base < len(probe); base += batch {
-		fps := probe[base:min(base+batch, len(probe))]
-		if err := x.ContainsBatch(fps, found[:len(fps)]); err != nil {
-			bad(err, "ContainsBatch")
-			continue
+	// All in batches, as an index in memory reads them, then as a cold
+	// one does (coldread.go: large groups whose pages are asked for at
+	// once; a batch of 5000 is a small first group and a large one).
+	for _, cold := range []bool{false, true} {
+		x.forceCold.Store(cold)
+		batch := 4096
+		if cold {
+			batch = 5000
 		}
-		for k, fp := range fps {
-			if found[k] != in(fp) {
-				t.Fatalf("ContainsBatch: %s: %v, want %v: a wrong answer", fp, found[k], in(fp))
+		found := make([]bool, batch)
+		for base := 0; base < len(probe); base += batch {
+			fps := probe[base:min(base+batch, len(probe))]
+			if err := x.ContainsBatch(fps, found[:len(fps)]); err != nil {
+				bad(err, fmt.Sprintf("ContainsBatch (cold %v)", cold))
+				continue
+			}
+			for k, fp := range fps {
+				if found[k] != in(fp) {
+					t.Fatalf("ContainsBatch (cold %v): %s: %v, want %v: a wrong answer", cold, fp, found[k], in(fp))
+				}
 			}
 		}
 	}
+	x.forceCold.Store(false)
 	return failed
 }
 

@@ -1,0 +1,227 @@
+package fpstore
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cold reads. A batch of lookups in an index that is not in memory used to
+// read a page a fault, one fault at a time (~120-210 µs each here), or,
+// past four lookups per 2 MiB of file, the whole file: 16 GiB for 10^5
+// keys that need ~400 MB of it. A cold batch is now read the way the
+// device is fastest at random reads, many at once: each stage of a lookup
+// group (segment headers, filter blocks, directory entries, the guessed
+// fingerprints) asks the kernel for all of its group's pages at once
+// (MADV_WILLNEED: reads queued together, in flight in parallel) before it
+// touches them, in groups of coldGroupSize keys. Whether that costs less
+// than one sequential read of the file is priced with the device's rates
+// (deviceRates); answers, order and the checks of every page are the
+// warm path's.
+
+// coldGroupSize is how many keys' pages are asked for at once: enough to
+// keep a device's queue full (fio: 4 KiB random reads reach their peak
+// near depth 32), few enough that the pages of a group stay cached until
+// the group reads them.
+const coldGroupSize = 4096
+
+// coldFirstGroup is the size of a cold batch's first group, which learns
+// whether the filter pays (lookupGroup.useFilter) for the rest.
+const coldFirstGroup = 256
+
+// coldMinBatch is the smallest batch that is planned: below it the pages
+// a batch reads are a handful, and a check of their residency costs more
+// than it saves.
+const coldMinBatch = 64
+
+// coldPagesPerKey prices a key's cold lookup: a filter block page (for keys
+// the filter stops, the only one), a directory page shared by the bucket's
+// neighbours, a fingerprints page or two.
+const coldPagesPerKey = 2.5
+
+// deviceRates are the device's 4 KiB random reads a second at depth 32 and
+// its sequential bytes a second. The defaults are this project's test
+// machine's (fio: 28k IOPS on the day of issue 30, 67k another; 2 GB/s in
+// 2 MiB reads); FPDEDUP_DEVICE=rand=N,seq=BYTES overrides them.
+func deviceRates() (rand, seq float64) {
+	rand, seq = 28000, 2e9
+	for _, kv := range strings.Split(os.Getenv("FPDEDUP_DEVICE"), ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		f, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil || f <= 0 {
+			continue
+		}
+		switch k {
+		case "rand":
+			rand = f
+		case "seq":
+			seq = f
+		}
+	}
+	return rand, seq
+}
+
+// planBatch decides how a batch's pages are read: counted as before for a
+// small batch or an index in memory (ReadAheadAfter may then read the
+// file whole); for a large batch of a cold index, whole when reading its
+// pages at random would take longer than reading the file, else cold
+// (the answer: the batch's groups fetch their pages at once).
+func (x *Index) planBatch(fps []Fingerprint) (cold bool) {
+	if x.forceCold.Load() {
+		return true
+	}
+	if x.whole.Load() {
+		return false
+	}
+	n := len(fps)
+	if rng := x.foot.rng; !rng.Whole() {
+		n = 0
+		for _, fp := range fps {
+			if rng.Contains(fp) {
+				n++
+			}
+		}
+	}
+	if n < coldMinBatch || !x.mostlyCold(fps) {
+		x.countLookups(n)
+		return false
+	}
+	rand, seq := deviceRates()
+	if float64(n)*coldPagesPerKey/rand > float64(x.size)/seq {
+		x.readWhole()
+		return false
+	}
+	return true
+}
+
+// mostlyCold samples where up to 16 of the keys will read (their segment's
+// header, or the page their fingerprint is likely on) and reports whether
+// a quarter or more of those pages are not in memory (mincore).
+func (x *Index) mostlyCold(fps []Fingerprint) bool {
+	const samples = 16
+	step := max(len(fps)/samples, 1)
+	var vec [1]byte
+	cold, seen := 0, 0
+	for i := 0; i < len(fps) && seen < samples; i += step {
+		si := x.find(fps[i])
+		if si < 0 {
+			continue
+		}
+		ref := x.foot.segments[si]
+		at := ref.offset
+		if s := x.segs[si].seg.Load(); s != nil && len(s.fps) > 0 {
+			frac := fps[i].bits(s.depth, 32)
+			k := uint64(len(s.fps)) * frac >> 32
+			at += s.fpsAt + 16*k
+		}
+		at &^= PageSize - 1
+		seen++
+		if at+PageSize > uint64(len(x.data)) || mincore(x.data[at:at+PageSize], vec[:]) != nil || vec[0]&1 == 0 {
+			cold++
+		}
+	}
+	return seen > 0 && cold*4 >= seen
+}
+
+// willNeed asks the kernel to read the pages holding addrs, all at once:
+// sorted, each page once, neighbours as one range.
+func (x *Index) willNeed(addrs []uintptr) {
+	if len(addrs) == 0 {
+		return
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(x.data)))
+	pages := make([]uint64, 0, len(addrs))
+	for _, a := range addrs {
+		if a >= base && a < base+uintptr(len(x.data)) {
+			pages = append(pages, uint64(a-base)/PageSize)
+		}
+	}
+	slices.Sort(pages)
+	pages = slices.Compact(pages)
+	for i := 0; i < len(pages); {
+		j := i + 1
+		for j < len(pages) && pages[j] == pages[j-1]+1 {
+			j++
+		}
+		x.willNeedRange(pages[i]*PageSize, (pages[j-1]+1)*PageSize)
+		i = j
+	}
+}
+
+// willNeedRange asks for data[from:to] (page-aligned from); an error is
+// ignored: the advice is only advice, and the read that follows faults
+// the page in anyway.
+func (x *Index) willNeedRange(from, to uint64) {
+	to = min(to, uint64(len(x.data)))
+	if from < to {
+		_ = unix.Madvise(x.data[from:to], unix.MADV_WILLNEED)
+	}
+}
+
+// willNeedDirectories replaces, in g.addrs[:n] (the directory entries the
+// group reads), the entries of a segment that the group reads many of by
+// the segment's whole directory, asked for at once: one read of a few
+// hundred KiB, contiguous, instead of a page for nearly every key
+// (~24 keys a bucket, 1024 buckets a page: the keys of a batch spread
+// over a large index's segments mostly read pages of their own). It
+// returns the entries left.
+func (x *Index) willNeedDirectories(g *lookupGroup, fps []Fingerprint, n int) int {
+	counts := map[*segment]int{}
+	for _, s := range g.seg[:len(fps)] {
+		if s != nil {
+			counts[s]++
+		}
+	}
+	whole := map[*segment]bool{}
+	for s, c := range counts {
+		// A directory page per key read alone; the whole directory
+		// when its pages are fewer than four times the keys reading it.
+		if pages := uint64(len(s.dir)) * 4 / PageSize; pages < 4*uint64(c) {
+			whole[s] = true
+			from := uint64(uintptr(unsafe.Pointer(&s.dir[0])) - uintptr(unsafe.Pointer(unsafe.SliceData(x.data))))
+			x.willNeedRange(from&^(PageSize-1), from+4*uint64(len(s.dir)))
+		}
+	}
+	if len(whole) == 0 {
+		return n
+	}
+	k := 0
+	for i, fp := range fps {
+		if s := g.seg[i]; s != nil && !whole[s] {
+			g.addrs[k] = uintptr(unsafe.Pointer(&s.dir[fp.bits(s.depth, s.dirBits)]))
+			k++
+		}
+	}
+	return k
+}
+
+// willNeedSegments asks for what opening the segments of fps not yet
+// open reads: the page checksum table and the first pages of the buffer.
+func (x *Index) willNeedSegments(g *lookupGroup, fps []Fingerprint) {
+	g.segsToLoad = g.segsToLoad[:0]
+	for _, fp := range fps {
+		si := x.find(fp)
+		if si >= 0 && x.segs[si].seg.Load() == nil {
+			g.segsToLoad = append(g.segsToLoad, si)
+		}
+	}
+	slices.Sort(g.segsToLoad)
+	for _, si := range slices.Compact(g.segsToLoad) {
+		ref := x.foot.segments[si]
+		x.willNeedRange(ref.offset&^(PageSize-1), ref.offset+2*PageSize)
+		x.willNeedRange(ref.pagesAt()&^(PageSize-1), ref.end())
+	}
+}
+
+// mincore reports in vec which pages of b (page-aligned) are in memory.
+func mincore(b, vec []byte) error {
+	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
