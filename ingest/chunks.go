@@ -21,6 +21,7 @@ type Chunk struct {
 	// RowGroup is a Parquet chunk's row group + 1 (its rows are one row
 	// group's); 0 in other formats.
 	RowGroup int
+	Parquet  *ParquetFile // a Parquet chunk's file
 
 	buf []byte // the whole buffer, as Data may be resliced by its user
 	// plainCSV: a csv chunk whose Data holds no '"', so that its records

@@ -457,7 +457,7 @@ func (p *ParquetFile) Keys(g int, cols []int, sep []byte, fn func(row int64, key
 // numbered by row in the file, which is also their "line".
 func (p *ParquetFile) Chunks(g int, cols []int, size int, fn func(*Chunk) error) error {
 	return p.Frames(g, cols, size, func(first int64, n int, data []byte) error {
-		return fn(&Chunk{Data: data, FirstRecord: first, FirstLine: first, Records: n, RowGroup: g + 1})
+		return fn(&Chunk{Data: data, FirstRecord: first, FirstLine: first, Records: n, RowGroup: g + 1, Parquet: p})
 	})
 }
 
@@ -591,7 +591,7 @@ func (p *ParquetFile) checkPages(g, c int, sc *pageScratch) error {
 				return bad("the page at %d does not expand to its %d bytes: %v", at, h.uncompressed, err)
 			}
 		}
-		if err := checkPageData(col, &h, page[:levels], values, &rows); err != nil {
+		if err := checkPageData(col, &h, page[:levels], values, &rows, p.limit); err != nil {
 			return bad("the page at %d: %v", at, err)
 		}
 		at += int64(n) + h.compressed

@@ -23,7 +23,7 @@ type pageHeader struct {
 	uncompressed, compressed int64
 	numValues                int64
 	encoding                 int64
-	defEncoding              int64 // a v1 data page's
+	defEncoding, repEncoding int64 // a v1 data page's
 	defLen, repLen           int64 // a v2 data page's level bytes
 	compressedData           bool  // a v2 data page may say its values are not
 }
@@ -54,6 +54,8 @@ func (h *pageHeader) field(outer, id int16, v int64) {
 			h.encoding = v
 		case 3:
 			h.defEncoding = v
+		case 4:
+			h.repEncoding = v
 		}
 	case 7: // DictionaryPageHeader
 		switch id {
@@ -91,7 +93,7 @@ func (h *pageHeader) levels() int64 {
 // is a v2 page's level bytes, values its values expanded (a v1 page's
 // levels are inside values). rows is what the chunk has left of its row
 // group's rows, and comes back less this page's values.
-func checkPageData(c *ParquetColumn, h *pageHeader, levels, values []byte, rows *int64) error {
+func checkPageData(c *ParquetColumn, h *pageHeader, levels, values []byte, rows *int64, limit int64) error {
 	n := h.numValues
 	if n < 0 {
 		return fmt.Errorf("%d values", n)
@@ -105,11 +107,17 @@ func checkPageData(c *ParquetColumn, h *pageHeader, levels, values []byte, rows 
 	if h.typ != pageData && h.typ != pageDataV2 {
 		return nil // an index page: the library skips it
 	}
-	if n > *rows {
-		return fmt.Errorf("%d values where the row group has %d rows left", n, *rows)
+	if c.maxRep == 0 {
+		// One value a row, NULLs included.
+		if n > *rows {
+			return fmt.Errorf("%d values where the row group has %d rows left", n, *rows)
+		}
+		*rows -= n
+	} else if n > limit/parquetValueBytes {
+		return fmt.Errorf("%d values in a page", n) // a repeated column's: any number a row
 	}
-	*rows -= n
 	defWidth := uint(bits.Len(uint(c.maxDef)))
+	repWidth := uint(bits.Len(uint(c.maxRep)))
 	switch {
 	case h.typ == pageDataV2:
 		if h.repLen < 0 || h.defLen < 0 || h.repLen+h.defLen != int64(len(levels)) {
@@ -118,8 +126,31 @@ func checkPageData(c *ParquetColumn, h *pageHeader, levels, values []byte, rows 
 		if h.repLen != 0 && c.maxRep == 0 {
 			return fmt.Errorf("%d bytes of repetition levels in a column that repeats nothing", h.repLen)
 		}
+		if err := hybridRuns(levels[:h.repLen], repWidth, n); err != nil {
+			return fmt.Errorf("repetition levels: %w", err)
+		}
 		if err := hybridRuns(levels[h.repLen:], defWidth, n); err != nil {
 			return fmt.Errorf("definition levels: %w", err)
+		}
+	case c.maxRep > 0 && h.repEncoding != int64(pformat.RLE):
+		return fmt.Errorf("repetition levels in encoding %d", h.repEncoding)
+	case c.maxRep > 0:
+		v, err := lengthPrefixed(values)
+		if err != nil {
+			return fmt.Errorf("repetition levels: %w", err)
+		}
+		if err := hybridRuns(v, repWidth, n); err != nil {
+			return fmt.Errorf("repetition levels: %w", err)
+		}
+		values = values[4+len(v):]
+		if c.maxDef > 0 {
+			if v, err = lengthPrefixed(values); err != nil {
+				return fmt.Errorf("definition levels: %w", err)
+			}
+			if err := hybridRuns(v, defWidth, n); err != nil {
+				return fmt.Errorf("definition levels: %w", err)
+			}
+			values = values[4+len(v):]
 		}
 	case c.maxDef > 0 && h.defEncoding == int64(pformat.RLE):
 		v, err := lengthPrefixed(values)

@@ -48,6 +48,8 @@ type DedupOptions struct {
 	// Stdin and Spool: see readOptions (tests, and --check's second look).
 	Stdin io.Reader
 	Spool io.Writer
+
+	rows *parquetRows // Parquet inputs: their rows' copy (Dedup sets it)
 }
 
 // DedupStats are the figures of a dedup run.
@@ -140,11 +142,20 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	headers := newHeaders()
+	if opts.Records.Spec.Format == ingest.FormatParquet && !opts.Check {
+		// Parquet rows are copied, not their bytes: the inputs stay
+		// open until the copy is done.
+		opts.rows = newParquetRows(out, opts.Duplicates)
+		defer opts.rows.close()
+	}
 	toWrite, wg := startDedupStages(ctx, cancel, &opts, headers, shards)
 	counts, err := writeInOrder(ctx, cancel, &opts, headers, rec, toWrite, out)
 	wg.Wait()
 	if err == nil {
 		err = context.Cause(ctx)
+	}
+	if err == nil && opts.rows != nil {
+		err = opts.rows.finish()
 	}
 	st.Records = counts.first + counts.dups + counts.inAgainst
 	st.FirstOccurrences, st.Duplicates, st.InAgainst, st.Emitted = counts.first, counts.dups, counts.inAgainst, counts.emitted
@@ -260,7 +271,7 @@ func startDedupStages(ctx context.Context, cancel context.CancelCauseFunc, opts 
 	jobs := make(chan chunkJob, opts.Threads)
 	go func() {
 		defer close(jobs)
-		if err := readChunks(ctx, readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers, Stdin: opts.Stdin, Spool: opts.Spool, SpoolDir: opts.TmpDir}, jobs); err != nil {
+		if err := readChunks(ctx, readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers, Stdin: opts.Stdin, Spool: opts.Spool, SpoolDir: opts.TmpDir, Rows: opts.rows}, jobs); err != nil {
 			cancel(err)
 		}
 	}()
@@ -347,7 +358,11 @@ func writeInOrder(ctx context.Context, cancel context.CancelCauseFunc, opts *Ded
 		if err == nil {
 			err = c.err
 		}
-		if err == nil && ctx.Err() == nil {
+		if err == nil && ctx.Err() == nil && opts.rows != nil {
+			if err = writeRows(opts, rec, c, &n); err != nil {
+				cancel(err)
+			}
+		} else if err == nil && ctx.Err() == nil {
 			data := c.job.chunk.Data
 			buf, side = buf[:0], side[:0]
 			if !wroteHeader {
@@ -412,6 +427,33 @@ func writeInOrder(ctx context.Context, cancel context.CancelCauseFunc, opts *Ded
 		recycle(c)
 	}
 	return n, err
+}
+
+// writeRows is writeInOrder's work for a chunk of Parquet rows: their
+// numbers, kept or set aside, to the rows' copy.
+func writeRows(opts *DedupOptions, rec *recorder, c *dedupChunk, n *dedupCounts) error {
+	var keep, side []int64
+	for i := range c.recs {
+		s := c.state[i]
+		switch s {
+		case stateNew:
+			n.first++
+			if err := rec.add(c.fps[i : i+1]); err != nil {
+				return fmt.Errorf("cannot collect the first occurrences' fingerprints: %w", err)
+			}
+		case stateDup:
+			n.dups++
+		case stateAgainst:
+			n.inAgainst++
+		}
+		if (s == stateNew) != opts.EmitDuplicates {
+			keep = append(keep, c.pos[i].record)
+			n.emitted++
+		} else if opts.Duplicates != nil {
+			side = append(side, c.pos[i].record)
+		}
+	}
+	return opts.rows.write(c.job.chunk, keep, side)
 }
 
 // addSeenSet adds the seen-set's figures: its memory and, in the bounded
@@ -494,7 +536,7 @@ func (p *dedupParser) parse(c *dedupChunk) error {
 		start := int32(cap(data) - cap(rec)) // rec is a slice of data
 		c.recs = append(c.recs, [2]int32{start, start + int32(len(rec))})
 		c.fps = append(c.fps, fp)
-		if p.opts.Check {
+		if p.opts.Check || p.opts.rows != nil { // where the record is: messages, and the row a copy reads
 			c.pos = append(c.pos, at)
 		}
 		return nil

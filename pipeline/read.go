@@ -33,6 +33,8 @@ type readOptions struct {
 	// TmpDir takes the spool of a Parquet input that is not a regular
 	// file (SpoolDir when unset).
 	TmpDir string
+	// Rows, when set, keeps Parquet inputs open for a copy of their rows.
+	Rows *parquetRows
 	// Flush, when set, is called once the output of a chunk cut because
 	// its input stalled (ingest.Chunk.Stalled) has been emitted: what the
 	// input decided so far goes out now, as a pipe from tail -f expects.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/fpdedup/fpdedup/ingest"
 )
@@ -22,15 +23,24 @@ func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	// A page and a row group's key values are held decoded: the bound a
 	// record has in the text formats, four times (the default --max-record,
 	// 64 MiB, gives 256 MiB).
 	p, err := ingest.OpenParquet(name, f, size, 4*int64(opts.Records.MaxRecord))
 	if err != nil {
+		f.Close()
 		return err
 	}
-	defer p.Close()
+	if opts.Rows != nil {
+		// The rows are copied after their keys are decided: the file
+		// stays open until the copy is done (parquetRows.close).
+		if err := opts.Rows.opened(p, f); err != nil {
+			return err
+		}
+	} else {
+		defer f.Close()
+		defer p.Close()
+	}
 	cols, err := p.ResolveKey(opts.Records.Spec.Keys)
 	if err != nil {
 		return ingest.InInput(err, name)
@@ -146,4 +156,72 @@ func estimateRows(inputs []string) int64 {
 		total += n
 	}
 	return total
+}
+
+// parquetRows copies the rows a dedup keeps (and those it sets aside) from
+// their Parquet inputs: the inputs stay open from their reading to the end
+// of the copy.
+type parquetRows struct {
+	out, side *ingest.ParquetWriter // side: DedupOptions.Duplicates
+	mu        sync.Mutex
+	files     []*os.File
+	parsed    []*ingest.ParquetFile
+}
+
+func newParquetRows(out, side io.Writer) *parquetRows {
+	r := &parquetRows{out: ingest.NewParquetWriter(out)}
+	if side != nil {
+		r.side = ingest.NewParquetWriter(side)
+	}
+	return r
+}
+
+// opened takes input p (file f), in input order, before its rows come.
+func (r *parquetRows) opened(p *ingest.ParquetFile, f *os.File) error {
+	r.mu.Lock()
+	r.files, r.parsed = append(r.files, f), append(r.parsed, p)
+	r.mu.Unlock()
+	if err := r.out.Schema(p); err != nil {
+		return err
+	}
+	if r.side != nil {
+		return r.side.Schema(p)
+	}
+	return nil
+}
+
+// write copies the rows of a chunk's row group numbered keep to the
+// output and those numbered side to the side output.
+func (r *parquetRows) write(c *ingest.Chunk, keep, side []int64) error {
+	if len(keep) > 0 {
+		if err := r.out.Write(c.Parquet, c.RowGroup-1, keep); err != nil {
+			return err
+		}
+	}
+	if r.side != nil && len(side) > 0 {
+		return r.side.Write(c.Parquet, c.RowGroup-1, side)
+	}
+	return nil
+}
+
+// finish writes the outputs' footers.
+func (r *parquetRows) finish() error {
+	if err := r.out.Close(); err != nil {
+		return err
+	}
+	if r.side != nil {
+		return r.side.Close()
+	}
+	return nil
+}
+
+// close closes the inputs.
+func (r *parquetRows) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, f := range r.files {
+		r.parsed[i].Close()
+		f.Close()
+	}
+	r.files, r.parsed = nil, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -43,6 +44,13 @@ and writes each record whose key was not seen earlier in this input nor in any
 128-bit fingerprints, not a bloom's guesses. --emit duplicates writes the other
 records instead.
 
+Parquet files (--format parquet, or their PAR1 magic) are keyed by columns
+(--key user_id,device_id,ts) and written as Parquet: the kept rows unchanged,
+in input order, with the first input's schema, metadata and codec, one output
+row group per input row group. Only the key columns are decoded to decide; a
+row group's kept rows are copied as it is decided, so memory holds a row
+group's key values and pages, never the file.
+
 --record OUT.fpx publishes the fingerprints of the first occurrences that are in
 no --against index, so that tomorrow's run can use it with --against. -o FILE
 and --record are published atomically, and only when dedup succeeds.
@@ -64,7 +72,7 @@ the pipe (… | head): the run ends quietly, nothing published.`,
 	f.StringVar(&o.emit, "emit", "first", "which records to write: first (first occurrences) or duplicates")
 	f.StringVar(&o.record, "record", "", "publish the new first occurrences' fingerprints as an index at `OUT.fpx`")
 	f.StringVarP(&o.output, "output", "o", "", "write records to FILE, published atomically on success (default stdout)")
-	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl (keyed by --key), parquet (--check only, for now); default: the --against index's recipe")
+	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl, parquet (keyed by --key; parquet writes parquet, found by its magic when not given); default: the --against index's recipe")
 	f.Lookup("header").Usage += "; dedup writes it once, before the records"
 	f.BoolVar(&o.records.assumeRecipe, "assume-recipe", false, "read records with another --key/--key-sep than the --against index's, with a warning")
 	f.StringVar(&o.hash, "hash", "", "fingerprint hash: xxh3 or sha256 (default: the --against index's, else xxh3)")
@@ -193,8 +201,13 @@ func dedupRecords(j *job, o *dedupOptions, opts *pipeline.DedupOptions) error {
 	if opts.Records, err = o.records.reading(j, h, against, false, false); err != nil {
 		return err
 	}
-	if opts.Records.Spec.Format == ingest.FormatParquet && !o.check {
-		return usageErrorf("dedup writes the rows it keeps, and does not write Parquet yet: of Parquet files it runs --check only (count, build and query read them whole)")
+	if opts.Records.Spec.Format == ingest.FormatParquet {
+		switch {
+		case opts.KeepLast:
+			return usageErrorf("--keep last does not read Parquet yet")
+		case o.records.onBad != "" && strings.HasPrefix(o.records.onBad, "quarantine="):
+			return usageErrorf("--on-bad quarantine does not write Parquet rows yet: --on-bad skip counts them")
+		}
 	}
 	opts.RecordSpec = ingest.Recipe(opts.Records)
 	return nil

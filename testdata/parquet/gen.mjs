@@ -85,8 +85,11 @@ for (const [name, codec, nested] of [['events.parquet', 'zstd', false], ['events
 // Their keys as DuckDB reads them (user_id:device_id:ts, ts in the file's
 // milliseconds), one row a line in file order, \N for a row with a NULL:
 // the tests' oracle for every command that reads Parquet keys.
+// With the row's other columns after a TAB (amount:event): what dedup
+// must copy.
 for (const name of ['events', 'events-nested']) {
   const keys = await one.runAndReadAll(`SELECT coalesce(user_id::VARCHAR || ':' || device_id || ':' || epoch_ms(ts)::VARCHAR, '\\N')
+      || chr(9) || amount::VARCHAR || ':' || event
     FROM read_parquet('${dir}/${name}.parquet', file_row_number = true) ORDER BY file_row_number`);
   const text = keys.getRows().map((r) => r[0]).join('\n') + '\n';
   fs.writeFileSync(`${dir}/${name}.keys.txt.gz`, (await import('node:zlib')).gzipSync(text, { level: 9 }));
