@@ -10,6 +10,8 @@
 //   node bench/duckdb-parquet.mjs distinct [--threads N] FILE.parquet
 //       the peer of fpdedup build/count: the distinct keys
 //       (user_id, device_id, ts), printed as their number.
+//   node bench/duckdb-parquet.mjs dedup [--threads N] FILE.parquet OUT.parquet
+//       the peer of fpdedup dedup: each key's first row, in file order.
 import { connect, lit } from './duckdb-peer.mjs';
 
 const [cmd, ...rest] = process.argv.slice(2);
@@ -39,7 +41,23 @@ if (cmd === 'gen') {
   const con = await connect('duckdb-parquet', threads);
   const r = await con.runAndReadAll(`SELECT count(DISTINCT (user_id, device_id, ts)) FROM read_parquet(${lit(rest[0])})`);
   process.stdout.write(`${r.getRows()[0][0]}\n`);
+} else if (cmd === 'dedup') {
+  // The peer of fpdedup dedup: each key's first row, every column, in
+  // file order, written as zstd Parquet.
+  let threads = null;
+  if (rest[0] === '--threads') {
+    threads = rest[1];
+    rest.splice(0, 2);
+  }
+  const [file, out] = rest;
+  const con = await connect('duckdb-parquet', threads);
+  await con.run('SET preserve_insertion_order = true');
+  // ts is cast back: DuckDB reads TIMESTAMP_MS as TIMESTAMP and would
+  // write microseconds, another file than its input's schema.
+  await con.run(`COPY (SELECT * EXCLUDE (file_row_number) REPLACE (ts::TIMESTAMP_MS AS ts) FROM read_parquet(${lit(file)}, file_row_number = true)
+    QUALIFY row_number() OVER (PARTITION BY user_id, device_id, ts ORDER BY file_row_number) = 1
+    ORDER BY file_row_number) TO ${lit(out)} (FORMAT parquet, COMPRESSION zstd)`);
 } else {
-  process.stderr.write('usage: node bench/duckdb-parquet.mjs gen|distinct ...\n');
+  process.stderr.write('usage: node bench/duckdb-parquet.mjs gen|distinct|dedup ...\n');
   process.exit(2);
 }

@@ -8,6 +8,9 @@
 #   duckdb:  SELECT count(DISTINCT (user_id, device_id, ts)) on all cores
 #   build:   fpdedup build --key user_id,device_id,ts (an index of the keys)
 #   count:   fpdedup count of the same keys (each printed once, two passes)
+#   ddedup:  DuckDB's dedup: each key's first row, every column, in file
+#            order (QUALIFY row_number() ... = 1), written as zstd Parquet
+#   dedup:   fpdedup dedup -o OUT.parquet of the same
 #
 # Wall time and peak RSS (GNU time), medians, and ratios DuckDB/fpdedup
 # (above 1.00: fpdedup is faster). The distinct count of both is checked
@@ -35,19 +38,28 @@ timed() { # name cmd...: appends "name seconds kb" to $tmp/times
 	/usr/bin/time -f "$name %e %M" -a -o "$tmp/times" "$@" > /dev/null
 }
 for r in $(seq "$RUNS"); do
-	for job in $(printf '%s\n' duckdb build count | shuf); do
+	for job in $(printf '%s\n' duckdb build count ddedup dedup | shuf); do
 		case $job in
 		duckdb) timed duckdb node bench/duckdb-parquet.mjs distinct "$P" ;;
 		build) timed build "$F" build -q --key user_id,device_id,ts -o "$tmp/k.fpx" "$P" ;;
 		count) timed count "$F" count -q --key user_id,device_id,ts -o /dev/null "$P" ;;
+		ddedup) timed ddedup node bench/duckdb-parquet.mjs dedup "$P" "$tmp/d.parquet" ;;
+		dedup) timed dedup "$F" dedup -q --key user_id,device_id,ts -o "$tmp/f.parquet" "$P" ;;
 		esac
 	done
 	echo "parquet.sh: run $r of $RUNS done" >&2
 done
+# The two dedups wrote the same rows: every column's key text, in order.
+"$F" count -q --key user_id,device_id,ts,amount,event -o "$tmp/f.rows" "$tmp/f.parquet"
+"$F" count -q --key user_id,device_id,ts,amount,event -o "$tmp/d.rows" "$tmp/d.parquet"
+cmp -s "$tmp/f.rows" "$tmp/d.rows" || { echo "parquet.sh: fpdedup dedup and DuckDB's kept other rows" >&2; exit 1; }
+echo "parquet.sh: both dedups kept the same $(wc -l < "$tmp/f.rows") rows, in the same order"
 med() { awk -v j="$1" -v f="$2" '$1 == j {print $f}' "$tmp/times" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-d=$(med duckdb 2)
+# Ratios: build and count against DuckDB's distinct count, dedup against
+# DuckDB's dedup.
 printf '%-8s %8s %10s %8s\n' job 'wall s' 'RSS MiB' 'duckdb/x'
-for j in duckdb build count; do
+for j in duckdb build count ddedup dedup; do
 	w=$(med "$j" 2); m=$(med "$j" 3)
+	case $j in ddedup | dedup) d=$(med ddedup 2) ;; *) d=$(med duckdb 2) ;; esac
 	printf '%-8s %8.2f %10.0f %8.2f\n' "$j" "$w" "$(echo "$m / 1024" | bc -l)" "$(echo "$d / $w" | bc -l)"
 done
