@@ -18,7 +18,7 @@ import (
 // both and the first column that differs.
 type ParquetWriter struct {
 	out io.Writer
-	w   *parquet.Writer
+	w   *parquet.GenericWriter[any]
 	// first is the first input: the schema, metadata and codec, set by
 	// Schema (which the reader calls as it opens each file) or by the
 	// first rows written.
@@ -97,12 +97,13 @@ func (pw *ParquetWriter) start(p *ParquetFile) error {
 	for _, kv := range md.KeyValueMetadata {
 		opts = append(opts, parquet.KeyValueMetadata(kv.Key, kv.Value))
 	}
+	// The first column's codec for all: parquet-go takes one a writer.
 	if len(md.RowGroups) > 0 && len(md.RowGroups[0].Columns) > 0 {
-		if codec := parquet.LookupCompressionCodec(md.RowGroups[0].Columns[0].MetaData.Codec); codec != nil && md.RowGroups[0].Columns[0].MetaData.Codec != pformat.Uncompressed {
-			opts = append(opts, parquet.Compression(codec))
+		if c := md.RowGroups[0].Columns[0].MetaData.Codec; c != pformat.Uncompressed {
+			opts = append(opts, parquet.Compression(parquet.LookupCompressionCodec(c)))
 		}
 	}
-	pw.w = parquet.NewWriter(pw.out, opts...)
+	pw.w = parquet.NewGenericWriter[any](pw.out, opts...)
 	return nil
 }
 
