@@ -35,6 +35,8 @@ type readOptions struct {
 	TmpDir string
 	// Rows, when set, keeps Parquet inputs open for a copy of their rows.
 	Rows *parquetRows
+	// ExtraKeys are Parquet columns framed after the key's (replay's time).
+	ExtraKeys []string
 	// Flush, when set, is called once the output of a chunk cut because
 	// its input stalled (ingest.Chunk.Stalled) has been emitted: what the
 	// input decided so far goes out now, as a pipe from tail -f expects.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/fpdedup/fpdedup/ingest"
@@ -41,7 +42,7 @@ func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs
 		defer f.Close()
 		defer p.Close()
 	}
-	cols, err := p.ResolveKey(opts.Records.Spec.Keys)
+	cols, err := p.ResolveKey(append(slices.Clip(opts.Records.Spec.Keys), opts.ExtraKeys...))
 	if err != nil {
 		return ingest.InInput(err, name)
 	}

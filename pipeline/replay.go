@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
@@ -69,6 +70,9 @@ func Replay(ctx context.Context, opts ReplayOptions) (ReplayStats, error) {
 	}
 	headers := newHeaders()
 	ro := readOptions{Inputs: opts.Inputs, Records: opts.Records, Progress: opts.Progress, Headers: headers, Stdin: opts.Stdin}
+	if tf := opts.TimeField; tf != "" && !slices.Contains(opts.Records.Spec.Keys, tf) {
+		ro.ExtraKeys = []string{tf} // a Parquet row's time travels in its frame
+	}
 	r.headers = headers
 	err = runOrdered(ctx, ro, opts.Threads, r.newWork(headers), r.consume)
 	if err == nil {

@@ -120,14 +120,16 @@ among them); 130/143 interrupted (nothing published).`,
 
 func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []string) error {
 	j := inv.job(cmd)
+	inputs, err := inputNames(inv, o.files0From, args)
+	if err != nil {
+		return err
+	}
+	j.input("FILE", kindRecords, inputs...) // before the recipe: a Parquet file says its format
 	opts, err := replayConfig(j, o)
 	if err != nil {
 		return err
 	}
-	if opts.Inputs, err = inputNames(inv, o.files0From, args); err != nil {
-		return err
-	}
-	j.input("FILE", kindRecords, opts.Inputs...)
+	opts.Inputs = inputs
 	j.input("--files0-from", kindOther, o.files0From)
 	var lost *stream
 	if o.lost != "" {
@@ -216,14 +218,11 @@ func replayConfig(j *job, o *replayOptions) (pipeline.ReplayOptions, error) {
 	if err != nil {
 		return opts, usageErrorf("--hash: %v", err)
 	}
-	if o.records.format == "lines" && (opts.L1 != nil || o.timeField != "") {
-		return opts, usageErrorf("replay reads the event time from a field: --format csv, tsv or jsonl with --key and --time-field (in lines format only --l2 alone, in input order)")
-	}
 	if opts.Records, err = o.records.reading(j, h, nil, false, false); err != nil {
 		return opts, err
 	}
-	if opts.Records.Spec.Format == ingest.FormatParquet {
-		return opts, usageErrorf("replay does not read Parquet yet (count, build, query and dedup --check do)")
+	if opts.Records.Spec.Format == ingest.FormatLines && (opts.L1 != nil || o.timeField != "") {
+		return opts, usageErrorf("replay reads the event time from a field: --format csv, tsv, jsonl or parquet with --key and --time-field (in lines format only --l2 alone, in input order)")
 	}
 	opts.TimeField = o.timeField
 	if opts.TimeField == "" && slices.Contains(opts.Records.Spec.Keys, "timestamp_ms") {
