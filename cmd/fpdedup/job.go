@@ -282,7 +282,6 @@ func hook(stage string) {
 // interruptible runs work, which does not watch ctx (verify, inspect: they
 // write nothing and hold no temp file), and returns as soon as ctx is done.
 func interruptible(ctx context.Context, work func() error) error {
-	hook("work")
 	done := make(chan error, 1)
 	go func() { done <- work() }()
 	select {
