@@ -34,50 +34,42 @@ const (
 	pageDataV2     = 3
 )
 
-// field records field id of the struct nested at outer (0: the header itself).
+// field records field id of the struct nested at outer (0: the header
+// itself; 5 DataPageHeader, 7 DictionaryPageHeader, 8 DataPageHeaderV2).
 func (h *pageHeader) field(outer, id int16, v int64) {
-	switch outer {
-	case 0:
-		switch id {
-		case 1:
-			h.typ = v
-		case 2:
-			h.uncompressed = v
-		case 3:
-			h.compressed = v
-		}
-	case 5: // DataPageHeader
-		switch id {
-		case 1:
-			h.numValues = v
-		case 2:
-			h.encoding = v
-		case 3:
-			h.defEncoding = v
-		case 4:
-			h.repEncoding = v
-		}
-	case 7: // DictionaryPageHeader
-		switch id {
-		case 1:
-			h.numValues = v
-		case 2:
-			h.encoding = v
-		}
-	case 8: // DataPageHeaderV2
-		switch id {
-		case 1:
-			h.numValues = v
-		case 4:
-			h.encoding = v
-		case 5:
-			h.defLen = v
-		case 6:
-			h.repLen = v
-		case 7:
-			h.compressedData = v != 0
-		}
+	if outer == 8 && id == 7 {
+		h.compressedData = v != 0
+		return
 	}
+	if p := h.slot(outer, id); p != nil {
+		*p = v
+	}
+}
+
+// slot is where field id of the struct at outer goes, nil for a field not
+// read.
+func (h *pageHeader) slot(outer, id int16) *int64 {
+	switch [2]int16{outer, id} {
+	case [2]int16{0, 1}:
+		return &h.typ
+	case [2]int16{0, 2}:
+		return &h.uncompressed
+	case [2]int16{0, 3}:
+		return &h.compressed
+	case [2]int16{5, 1}, [2]int16{7, 1}, [2]int16{8, 1}:
+		return &h.numValues
+	case [2]int16{5, 2}, [2]int16{7, 2}, [2]int16{8, 4}:
+		return &h.encoding
+	case [2]int16{5, 3}:
+		return &h.defEncoding
+	case [2]int16{5, 4}:
+		return &h.repEncoding
+	case [2]int16{8, 5}:
+		return &h.defLen
+	case [2]int16{8, 6}:
+		return &h.repLen
+	}
+	return nil
 }
 
 // levels is the bytes of a v2 page's levels, stored before its values

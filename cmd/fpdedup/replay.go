@@ -103,7 +103,7 @@ among them); 130/143 interrupted (nothing published).`,
 		},
 	}
 	f := cmd.Flags()
-	o.records.add(f, "csv, tsv, jsonl (keyed by --key); lines (whole-record keys) only with --l2 alone")
+	o.records.add(f, "csv, tsv, jsonl, parquet (keyed by --key; parquet found by its magic when not given); lines (whole-record keys) only with --l2 alone")
 	f.StringVar(&o.hash, "hash", "xxh3", "fingerprint the tiers' positions come from: xxh3 or sha256")
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for the exact seen-set's runs beyond --mem")
