@@ -241,7 +241,13 @@ func TestParquetDamaged(t *testing.T) {
 		}
 	}
 	t.Logf("outcomes %v; the most one file allocated: %d MiB", outcomes, worst>>20)
-	if worst > 64<<20 {
+	// The killers allocated gigabytes. Under -race sync.Pool drops a share
+	// of what is put back, so the same reads allocate 3-4x (56-65 MiB seen).
+	bound := uint64(64 << 20)
+	if raceBuild {
+		bound = 256 << 20
+	}
+	if worst > bound {
 		t.Fatalf("a damaged file made the reader allocate %d MiB under a limit of %d MiB", worst>>20, limit>>20)
 	}
 	if n := runtime.NumGoroutine(); n > goroutines {
