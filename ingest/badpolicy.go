@@ -49,6 +49,9 @@ func ParseOnBad(s string) (*BadPolicy, error) {
 	return nil, &OnBadError{Value: s}
 }
 
+// Quarantines reports whether bad records are written to a file.
+func (p *BadPolicy) Quarantines() bool { return p != nil && p.mode == "quarantine" }
+
 // Tolerates reports whether bad records are counted (skip, quarantine)
 // rather than fatal (fail).
 func (p *BadPolicy) Tolerates() bool { return p != nil && p.mode != "fail" }

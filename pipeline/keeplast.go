@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/ingest"
 )
 
 // dedupKeepLast is Dedup with KeepLast: a first pass tallies each key's
@@ -39,8 +40,17 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 	bp := t.countsByPosition(opts.Mem*2/parts, opts.Threads)
 	defer bp.free()
 
+	var rows *parquetRows
+	if opts.Records.Spec.Format == ingest.FormatParquet {
+		// The second pass copies the rows it keeps from the inputs,
+		// which stay open until the copy is done.
+		rows = newParquetRows(out, opts.Duplicates)
+		defer rows.close()
+		second.Rows = rows
+	}
 	newWork := keepLastWork(t, bp, second, &opts)
 	var n dedupCounts
+	var group parquetGroup
 	wroteHeader := !opts.Records.Spec.Header
 	var keep, side []byte
 	err = runOrdered(ctx, second, opts.Threads, newWork, func(b []byte) error {
@@ -69,12 +79,21 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 			case stateAgainst:
 				n.inAgainst++
 			}
+			if rows != nil {
+				if err := group.add(rows, r, (s == stateNew) != opts.EmitDuplicates, opts.Duplicates != nil, &n); err != nil {
+					return err
+				}
+				continue
+			}
 			if (s == stateNew) != opts.EmitDuplicates {
 				keep = append(keep, r...)
 				n.emitted++
 			} else if opts.Duplicates != nil {
 				side = append(side, r...)
 			}
+		}
+		if rows != nil {
+			return group.flush(rows)
 		}
 		if len(keep) > 0 {
 			if _, err := out.Write(keep); err != nil {
@@ -93,6 +112,9 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 	st.Distinct = n.first
 	st.BadRecords = opts.Records.OnBad.Count()
 	st.Bytes = opts.Progress.RawBytes.Load()
+	if err == nil && rows != nil {
+		err = rows.finish()
+	}
 	if err != nil {
 		return st, err
 	}
@@ -117,12 +139,13 @@ func keepLastWork(t *tallySet, bp *byPosition, second readOptions, opts *DedupOp
 		var fps []fpstore.Fingerprint
 		var recs [][]byte
 		var orders []uint64
+		var rowNos []int64
 		var last, found []bool
 		var look fpstore.Lookups
 		return func(job chunkJob, buf []byte) ([]byte, error) {
-			fps, recs, orders, last = fps[:0], recs[:0], orders[:0], last[:0]
+			fps, recs, orders, last, rowNos = fps[:0], recs[:0], orders[:0], last[:0], rowNos[:0]
 			err := w.eachAt(job, func(r []byte, fp fpstore.Fingerprint, at recordPos) error {
-				fps, recs = append(fps, fp), append(recs, r)
+				fps, recs, rowNos = append(fps, fp), append(recs, r), append(rowNos, at.record)
 				if bp != nil {
 					last = append(last, bp.count(at) > 0)
 				} else {
@@ -160,10 +183,55 @@ func keepLastWork(t *tallySet, bp *byPosition, second readOptions, opts *DedupOp
 				buf = append(buf, s)
 				buf = binary.LittleEndian.AppendUint64(buf, fp.Hi)
 				buf = binary.LittleEndian.AppendUint64(buf, fp.Lo)
+				if second.Rows != nil {
+					// A row is copied by where it is, not its bytes.
+					buf = binary.LittleEndian.AppendUint32(buf, 16)
+					buf = binary.LittleEndian.AppendUint32(buf, uint32(job.in))
+					buf = binary.LittleEndian.AppendUint32(buf, uint32(job.chunk.RowGroup-1))
+					buf = binary.LittleEndian.AppendUint64(buf, uint64(rowNos[i]))
+					continue
+				}
 				buf = binary.LittleEndian.AppendUint32(buf, uint32(len(recs[i])))
 				buf = append(buf, recs[i]...)
 			}
 			return buf, nil
 		}
 	}
+}
+
+// parquetGroup gathers the rows of one Parquet row group that the second
+// pass of a --keep last decides, to copy them together.
+type parquetGroup struct {
+	in, g      int
+	keep, side []int64
+}
+
+// add takes a row (where it is: input, row group, row) kept or set aside,
+// copying what was gathered when the row group changes.
+func (pg *parquetGroup) add(rows *parquetRows, at []byte, keep, aside bool, n *dedupCounts) error {
+	in, g := int(binary.LittleEndian.Uint32(at)), int(binary.LittleEndian.Uint32(at[4:]))
+	row := int64(binary.LittleEndian.Uint64(at[8:]))
+	if (in != pg.in || g != pg.g) && len(pg.keep)+len(pg.side) > 0 {
+		if err := pg.flush(rows); err != nil {
+			return err
+		}
+	}
+	pg.in, pg.g = in, g
+	switch {
+	case keep:
+		pg.keep = append(pg.keep, row)
+		n.emitted++
+	case aside:
+		pg.side = append(pg.side, row)
+	}
+	return nil
+}
+
+func (pg *parquetGroup) flush(rows *parquetRows) error {
+	if len(pg.keep)+len(pg.side) == 0 {
+		return nil
+	}
+	err := rows.writeInput(pg.in, pg.g, pg.keep, pg.side)
+	pg.keep, pg.side = pg.keep[:0], pg.side[:0]
+	return err
 }

@@ -2,7 +2,7 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"os"
 	"slices"
@@ -35,7 +35,7 @@ func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs
 	if opts.Rows != nil {
 		// The rows are copied after their keys are decided: the file
 		// stays open until the copy is done (parquetRows.close).
-		if err := opts.Rows.opened(p, f); err != nil {
+		if err := opts.Rows.opened(i, p, f); err != nil {
 			return err
 		}
 	} else {
@@ -70,72 +70,20 @@ func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs
 	return nil
 }
 
-// openParquet opens a Parquet input for reading at any offset: a regular
-// file as it is; standard input, a pipe or a device copied to an unlinked
-// file in the temporary directory.
+// openParquet opens a Parquet input for reading at any offset: standard
+// input, a pipe or a device spooled to the temporary directory (and to
+// opts.Spool too, for a second pass, when set).
 func (opts readOptions) openParquet(name string) (*os.File, int64, error) {
-	var src io.Reader
-	if name == "-" {
-		src = os.Stdin
-		if opts.Stdin != nil {
-			src = opts.Stdin
-		}
-	} else {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, 0, err
-		}
-		st, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, 0, err
-		}
-		if st.IsDir() {
-			f.Close()
-			return nil, 0, fmt.Errorf("%s: is a directory", name)
-		}
-		if st.Mode().IsRegular() {
-			return f, st.Size(), nil
-		}
-		defer f.Close()
-		src = f
-	}
 	dir := opts.TmpDir
 	if dir == "" {
 		dir = opts.SpoolDir
 	}
-	if dir == "" {
-		dir = os.TempDir()
+	f, size, err := ingest.OpenSeekable(name, opts.Stdin, dir, opts.Spool)
+	var se *ingest.SpoolError
+	if errors.As(err, &se) {
+		return nil, 0, &TmpDirError{Dir: se.Dir, Err: se.Err}
 	}
-	spool, err := os.CreateTemp(dir, "fpdedup-parquet-*")
-	if err != nil {
-		return nil, 0, &TmpDirError{Dir: dir, Err: fmt.Errorf("cannot spool %s: %w", name, err)}
-	}
-	os.Remove(spool.Name()) // gone with the process, whatever ends it
-	r := &readErr{r: src}
-	size, err := io.Copy(spool, r)
-	if err != nil {
-		spool.Close()
-		if r.err != nil {
-			return nil, 0, fmt.Errorf("%s: cannot read: %w", name, r.err)
-		}
-		return nil, 0, &TmpDirError{Dir: dir, Err: fmt.Errorf("cannot spool %s: %w", name, err)}
-	}
-	return spool, size, nil
-}
-
-// readErr keeps its reader's error apart from the writer's in an io.Copy.
-type readErr struct {
-	r   io.Reader
-	err error
-}
-
-func (r *readErr) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if err != nil && err != io.EOF {
-		r.err = err
-	}
-	return n, err
+	return f, size, err
 }
 
 // estimateRows is the rows the footers of Parquet inputs declare (2^20
@@ -166,7 +114,7 @@ type parquetRows struct {
 	out, side *ingest.ParquetWriter // side: DedupOptions.Duplicates
 	mu        sync.Mutex
 	files     []*os.File
-	parsed    []*ingest.ParquetFile
+	parsed    []*ingest.ParquetFile // by input index
 }
 
 func newParquetRows(out, side io.Writer) *parquetRows {
@@ -177,10 +125,14 @@ func newParquetRows(out, side io.Writer) *parquetRows {
 	return r
 }
 
-// opened takes input p (file f), in input order, before its rows come.
-func (r *parquetRows) opened(p *ingest.ParquetFile, f *os.File) error {
+// opened takes input i, p in file f, in input order, before its rows come.
+func (r *parquetRows) opened(i int, p *ingest.ParquetFile, f *os.File) error {
 	r.mu.Lock()
-	r.files, r.parsed = append(r.files, f), append(r.parsed, p)
+	r.files = append(r.files, f)
+	for len(r.parsed) <= i {
+		r.parsed = append(r.parsed, nil)
+	}
+	r.parsed[i] = p
 	r.mu.Unlock()
 	if err := r.out.Schema(p); err != nil {
 		return err
@@ -194,13 +146,25 @@ func (r *parquetRows) opened(p *ingest.ParquetFile, f *os.File) error {
 // write copies the rows of a chunk's row group numbered keep to the
 // output and those numbered side to the side output.
 func (r *parquetRows) write(c *ingest.Chunk, keep, side []int64) error {
+	return r.writeGroup(c.Parquet, c.RowGroup-1, keep, side)
+}
+
+// writeInput is write for row group g of input i.
+func (r *parquetRows) writeInput(i, g int, keep, side []int64) error {
+	r.mu.Lock()
+	p := r.parsed[i]
+	r.mu.Unlock()
+	return r.writeGroup(p, g, keep, side)
+}
+
+func (r *parquetRows) writeGroup(p *ingest.ParquetFile, g int, keep, side []int64) error {
 	if len(keep) > 0 {
-		if err := r.out.Write(c.Parquet, c.RowGroup-1, keep); err != nil {
+		if err := r.out.Write(p, g, keep); err != nil {
 			return err
 		}
 	}
 	if r.side != nil && len(side) > 0 {
-		return r.side.Write(c.Parquet, c.RowGroup-1, side)
+		return r.side.Write(p, g, side)
 	}
 	return nil
 }
@@ -220,8 +184,12 @@ func (r *parquetRows) finish() error {
 func (r *parquetRows) close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i, f := range r.files {
-		r.parsed[i].Close()
+	for _, p := range r.parsed {
+		if p != nil {
+			p.Close()
+		}
+	}
+	for _, f := range r.files {
 		f.Close()
 	}
 	r.files, r.parsed = nil, nil

@@ -201,13 +201,8 @@ func dedupRecords(j *job, o *dedupOptions, opts *pipeline.DedupOptions) error {
 	if opts.Records, err = o.records.reading(j, h, against, false, false); err != nil {
 		return err
 	}
-	if opts.Records.Spec.Format == ingest.FormatParquet {
-		switch {
-		case opts.KeepLast:
-			return usageErrorf("--keep last does not read Parquet yet")
-		case o.records.onBad != "" && strings.HasPrefix(o.records.onBad, "quarantine="):
-			return usageErrorf("--on-bad quarantine does not write Parquet rows yet: --on-bad skip counts them")
-		}
+	if opts.Records.Spec.Format == ingest.FormatParquet && strings.HasPrefix(o.records.onBad, "quarantine=") {
+		return usageErrorf("--on-bad quarantine does not write Parquet rows yet: --on-bad skip counts them")
 	}
 	opts.RecordSpec = ingest.Recipe(opts.Records)
 	return nil

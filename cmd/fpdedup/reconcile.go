@@ -100,7 +100,8 @@ naming it. --probe asks GETBIT of each key's bits instead, for a small index.
 Outputs: the summary on stderr; --report FILE.json (counts, spec, source,
 timings, samples of each side); --missing and --extra as indexes; with
 --records FILE... --backfill OUT gets the records whose keys are missing
-online, in input order, bytes unchanged (a csv/tsv header once, first).
+online, in input order, bytes unchanged (a csv/tsv header once, first);
+Parquet records give a Parquet backfill of their rows, every column as read.
 --records are read as the index was built: its recorded --format, --key,
 --key-sep and --header, unless the record flags say otherwise (then they must
 give the same recipe, or --assume-recipe); --on-bad says what a record
