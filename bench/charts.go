@@ -44,6 +44,13 @@ func (r *Report) WriteCharts(dir string) error {
 		{"latency", 8 * vg.Inch, 5 * vg.Inch, r.drawLatency},
 		{"rss", 11 * vg.Inch, panelsHeight(len(r.rssJobs())), r.drawRSS},
 	}
+	if r.Scale != nil {
+		charts = append(charts, struct {
+			name string
+			w, h vg.Length
+			draw func(draw.Canvas) error
+		}{"scale", 8 * vg.Inch, 5 * vg.Inch, r.drawScale})
+	}
 	for _, c := range charts {
 		svg := vgsvg.New(c.w, c.h)
 		if err := c.draw(draw.New(svg)); err != nil {

@@ -110,6 +110,7 @@ func (r *Report) Markdown() string {
 
 	r.markdownFigures(&b)
 	r.markdownMemory(&b)
+	r.markdownScale(&b)
 	if len(r.Targets) > 0 {
 		p("## Targets of the issues\n\n| issue | goal | measured | met |\n| --- | --- | --- | --- |\n")
 		for _, t := range r.Targets {
@@ -141,8 +142,14 @@ func (r *Report) Markdown() string {
 	p("## Charts\n\n")
 	p("- Throughput per tool per job: [throughput.svg](throughput.svg) ([png](throughput.png))\n")
 	p("- Lookup latency distribution: [latency.svg](latency.svg) ([png](latency.png))\n")
-	p("- Peak RSS per distinct key: [rss.svg](rss.svg) ([png](rss.png))\n\n")
-	p("![throughput](throughput.svg)\n\n![latency](latency.svg)\n\n![rss](rss.svg)\n\n")
+	p("- Peak RSS per distinct key: [rss.svg](rss.svg) ([png](rss.png))\n")
+	if r.Scale != nil {
+		p("- Query time per key against the index's size: [scale.svg](scale.svg) ([png](scale.png))\n")
+	}
+	p("\n![throughput](throughput.svg)\n\n![latency](latency.svg)\n\n![rss](rss.svg)\n\n")
+	if r.Scale != nil {
+		p("![scale](scale.svg)\n\n")
+	}
 
 	p("## Peers\n\n| peer | status | version or why |\n| --- | --- | --- |\n")
 	for _, pe := range r.Peers {

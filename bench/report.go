@@ -32,6 +32,7 @@ type Report struct {
 	Index    *fpstore.Info   `json:"index"`
 	Bounded  *BoundedFigures `json:"dedup_bounded"`
 	Memory   *Memory         `json:"memory,omitempty"` // the mem job's --mem sweep
+	Scale    *Scale          `json:"scale,omitempty"`  // the scale job
 	Capacity *Capacity       `json:"capacity"`
 	Targets  []Target        `json:"targets"`
 	Compare  *Comparison     `json:"compare,omitempty"`
@@ -58,6 +59,8 @@ type RunOptions struct {
 	// before jobs could be chosen: every default job).
 	Jobs     []string `json:"jobs,omitempty"`
 	MemSweep []string `json:"mem_sweep,omitempty"` // the mem job's --mem values
+	// ScaleSizes is the scale job's index sizes in keys.
+	ScaleSizes []int64 `json:"scale_sizes,omitempty"`
 }
 
 // Data is what the jobs read, all from Generate with one seed.

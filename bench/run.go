@@ -37,6 +37,11 @@ type Options struct {
 	Jobs []string
 	// MemSweep is the --mem values of the mem job: nil = DefaultMemSweep.
 	MemSweep []string
+	// ScaleSizes is the scale job's index sizes in keys: nil =
+	// DefaultScaleSizes.
+	ScaleSizes []int64
+	// ScaleFio is how long each of fio's three measurements runs: 0 = 10 s.
+	ScaleFio time.Duration
 	Notes    []string // added to the report's notes (what else ran, why)
 
 	BoundedMem    string // --mem of the bounded dedup job: "" = 16MiB
@@ -171,10 +176,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			VolumeBytes: o.VolumeBytes, IOBytesPerSec: o.IOBytesPerSec, Jobs: jobs,
 		},
 		Machine: probeMachine(),
+		Jobs:    []Job{},
 		Notes:   append([]string{}, o.Notes...),
 	}
 	if sel["mem"] {
 		b.rep.Options.MemSweep = o.MemSweep
+	}
+	if sel["scale"] {
+		if len(o.ScaleSizes) == 0 {
+			b.o.ScaleSizes = DefaultScaleSizes
+		}
+		b.rep.Options.ScaleSizes = b.o.ScaleSizes
 	}
 	if o.Quick {
 		b.rep.Options.LookupWarm, b.rep.Options.LookupCold, b.rep.Options.InspectProbes = 50_000, 4_000, 100_000
@@ -223,8 +235,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 
-	if err := b.generate(ctx); err != nil {
-		return nil, err
+	// The scale job makes its own data: the events are generated for the
+	// others.
+	if len(jobs) > 1 || !sel["scale"] {
+		if err := b.generate(ctx); err != nil {
+			return nil, err
+		}
 	}
 	var specs []jobSpec
 	for _, s := range b.jobs() {
@@ -239,6 +255,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		b.jobsN++
 	}
 	if sel["mem"] {
+		b.jobsN++
+	}
+	if sel["scale"] {
 		b.jobsN++
 	}
 	for i := range specs {
@@ -258,6 +277,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if sel["mem"] {
 		b.jobIdx++
 		if b.rep.Memory, err = b.memSweep(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if sel["scale"] {
+		b.jobIdx++
+		if b.rep.Scale, err = b.scale(ctx); err != nil {
 			return nil, err
 		}
 	}

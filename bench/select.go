@@ -9,11 +9,12 @@ import (
 // told otherwise: every job the issues set targets for. ExtraJobs are
 // measured when named: merge-partitions and build-partitions (the
 // scale-out's merges and partitioned builds, on random fingerprints) and
-// mem (each command's anonymous memory under a sweep of --mem). A run
-// measures its jobs in the order of AllJobs.
+// mem (each command's anonymous memory under a sweep of --mem) and scale
+// (indexes of 10^7 to 10^9 keys: scale.go). A run measures its jobs in the
+// order of AllJobs.
 var (
 	DefaultJobs = []string{"build", "query-present", "query-absent", "dedup-lines", "dedup-bounded", "dedup-csv", "dedup-zstd", "count", "merge"}
-	ExtraJobs   = []string{"merge-partitions", "build-partitions", "mem"}
+	ExtraJobs   = []string{"merge-partitions", "build-partitions", "mem", "scale"}
 	AllJobs     = append(slices.Clone(DefaultJobs), ExtraJobs...)
 )
 

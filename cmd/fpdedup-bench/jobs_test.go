@@ -123,3 +123,65 @@ func TestReportCommand(t *testing.T) {
 	}
 	checkCharts(t, out)
 }
+
+// The scale job at two small sizes: every batch's answers exact, the
+// bounded build byte-identical, the merge, the dedup and the single
+// lookups measured, the report valid with its table and chart.
+func TestScaleJob(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	runCmd(t, 0, "--progress", "never", "-q", "--peers", "none", "--jobs", "scale", "--scale-sizes", "20k,50k",
+		"--scale-fio", "1s", "--out", out, "--fpdedup", fpdedupBin)
+	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bench.ValidateReport(raw); err != nil {
+		t.Fatalf("report.json: %v", err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	sc := rep.Scale
+	if sc == nil || len(sc.Sizes) != 2 || sc.Sizes[0].Keys != 20_000 || sc.Sizes[1].Keys != 50_000 {
+		t.Fatalf("scale: %+v", sc)
+	}
+	for _, s := range sc.Sizes {
+		if s.Build.Status != "ok" || s.BytesPerKey < 10 || s.BytesPerKey > 40 || !s.BuildMemIdentical {
+			t.Errorf("%d keys: build %+v, %.1f B/key, --mem build identical %v", s.Keys, s.Build, s.BytesPerKey, s.BuildMemIdentical)
+		}
+		// 10^2, 10^3, 10^4 keys (10^5 is past the index), present and
+		// absent, warm and cold.
+		if len(s.Queries) != 12 {
+			t.Errorf("%d keys: %d queries, want 12", s.Keys, len(s.Queries))
+		}
+		for _, q := range s.Queries {
+			if q.Run.Status != "ok" || !q.Correct || q.NsPerKey <= 0 {
+				t.Errorf("%d keys: query %+v", s.Keys, q)
+			}
+		}
+		if s.Single == nil || s.Single.Samples == 0 || s.Single.ProcessP50Ms <= 0 {
+			t.Errorf("%d keys: single lookups %+v", s.Keys, s.Single)
+		}
+	}
+	last := sc.Sizes[1]
+	if last.Merge == nil || last.Merge.Merge.Status != "ok" || last.Merge.Floor.Status != "ok" || last.Merge.Ratio <= 0 {
+		t.Errorf("merge: %+v", last.Merge)
+	}
+	if last.DedupAgainst == nil || last.DedupAgainst.Status != "ok" {
+		t.Errorf("dedup --against: %+v", last.DedupAgainst)
+	}
+	if sc.Device == nil || sc.Model == nil || sc.Model.BytesPerKey <= 0 {
+		t.Errorf("device %+v, model %+v", sc.Device, sc.Model)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Scale: indexes of 20k, 50k keys") || strings.Contains(string(md), "**wrong**") {
+		t.Errorf("report.md has no scale table, or a wrong answer")
+	}
+	if _, err := os.Stat(filepath.Join(out, "scale.png")); err != nil {
+		t.Error(err)
+	}
+}

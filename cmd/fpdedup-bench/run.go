@@ -20,8 +20,9 @@ import (
 type runOptions struct {
 	records, out, compare, volume, ioBandwidth, boundedMem string
 	exe, peers, peersDir                                   string
-	jobs, memSweep, notes                                  []string
+	jobs, memSweep, notes, scaleSizes                      []string
 	runs                                                   int
+	scaleFio                                               time.Duration
 	seed                                                   uint64
 	quick, keep                                            bool
 }
@@ -48,9 +49,14 @@ rates against theory.
 --jobs chooses what to measure (default: every job above). Also:
 merge-partitions and build-partitions (the scale-out: stitching the
 partitions of one key set, a k-way merge, partitioned builds, on --records
-random fingerprints) and mem (each command once under each --mem of
---mem-sweep, its anonymous memory sampled every millisecond); "all" is
-every job. The scripts in bench/ are presets of these.
+random fingerprints), mem (each command once under each --mem of
+--mem-sweep, its anonymous memory sampled every millisecond) and scale
+(indexes of --scale-sizes random fingerprints, 10^7 to 10^9 by default: build,
+build --mem 2GiB, batches of 10^2 to 10^5 keys queried warm and cold with the
+device's reads counted, single cold lookups, a 10^8-key day merged into the
+largest against its I/O floor, a day's dedup --against it, sort -u at 10^8
+and fio on the device; a size the free disk cannot hold is skipped and said;
+about 25 minutes with 10^9, and 40 GB free); "all" is every job. The scripts in bench/ are presets of these.
 
 The fpdedup measured is --fpdedup, or the one beside this binary (make bench
 puts both in bin/), or the one on PATH. A peer that is not installed is
@@ -68,7 +74,8 @@ report); 2 bad usage or the benchmark could not run; 130/143 interrupted.`,
 		Example: `  fpdedup-bench --out bench/results/$(date -u +%F)
   fpdedup-bench --quick --peers none
   fpdedup-bench --records 100M --runs 5 --compare bench/results/2026-12-02/report.json
-  fpdedup-bench --jobs mem --records 10M --mem-sweep 16MiB,256MiB`,
+  fpdedup-bench --jobs mem --records 10M --mem-sweep 16MiB,256MiB
+  fpdedup-bench --jobs scale --scale-sizes 10M,100M,1G --out bench/results/scale-$(date -u +%F)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd.Context(), e, o)
@@ -90,13 +97,15 @@ report); 2 bad usage or the benchmark could not run; 130/143 interrupted.`,
 	f.BoolVar(&o.keep, "keep", false, "keep the temporary data directory")
 	f.StringSliceVar(&o.jobs, "jobs", nil, "jobs to measure, comma-separated: "+strings.Join(bench.AllJobs, ", ")+"; all; default (the first "+fmt.Sprint(len(bench.DefaultJobs))+")")
 	f.StringSliceVar(&o.memSweep, "mem-sweep", bench.DefaultMemSweep, "--mem values of the mem job (MiB or GiB)")
+	f.DurationVar(&o.scaleFio, "scale-fio", 10*time.Second, "how long each of the scale job's fio measurements runs")
+	f.StringSliceVar(&o.scaleSizes, "scale-sizes", []string{"10M", "100M", "1G"}, "index sizes of the scale job, in keys (k, M, G suffixes)")
 	f.StringArrayVar(&o.notes, "note", nil, "a line for the report's notes, e.g. what else ran (repeatable)")
 	return cmd
 }
 
 func runBench(ctx context.Context, e *env, o runOptions) error {
 	opts := bench.Options{Peers: o.peers, Runs: o.runs, Quick: o.quick, Seed: o.seed, Keep: o.keep, PeersDir: o.peersDir,
-		Jobs: o.jobs, MemSweep: o.memSweep, Notes: o.notes}
+		Jobs: o.jobs, MemSweep: o.memSweep, Notes: o.notes, ScaleFio: o.scaleFio}
 	if o.peers != "auto" && o.peers != "none" {
 		return usageErrorf("--peers must be auto or none, not %q", o.peers)
 	}
@@ -128,6 +137,13 @@ func runBench(ctx context.Context, e *env, o runOptions) error {
 		if n, err := units.ParseSize(m); err != nil || n < 16<<20 || !strings.HasSuffix(m, "iB") {
 			return usageErrorf("--mem-sweep: want sizes in MiB or GiB of at least 16MiB, not %q", m)
 		}
+	}
+	for _, s := range o.scaleSizes {
+		n, err := units.ParseCount(s)
+		if err != nil || n < 1000 {
+			return usageErrorf("--scale-sizes: want key counts of at least 1k, not %q", s)
+		}
+		opts.ScaleSizes = append(opts.ScaleSizes, n)
 	}
 	if o.compare != "" {
 		if opts.Compare, err = bench.ReadReport(o.compare); err != nil {

@@ -51,6 +51,10 @@ row group per input row group. Only the key columns are decoded to decide; a
 row group's kept rows are copied as it is decided, so memory holds a row
 group's key values and pages, never the file.
 
+--format fp reads 32-digit hex fingerprints, a line each (dump's output), as
+the keys themselves: against an index of any recipe, and --record labels its
+index as the --against index is.
+
 --record OUT.fpx publishes the fingerprints of the first occurrences that are in
 no --against index, so that tomorrow's run can use it with --against. -o FILE
 and --record are published atomically, and only when dedup succeeds.
@@ -72,7 +76,7 @@ the pipe (… | head): the run ends quietly, nothing published.`,
 	f.StringVar(&o.emit, "emit", "first", "which records to write: first (first occurrences) or duplicates")
 	f.StringVar(&o.record, "record", "", "publish the new first occurrences' fingerprints as an index at `OUT.fpx`")
 	f.StringVarP(&o.output, "output", "o", "", "write records to FILE, published atomically on success (default stdout)")
-	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl, parquet (keyed by --key; parquet writes parquet, found by its magic when not given); default: the --against index's recipe")
+	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl, parquet (keyed by --key; parquet writes parquet, found by its magic when not given), fp (32-digit hex fingerprints, a line each); default: the --against index's recipe")
 	f.Lookup("header").Usage += "; dedup writes it once, before the records"
 	f.BoolVar(&o.records.assumeRecipe, "assume-recipe", false, "read records with another --key/--key-sep than the --against index's, with a warning")
 	f.StringVar(&o.hash, "hash", "", "fingerprint hash: xxh3 or sha256 (default: the --against index's, else xxh3)")
@@ -195,16 +199,27 @@ func dedupRecords(j *job, o *dedupOptions, opts *pipeline.DedupOptions) error {
 	// each record flag the command line sets wins, each other comes from
 	// the index; then the recipes must agree.
 	var against []ingest.IndexRecipe
-	if opts.Against != nil {
+	fp := o.records.format == "fp"
+	if opts.Against != nil && !fp {
 		against = indexRecipes(opts.Against)
 	}
-	if opts.Records, err = o.records.reading(j, h, against, false, false); err != nil {
+	if opts.Records, err = o.records.reading(j, h, against, false, true); err != nil {
 		return err
 	}
 	if opts.Records.Spec.Format == ingest.FormatParquet && strings.HasPrefix(o.records.onBad, "quarantine=") {
 		return usageErrorf("--on-bad quarantine does not write Parquet rows yet: --on-bad skip counts them")
 	}
 	opts.RecordSpec = ingest.Recipe(opts.Records)
+	if fp {
+		// Bare fingerprints say neither their hash nor their key: what
+		// --record publishes is labelled as the --against index is.
+		switch {
+		case opts.Against != nil:
+			opts.RecordSpec = opts.Against.Spec()
+		case o.record != "":
+			return usageErrorf("--record of --format fp needs --against: fingerprints do not say their hash and key recipe, the index's spec does")
+		}
+	}
 	return nil
 }
 

@@ -62,7 +62,7 @@ func (r *recordFlags) request(f *pflag.FlagSet, hexOK bool) (req ingest.RecipeRe
 	format := r.format
 	if format == "fp" {
 		if !hexOK {
-			return req, false, usageErrorf("--format fp is only for build (query has --fp)")
+			return req, false, usageErrorf("--format fp is for build and dedup (query has --fp)")
 		}
 		if len(r.keys) > 0 || r.header {
 			return req, false, usageErrorf("--format fp reads fingerprints: no --key or --header")
