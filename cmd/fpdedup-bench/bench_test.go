@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -84,17 +83,7 @@ func TestBenchQuick(t *testing.T) {
 		t.Errorf("no summary naming the report on stderr:\n%s", stderr)
 	}
 
-	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bench.ValidateReport(raw); err != nil {
-		t.Fatalf("report.json does not validate against bench/schema.json: %v", err)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, out)
 	if rep.Data.Records != 100_000 || rep.Data.Distinct != 62_000 {
 		t.Errorf("data: %d records, %d distinct; want 100000 and 62000", rep.Data.Records, rep.Data.Distinct)
 	}

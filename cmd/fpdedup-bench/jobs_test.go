@@ -17,17 +17,7 @@ func TestExtraJobs(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	runCmd(t, 0, "--progress", "never", "-q", "--peers", "none", "--runs", "1", "--records", "40k",
 		"--jobs", "mem,build-partitions,merge-partitions", "--mem-sweep", "16MiB,64MiB", "--out", out, "--fpdedup", fpdedupBin)
-	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bench.ValidateReport(raw); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, out)
 	if got := strings.Join(rep.Options.Jobs, ","); got != "merge-partitions,build-partitions,mem" {
 		t.Errorf("options.jobs = %s, want them in the order they run", got)
 	}
@@ -131,17 +121,7 @@ func TestScaleJob(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	runCmd(t, 0, "--progress", "never", "-q", "--peers", "none", "--jobs", "scale", "--scale-sizes", "20k,50k",
 		"--scale-fio", "1s", "--out", out, "--fpdedup", fpdedupBin)
-	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bench.ValidateReport(raw); err != nil {
-		t.Fatalf("report.json: %v", err)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, out)
 	sc := rep.Scale
 	if sc == nil || len(sc.Sizes) != 2 || sc.Sizes[0].Keys != 20_000 || sc.Sizes[1].Keys != 50_000 {
 		t.Fatalf("scale: %+v", sc)
@@ -184,4 +164,21 @@ func TestScaleJob(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "scale.png")); err != nil {
 		t.Error(err)
 	}
+}
+
+// readReport reads out/report.json, which must validate against the schema.
+func readReport(t *testing.T, out string) bench.Report {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bench.ValidateReport(raw); err != nil {
+		t.Fatalf("report.json does not validate against bench/schema.json: %v", err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
