@@ -443,15 +443,34 @@ func (b *runner) buildHalves(ctx context.Context, job, lines, a, bb string) erro
 
 // sameFile reports whether two files hold the same bytes.
 func sameFile(a, b string) (bool, error) {
-	x, err := os.ReadFile(a)
+	fa, err := os.Open(a)
 	if err != nil {
 		return false, err
 	}
-	y, err := os.ReadFile(b)
+	defer fa.Close()
+	fb, err := os.Open(b)
 	if err != nil {
 		return false, err
 	}
-	return bytes.Equal(x, y), nil
+	defer fb.Close()
+	// Block by block: the scale job compares indexes of tens of GB.
+	x, y := make([]byte, 1<<20), make([]byte, 1<<20)
+	for {
+		n, errA := io.ReadFull(fa, x)
+		m, errB := io.ReadFull(fb, y)
+		if n != m || !bytes.Equal(x[:n], y[:m]) {
+			return false, nil
+		}
+		if errA == io.EOF || errA == io.ErrUnexpectedEOF {
+			return errB == io.EOF || errB == io.ErrUnexpectedEOF, nil
+		}
+		if errA != nil {
+			return false, errA
+		}
+		if errB != nil {
+			return false, errB
+		}
+	}
 }
 
 // num digs a number out of decoded JSON.
