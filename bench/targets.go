@@ -147,6 +147,64 @@ func judgeTargets(r *Report) []Target {
 		within("merge", "merge", "floor: cat + dd conv=fsync of the output", 1.5))
 	add(6, "merge", "merge ≥ 10× faster than LC_ALL=C sort -m -u of the hex dumps", "the issue asks it of two 50M-key indexes; this run merges the two halves of its own index", faster("merge", "sort -m -u (hex)", 10))
 	add(6, "merge", "merge: anonymous peak RSS under 64 MiB", "", anonUnder("merge", 64<<20, "limit"))
+	ts = append(ts, scaleTargets(r)...)
+	return ts
+}
+
+// scaleTargets are issue 30's goals, judged at the scale job's largest
+// size (the issue's figures are for 10^9 keys).
+func scaleTargets(r *Report) []Target {
+	sc := r.Scale
+	if !r.ran("scale") || sc == nil || len(sc.Sizes) == 0 {
+		return nil
+	}
+	small, large := sc.Sizes[0], sc.Sizes[len(sc.Sizes)-1]
+	caveat := ""
+	if large.Keys < 1_000_000_000 {
+		caveat = fmt.Sprintf("the largest index here has %s keys; the issue's figures are for 10^9", commas(large.Keys))
+	}
+	var ts []Target
+	add := func(goal, measured string, met *bool) {
+		ts = append(ts, Target{Issue: 30, Goal: goal, Measured: measured, Met: met, Caveat: caveat})
+	}
+	query := func(s ScaleSize, batch int64, present, cold bool) *ScaleQuery {
+		for i, q := range s.Queries {
+			if q.Batch == batch && q.Present == present && q.Cold == cold {
+				return &s.Queries[i]
+			}
+		}
+		return nil
+	}
+	dev := sc.Device
+	devOK := dev != nil && dev.Status == "ok" && dev.Depth32IOPS > 0
+	if q := query(large, 100_000, true, true); q != nil {
+		if devOK {
+			share := float64(q.Run.DeviceReads) / q.Run.WallS / dev.Depth32IOPS
+			add("cold batch of 10^5 present keys: ≥ 70% of fio's depth-32 IOPS", fmt.Sprintf("%.0f%% (%s reads/s of %s)", 100*share, fmtCount(float64(q.Run.DeviceReads)/q.Run.WallS), fmtCount(dev.Depth32IOPS)), truth(share >= 0.70))
+		}
+		add("cold batch of 10^5 present keys: ≤ 1.3 device reads a key", fmt.Sprintf("%.2f", q.ReadsPerKey), truth(q.ReadsPerKey <= 1.3))
+	}
+	if q := query(large, 100_000, false, true); q != nil {
+		add("cold batch of 10^5 absent keys: ≤ 1.1 device reads a key", fmt.Sprintf("%.2f", q.ReadsPerKey), truth(q.ReadsPerKey <= 1.1))
+	}
+	if x := large.Single; x != nil && devOK {
+		limit := 2.5 * dev.Depth1LatencyUs
+		add("single cold lookup in process: p50 ≤ 2.5× fio's depth-1 latency", fmt.Sprintf("%.0f µs (limit %.0f µs)", x.InProcessP50Us, limit), truth(x.InProcessP50Us <= limit))
+		plimit := 3*dev.Depth1LatencyUs/1e3 + x.VersionP50Ms
+		add("a whole fpdedup query IDX KEY: p50 ≤ 3× fio's depth-1 latency + fpdedup --version", fmt.Sprintf("%.1f ms (limit %.1f ms)", x.ProcessP50Ms, plimit), truth(x.ProcessP50Ms <= plimit))
+	}
+	if w0, w1 := query(small, 10_000, true, false), query(large, 10_000, true, false); w0 != nil && w1 != nil && w0.NsPerKey > 0 && large.Keys > small.Keys {
+		g := w1.NsPerKey / w0.NsPerKey
+		add("warm 10^4 keys: time a key at the largest size within 2× the smallest's", fmt.Sprintf("%.2f× (%s vs %s)", g, fmtNs(w1.NsPerKey), fmtNs(w0.NsPerKey)), truth(g <= 2))
+	}
+	if m := large.BuildMem; m != nil && m.Status == "ok" {
+		x := m.WallS / large.Build.WallS
+		add("build --mem 2GiB: anonymous peak within 2 GiB, output identical, ≤ 1.5× the time", fmt.Sprintf("%s, identical %v, %.2f×", fmtMiB(m.PeakAnonBytes), large.BuildMemIdentical, x),
+			truth(m.PeakAnonBytes <= 2<<30 && large.BuildMemIdentical && x <= 1.5))
+	}
+	if m := large.Merge; m != nil && m.Ratio > 0 {
+		add("merge a day into the history: ≤ 1.3× the I/O floor", fmt.Sprintf("%.2f× (%s vs %s)", m.Ratio, fmtSeconds(m.Merge.WallS), fmtSeconds(m.Floor.WallS)), truth(m.Ratio <= 1.3))
+	}
 	return ts
 }
 
