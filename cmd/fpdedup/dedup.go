@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -205,9 +204,6 @@ func dedupRecords(j *job, o *dedupOptions, opts *pipeline.DedupOptions) error {
 	}
 	if opts.Records, err = o.records.reading(j, h, against, false, true); err != nil {
 		return err
-	}
-	if opts.Records.Spec.Format == ingest.FormatParquet && strings.HasPrefix(o.records.onBad, "quarantine=") {
-		return usageErrorf("--on-bad quarantine does not write Parquet rows yet: --on-bad skip counts them")
 	}
 	opts.RecordSpec = ingest.Recipe(opts.Records)
 	if fp {

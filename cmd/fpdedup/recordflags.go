@@ -169,6 +169,10 @@ func (r *recordFlags) reading(j *job, hash ingest.Hash, against []ingest.IndexRe
 	if o.OnBad, err = ingest.ParseOnBad(r.onBad); err != nil {
 		return o, usageErrorf("%s", say(err))
 	}
+	if spec.Format == ingest.FormatParquet && o.OnBad.Quarantines() {
+		// A row has no bytes of its own to set aside.
+		return o, usageErrorf("--on-bad quarantine does not write Parquet rows yet: --on-bad skip counts them")
+	}
 	j.records(o.OnBad)
 	o.MaxRecord, err = r.maxRecordBytes(j.cmd.Flags(), j.inv.mem)
 	return o, err
