@@ -1,8 +1,8 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -293,7 +293,7 @@ func (b *runner) scaleQuery(ctx context.Context, idx, dev string, n, k int64, pr
 			q.Correct = false
 		}
 	}
-	slices.SortFunc(runs, func(a, b ScaleRun) int { return cmpFloat(a.WallS, b.WallS) })
+	slices.SortFunc(runs, func(a, b ScaleRun) int { return cmp.Compare(a.WallS, b.WallS) })
 	q.Run = runs[len(runs)/2]
 	q.NsPerKey = q.Run.WallS * 1e9 / float64(k)
 	q.ReadsPerKey = float64(q.Run.DeviceReads) / float64(k)
@@ -446,14 +446,7 @@ func measureCmd(ctx context.Context, cmd *exec.Cmd, in io.Reader, dev string) Sc
 // goroutine: a build's input without a file of them on the disk.
 func genInput(seed, from uint64, n int64) io.ReadCloser {
 	pr, pw := io.Pipe()
-	go func() {
-		bw := bufio.NewWriterSize(pw, 1<<20)
-		err := gen.Fingerprints(bw, seed, from, uint64(n))
-		if err == nil {
-			err = bw.Flush()
-		}
-		pw.CloseWithError(err)
-	}()
+	go func() { pw.CloseWithError(gen.Fingerprints(pw, seed, from, uint64(n))) }()
 	return pr
 }
 
@@ -462,11 +455,7 @@ func writeHex(path string, seed, from, n uint64) error {
 	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	err = gen.Fingerprints(bw, seed, from, n)
-	if err == nil {
-		err = bw.Flush()
-	}
+	err = gen.Fingerprints(f, seed, from, n) // buffered and flushed there
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -610,16 +599,6 @@ func quantile(v []float64, q float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(q*float64(len(s))))]
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func lastLine(s string) string {
