@@ -15,6 +15,9 @@ type RecordOptions struct {
 	HexInput  bool // records are hex fingerprints (build --format fp, query --fp)
 	OnBad     *BadPolicy
 	MaxRecord int
+	// Rows is how the rows of Parquet records are written (dedup's
+	// outputs): --output-format.
+	Rows RowFormat
 }
 
 // BadPolicy is --on-bad: fail (stop at the first bad record, exit 2), skip

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,7 @@ var (
 	ErrParquetDamaged     = errors.New("a damaged Parquet file")
 	ErrParquetUnsupported = errors.New("unsupported in a Parquet key")
 	ErrParquetTooLarge    = errors.New("more than the memory allowed")
+	ErrParquetNoText      = errors.New("has no text rendering")
 )
 
 // ParquetError is a Parquet file that cannot be read, or a column that
@@ -92,10 +94,12 @@ const (
 
 // ParquetColumn is a leaf column of a file's schema.
 type ParquetColumn struct {
-	Path     string // its names from the root, joined by dots
-	Leaf     int    // its 0-based place among the leaves
-	Type     string // physical type, and the logical one in brackets
-	Repeated bool   // inside a LIST or repeated group: no key column
+	Path     string   // its names from the root, joined by dots
+	Leaf     int      // its 0-based place among the leaves
+	Type     string   // physical type, and the logical one in brackets
+	Repeated bool     // inside a LIST or repeated group: no key column
+	names    []string // Path's names, one a level
+	defs     []int    // the definition level at which each of names is present
 	render   render
 	scale    int
 	bad      string // why it cannot be a key column, when it cannot
@@ -218,8 +222,8 @@ func (p *ParquetFile) readSchema() error {
 	if len(elems) == 0 {
 		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: "an empty schema"}
 	}
-	var walk func(at int, path []string, def, rep int) (int, error)
-	walk = func(at int, path []string, def, rep int) (int, error) {
+	var walk func(at int, path []string, defs []int, def, rep int) (int, error)
+	walk = func(at int, path []string, defs []int, def, rep int) (int, error) {
 		if at >= len(elems) {
 			return at, &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: "the schema ends inside a group"}
 		}
@@ -233,7 +237,7 @@ func (p *ParquetFile) readSchema() error {
 				rep++
 			}
 		}
-		path = append(path, e.Name)
+		path, defs = append(path, e.Name), append(defs, def)
 		n, group := e.NumChildren.Get()
 		if !group || n == 0 && !hasType(e) {
 			if !hasType(e) {
@@ -241,6 +245,7 @@ func (p *ParquetFile) readSchema() error {
 			}
 			c := leafColumn(e)
 			c.Path, c.Leaf, c.Repeated = strings.Join(path[1:], "."), len(p.columns), rep > 0
+			c.names, c.defs = slices.Clone(path[1:]), slices.Clone(defs[1:])
 			c.maxDef, c.maxRep = def, rep
 			p.columns = append(p.columns, c)
 			return at + 1, nil
@@ -251,13 +256,13 @@ func (p *ParquetFile) readSchema() error {
 		next := at + 1
 		for range n {
 			var err error
-			if next, err = walk(next, path, def, rep); err != nil {
+			if next, err = walk(next, path, defs, def, rep); err != nil {
 				return next, err
 			}
 		}
 		return next, nil
 	}
-	end, err := walk(0, nil, 0, 0)
+	end, err := walk(0, nil, nil, 0, 0)
 	if err != nil {
 		return err
 	}

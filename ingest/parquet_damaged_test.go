@@ -27,7 +27,7 @@ func copyParquet(b []byte, limit int64) error {
 		return err
 	}
 	defer p.Close()
-	w := NewParquetWriter(io.Discard)
+	w := NewRowWriter(io.Discard, RowsAsRead)
 	if err := w.Schema(p); err != nil {
 		return err
 	}

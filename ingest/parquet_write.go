@@ -9,16 +9,20 @@ import (
 	pformat "github.com/parquet-go/parquet-go/format"
 )
 
-// ParquetWriter writes rows of Parquet inputs, unchanged and in the order
-// given, as one Parquet file with the first input's schema, key-value
-// metadata and codec: the output of a Parquet input's dedup. Each input
-// row group that gives rows becomes one output row group, written as its
-// last rows are decided, so memory holds one row group's pages, never the
-// file. Inputs whose schema differs from the first's are an error naming
-// both and the first column that differs.
-type ParquetWriter struct {
-	out io.Writer
-	w   *parquet.GenericWriter[any]
+// RowWriter writes rows of Parquet inputs, unchanged and in the order
+// given: the output of a Parquet input's dedup, or a backfill. As Parquet
+// (RowsParquet, RowsAsRead), it is one file with the first input's schema,
+// key-value metadata and codec; each input row group that gives rows
+// becomes one output row group, written as its last rows are decided, so
+// memory holds one row group's pages, never the file. As text (RowsCSV,
+// RowsTSV, RowsJSONL: textRows), each row is a line. Inputs whose schema
+// differs from the first's are an error naming both and the first column
+// that differs.
+type RowWriter struct {
+	out    io.Writer
+	format RowFormat
+	w      *parquet.GenericWriter[any] // Parquet
+	text   *textRows                   // text
 	// first is the first input: the schema, metadata and codec, set by
 	// Schema (which the reader calls as it opens each file) or by the
 	// first rows written.
@@ -37,17 +41,23 @@ type ParquetWriter struct {
 	scratch pageScratch
 }
 
-// NewParquetWriter writes to out.
-func NewParquetWriter(out io.Writer) *ParquetWriter { return &ParquetWriter{out: out} }
+// NewRowWriter writes to out as format says.
+func NewRowWriter(out io.Writer, format RowFormat) *RowWriter {
+	return &RowWriter{out: out, format: format}
+}
 
 // Schema tells the writer of an input, in input order, before its rows
 // come: the first one's schema is the output's; another schema is an
 // error. It may be called from another goroutine than the writes.
-func (pw *ParquetWriter) Schema(p *ParquetFile) error {
+func (pw *RowWriter) Schema(p *ParquetFile) error {
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
 	if pw.first == nil {
 		pw.first = p
+		if pw.format.text() {
+			// Refused before a row is read: a column text cannot hold.
+			return textColumns(pw.format, p)
+		}
 		return nil
 	}
 	return sameSchema(pw.first, p)
@@ -85,13 +95,18 @@ func (c *ParquetColumn) same(d *ParquetColumn) bool {
 }
 
 // start makes the writer from the first input.
-func (pw *ParquetWriter) start(p *ParquetFile) error {
+func (pw *RowWriter) start(p *ParquetFile) error {
 	pw.mu.Lock()
 	if pw.first == nil {
 		pw.first = p
 	}
 	first := pw.first
 	pw.mu.Unlock()
+	if pw.format.text() {
+		t, err := newTextRows(pw.out, pw.format, first)
+		pw.text = t
+		return err
+	}
 	md := first.file.Metadata()
 	opts := []parquet.WriterOption{first.file.Schema()}
 	for _, kv := range md.KeyValueMetadata {
@@ -110,9 +125,9 @@ func (pw *ParquetWriter) start(p *ParquetFile) error {
 // Write writes the rows of p numbered rows (1-based in the file, as
 // Chunk.FirstRecord numbers them), all in row group g, ascending; rows
 // after earlier calls' rows of the same group.
-func (pw *ParquetWriter) Write(p *ParquetFile, g int, rows []int64) (err error) {
+func (pw *RowWriter) Write(p *ParquetFile, g int, rows []int64) (err error) {
 	defer recoverParquet(p.name, &err)
-	if pw.w == nil {
+	if !pw.started() {
 		if err := pw.start(p); err != nil {
 			return err
 		}
@@ -151,13 +166,18 @@ func (pw *ParquetWriter) Write(p *ParquetFile, g int, rows []int64) (err error) 
 			}
 			return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: %v", g, err)}
 		}
-		kept := pw.kept[:0]
+		kept, nums := pw.kept[:0], rows
 		for len(rows) > 0 && rows[0]-base < last {
 			kept = append(kept, buf[rows[0]-base-pw.next])
 			rows = rows[1:]
 		}
 		pw.kept = kept
-		if _, err := pw.w.WriteRows(kept); err != nil {
+		if pw.text != nil {
+			err = pw.text.write(p, g, kept, nums)
+		} else {
+			_, err = pw.w.WriteRows(kept)
+		}
+		if err != nil {
 			return err
 		}
 		pw.wrote += int64(len(kept))
@@ -170,20 +190,27 @@ func (pw *ParquetWriter) Write(p *ParquetFile, g int, rows []int64) (err error) 
 const parquetCopyBatch = 1024
 
 // endGroup closes the output row group of the rows copied so far.
-func (pw *ParquetWriter) endGroup() error {
+func (pw *RowWriter) endGroup() error {
 	if pw.rows == nil {
 		return nil
 	}
 	pw.rows.Close()
 	pw.rows, pw.src = nil, nil
+	if pw.text != nil {
+		return pw.text.flush()
+	}
 	return pw.w.Flush()
 }
 
+// started reports whether the output's writer is made.
+func (pw *RowWriter) started() bool { return pw.w != nil || pw.text != nil }
+
 // Close writes the last row group and the footer; with no rows written it
-// writes a file of the first input's schema and no rows. It does not
+// writes a file of the first input's schema and no rows (as text: the
+// header alone, or nothing). It does not
 // close the writer it writes to.
-func (pw *ParquetWriter) Close() (err error) {
-	if pw.w == nil {
+func (pw *RowWriter) Close() (err error) {
+	if !pw.started() {
 		pw.mu.Lock()
 		first := pw.first
 		pw.mu.Unlock()
@@ -201,11 +228,14 @@ func (pw *ParquetWriter) Close() (err error) {
 	if err := pw.endGroup(); err != nil {
 		return err
 	}
+	if pw.text != nil {
+		return pw.text.flush()
+	}
 	return pw.w.Close()
 }
 
 // Rows is how many rows were written.
-func (pw *ParquetWriter) Rows() int64 { return pw.wrote }
+func (pw *RowWriter) Rows() int64 { return pw.wrote }
 
 // groupStart is the first row of row group g, 1-based in the file.
 func (p *ParquetFile) groupStart(g int) int64 {

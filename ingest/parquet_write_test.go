@@ -8,11 +8,16 @@ import (
 )
 
 // copyRows writes the rows of p numbered by keep(row) (1-based) with a
-// ParquetWriter, row group by row group in chunks of chunk rows, as dedup
+// RowWriter, row group by row group in chunks of chunk rows, as dedup
 // does, and returns the file written.
 func copyRows(t testing.TB, p *ParquetFile, chunk int64, keep func(row int64) bool) ([]byte, error) {
+	return copyRowsAs(p, RowsAsRead, chunk, keep)
+}
+
+// copyRowsAs is copyRows writing format.
+func copyRowsAs(p *ParquetFile, format RowFormat, chunk int64, keep func(row int64) bool) ([]byte, error) {
 	var out bytes.Buffer
-	w := NewParquetWriter(&out)
+	w := NewRowWriter(&out, format)
 	if err := w.Schema(p); err != nil {
 		return nil, err
 	}

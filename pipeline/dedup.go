@@ -145,7 +145,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	if opts.Records.Spec.Format == ingest.FormatParquet && !opts.Check {
 		// Parquet rows are copied, not their bytes: the inputs stay
 		// open until the copy is done.
-		opts.rows = newParquetRows(out, opts.Duplicates)
+		opts.rows = newParquetRows(out, opts.Duplicates, opts.Records.Rows)
 		defer opts.rows.close()
 	}
 	toWrite, wg := startDedupStages(ctx, cancel, &opts, headers, shards)

@@ -44,7 +44,7 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 	if opts.Records.Spec.Format == ingest.FormatParquet {
 		// The second pass copies the rows it keeps from the inputs,
 		// which stay open until the copy is done.
-		rows = newParquetRows(out, opts.Duplicates)
+		rows = newParquetRows(out, opts.Duplicates, opts.Records.Rows)
 		defer rows.close()
 		second.Rows = rows
 	}

@@ -2,14 +2,13 @@ package pipeline
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/jsontext"
 )
 
 // QueryOutput selects what Query writes.
@@ -216,10 +215,10 @@ func recordKey(k **ingest.Keyer, spec ingest.KeySpec, headers *Headers, job chun
 // or "record_base64" by the same rule. The line ends with '\n'.
 func AppendQueryJSON(buf, key, rec []byte, fp fpstore.Fingerprint, present bool) []byte {
 	buf = append(buf, '{')
-	buf = appendJSONBytes(buf, "key", key)
+	buf = jsontext.AppendBytes(buf, "key", key)
 	if rec != nil {
 		buf = append(buf, ',')
-		buf = appendJSONBytes(buf, "record", rec)
+		buf = jsontext.AppendBytes(buf, "record", rec)
 	}
 	buf = append(buf, `,"fingerprint":"`...)
 	buf = fp.AppendHex(buf)
@@ -229,37 +228,6 @@ func AppendQueryJSON(buf, key, rec []byte, fp fpstore.Fingerprint, present bool)
 		buf = append(buf, `","present":false}`...)
 	}
 	return append(buf, '\n')
-}
-
-// appendJSONBytes appends "name":"b" when b is valid UTF-8, else
-// "name_base64":"base64 of b".
-func appendJSONBytes(buf []byte, name string, b []byte) []byte {
-	buf = append(buf, '"')
-	buf = append(buf, name...)
-	if !utf8.Valid(b) {
-		buf = append(buf, `_base64":"`...)
-		buf = base64.StdEncoding.AppendEncode(buf, b)
-		return append(buf, '"')
-	}
-	buf = append(buf, `":"`...)
-	const hex = "0123456789abcdef"
-	for _, c := range b {
-		switch {
-		case c == '"' || c == '\\':
-			buf = append(buf, '\\', c)
-		case c == '\n':
-			buf = append(buf, '\\', 'n')
-		case c == '\r':
-			buf = append(buf, '\\', 'r')
-		case c == '\t':
-			buf = append(buf, '\\', 't')
-		case c < 0x20 || c == 0x7f:
-			buf = append(buf, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			buf = append(buf, c)
-		}
-	}
-	return append(buf, '"')
 }
 
 // appendSelected appends the keys whose answer is want, each followed by

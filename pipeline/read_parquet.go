@@ -111,16 +111,16 @@ func estimateRows(inputs []string) int64 {
 // their Parquet inputs: the inputs stay open from their reading to the end
 // of the copy.
 type parquetRows struct {
-	out, side *ingest.ParquetWriter // side: DedupOptions.Duplicates
+	out, side *ingest.RowWriter // side: DedupOptions.Duplicates
 	mu        sync.Mutex
 	files     []*os.File
 	parsed    []*ingest.ParquetFile // by input index
 }
 
-func newParquetRows(out, side io.Writer) *parquetRows {
-	r := &parquetRows{out: ingest.NewParquetWriter(out)}
+func newParquetRows(out, side io.Writer, format ingest.RowFormat) *parquetRows {
+	r := &parquetRows{out: ingest.NewRowWriter(out, format)}
 	if side != nil {
-		r.side = ingest.NewParquetWriter(side)
+		r.side = ingest.NewRowWriter(side, format)
 	}
 	return r
 }

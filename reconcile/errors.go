@@ -65,6 +65,7 @@ const (
 	RebuildShardRange                            // Rebuild of a shard past the layout's (Value: it; Target: the shard count)
 	RebuildNeedsMem                              // Rebuild with Mem under a shard and 64 MiB (Value: the bytes needed)
 	ExtraNotListed                               // Extra with Probe or a bloom, which list nothing of the online side
+	BackfillRows                                 // BackfillFormat converts records that are not Parquet rows (Err: ingest's)
 )
 
 func (e *OptionError) Error() string {
@@ -89,6 +90,8 @@ func (e *OptionError) Error() string {
 		return "Records are read for a Backfill or for Apply (whole digests); give one of them"
 	case BadRecordsPolicy:
 		return fmt.Sprintf("BadRecords: %v", e.Err)
+	case BackfillRows:
+		return e.Err.Error()
 	case CheckpointWithoutApply:
 		return "a Checkpoint goes with Apply"
 	case NegativeRate:

@@ -25,6 +25,9 @@ type Options struct {
 	Missing, Extra string // indexes to write (optional)
 	Records        []string
 	Backfill       string
+	// BackfillFormat is how the backfill writes Parquet records' rows (as
+	// read, or converted to text: ingest.RowFormat).
+	BackfillFormat ingest.RowFormat
 	// RecordReading says how Records are read and keyed (nil: lines, each
 	// line a key), completed and checked against the index's recorded key
 	// recipe by ingest.ResolveRecipe, so that records read as the index was

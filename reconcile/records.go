@@ -71,6 +71,9 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	if err != nil {
 		return &OptionError{Rule: BadRecordsPolicy, Err: err}
 	}
+	if err := o.BackfillFormat.ForRecords(ro.Spec.Format); err != nil {
+		return &OptionError{Rule: BackfillRows, Err: err}
+	}
 	if ro.Spec.Format == ingest.FormatParquet && bad.Quarantines() {
 		return &OptionError{Rule: BadRecordsPolicy, Err: errors.New("quarantine does not write Parquet rows yet: skip counts them")}
 	}
@@ -85,7 +88,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	if bf != nil {
 		r.backfill = bufio.NewWriterSize(bf, 1<<20)
 		if ro.Spec.Format == ingest.FormatParquet {
-			r.rows = ingest.NewParquetWriter(r.backfill)
+			r.rows = ingest.NewRowWriter(r.backfill, o.BackfillFormat)
 		}
 	}
 	for _, name := range o.Records {
@@ -128,9 +131,9 @@ type recordsReader struct {
 	bad        *ingest.BadPolicy
 	st         *RecordStats
 	batch      *recordBatch
-	header     []byte                // the first input's header, as read; nil before it
-	backfill   *bufio.Writer         // nil: no backfill
-	rows       *ingest.ParquetWriter // the backfill of Parquet records
+	header     []byte            // the first input's header, as read; nil before it
+	backfill   *bufio.Writer     // nil: no backfill
+	rows       *ingest.RowWriter // the backfill of Parquet records
 	tmpDir     string
 	collect    *[][32]byte // nil: no digests to collect
 	maxDigests int64

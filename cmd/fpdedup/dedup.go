@@ -48,7 +48,13 @@ Parquet files (--format parquet, or their PAR1 magic) are keyed by columns
 in input order, with the first input's schema, metadata and codec, one output
 row group per input row group. Only the key columns are decoded to decide; a
 row group's kept rows are copied as it is decided, so memory holds a row
-group's key values and pages, never the file.
+group's key values and pages, never the file. --output-format csv, tsv or
+jsonl writes the rows as text instead, every value by the key text rules:
+csv and tsv a header of column paths, then a line a row (NULL an empty
+field; tsv has no quoting, so a value holding a TAB or line break is an
+error); jsonl an object a row, groups nested, numbers as numbers, NULL as
+null, bytes that are not UTF-8 as NAME_base64. Repeated (LIST) columns stay
+Parquet only.
 
 --format fp reads 32-digit hex fingerprints, a line each (dump's output), as
 the keys themselves: against an index of any recipe, and --record labels its
@@ -76,6 +82,7 @@ the pipe (… | head): the run ends quietly, nothing published.`,
 	f.StringVar(&o.record, "record", "", "publish the new first occurrences' fingerprints as an index at `OUT.fpx`")
 	f.StringVarP(&o.output, "output", "o", "", "write records to FILE, published atomically on success (default stdout)")
 	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl, parquet (keyed by --key; parquet writes parquet, found by its magic when not given), fp (32-digit hex fingerprints, a line each); default: the --against index's recipe")
+	o.records.addOutput(f, "stdout or -o, and --duplicates,")
 	f.Lookup("header").Usage += "; dedup writes it once, before the records"
 	f.BoolVar(&o.records.assumeRecipe, "assume-recipe", false, "read records with another --key/--key-sep than the --against index's, with a warning")
 	f.StringVar(&o.hash, "hash", "", "fingerprint hash: xxh3 or sha256 (default: the --against index's, else xxh3)")

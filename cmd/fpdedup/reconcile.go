@@ -101,7 +101,8 @@ Outputs: the summary on stderr; --report FILE.json (counts, spec, source,
 timings, samples of each side); --missing and --extra as indexes; with
 --records FILE... --backfill OUT gets the records whose keys are missing
 online, in input order, bytes unchanged (a csv/tsv header once, first);
-Parquet records give a Parquet backfill of their rows, every column as read.
+Parquet records give a Parquet backfill of their rows, every column as read
+(--output-format csv, tsv or jsonl: as text, as dedup writes them).
 --records are read as the index was built: its recorded --format, --key,
 --key-sep and --header, unless the record flags say otherwise (then they must
 give the same recipe, or --assume-recipe); --on-bad says what a record
@@ -155,7 +156,8 @@ written online and how to resume from --checkpoint.`,
 	f.StringVar(&o.extra, "extra", "", "write the fingerprints unknown offline as an index `OUT.fpx`")
 	f.StringArrayVar(&o.records, "records", nil, "records whose keys the index holds (repeatable; FILE arguments too), read with the index's recipe")
 	f.StringVar(&o.backfill, "backfill", "", "write the records whose keys are missing online to `OUT`")
-	o.recs.add(f, "lines (the whole record is the key), csv, tsv, jsonl (keyed by --key); default: the --index's recipe")
+	o.recs.add(f, "lines (the whole record is the key), csv, tsv, jsonl, parquet (keyed by --key); default: the --index's recipe")
+	o.recs.addOutput(f, "--backfill")
 	f.BoolVar(&o.recs.assumeRecipe, "assume-recipe", false, "read --records with another --key/--key-sep than the index's, with a warning")
 	f.BoolVar(&o.apply, "apply", false, "write the missing keys online (SET NX, SADD, INSERT IGNORE)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print on stdout what --apply would write, write nothing")
@@ -240,6 +242,9 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 			return opts, err
 		}
 		opts.RecordReading = &req
+		if opts.BackfillFormat, err = o.recs.rowFormat(); err != nil {
+			return opts, err
+		}
 		if opts.MaxRecord, err = o.recs.maxRecordBytes(cmd.Flags(), inv.mem); err != nil {
 			return opts, err
 		}

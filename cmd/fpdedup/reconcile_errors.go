@@ -117,7 +117,7 @@ func sayOptionError(e *reconcile.OptionError) string {
 		return "--backfill needs --records FILE…: the records to pick the missing ones from"
 	case reconcile.RecordsUnused:
 		return "--records is read for --backfill OUT or for --apply (whole digests); give one of them"
-	case reconcile.BadRecordsPolicy, reconcile.BadRecordSpec:
+	case reconcile.BadRecordsPolicy, reconcile.BadRecordSpec, reconcile.BackfillRows:
 		return say(e.Err) // ingest's, said with the record flags
 	case reconcile.CheckpointWithoutApply:
 		return "--checkpoint goes with --apply"

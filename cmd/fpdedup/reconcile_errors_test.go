@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/reconcile"
 )
 
@@ -29,6 +30,7 @@ func TestSayReconcile(t *testing.T) {
 		{&reconcile.OptionError{Rule: reconcile.BackfillWithoutRecords}, "--backfill needs --records FILE…: the records to pick the missing ones from"},
 		{&reconcile.OptionError{Rule: reconcile.RecordsUnused}, "--records is read for --backfill OUT or for --apply (whole digests); give one of them"},
 		{&reconcile.OptionError{Rule: reconcile.BadRecordsPolicy, Err: errors.New(`--on-bad must be fail, skip or quarantine=FILE, not "drop"`)}, `--on-bad must be fail, skip or quarantine=FILE, not "drop"`},
+		{&reconcile.OptionError{Rule: reconcile.BackfillRows, Err: ingest.RowsCSV.ForRecords(ingest.FormatCSV)}, "--output-format csv converts Parquet rows: csv records are written as they are read"},
 		{&reconcile.OptionError{Rule: reconcile.CheckpointWithoutApply}, "--checkpoint goes with --apply"},
 		{&reconcile.OptionError{Rule: reconcile.NegativeRate}, "--rate and --read-rate must be positive"},
 		{&reconcile.OptionError{Rule: reconcile.BadTargetFPR}, "--fpr is a rate between 0 and 1, such as 0.01"},

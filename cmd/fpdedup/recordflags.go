@@ -23,6 +23,7 @@ type recordFlags struct {
 	onBad        string
 	maxRecord    string
 	assumeRecipe bool
+	output       string // --output-format, for the commands that write rows
 }
 
 func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
@@ -33,6 +34,21 @@ func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
 	f.BoolVarP(&r.nul, "zero-terminated", "z", false, "lines format: records end with NUL, not newline")
 	f.StringVar(&r.onBad, "on-bad", "fail", "a bad record: fail (exit 2), skip (count it), or quarantine=FILE (write it there)")
 	f.StringVar(&r.maxRecord, "max-record", "64MiB", "a record longer than this size is bad (0: the longest --mem holds, an eighth of it, at most 1GiB); bounds memory when a csv quote is never closed; the default is lowered to an eighth of --mem")
+}
+
+// addOutput adds --output-format, which says how the rows of Parquet
+// records are written to what names.
+func (r *recordFlags) addOutput(f *pflag.FlagSet, what string) {
+	f.StringVar(&r.output, "output-format", "", "write the rows of Parquet records to "+what+" as csv or tsv (a header of column paths, then a line a row) or jsonl (an object a row); default: Parquet, the first input's schema")
+}
+
+// rowFormat is --output-format.
+func (r *recordFlags) rowFormat() (ingest.RowFormat, error) {
+	f, err := ingest.ParseRowFormat(r.output)
+	if err != nil {
+		return f, usageErrorf("--output-format: %v", err)
+	}
+	return f, nil
 }
 
 // quarantinePath is the FILE of an --on-bad quarantine=FILE value, for the
@@ -166,6 +182,12 @@ func (r *recordFlags) reading(j *job, hash ingest.Hash, against []ingest.IndexRe
 		fmt.Fprintln(j.inv.stderr, "fpdedup: warning:", w, "(--assume-recipe)")
 	}
 	o.Spec, o.HexInput = spec, hex
+	if o.Rows, err = r.rowFormat(); err != nil {
+		return o, err
+	}
+	if err := o.Rows.ForRecords(spec.Format); err != nil {
+		return o, usageErrorf("%s", err)
+	}
 	if o.OnBad, err = ingest.ParseOnBad(r.onBad); err != nil {
 		return o, usageErrorf("%s", say(err))
 	}
