@@ -28,6 +28,7 @@ func copyParquet(b []byte, limit int64) error {
 	}
 	defer p.Close()
 	w := NewRowWriter(io.Discard, RowsAsRead)
+	defer w.Abort()
 	if err := w.Schema(p); err != nil {
 		return err
 	}

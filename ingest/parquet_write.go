@@ -1,8 +1,10 @@
 package ingest
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
@@ -14,10 +16,10 @@ import (
 // (RowsParquet, RowsAsRead), it is one file with the first input's schema,
 // key-value metadata and codec; each input row group that gives rows
 // becomes one output row group, written as its last rows are decided, so
-// memory holds one row group's pages, never the file. As text (RowsCSV,
-// RowsTSV, RowsJSONL: textRows), each row is a line. Inputs whose schema
-// differs from the first's are an error naming both and the first column
-// that differs.
+// memory holds two row groups' pages at most (Write), never the file. As
+// text (RowsCSV, RowsTSV, RowsJSONL: textRows), each row is a line. Inputs
+// whose schema differs from the first's are an error naming both and the
+// first column that differs. A run that fails before Close calls Abort.
 type RowWriter struct {
 	out    io.Writer
 	format RowFormat
@@ -29,16 +31,14 @@ type RowWriter struct {
 	mu    sync.Mutex
 	first *ParquetFile
 
-	src   *ParquetFile // the row group being copied from
-	group int
-	rows  parquet.Rows
-	next  int64 // the row of the group rows reads next
-	buf   []parquet.Row
-	kept  []parquet.Row
-	wrote int64 // rows written
-	// scratch is the writer's own: the reader may be checking pages of
-	// the same file meanwhile.
-	scratch pageScratch
+	// The row group being copied: as text, read and written here (cur);
+	// as Parquet, by its own goroutine (copying), after which it is
+	// committed in order (see Write).
+	cur     *groupRows
+	copying *groupCopy
+	wrote   int64          // rows written
+	free    []*pageScratch // the scratch of row groups done with
+	aborted bool
 }
 
 // NewRowWriter writes to out as format says.
@@ -125,6 +125,13 @@ func (pw *RowWriter) start(p *ParquetFile) error {
 // Write writes the rows of p numbered rows (1-based in the file, as
 // Chunk.FirstRecord numbers them), all in row group g, ascending; rows
 // after earlier calls' rows of the same group.
+//
+// As Parquet, a row group is copied by a goroutine of its own, into a row
+// group of the output that is committed when the next one starts, once the
+// one before is done: decoding and encoding (zstd, most of a copy's time)
+// overlap with deciding the next row group's rows and with its copy. Two
+// row groups' pages are held at most. A failure of the copy is returned by
+// a later Write or by Close.
 func (pw *RowWriter) Write(p *ParquetFile, g int, rows []int64) (err error) {
 	defer recoverParquet(p.name, &err)
 	if !pw.started() {
@@ -132,74 +139,265 @@ func (pw *RowWriter) Write(p *ParquetFile, g int, rows []int64) (err error) {
 			return err
 		}
 	}
-	if pw.src != p || pw.group != g {
-		if err := pw.endGroup(); err != nil {
-			return err
-		}
-		if err := p.checkGroup(g, &pw.scratch); err != nil {
-			return err
-		}
-		pw.src, pw.group, pw.next = p, g, 0
-		pw.rows = p.file.RowGroups()[g].Rows()
+	if len(rows) == 0 {
+		return nil
 	}
-	base := p.groupStart(g) // the group's first row, 1-based in the file
-	total := p.file.RowGroups()[g].NumRows()
-	// The rows are read in order, every one (the library's seek reads a
-	// column's pages again from the group's start), in batches; the ones
-	// asked for are written.
+	if pw.text != nil {
+		if pw.cur == nil || pw.cur.p != p || pw.cur.g != g {
+			if err := pw.endText(); err != nil {
+				return err
+			}
+			if pw.cur, err = pw.openGroup(p, g); err != nil {
+				return err
+			}
+		}
+		n := int64(len(rows))
+		if err := pw.cur.take(rows, func(kept []parquet.Row, nums []int64) error {
+			return pw.text.write(p, g, kept, nums)
+		}); err != nil {
+			return err
+		}
+		pw.wrote += n
+		return nil
+	}
+	c := pw.copying
+	if c == nil || c.p != p || c.g != g {
+		if err := pw.endCopy(); err != nil {
+			return err
+		}
+		c = pw.startCopy(p, g)
+	}
+	if rows[0] <= c.asked {
+		return fmt.Errorf("%s: row %d is not ahead in row group %d", p.name, rows[0], g)
+	}
+	c.asked = rows[len(rows)-1]
+	select {
+	case c.jobs <- slices.Clone(rows):
+		pw.wrote += int64(len(rows))
+		return nil
+	case err := <-c.done: // it failed (its rows are not all here yet), and reads no more
+		c.done <- err
+		return err
+	}
+}
+
+// groupRows reads the rows of row group g of p in order, every one (the
+// library's seek reads a column's pages again from the group's start),
+// in batches, and hands on those asked for.
+type groupRows struct {
+	p          *ParquetFile
+	g          int
+	rows       parquet.Rows
+	base       int64 // the group's first row, 1-based in the file
+	total      int64
+	next       int64 // the row of the group rows reads next
+	buf, kept  []parquet.Row
+	scratch    *pageScratch
+	returnedTo *RowWriter
+}
+
+// openGroup checks every page of row group g of p (checkGroup) before
+// its rows are decoded, and starts reading them.
+func (pw *RowWriter) openGroup(p *ParquetFile, g int) (*groupRows, error) {
+	pw.mu.Lock()
+	sc := &pageScratch{}
+	if n := len(pw.free); n > 0 {
+		sc, pw.free = pw.free[n-1], pw.free[:n-1]
+	}
+	pw.mu.Unlock()
+	gr := &groupRows{p: p, g: g, scratch: sc, returnedTo: pw, base: p.groupStart(g), total: p.file.RowGroups()[g].NumRows()}
+	if err := p.checkGroup(g, sc); err != nil {
+		gr.close()
+		return nil, err
+	}
+	gr.rows = p.file.RowGroups()[g].Rows()
+	return gr, nil
+}
+
+// take hands fn the rows numbered rows, ascending and ahead of those
+// taken before, a batch at a time, with their numbers.
+func (gr *groupRows) take(rows []int64, fn func(kept []parquet.Row, nums []int64) error) error {
 	for len(rows) > 0 {
-		at := rows[0] - base
-		if at < pw.next || at >= total || rows[len(rows)-1]-base >= total {
-			return fmt.Errorf("%s: row %d is not ahead in row group %d", p.name, rows[0], g)
+		at := rows[0] - gr.base
+		if at < gr.next || at >= gr.total || rows[len(rows)-1]-gr.base >= gr.total {
+			return fmt.Errorf("%s: row %d is not ahead in row group %d", gr.p.name, rows[0], gr.g)
 		}
 		// Read rows [next, last): up to the last row asked for, which a
 		// later call must find still ahead.
-		last := min(pw.next+parquetCopyBatch, rows[len(rows)-1]-base+1, total)
-		if cap(pw.buf) < parquetCopyBatch {
-			pw.buf = make([]parquet.Row, parquetCopyBatch)
+		last := min(gr.next+parquetCopyBatch, rows[len(rows)-1]-gr.base+1, gr.total)
+		if cap(gr.buf) < parquetCopyBatch {
+			gr.buf = make([]parquet.Row, parquetCopyBatch)
 		}
-		buf := pw.buf[:last-pw.next]
-		got, err := pw.rows.ReadRows(buf)
-		if int64(got) < last-pw.next {
+		buf := gr.buf[:last-gr.next]
+		got, err := gr.rows.ReadRows(buf)
+		if int64(got) < last-gr.next {
 			if err == nil || err == io.EOF {
-				err = fmt.Errorf("%d rows where the footer says %d", pw.next+int64(got), total)
+				err = fmt.Errorf("%d rows where the footer says %d", gr.next+int64(got), gr.total)
 			}
-			return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: %v", g, err)}
+			return &ParquetError{Name: gr.p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: %v", gr.g, err)}
 		}
-		kept, nums := pw.kept[:0], rows
-		for len(rows) > 0 && rows[0]-base < last {
-			kept = append(kept, buf[rows[0]-base-pw.next])
+		kept, nums := gr.kept[:0], rows
+		for len(rows) > 0 && rows[0]-gr.base < last {
+			kept = append(kept, buf[rows[0]-gr.base-gr.next])
 			rows = rows[1:]
 		}
-		pw.kept = kept
-		if pw.text != nil {
-			err = pw.text.write(p, g, kept, nums)
-		} else {
-			_, err = pw.w.WriteRows(kept)
-		}
-		if err != nil {
+		gr.kept = kept
+		if err := fn(kept, nums); err != nil {
 			return err
 		}
-		pw.wrote += int64(len(kept))
-		pw.next = last
+		gr.next = last
 	}
 	return nil
+}
+
+// close gives the scratch back for the next row group.
+func (gr *groupRows) close() {
+	if gr.rows != nil {
+		gr.rows.Close()
+		gr.rows = nil
+	}
+	pw := gr.returnedTo
+	pw.mu.Lock()
+	pw.free = append(pw.free, gr.scratch)
+	pw.mu.Unlock()
 }
 
 // parquetCopyBatch is how many rows a copy reads at once.
 const parquetCopyBatch = 1024
 
-// endGroup closes the output row group of the rows copied so far.
-func (pw *RowWriter) endGroup() error {
-	if pw.rows == nil {
+// groupCopy is a row group being copied by its own goroutine.
+type groupCopy struct {
+	p     *ParquetFile
+	g     int
+	asked int64        // the last row asked for
+	jobs  chan []int64 // the rows to copy, closed when the group ends
+	done  chan error   // the copy's end, once (buffered)
+	rg    *parquet.ConcurrentRowGroupWriter
+	prev  *groupCopy // the group before, not yet committed
+}
+
+// startCopy starts the copy of row group g of p.
+func (pw *RowWriter) startCopy(p *ParquetFile, g int) *groupCopy {
+	c := &groupCopy{p: p, g: g, jobs: make(chan []int64, 4), done: make(chan error, 1), rg: pw.w.BeginRowGroup(), prev: pw.copying}
+	pw.copying = c
+	jobs := c.jobs // c.jobs is the sender's: it sets it to nil as it closes it
+	go func() {
+		var err error
+		defer func() { c.done <- err }()
+		defer recoverParquet(p.name, &err)
+		gr, err := pw.openGroup(p, g)
+		if err != nil {
+			return
+		}
+		defer gr.close()
+		for rows := range jobs {
+			err = gr.take(rows, func(kept []parquet.Row, _ []int64) error {
+				_, err := c.rg.WriteRows(kept)
+				return err
+			})
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return c
+}
+
+// endCopy ends the rows of the group being copied and commits the group
+// before it, which must be done first: the output's row groups are in
+// input order, and at most two are held. The group ended is committed by
+// the next endCopy, or by finishCopies.
+func (pw *RowWriter) endCopy() error {
+	c := pw.copying
+	if c == nil {
 		return nil
 	}
-	pw.rows.Close()
-	pw.rows, pw.src = nil, nil
-	if pw.text != nil {
-		return pw.text.flush()
+	if c.jobs != nil {
+		close(c.jobs)
+		c.jobs = nil
 	}
-	return pw.w.Flush()
+	if c.prev == nil {
+		return nil
+	}
+	prev := c.prev
+	c.prev = nil
+	return pw.commit(prev)
+}
+
+// commit waits for c's copy and writes its row group to the output.
+func (pw *RowWriter) commit(c *groupCopy) (err error) {
+	if err := <-c.done; err != nil {
+		c.done <- err // said again, if asked again
+		return err
+	}
+	c.done <- nil
+	defer recoverParquet(c.p.name, &err)
+	_, err = c.rg.Commit()
+	return err
+}
+
+// finishCopies ends and commits every group being copied, in order.
+func (pw *RowWriter) finishCopies() error {
+	if err := pw.endCopy(); err != nil {
+		pw.Abort()
+		return err
+	}
+	c := pw.copying
+	pw.copying = nil
+	if c == nil {
+		return nil
+	}
+	return pw.commit(c)
+}
+
+// Commit waits for the row groups being copied and writes them to the
+// output: the inputs they are copied from may be closed after it.
+func (pw *RowWriter) Commit() error {
+	if pw.text != nil {
+		return pw.endText()
+	}
+	return pw.finishCopies()
+}
+
+// Abort stops the copies under way and waits for them, writing nothing
+// more: for a run that failed before Close. Close after it fails.
+func (pw *RowWriter) Abort() {
+	for c := pw.copying; c != nil; c = c.prev {
+		if c.jobs != nil {
+			close(c.jobs)
+			c.jobs = nil
+		}
+		err := <-c.done
+		c.done <- err
+	}
+	pw.copying = nil
+	pw.aborted = true
+	if pw.cur != nil {
+		pw.cur.close()
+		pw.cur = nil
+	}
+	pw.closeScratch()
+}
+
+// endText ends the row group read for text output.
+func (pw *RowWriter) endText() error {
+	if pw.cur != nil {
+		pw.cur.close()
+		pw.cur = nil
+	}
+	return pw.text.flush()
+}
+
+// closeScratch frees the zstd decoders of the scratch kept.
+func (pw *RowWriter) closeScratch() {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	for _, sc := range pw.free {
+		if sc.expand.zstd != nil {
+			sc.expand.zstd.Close()
+			sc.expand.zstd = nil
+		}
+	}
 }
 
 // started reports whether the output's writer is made.
@@ -207,9 +405,11 @@ func (pw *RowWriter) started() bool { return pw.w != nil || pw.text != nil }
 
 // Close writes the last row group and the footer; with no rows written it
 // writes a file of the first input's schema and no rows (as text: the
-// header alone, or nothing). It does not
-// close the writer it writes to.
+// header alone, or nothing). It does not close the writer it writes to.
 func (pw *RowWriter) Close() (err error) {
+	if pw.aborted {
+		return errors.New("the Parquet output was aborted")
+	}
 	if !pw.started() {
 		pw.mu.Lock()
 		first := pw.first
@@ -222,14 +422,12 @@ func (pw *RowWriter) Close() (err error) {
 		}
 	}
 	defer recoverParquet("the output", &err)
-	if pw.scratch.expand.zstd != nil {
-		pw.scratch.expand.zstd.Close()
-	}
-	if err := pw.endGroup(); err != nil {
-		return err
-	}
+	defer pw.closeScratch()
 	if pw.text != nil {
-		return pw.text.flush()
+		return pw.endText()
+	}
+	if err := pw.finishCopies(); err != nil {
+		return err
 	}
 	return pw.w.Close()
 }

@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"bytes"
+	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ func copyRows(t testing.TB, p *ParquetFile, chunk int64, keep func(row int64) bo
 func copyRowsAs(p *ParquetFile, format RowFormat, chunk int64, keep func(row int64) bool) ([]byte, error) {
 	var out bytes.Buffer
 	w := NewRowWriter(&out, format)
+	defer w.Abort()
 	if err := w.Schema(p); err != nil {
 		return nil, err
 	}
@@ -98,5 +101,39 @@ func TestParquetWriterCopiesRows(t *testing.T) {
 	}
 	if checked < 15 {
 		t.Fatalf("%d columns checked", checked)
+	}
+}
+
+// TestRowWriterAbort: copies under way stop and their goroutines end at
+// Abort, and the output cannot be closed after it; a damaged row group's
+// copy fails the Write after it or Close, never silently.
+func TestRowWriterAbort(t *testing.T) {
+	in := openFixture(t, "types.parquet")
+	before := runtime.NumGoroutine()
+	w := NewRowWriter(io.Discard, RowsAsRead)
+	if err := w.Schema(in); err != nil {
+		t.Fatal(err)
+	}
+	for g, rows := range [][]int64{{1, 5, 9}, {2049, 2050}} {
+		if err := w.Write(in, g, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Abort()
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after Abort, %d before", n, before)
+	}
+	if err := w.Close(); err == nil {
+		t.Fatal("Close after Abort succeeded")
+	}
+	// Rows past the group's end: the copy's error comes back.
+	w = NewRowWriter(io.Discard, RowsAsRead)
+	defer w.Abort()
+	err := w.Write(in, 0, []int64{1, 3000})
+	if err == nil {
+		err = w.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "not ahead in row group 0") {
+		t.Fatalf("rows past the group: %v", err)
 	}
 }

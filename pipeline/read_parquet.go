@@ -180,8 +180,13 @@ func (r *parquetRows) finish() error {
 	return nil
 }
 
-// close closes the inputs.
+// close stops the copies still under way (after finish: none) and
+// closes the inputs.
 func (r *parquetRows) close() {
+	r.out.Abort()
+	if r.side != nil {
+		r.side.Abort()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.parsed {

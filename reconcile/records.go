@@ -89,6 +89,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 		r.backfill = bufio.NewWriterSize(bf, 1<<20)
 		if ro.Spec.Format == ingest.FormatParquet {
 			r.rows = ingest.NewRowWriter(r.backfill, o.BackfillFormat)
+			defer r.rows.Abort() // a failed run's copies stop; after Close, nothing
 		}
 	}
 	for _, name := range o.Records {
@@ -277,6 +278,12 @@ func (r *recordsReader) readParquet(ctx context.Context, name string) error {
 			return err
 		}
 		r.st.Bytes += p.RowGroupBytes(g)
+	}
+	if r.rows != nil {
+		// The rows are copied from f, closed when this returns.
+		if err := r.rows.Commit(); err != nil {
+			return backfillError(err)
+		}
 	}
 	return nil
 }

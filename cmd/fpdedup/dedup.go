@@ -47,8 +47,9 @@ Parquet files (--format parquet, or their PAR1 magic) are keyed by columns
 (--key user_id,device_id,ts) and written as Parquet: the kept rows unchanged,
 in input order, with the first input's schema, metadata and codec, one output
 row group per input row group. Only the key columns are decoded to decide; a
-row group's kept rows are copied as it is decided, so memory holds a row
-group's key values and pages, never the file. --output-format csv, tsv or
+row group's kept rows are copied as it is decided, while the next is decided,
+so memory holds a row group's key values and two row groups' pages, never the
+file. --output-format csv, tsv or
 jsonl writes the rows as text instead, every value by the key text rules:
 csv and tsv a header of column paths, then a line a row (NULL an empty
 field; tsv has no quoting, so a value holding a TAB or line break is an
