@@ -35,6 +35,7 @@ type BadPolicy struct {
 	streamed  sync.Cond
 	n         atomic.Int64
 	first     *RecordError
+	rows      badRows // Parquet rows to quarantine (badrows.go)
 }
 
 // ParseOnBad reads an --on-bad value.
@@ -104,6 +105,9 @@ func (p *BadPolicy) Handle(re *RecordError, rec []byte) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if re.RowGroup > 0 {
+		return p.keepRow(re) // copied when the run commits
+	}
 	for p.streaming {
 		p.streamed.Wait() // a too-long record is being written: keep it whole
 	}
@@ -174,6 +178,16 @@ func (p *BadPolicy) Close(g *atomicfile.Group, success bool) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.closeSources()
+	if success && p.err == nil {
+		if err := p.writeRows(); err != nil {
+			if p.file != nil {
+				p.file.Abort()
+				p.file = nil
+			}
+			return err
+		}
+	}
 	if p.file == nil {
 		return nil
 	}

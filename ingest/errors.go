@@ -48,6 +48,7 @@ type RecordError struct {
 	Line     int64
 	Record   int64
 	RowGroup int // a Parquet row's row group + 1; 0 in other formats
+	Input    int // a Parquet row's input, numbered among the run's inputs from 0
 	Err      error
 }
 

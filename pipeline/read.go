@@ -319,7 +319,7 @@ func (w *recordWorker) eachAt(job chunkJob, fn func(rec []byte, fp fpstore.Finge
 			fp, kerr = w.keyer.Fingerprint(rec, first, simple, w.opts.Hash)
 		}
 		if kerr != nil {
-			re := &ingest.RecordError{Name: job.name, Line: line, Record: recNo, RowGroup: c.RowGroup, Err: kerr}
+			re := &ingest.RecordError{Name: job.name, Line: line, Record: recNo, RowGroup: c.RowGroup, Input: job.in, Err: kerr}
 			if err = w.opts.OnBad.Handle(re, rec); err != nil {
 				return false
 			}

@@ -27,8 +27,14 @@ func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs
 	// A page and a row group's key values are held decoded: the bound a
 	// record has in the text formats, four times (the default --max-record,
 	// 64 MiB, gives 256 MiB).
-	p, err := ingest.OpenParquet(name, f, size, 4*int64(opts.Records.MaxRecord))
+	limit := 4 * int64(opts.Records.MaxRecord)
+	p, err := ingest.OpenParquet(name, f, size, limit)
 	if err != nil {
+		f.Close()
+		return err
+	}
+	if err := opts.Records.OnBad.ParquetSource(i, name, f, size, limit); err != nil {
+		p.Close()
 		f.Close()
 		return err
 	}

@@ -141,7 +141,7 @@ func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
 			}
 		}
 		if kerr != nil {
-			re := &ingest.RecordError{Name: job.name, Line: line, Record: recNo, Err: kerr}
+			re := &ingest.RecordError{Name: job.name, Line: line, Record: recNo, RowGroup: job.chunk.RowGroup, Input: job.in, Err: kerr}
 			if err = opts.Records.OnBad.Handle(re, rec); err != nil {
 				return false
 			}

@@ -74,9 +74,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	if err := o.BackfillFormat.ForRecords(ro.Spec.Format); err != nil {
 		return &OptionError{Rule: BackfillRows, Err: err}
 	}
-	if ro.Spec.Format == ingest.FormatParquet && bad.Quarantines() {
-		return &OptionError{Rule: BadRecordsPolicy, Err: errors.New("quarantine does not write Parquet rows yet: skip counts them")}
-	}
+	bad.WritesRows(o.BackfillFormat)
 	defer func() {
 		st.Bad = bad.Count()
 		if cerr := bad.Close(o.Group, err == nil); err == nil {
@@ -92,7 +90,8 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 			defer r.rows.Abort() // a failed run's copies stop; after Close, nothing
 		}
 	}
-	for _, name := range o.Records {
+	for i, name := range o.Records {
+		r.batch.input = i
 		if err := r.readInput(ctx, name); err != nil {
 			return err
 		}
@@ -232,11 +231,15 @@ func (r *recordsReader) readParquet(ctx context.Context, name string) error {
 		return err
 	}
 	defer f.Close()
-	p, err := ingest.OpenParquet(name, f, size, 4*int64(r.maxRecord))
+	limit := 4 * int64(r.maxRecord)
+	p, err := ingest.OpenParquet(name, f, size, limit)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
+	if err := r.bad.ParquetSource(r.batch.input, name, f, size, limit); err != nil {
+		return err
+	}
 	cols, err := p.ResolveKey(r.spec.Keys)
 	if err != nil {
 		return ingest.InInput(err, name)
@@ -351,6 +354,7 @@ type recordBatch struct {
 	rows    []int64  // the records' numbers
 	// rowGroup is the 1-based row group of a Parquet chunk, for messages.
 	rowGroup int
+	input    int // the input's number among the records, for a Parquet row's quarantine
 	found    []bool
 	hits     []int // indexes of the records whose key is missing online
 }
@@ -366,7 +370,7 @@ func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer,
 		st.Records++
 		key, kerr := keyer.Key(rec, firstBOM && recNo == 1)
 		if kerr != nil {
-			if err = bad.Handle(&ingest.RecordError{Name: name, Line: line, Record: recNo, RowGroup: p.rowGroup, Err: kerr}, rec); err != nil {
+			if err = bad.Handle(&ingest.RecordError{Name: name, Line: line, Record: recNo, RowGroup: p.rowGroup, Input: p.input, Err: kerr}, rec); err != nil {
 				return false
 			}
 		} else {

@@ -32,7 +32,7 @@ func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
 	f.StringVar(&r.keySep, "key-sep", ":", "joins the key fields (user_id:device_id:timestamp_ms, as online)")
 	f.BoolVar(&r.header, "header", false, "csv/tsv: the first record of each input is a header: it names columns and is not a record")
 	f.BoolVarP(&r.nul, "zero-terminated", "z", false, "lines format: records end with NUL, not newline")
-	f.StringVar(&r.onBad, "on-bad", "fail", "a bad record: fail (exit 2), skip (count it), or quarantine=FILE (write it there)")
+	f.StringVar(&r.onBad, "on-bad", "fail", "a bad record: fail (exit 2), skip (count it), or quarantine=FILE (write it there: its bytes, or a Parquet row as a row of its file)")
 	f.StringVar(&r.maxRecord, "max-record", "64MiB", "a record longer than this size is bad (0: the longest --mem holds, an eighth of it, at most 1GiB); bounds memory when a csv quote is never closed; the default is lowered to an eighth of --mem")
 }
 
@@ -191,10 +191,7 @@ func (r *recordFlags) reading(j *job, hash ingest.Hash, against []ingest.IndexRe
 	if o.OnBad, err = ingest.ParseOnBad(r.onBad); err != nil {
 		return o, usageErrorf("%s", say(err))
 	}
-	if spec.Format == ingest.FormatParquet && o.OnBad.Quarantines() {
-		// A row has no bytes of its own to set aside.
-		return o, usageErrorf("--on-bad quarantine does not write Parquet rows yet: --on-bad skip counts them")
-	}
+	o.OnBad.WritesRows(o.Rows)
 	j.records(o.OnBad)
 	o.MaxRecord, err = r.maxRecordBytes(j.cmd.Flags(), j.inv.mem)
 	return o, err

@@ -1,0 +1,160 @@
+package ingest
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"os"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
+)
+
+// A bad Parquet row has no bytes of its own to set aside as it is met: it
+// is a place in its file. Under quarantine, the policy keeps each bad
+// row's place and, when the run commits, copies those rows from the inputs
+// (RowWriter, in input order, with the first input's schema, or as text
+// under --output-format) into the quarantine file.
+
+// maxBadRows bounds the places held: 16 bytes each, 64 MiB.
+const maxBadRows = 1 << 22
+
+// badRows are the places of the bad Parquet rows met, and the inputs to
+// copy them from.
+type badRows struct {
+	format  RowFormat
+	sources map[int]*rowSource
+	places  []rowPlace
+}
+
+type rowPlace struct {
+	in, group int32
+	row       int64
+}
+
+// rowSource is a Parquet input, open on a descriptor of the policy's own.
+type rowSource struct {
+	name  string
+	f     *os.File
+	size  int64
+	limit int64
+}
+
+// WritesRows says how quarantined Parquet rows are written: the format of
+// the run's outputs (RecordOptions.Rows).
+func (p *BadPolicy) WritesRows(f RowFormat) {
+	if p != nil {
+		p.mu.Lock()
+		p.rows.format = f
+		p.mu.Unlock()
+	}
+}
+
+// ParquetSource tells a quarantining policy of Parquet input i, f of size
+// bytes, read with limit (OpenParquet): its bad rows are copied from it
+// when the run commits, through a descriptor the policy keeps (so a spool
+// already unlinked, or an input the reader closes, is still there).
+func (p *BadPolicy) ParquetSource(i int, name string, f *os.File, size, limit int64) error {
+	if !p.Quarantines() {
+		return nil
+	}
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return &QuarantineError{Path: p.path, Err: fmt.Errorf("cannot keep %s open for its bad rows: %w", name, err)}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rows.sources == nil {
+		p.rows.sources = map[int]*rowSource{}
+	}
+	if old := p.rows.sources[i]; old != nil {
+		old.f.Close()
+	}
+	p.rows.sources[i] = &rowSource{name: name, f: os.NewFile(uintptr(fd), name), size: size, limit: limit}
+	return nil
+}
+
+// keepRow keeps the place of the bad row re (a Parquet row). Called with
+// mu held.
+func (p *BadPolicy) keepRow(re *RecordError) error {
+	if p.err != nil {
+		return p.err
+	}
+	if len(p.rows.places) >= maxBadRows {
+		p.err = &QuarantineError{Path: p.path, Err: fmt.Errorf("more than %d bad Parquet rows: their places are held in memory until the run commits; --on-bad skip counts them", maxBadRows)}
+		return p.err
+	}
+	if p.rows.sources[re.Input] == nil {
+		p.err = &QuarantineError{Path: p.path, Err: fmt.Errorf("%s: a bad row of an input the quarantine was not told of", re.Name)}
+		return p.err
+	}
+	p.rows.places = append(p.rows.places, rowPlace{in: int32(re.Input), group: int32(re.RowGroup - 1), row: re.Record})
+	return nil
+}
+
+// writeRows copies the bad rows kept into the quarantine file, in input
+// order. Called with mu held, when the run succeeded.
+func (p *BadPolicy) writeRows() (err error) {
+	if len(p.rows.places) == 0 {
+		return nil
+	}
+	places := p.rows.places
+	slices.SortFunc(places, func(a, b rowPlace) int {
+		return cmp.Or(cmp.Compare(a.in, b.in), cmp.Compare(a.row, b.row))
+	})
+	places = slices.Compact(places) // a row met by two passes is one row
+	f, err := atomicfile.Create(p.path)
+	if err != nil {
+		return &QuarantineError{Path: p.path, Err: err}
+	}
+	p.file = f
+	bw := bufio.NewWriterSize(f, 1<<20)
+	w := NewRowWriter(bw, p.rows.format)
+	defer w.Abort()
+	for len(places) > 0 {
+		in := places[0].in
+		n := 0
+		for n < len(places) && places[n].in == in {
+			n++
+		}
+		src := p.rows.sources[int(in)]
+		pf, err := OpenParquet(src.name, src.f, src.size, src.limit)
+		if err != nil {
+			return err
+		}
+		err = w.Schema(pf)
+		for i := 0; err == nil && i < n; {
+			g := places[i].group
+			var rows []int64
+			for ; i < n && places[i].group == g; i++ {
+				rows = append(rows, places[i].row)
+			}
+			err = w.Write(pf, int(g), rows)
+		}
+		if err == nil {
+			err = w.Commit() // before pf closes
+		}
+		pf.Close()
+		if err != nil {
+			return err
+		}
+		places = places[n:]
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return &QuarantineError{Path: p.path, Err: err, Writing: true}
+	}
+	return nil
+}
+
+// closeSources closes the descriptors kept. Called with mu held.
+func (p *BadPolicy) closeSources() {
+	for _, s := range p.rows.sources {
+		s.f.Close()
+	}
+	p.rows.sources, p.rows.places = nil, nil
+}
