@@ -149,7 +149,7 @@ func hintFor(err error) string {
 	case errors.As(err, &re) && re.Problem == reconcile.ReplyTooLarge:
 		return "a reply that large (a SCAN page, a probe batch) needs a larger share of memory: lower count= in the --online URL or --batch, or raise --mem"
 	case errors.Is(err, fpstore.ErrBadHex):
-		return "build --format fp and query --fp read one 32-digit hex fingerprint per line, as dump prints them"
+		return "build --format fp, dedup --format fp and query --fp read one 32-digit hex fingerprint per line, as dump prints them"
 	}
 	return ""
 }
