@@ -1,13 +1,12 @@
 package fpstore
 
 import (
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/devrate"
 )
 
 // Cold reads. A batch of lookups in an index that is not in memory used to
@@ -20,7 +19,7 @@ import (
 // (MADV_WILLNEED: reads queued together, in flight in parallel) before it
 // touches them, in groups of coldGroupSize keys. Whether that costs less
 // than one sequential read of the file is priced with the device's rates
-// (deviceRates); answers, order and the checks of every page are the
+// (Index.deviceRates); answers, order and the checks of every page are the
 // warm path's.
 
 // coldGroupSize is how many keys' pages are asked for at once: enough to
@@ -43,26 +42,22 @@ const coldMinBatch = 64
 // neighbours, a fingerprints page or two.
 const coldPagesPerKey = 2.5
 
-// deviceRates are the device's 4 KiB random reads a second at depth 32 and
-// its sequential bytes a second. The defaults are this project's test
-// machine's (fio: 28k IOPS on the day of issue 30, 67k another; 2 GB/s in
-// 2 MiB reads); FPDEDUP_DEVICE=rand=N,seq=BYTES overrides them.
-func deviceRates() (rand, seq float64) {
-	rand, seq = 28000, 2e9
-	for _, kv := range strings.Split(os.Getenv("FPDEDUP_DEVICE"), ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		f, err := strconv.ParseFloat(v, 64)
-		if !ok || err != nil || f <= 0 {
-			continue
+// measuredSize is the smallest index whose device is measured for a plan
+// (devrate.For, once per device, cached): below it a whole read is cheap
+// either way and the defaults do.
+const measuredSize = 1 << 30
+
+// deviceRates are the rates of the device under the index: 4 KiB random
+// reads a second at depth 32 and sequential bytes a second.
+func (x *Index) deviceRates() (rand, seq float64) {
+	x.ratesOnce.Do(func() {
+		r, ok, _ := devrate.EnvOverride(devrate.Default)
+		if !ok && int64(x.size) >= measuredSize {
+			r, _ = devrate.For(x.path)
 		}
-		switch k {
-		case "rand":
-			rand = f
-		case "seq":
-			seq = f
-		}
-	}
-	return rand, seq
+		x.rates = r
+	})
+	return x.rates.Random, x.rates.Seq
 }
 
 // planBatch decides how a batch's pages are read: counted as before for a
@@ -90,7 +85,7 @@ func (x *Index) planBatch(fps []Fingerprint) (cold bool) {
 		x.countLookups(n)
 		return false
 	}
-	rand, seq := deviceRates()
+	rand, seq := x.deviceRates()
 	if float64(n)*coldPagesPerKey/rand > float64(x.size)/seq {
 		x.readWhole()
 		return false

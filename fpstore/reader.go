@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 
+	"github.com/fpdedup/fpdedup/internal/devrate"
 	"github.com/fpdedup/fpdedup/internal/failpoint"
 	"github.com/fpdedup/fpdedup/internal/prefetch"
 )
@@ -29,11 +30,14 @@ import (
 // far as lookupcheck.go says; Verify checks all of it.
 type Index struct {
 	path string
-	size int64
-	data []byte // the whole file, mapped read-only
-	file *os.File
-	foot footer
-	segs []segSlot
+	// rates: the device's, for cold batch plans (deviceRates)
+	ratesOnce sync.Once
+	rates     devrate.Rates
+	size      int64
+	data      []byte // the whole file, mapped read-only
+	file      *os.File
+	foot      footer
+	segs      []segSlot
 
 	lutBits uint
 	lut     []int32

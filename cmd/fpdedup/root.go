@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/devrate"
 	"github.com/fpdedup/fpdedup/internal/sysinfo"
 	"github.com/fpdedup/fpdedup/internal/units"
 )
@@ -36,6 +37,7 @@ type invocation struct {
 	mem       int64
 	quiet     bool
 	cpuProf   string
+	devRates  string
 	rss       *sysinfo.RSSSampler
 	// publishes: the command declared outputs (ioPaths.check), so an
 	// interruption is reported as "nothing was published".
@@ -88,6 +90,7 @@ error, not an index; 130 on SIGINT, 143 on SIGTERM (nothing published);
 	f.BoolVarP(&inv.quiet, "quiet", "q", false, "no summary line on stderr")
 	f.StringVar(&inv.cpuProf, "cpuprofile", "", "write a CPU profile to `FILE` (for go tool pprof)")
 	_ = f.MarkHidden("cpuprofile")
+	f.StringVar(&inv.devRates, "device-rates", "", "the disk's read rates that price a large lookup batch in a cold index, rand=READS/S,seq=BYTES/S (default: measured once per device on an index of 1GiB or more and cached in ~/.cache/fpdedup; also $FPDEDUP_DEVICE)")
 	root.AddCommand(
 		newBuildCommand(inv),
 		newDedupCommand(inv),
@@ -129,6 +132,13 @@ func (inv *invocation) adopt(c *cobra.Command) {
 }
 
 func (inv *invocation) resolve() error {
+	if inv.devRates != "" {
+		if _, err := devrate.Parse(inv.devRates, devrate.Default); err != nil {
+			return usageErrorf("--device-rates: %v", err)
+		}
+		// The one way the rates are overridden, for this process.
+		os.Setenv("FPDEDUP_DEVICE", inv.devRates)
+	}
 	switch inv.progress {
 	case "auto", "always", "never":
 	default:

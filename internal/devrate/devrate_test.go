@@ -1,0 +1,93 @@
+package devrate
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Rates
+		ok   bool
+	}{
+		{"rand=60000,seq=3e9", Rates{60000, 3e9}, true},
+		{"seq=1000000", Rates{Default.Random, 1e6}, true},
+		{"rand=5", Rates{5, Default.Seq}, true},
+		{"rand=0", Default, false},
+		{"rand=-1", Default, false},
+		{"iops=5", Default, false},
+		{"rand", Default, false},
+		{"", Default, false},
+	} {
+		got, err := Parse(c.in, Default)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("Parse(%q) = %v, %v; want %v, ok %v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
+// bigFile is a file large enough to measure on, in a directory on a real
+// file system (the test is skipped where O_DIRECT is refused: tmpfs).
+func bigFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "f")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make([]byte, 1<<20)
+	for i := range block {
+		block[i] = byte(i * 7)
+	}
+	for range minMeasured >> 20 {
+		if _, err := f.Write(block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Measure(path, 10*time.Millisecond); err != nil {
+		t.Skipf("cannot measure here (%v)", err)
+	}
+	return path
+}
+
+// TestFor: measured once, then from the cache; a damaged cache is
+// measured again; FPDEDUP_DEVICE wins over both; a file too small to
+// measure on, on a device not measured yet, gives the defaults.
+func TestFor(t *testing.T) {
+	t.Setenv("FPDEDUP_DEVICE", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	path := bigFile(t)
+	r, from := For(path)
+	if from != FromMeasured || r.Random <= 0 || r.Seq <= 0 {
+		t.Fatalf("first: %v from %s", r, from)
+	}
+	r2, from := For(path)
+	if from != FromCache || r2 != r {
+		t.Fatalf("second: %v from %s, want %v from the cache", r2, from, r)
+	}
+	if err := os.WriteFile(cachePath(), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, from := For(path); from != FromMeasured {
+		t.Fatalf("after a damaged cache: from %s", from)
+	}
+	t.Setenv("FPDEDUP_DEVICE", "rand=1234,seq=5678")
+	if r, from := For(path); from != FromEnv || r != (Rates{1234, 5678}) {
+		t.Fatalf("with FPDEDUP_DEVICE: %v from %s", r, from)
+	}
+	t.Setenv("FPDEDUP_DEVICE", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // nothing known of the device
+	small := filepath.Join(t.TempDir(), "small")
+	if err := os.WriteFile(small, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, from := For(small); from != FromDefault || r != Default {
+		t.Fatalf("a small file: %v from %s", r, from)
+	}
+}
