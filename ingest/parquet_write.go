@@ -127,8 +127,8 @@ func (pw *RowWriter) start(p *ParquetFile) error {
 // after earlier calls' rows of the same group.
 //
 // As Parquet, a row group is copied by a goroutine of its own, into a row
-// group of the output that is committed when the next one starts, once the
-// one before is done: decoding and encoding (zstd, most of a copy's time)
+// group of the output that is committed when the group after the next one
+// starts (or at Commit and Close), once its copy is done: decoding and encoding (zstd, most of a copy's time)
 // overlap with deciding the next row group's rows and with its copy. Two
 // row groups' pages are held at most. A failure of the copy is returned by
 // a later Write or by Close.
@@ -271,7 +271,7 @@ type groupCopy struct {
 	g     int
 	asked int64        // the last row asked for
 	jobs  chan []int64 // the rows to copy, closed when the group ends
-	done  chan error   // the copy's end, once (buffered)
+	done  chan error   // the copy's end (buffered: whoever reads it puts it back)
 	rg    *parquet.ConcurrentRowGroupWriter
 	prev  *groupCopy // the group before, not yet committed
 }

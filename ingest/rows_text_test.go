@@ -29,18 +29,25 @@ type textRow struct {
 	Last *string  `parquet:"last,optional"`
 }
 
-// textFixture writes rows with parquet-go, in row groups of 3 rows.
-func textFixture(t *testing.T, rows []textRow) *ParquetFile {
-	t.Helper()
+// textFile is rows written by parquet-go, in row groups of 3 rows.
+func textFile(tb testing.TB, rows []textRow) []byte {
+	tb.Helper()
 	var buf bytes.Buffer
 	w := parquet.NewGenericWriter[textRow](&buf, parquet.MaxRowsPerRowGroup(3))
 	if _, err := w.Write(rows); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	p, err := OpenParquet("fix.parquet", bytes.NewReader(buf.Bytes()), int64(buf.Len()), 64<<20)
+	return buf.Bytes()
+}
+
+// textFixture is textFile opened.
+func textFixture(t *testing.T, rows []textRow) *ParquetFile {
+	t.Helper()
+	b := textFile(t, rows)
+	p, err := OpenParquet("fix.parquet", bytes.NewReader(b), int64(len(b)), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,15 +195,7 @@ func TestRowWriterTextEmpty(t *testing.T) {
 // that reads gives lines encoding/json and encoding/csv read, one a row; a
 // damaged one a *ParquetError or *RecordError, never a panic.
 func FuzzParquetText(f *testing.F) {
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[textRow](&buf, parquet.MaxRowsPerRowGroup(3))
-	if _, err := w.Write(textRows6); err != nil {
-		f.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		f.Fatal(err)
-	}
-	f.Add(buf.Bytes())
+	f.Add(textFile(f, textRows6))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := OpenParquet("f.parquet", bytes.NewReader(b), int64(len(b)), 256<<10)
 		if err != nil {
