@@ -26,6 +26,7 @@ const maxBadRows = 1 << 22
 type badRows struct {
 	format  RowFormat
 	sources map[int]*rowSource
+	first   *rowSource // the first input with a bad row: its schema is the file's
 	places  []rowPlace
 }
 
@@ -34,12 +35,19 @@ type rowPlace struct {
 	row       int64
 }
 
-// rowSource is a Parquet input, open on a descriptor of the policy's own.
+// rowSource is a Parquet input to copy bad rows from. A regular file
+// opened by its name is opened again by that name at commit (and must be
+// the same file, unchanged), so a run over many inputs holds no
+// descriptor of its own for them; a spool (standard input, a pipe), which
+// has no name left, is kept open on a descriptor of the policy's own.
 type rowSource struct {
-	name  string
-	f     *os.File
-	size  int64
-	limit int64
+	name   string
+	f      *os.File    // a spool's descriptor, or nil
+	stat   os.FileInfo // a named file's identity, to check at commit
+	schema *ParquetFile
+	size   int64
+	limit  int64
+	bad    bool // a bad row of it is kept
 }
 
 // WritesRows says how quarantined Parquet rows are written: the format of
@@ -52,17 +60,24 @@ func (p *BadPolicy) WritesRows(f RowFormat) {
 	}
 }
 
-// ParquetSource tells a quarantining policy of Parquet input i, f of size
-// bytes, read with limit (OpenParquet): its bad rows are copied from it
-// when the run commits, through a descriptor the policy keeps (so a spool
-// already unlinked, or an input the reader closes, is still there).
-func (p *BadPolicy) ParquetSource(i int, name string, f *os.File, size, limit int64) error {
+// ParquetSource tells a quarantining policy of Parquet input i, pf read
+// from f of size bytes with limit (OpenParquet): its bad rows are copied
+// from it when the run commits. A file f opened by the name pf has is
+// opened again then; any other f (a spool already unlinked) is kept open
+// on a descriptor of the policy's own.
+func (p *BadPolicy) ParquetSource(i int, pf *ParquetFile, f *os.File, size, limit int64) error {
 	if !p.Quarantines() {
 		return nil
 	}
-	fd, err := unix.Dup(int(f.Fd()))
-	if err != nil {
-		return &QuarantineError{Path: p.path, Err: fmt.Errorf("cannot keep %s open for its bad rows: %w", name, err)}
+	src := &rowSource{name: pf.name, schema: &ParquetFile{name: pf.name, columns: pf.columns}, size: size, limit: limit}
+	if st, err := f.Stat(); err == nil && f.Name() == pf.name && st.Mode().IsRegular() {
+		src.stat = st
+	} else {
+		fd, err := unix.Dup(int(f.Fd()))
+		if err != nil {
+			return &QuarantineError{Path: p.path, Err: fmt.Errorf("cannot keep %s open for its bad rows: %w", pf.name, err)}
+		}
+		src.f = os.NewFile(uintptr(fd), pf.name)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -70,10 +85,39 @@ func (p *BadPolicy) ParquetSource(i int, name string, f *os.File, size, limit in
 		p.rows.sources = map[int]*rowSource{}
 	}
 	if old := p.rows.sources[i]; old != nil {
-		old.f.Close()
+		old.close()
 	}
-	p.rows.sources[i] = &rowSource{name: name, f: os.NewFile(uintptr(fd), name), size: size, limit: limit}
+	p.rows.sources[i] = src
 	return nil
+}
+
+// open opens the source again for the copy of its rows: a named file must
+// be the one read, unchanged since.
+func (s *rowSource) open() (*os.File, error) {
+	if s.f != nil {
+		return s.f, nil
+	}
+	f, err := os.Open(s.name)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open it again to copy its bad rows: %w", err)
+	}
+	st, err := f.Stat()
+	if err == nil && (!os.SameFile(st, s.stat) || st.Size() != s.stat.Size() || !st.ModTime().Equal(s.stat.ModTime())) {
+		err = fmt.Errorf("it was replaced or changed during the run: its bad rows are not copied")
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s.f = f
+	return f, nil
+}
+
+func (s *rowSource) close() {
+	if s.f != nil {
+		s.f.Close()
+		s.f = nil
+	}
 }
 
 // keepRow keeps the place of the bad row re (a Parquet row). Called with
@@ -86,9 +130,24 @@ func (p *BadPolicy) keepRow(re *RecordError) error {
 		p.err = &QuarantineError{Path: p.path, Err: fmt.Errorf("more than %d bad Parquet rows: their places are held in memory until the run commits; --on-bad skip counts them", maxBadRows)}
 		return p.err
 	}
-	if p.rows.sources[re.Input] == nil {
+	src := p.rows.sources[re.Input]
+	if src == nil {
 		p.err = &QuarantineError{Path: p.path, Err: fmt.Errorf("%s: a bad row of an input the quarantine was not told of", re.Name)}
 		return p.err
+	}
+	if !src.bad {
+		// The rows quarantined are one Parquet file (or one text table):
+		// a schema of its own is refused at its first bad row, not after
+		// the run's work.
+		if first := p.rows.first; first != nil {
+			if err := sameSchema(first.schema, src.schema); err != nil {
+				p.err = &QuarantineError{Path: p.path, Err: fmt.Errorf("the bad rows of the inputs cannot be one file: %w", err)}
+				return p.err
+			}
+		} else {
+			p.rows.first = src
+		}
+		src.bad = true
 	}
 	p.rows.places = append(p.rows.places, rowPlace{in: int32(re.Input), group: int32(re.RowGroup - 1), row: re.Record})
 	return nil
@@ -120,8 +179,13 @@ func (p *BadPolicy) writeRows() (err error) {
 			n++
 		}
 		src := p.rows.sources[int(in)]
-		pf, err := OpenParquet(src.name, src.f, src.size, src.limit)
+		f, err := src.open()
 		if err != nil {
+			return &QuarantineError{Path: p.path, Err: fmt.Errorf("%s: %w", src.name, err)}
+		}
+		pf, err := OpenParquet(src.name, f, src.size, src.limit)
+		if err != nil {
+			src.close()
 			return err
 		}
 		err = w.Schema(pf)
@@ -137,6 +201,7 @@ func (p *BadPolicy) writeRows() (err error) {
 			err = w.Commit() // before pf closes
 		}
 		pf.Close()
+		src.close()
 		if err != nil {
 			return err
 		}
@@ -154,7 +219,7 @@ func (p *BadPolicy) writeRows() (err error) {
 // closeSources closes the descriptors kept. Called with mu held.
 func (p *BadPolicy) closeSources() {
 	for _, s := range p.rows.sources {
-		s.f.Close()
+		s.close()
 	}
-	p.rows.sources, p.rows.places = nil, nil
+	p.rows.sources, p.rows.first, p.rows.places = nil, nil, nil
 }

@@ -39,6 +39,7 @@ type RowWriter struct {
 	wrote   int64          // rows written
 	free    []*pageScratch // the scratch of row groups done with
 	aborted bool
+	err     error // the first failure: the output is not written after it
 }
 
 // NewRowWriter writes to out as format says.
@@ -128,11 +129,16 @@ func (pw *RowWriter) start(p *ParquetFile) error {
 //
 // As Parquet, a row group is copied by a goroutine of its own, into a row
 // group of the output that is committed when the group after the next one
-// starts (or at Commit and Close), once its copy is done: decoding and encoding (zstd, most of a copy's time)
-// overlap with deciding the next row group's rows and with its copy. Two
-// row groups' pages are held at most. A failure of the copy is returned by
-// a later Write or by Close.
+// starts (or at Commit and Close), once its copy is done: decoding and
+// encoding (zstd, most of a copy's time) overlap with deciding the next
+// row group's rows and with its copy. Two row groups' pages are held at
+// most. A failure of the copy is returned by a later Write, Commit or
+// Close, and every call after a failure returns it.
 func (pw *RowWriter) Write(p *ParquetFile, g int, rows []int64) (err error) {
+	if pw.err != nil {
+		return pw.err
+	}
+	defer pw.stick(&err)
 	defer recoverParquet(p.name, &err)
 	if !pw.started() {
 		if err := pw.start(p); err != nil {
@@ -352,7 +358,11 @@ func (pw *RowWriter) finishCopies() error {
 
 // Commit waits for the row groups being copied and writes them to the
 // output: the inputs they are copied from may be closed after it.
-func (pw *RowWriter) Commit() error {
+func (pw *RowWriter) Commit() (err error) {
+	if pw.err != nil {
+		return pw.err
+	}
+	defer pw.stick(&err)
 	if pw.text != nil {
 		return pw.endText()
 	}
@@ -407,9 +417,13 @@ func (pw *RowWriter) started() bool { return pw.w != nil || pw.text != nil }
 // writes a file of the first input's schema and no rows (as text: the
 // header alone, or nothing). It does not close the writer it writes to.
 func (pw *RowWriter) Close() (err error) {
+	if pw.err != nil {
+		return pw.err
+	}
 	if pw.aborted {
 		return errors.New("the Parquet output was aborted")
 	}
+	defer pw.stick(&err)
 	if !pw.started() {
 		pw.mu.Lock()
 		first := pw.first
@@ -430,6 +444,14 @@ func (pw *RowWriter) Close() (err error) {
 		return err
 	}
 	return pw.w.Close()
+}
+
+// stick keeps the first failure: a Write, Commit or Close after it
+// returns it again, so no output is finished from part of its rows.
+func (pw *RowWriter) stick(err *error) {
+	if *err != nil && pw.err == nil {
+		pw.err = *err
+	}
 }
 
 // Rows is how many rows were written.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -68,11 +69,14 @@ func (f RowFormat) ForRecords(in Format) error {
 //   - tsv: the same header and fields split by TAB, with no quoting (as
 //     fpdedup reads TSV), so a value holding a TAB or a line break is an
 //     error naming its row; NULL an empty field.
+//   - csv and tsv: a NULL in a file of one column would be a blank line,
+//     which readers skip or refuse: an error naming its row.
 //   - jsonl: an object a row, groups as nested objects (so --format jsonl
 //     --key a.b reads them back); integers, DECIMALs and finite floats as
 //     numbers, NaN and infinities as strings, booleans as true/false, NULL
 //     as null, text as strings and bytes that are not UTF-8 as NAME_base64
-//     members, as query --json writes them.
+//     members, as query --json writes them; a column or group whose name
+//     is not UTF-8 is refused before any row is written.
 //
 // A column inside a repeated group or LIST has no single value a row: the
 // text formats refuse the file before any row is written.
@@ -90,6 +94,13 @@ func textColumns(format RowFormat, p *ParquetFile) error {
 		why := c.bad
 		if c.maxRep > 0 {
 			why = fmt.Sprintf("it repeats (a LIST or repeated group): --output-format %s writes one value a column; Parquet (the default) keeps it", format)
+		}
+		if format == RowsJSONL {
+			for _, n := range c.names {
+				if !utf8.ValidString(n) {
+					why = fmt.Sprintf("the name %q is not UTF-8, and a JSON member's name is text", n)
+				}
+			}
 		}
 		if why != "" {
 			return &ParquetError{Name: p.name, Column: c.Path, Err: ErrParquetNoText, Detail: why}
@@ -141,6 +152,10 @@ func (t *textRows) write(p *ParquetFile, g int, rows []parquet.Row, at []int64) 
 					t.buf = append(t.buf, t.sep())
 				}
 				if v.IsNull() {
+					if len(row) == 1 {
+						return &RecordError{Name: p.name, Record: at[r], RowGroup: g + 1,
+							Err: fmt.Errorf("column %s: %w: a NULL in the only column is a blank line, which CSV and TSV readers skip or refuse: write jsonl", t.cols[i].Path, ErrParquetNoText)}
+					}
 					continue
 				}
 				scratch = t.cols[i].appendText(scratch[:0], v)

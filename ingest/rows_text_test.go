@@ -229,3 +229,77 @@ func FuzzParquetText(f *testing.F) {
 		}
 	})
 }
+
+// schemaFile is a Parquet file of schema and rows, written by parquet-go.
+func schemaFile(t *testing.T, schema *parquet.Schema, rows []parquet.Row) *ParquetFile {
+	t.Helper()
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[any](&buf, schema)
+	if _, err := w.WriteRows(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := OpenParquet("s.parquet", bytes.NewReader(buf.Bytes()), int64(buf.Len()), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// TestRowWriterTextNames: a column or group name that is not UTF-8 cannot
+// be a JSON member: jsonl refuses the file before a row is written; csv
+// writes the name's bytes.
+func TestRowWriterTextNames(t *testing.T) {
+	for _, schema := range []*parquet.Schema{
+		parquet.NewSchema("r", parquet.Group{"a\"b\xff": parquet.Leaf(parquet.Int64Type)}),
+		parquet.NewSchema("r", parquet.Group{"g\xfe": parquet.Group{"x": parquet.Leaf(parquet.Int64Type)}}),
+	} {
+		p := schemaFile(t, schema, []parquet.Row{{parquet.Int64Value(1).Level(0, 0, 0)}})
+		_, err := copyRowsAs(p, RowsJSONL, 4, func(int64) bool { return true })
+		if !errors.Is(err, ErrParquetNoText) || !strings.Contains(err.Error(), "not UTF-8") {
+			t.Fatalf("jsonl of %v: %v", schema, err)
+		}
+		b, err := copyRowsAs(p, RowsCSV, 4, func(int64) bool { return true })
+		if err != nil {
+			t.Fatalf("csv of %v: %v", schema, err)
+		}
+		if lines := strings.Split(string(b), "\n"); len(lines) != 3 || lines[1] != "1" {
+			t.Fatalf("csv of %v: %q", schema, b)
+		}
+	}
+}
+
+// TestRowWriterTextNullAlone: a NULL in a file of one column would be a
+// blank line in csv and tsv, which readers skip or refuse (fpdedup's
+// own: "blank line"): an error naming the row, and nothing written after
+// it, not even by Close. jsonl writes it.
+func TestRowWriterTextNullAlone(t *testing.T) {
+	schema := parquet.NewSchema("r", parquet.Group{"v": parquet.Optional(parquet.String())})
+	p := schemaFile(t, schema, []parquet.Row{
+		{parquet.ByteArrayValue([]byte("x")).Level(0, 1, 0)},
+		{parquet.NullValue().Level(0, 0, 0)},
+	})
+	for _, f := range []RowFormat{RowsCSV, RowsTSV} {
+		var out bytes.Buffer
+		w := NewRowWriter(&out, f)
+		err := w.Write(p, 0, []int64{1, 2})
+		var re *RecordError
+		if !errors.As(err, &re) || re.Record != 2 || !strings.Contains(err.Error(), "blank line") {
+			t.Fatalf("%s: %v", f, err)
+		}
+		before := out.Len()
+		if cerr := w.Close(); cerr != err {
+			t.Fatalf("%s: Close after a failed Write: %v, want the Write's error", f, cerr)
+		}
+		if out.Len() != before {
+			t.Fatalf("%s: %q written after a failure", f, out.Bytes()[before:])
+		}
+	}
+	b, err := copyRowsAs(p, RowsJSONL, 4, func(int64) bool { return true })
+	if err != nil || string(b) != "{\"v\":\"x\"}\n{\"v\":null}\n" {
+		t.Fatalf("jsonl: %q, %v", b, err)
+	}
+}

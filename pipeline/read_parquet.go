@@ -33,7 +33,7 @@ func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs
 		f.Close()
 		return err
 	}
-	if err := opts.Records.OnBad.ParquetSource(i, name, f, size, limit); err != nil {
+	if err := opts.Records.OnBad.ParquetSource(i, p, f, size, limit); err != nil {
 		p.Close()
 		f.Close()
 		return err

@@ -34,7 +34,8 @@ type RecordStats struct {
 }
 
 // recordReading resolves how Records are read (o.RecordReading against
-// the index; a recipe used despite a mismatch is a warning in the report).
+// the index; a recipe used despite a mismatch is a warning in the report)
+// and whether BackfillFormat can write them.
 // Records are keyed and hashed with SHA-256, as the online side is.
 func recordReading(o *Options, index string, idx fpstore.Spec, rep *Report) (ingest.RecordOptions, error) {
 	req := ingest.RecipeRequest{Spec: ingest.KeySpec{Format: ingest.FormatLines, Term: '\n'}}
@@ -51,6 +52,10 @@ func recordReading(o *Options, index string, idx fpstore.Spec, rep *Report) (ing
 	}
 	for _, w := range warnings {
 		rep.Warnings = append(rep.Warnings, w.Error())
+	}
+	// Refused here, before the online side is read, not at the backfill.
+	if err := o.BackfillFormat.ForRecords(spec.Format); err != nil {
+		return ingest.RecordOptions{}, &OptionError{Rule: BackfillRows, Err: err}
 	}
 	return ingest.RecordOptions{Spec: spec, Hash: ingest.SHA256, MaxRecord: o.MaxRecord}, nil
 }
@@ -70,9 +75,6 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	bad, err := ingest.ParseOnBad(o.BadRecords)
 	if err != nil {
 		return &OptionError{Rule: BadRecordsPolicy, Err: err}
-	}
-	if err := o.BackfillFormat.ForRecords(ro.Spec.Format); err != nil {
-		return &OptionError{Rule: BackfillRows, Err: err}
 	}
 	bad.WritesRows(o.BackfillFormat)
 	defer func() {
@@ -221,7 +223,7 @@ func (r *recordsReader) readChunk(c *ingest.Chunk, name string, first bool, keye
 // readParquet reads one Parquet input, row group by row group: its key
 // columns to decide, then the rows whose keys are missing online copied to
 // the backfill (a Parquet file of the first input's schema).
-func (r *recordsReader) readParquet(ctx context.Context, name string) error {
+func (r *recordsReader) readParquet(ctx context.Context, name string) (err error) {
 	f, size, err := ingest.OpenSeekable(name, nil, r.tmpDir, nil)
 	var se *ingest.SpoolError
 	if errors.As(err, &se) {
@@ -237,7 +239,15 @@ func (r *recordsReader) readParquet(ctx context.Context, name string) error {
 		return err
 	}
 	defer p.Close()
-	if err := r.bad.ParquetSource(r.batch.input, name, f, size, limit); err != nil {
+	if r.rows != nil {
+		// A failed run's copies stop before f and p close, not after.
+		defer func() {
+			if err != nil {
+				r.rows.Abort()
+			}
+		}()
+	}
+	if err := r.bad.ParquetSource(r.batch.input, p, f, size, limit); err != nil {
 		return err
 	}
 	cols, err := p.ResolveKey(r.spec.Keys)
