@@ -1,6 +1,8 @@
 package fpstore
 
 import (
+	"cmp"
+	"math"
 	"slices"
 	"unsafe"
 
@@ -195,7 +197,9 @@ func (x *Index) willNeedDirectories(g *lookupGroup, fps []Fingerprint, n int) in
 }
 
 // willNeedSegments asks for what opening the segments of fps not yet
-// open reads: the page checksum table and the first pages of the buffer.
+// open reads: the page checksum table, the first pages of the buffer (the
+// table, and the directory's length word) and the other vectors' length
+// words.
 func (x *Index) willNeedSegments(g *lookupGroup, fps []Fingerprint) {
 	g.segsToLoad = g.segsToLoad[:0]
 	for _, fp := range fps {
@@ -209,6 +213,12 @@ func (x *Index) willNeedSegments(g *lookupGroup, fps []Fingerprint) {
 		ref := x.foot.segments[si]
 		x.willNeedRange(ref.offset&^(PageSize-1), ref.offset+2*PageSize)
 		x.willNeedRange(ref.pagesAt()&^(PageSize-1), ref.end())
+		// The vectors' length words, which loading the segment reads
+		// one after the other, where the writer put them.
+		l := writerLayout(ref)
+		for _, at := range [...]uint64{l.filter, l.fps} {
+			x.willNeedRange((ref.offset+at)&^(PageSize-1), ref.offset+at+4)
+		}
 	}
 }
 
@@ -219,4 +229,127 @@ func mincore(b, vec []byte) error {
 		return e
 	}
 	return nil
+}
+
+// A few keys in segments not yet open. Each such lookup reads, one fault
+// after the other, the segment's page checksum table and header, the
+// length words of its three vectors, its filter block, its directory
+// entry and its fingerprints: eight reads in a row or more, each at the
+// device's depth-1 latency. willNeedFew asks for all of them at once,
+// where this package's writer put them (segmentLayout); a header that
+// says otherwise (another writer) gets the pages it names asked for as
+// soon as it is read. The lookup that follows finds the pages in memory
+// or on their way; a guess that missed costs one more read, and an answer
+// never depends on a guess.
+func (x *Index) willNeedFew(fps []Fingerprint) {
+	var open [coldMinBatch]int
+	var guessed [coldMinBatch]segmentLayout
+	n := 0
+	for _, fp := range fps {
+		if si := x.find(fp); si >= 0 && x.segs[si].seg.Load() == nil && n < len(open) {
+			ref := x.foot.segments[si]
+			x.willNeedRange(ref.offset&^(PageSize-1), ref.offset+2*PageSize)
+			x.willNeedRange(ref.pagesAt()&^(PageSize-1), ref.end())
+			guessed[n] = writerLayout(ref)
+			x.willNeedLookup(ref, guessed[n], fp)
+			open[n] = si
+			n++
+		}
+	}
+	k := 0
+	for _, fp := range fps {
+		if k == n {
+			return
+		}
+		if si := x.find(fp); si == open[k] {
+			ref := x.foot.segments[si]
+			if l, ok := x.headerLayout(ref); ok && l != guessed[k] {
+				x.willNeedLookup(ref, l, fp)
+			}
+			k++
+		}
+	}
+}
+
+// segmentLayout is where a segment's vectors start (their length words),
+// relative to the segment, and its directory bits.
+type segmentLayout struct {
+	dir, filter, fps uint64
+	dirBits          uint
+}
+
+// writerLayout is the layout this package's writer gives a segment of
+// ref's length and count (segment_build.go): the table first, then the
+// directory, the filter (its data 64-byte aligned from the buffer's end,
+// which is the segment's) and the fingerprints, last.
+func writerLayout(ref segmentRef) segmentLayout {
+	c := ref.count
+	l := segmentLayout{dirBits: uint(directoryBits(int(min(c, 1<<40))))}
+	fpsData := ref.length - min(ref.length, 16*c)
+	l.fps = fpsData - min(fpsData, 4)
+	filterData := l.fps - min(l.fps, 64*uint64(BloomBlocks(int(min(c, 1<<40)), bloomBitsPerKey)))
+	filterData -= (filterData - ref.length%64) % 64
+	l.filter = filterData - min(filterData, 4)
+	dirData := l.filter - min(l.filter, 4*((1<<l.dirBits)+1))
+	l.dir = dirData - min(dirData, 4)
+	return l
+}
+
+// headerLayout reads the layout from the segment's header, without the
+// checks loading the segment makes (they follow): for addresses only.
+func (x *Index) headerLayout(ref segmentRef) (segmentLayout, bool) {
+	if ref.offset+ref.length > uint64(len(x.data)) {
+		return segmentLayout{}, false // Open checked this; a lookup says what is wrong
+	}
+	t, err := rootTable(x.data[ref.offset : ref.offset+ref.length])
+	if err != nil {
+		return segmentLayout{}, false
+	}
+	l := segmentLayout{dirBits: uint(t.u8(4, 0))}
+	dir, ok1 := t.target(5)
+	filter, ok2 := t.target(8)
+	fps, ok3 := t.target(9)
+	l.dir, l.filter, l.fps = uint64(dir), uint64(filter), uint64(fps)
+	return l, ok1 && ok2 && ok3 && t.err == nil && l.dirBits <= 24
+}
+
+// willNeedLookup asks for what the lookup of fp in the segment of ref,
+// laid out as l, reads past the header: the vectors' length words, fp's
+// filter block and directory entries, and the fingerprints around fp's
+// likely rank.
+func (x *Index) willNeedLookup(ref segmentRef, l segmentLayout, fp Fingerprint) {
+	depth, count := uint(ref.node.Bits), ref.count
+	var r [6][2]uint64 // byte ranges in the segment
+	r[0] = [2]uint64{l.dir, l.dir + 4}
+	r[1] = [2]uint64{l.filter, l.filter + 4}
+	r[2] = [2]uint64{l.fps, l.fps + 4}
+	e := l.filter + 4 + 64*BloomBlock(fp, uint64(BloomBlocks(int(min(count, 1<<40)), bloomBitsPerKey)))
+	r[3] = [2]uint64{e, e + 64}
+	e = l.dir + 4 + 4*fp.bits(depth, l.dirBits)
+	r[4] = [2]uint64{e, e + 8}
+	// The key's rank is binomial around count times its place in the
+	// segment's range: ±2.5 standard deviations (sqrt(count)/2 at most)
+	// hold it 99% of the time, ~40 KiB for a segment of a million keys.
+	guess := count * fp.bits(depth, 32) >> 32
+	w := uint64(1.25*math.Sqrt(float64(count))) + 8
+	from, to := guess-min(guess, w), min(guess+w+1, count)
+	r[5] = [2]uint64{l.fps + 4 + 16*from, l.fps + 4 + 16*to}
+	// Page ranges in file order, neighbours merged: a request costs the
+	// kernel ~20-40 µs to issue here, more than reading a few more pages.
+	var pages [6][2]uint64
+	for i, b := range r {
+		from, to := min(b[0], ref.length), min(b[1], ref.length)
+		pages[i] = [2]uint64{(ref.offset + from) &^ (PageSize - 1), ref.offset + to}
+	}
+	slices.SortFunc(pages[:], func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	cur := pages[0]
+	for _, p := range pages[1:] {
+		if p[0] <= cur[1]+PageSize {
+			cur[1] = max(cur[1], p[1])
+			continue
+		}
+		x.willNeedRange(cur[0], cur[1])
+		cur = p
+	}
+	x.willNeedRange(cur[0], cur[1])
 }

@@ -187,3 +187,30 @@ func TestReadAdvice(t *testing.T) {
 	}
 	check(p, true)
 }
+
+// TestWriterLayout: the layout a few cold keys' pages are asked for by
+// (writerLayout, from the footer alone) is where the writer put every
+// segment's vectors, for segments of every size: a guess that missed
+// would cost a single cold lookup a read more (it stays exact either way,
+// which the lookups of TestRoundTripAgainstMap and the fuzz targets
+// check).
+func TestWriterLayout(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	dir := t.TempDir()
+	for _, n := range []int{1, 2, 3, 5, 31, 32, 33, 63, 1000, 100_000, 400_000, 1_500_000} {
+		path := filepath.Join(dir, "x.fpx")
+		writeIndex(t, path, sortUnique(randomFPs(r, n)), WriterOptions{})
+		x, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ref := range x.foot.segments {
+			got, ok := x.headerLayout(ref)
+			if want := writerLayout(ref); !ok || got != want {
+				t.Errorf("%d keys, segment %d (%d keys, %d bytes): header says %+v (%v), writerLayout %+v", n, i, ref.count, ref.length, got, ok, want)
+			}
+		}
+		t.Logf("%d keys: %d segments, the last of %d keys", n, len(x.foot.segments), x.foot.segments[len(x.foot.segments)-1].count)
+		x.Close()
+	}
+}

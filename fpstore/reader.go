@@ -581,6 +581,9 @@ func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
 		if i < 0 {
 			return nil
 		}
+		if x.segs[i].seg.Load() == nil && !x.whole.Load() {
+			x.willNeedFew([]Fingerprint{fp}) // the first key of a segment: coldread.go
+		}
 		x.countLookups(1)
 		s, err := x.lookupSegment(i)
 		if err != nil {
@@ -610,6 +613,9 @@ func (x *Index) ContainsBatch(fps []Fingerprint, found []bool) error {
 func (x *Index) containsBatch(fps []Fingerprint, found []bool, sorted bool) error {
 	cold := x.planBatch(fps)
 	return x.guard(func() error {
+		if !cold && len(fps) < coldMinBatch && !x.whole.Load() {
+			x.willNeedFew(fps) // keys in segments not yet open: coldread.go
+		}
 		size := groupSize
 		if cold {
 			size = coldGroupSize
