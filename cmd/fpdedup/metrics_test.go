@@ -22,9 +22,9 @@ func TestWriteMetrics(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.prom")
 	inv := &invocation{metrics: path}
 	stats := map[string]any{
-		"command": "dedup",
-		"dedup":   map[string]any{"records": 1e6, "ratio": 0.375, "ok": true, "name": "in.txt"},
-		"bad":     map[string]any{"nan": math.NaN(), "inf": math.Inf(1), "minus": math.Inf(-1), "neg": -1.5},
+		"command":   "dedup",
+		"dedup":     map[string]any{"records": 1e6, "ratio": 0.375, "ok": true, "name": "in.txt"},
+		"bad":       map[string]any{"nan": math.NaN(), "inf": math.Inf(1), "minus": math.Inf(-1), "neg": -1.5},
 		"odd-key\\": map[string]any{"x\ny": 2.0},
 	}
 	g := &atomicfile.Group{}
