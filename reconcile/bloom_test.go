@@ -753,7 +753,7 @@ func TestBloomRebuildInterrupted(t *testing.T) {
 	}
 	url := redisURL(t, 7, fmt.Sprintf("bloom=ri:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
 	// --mem 68MiB holds one shard of 4 MB beside its 64 MiB: one group a shard.
-	cmd := exec.Command(fpdedupBin, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "all", "--mem", "68MiB")
+	cmd := exec.Command(cliBinary(t), "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "all", "--mem", "68MiB")
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -193,7 +193,7 @@ func TestMySQLApplyInterruptedBySIGINT(t *testing.T) {
 	url := mysqlURL(t, "rc_sigint", "fp", "")
 	ckpt := filepath.Join(d.dir, "apply.ckpt")
 	args := []string{"reconcile", "--index", d.index, "--online", url, "--apply", "--batch", "100", "--conns", "2", "--checkpoint", ckpt}
-	cmd := exec.Command(fpdedupBin, append(args, "--rate", "2k", "--report", "a.json")...)
+	cmd := exec.Command(cliBinary(t), append(args, "--rate", "2k", "--report", "a.json")...)
 	cmd.Dir, cmd.Env = d.dir, append(os.Environ(), mysqlEnv(t)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -135,7 +135,7 @@ func TestInterruptedReportSaysTheSignal(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(d.dir, "export.txt"), []byte(export), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(fpdedupBin, "reconcile", "--index", d.index, "--online", "file:export.txt", "--read-rate", "5k",
+	cmd := exec.Command(cliBinary(t), "reconcile", "--index", d.index, "--online", "file:export.txt", "--read-rate", "5k",
 		"--report", "r.json", "--missing", "m.fpx")
 	cmd.Dir = d.dir
 	var stderr strings.Builder

@@ -22,6 +22,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -30,6 +31,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,7 +42,13 @@ import (
 	"github.com/fpdedup/fpdedup/reconcile"
 )
 
-var fpdedupBin string
+// binDir holds the fpdedup binary the CLI tests run (buildCLI).
+var (
+	binDir   string
+	binOnce  sync.Once
+	binPath  string
+	binError error
+)
 
 // raceBuild: the tests run under -race (race_test.go), so the binary they
 // run is built with -race as well.
@@ -61,37 +69,62 @@ func TestMain(m *testing.M) {
 	// (So do the in-process runs' go-redis clients, as in the CLI.)
 	mysql.SetLogger(log.New(io.Discard, "", 0))
 	reconcile.QuietRedisLogs()
-	dir, err := os.MkdirTemp("", "reconcile-test-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	fpdedupBin = filepath.Join(dir, "fpdedup")
-	if bin := os.Getenv("FPDEDUP_BIN"); bin != "" {
-		// A binary built already (by CI, or to test another build).
-		fpdedupBin = bin
-		code := m.Run()
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = "/usr/local/go/bin/go" // where Go is installed on the project's machines
-	}
-	args := []string{"build", "-o", fpdedupBin}
-	if raceBuild {
-		args = append(args, "-race")
-	}
-	build := exec.Command(gobin, append(args, "github.com/fpdedup/fpdedup/cmd/fpdedup")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building fpdedup:", err)
-		os.RemoveAll(dir)
-		os.Exit(2)
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f == nil || f.Value.String() == "" {
+		// Built before any test starts, so that no test's timing (a
+		// server stopped some time into a run) includes the build. A
+		// fuzz target's processes, which run no CLI, build nothing.
+		if err := buildCLI(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
 	os.Exit(code)
+}
+
+// cliBinary is the fpdedup binary the CLI tests run (buildCLI).
+func cliBinary(t *testing.T) string {
+	t.Helper()
+	if err := buildCLI(); err != nil {
+		t.Fatal(err)
+	}
+	return binPath
+}
+
+// buildCLI makes the binary once: $FPDEDUP_BIN (built already, by CI or
+// to test another build), else one built for the test process, with
+// -race under -race.
+func buildCLI() error {
+	binOnce.Do(func() {
+		if bin := os.Getenv("FPDEDUP_BIN"); bin != "" {
+			binPath = bin
+			return
+		}
+		binDir, binError = os.MkdirTemp("", "reconcile-test-bin-")
+		if binError != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "fpdedup")
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = "/usr/local/go/bin/go" // where Go is installed on the project's machines
+		}
+		args := []string{"build", "-o", binPath}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		build := exec.Command(gobin, append(args, "github.com/fpdedup/fpdedup/cmd/fpdedup")...)
+		var out bytes.Buffer
+		build.Stdout, build.Stderr = &out, &out
+		if err := build.Run(); err != nil {
+			binError = fmt.Errorf("building fpdedup: %v\n%s", err, out.Bytes())
+		}
+	})
+	return binError
 }
 
 // result is one run of the CLI.
@@ -109,7 +142,7 @@ func fpdedup(t *testing.T, dir string, env []string, args ...string) result {
 
 func fpdedupCtx(t *testing.T, ctx context.Context, dir string, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, fpdedupBin, args...)
+	cmd := exec.CommandContext(ctx, cliBinary(t), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
