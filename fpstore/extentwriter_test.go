@@ -2,6 +2,7 @@ package fpstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -42,8 +43,8 @@ func (f *recordingFile) Write(p []byte) (int, error) {
 func TestExtentWriterWritesWholeExtents(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	src := make([]byte, 4*extentSize)
-	for i := range src {
-		src[i] = byte(r.Uint32())
+	for i := 0; i < len(src); i += 8 {
+		binary.LittleEndian.PutUint64(src[i:], r.Uint64())
 	}
 	for round := 0; round < 8; round++ {
 		var want []byte

@@ -40,8 +40,21 @@ func TestMain(m *testing.M) {
 // TestScript runs the end-to-end scripts in testdata/script. Custom
 // commands (see scriptCmds) build inputs and damage files byte by byte.
 func TestScript(t *testing.T) {
+	dir, files := filepath.Join("testdata", "script"), []string(nil)
+	if raceBuild && testing.Short() {
+		// CI's -race -short step: the scripts whose commands run the most
+		// goroutines at once (the pipeline's readers and workers, the
+		// Parquet row-group copies and decoding ahead, merge's
+		// k-way streams, replay's tiers); every script runs in the plain
+		// step. All of them under -race took ~490 s of the step's time.
+		dir = ""
+		for _, name := range raceScripts {
+			files = append(files, filepath.Join("testdata", "script", name+".txtar"))
+		}
+	}
 	testscript.Run(t, testscript.Params{
-		Dir:                 filepath.Join("testdata", "script"),
+		Dir:                 dir,
+		Files:               files,
 		Cmds:                scriptCmds,
 		RequireExplicitExec: false,
 		Setup: func(env *testscript.Env) error {
@@ -64,6 +77,9 @@ func TestScript(t *testing.T) {
 		},
 	})
 }
+
+// raceScripts are the scripts CI runs under -race (TestScript).
+var raceScripts = []string{"parquet", "dedup_lines", "count_keep_check", "merge", "replay"}
 
 var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
 	"exitcode":   cmdExitcode,
