@@ -118,6 +118,17 @@ type ParquetFile struct {
 	file    *parquet.File
 	columns []ParquetColumn
 	scratch []*pageScratch // one per column decoded at once
+	ahead   *decodeAhead   // the next row group's key columns, decoding (Frames)
+}
+
+// decodeAhead is a row group's key columns decoded in the background while
+// the row group before it is framed.
+type decodeAhead struct {
+	g    int
+	cols []int
+	done chan struct{}
+	vals [][]parquet.Value
+	err  error
 }
 
 // pageScratch is what checkPages of one column at a time reuses.
@@ -348,6 +359,10 @@ func isUnsigned(lt pformat.LogicalTypeValue, conv deprecated.ConvertedType, hasC
 // Close lets go of the decoder the page checks keep; the reader given to
 // OpenParquet is the caller's to close.
 func (p *ParquetFile) Close() {
+	if a := p.ahead; a != nil {
+		<-a.done // it uses the scratch
+		p.ahead = nil
+	}
 	for _, s := range p.scratch {
 		if s.expand.zstd != nil {
 			s.expand.zstd.Close()
@@ -470,7 +485,9 @@ func (p *ParquetFile) Chunks(g int, cols []int, size int, fn func(*Chunk) error)
 // fn with its rows framed (AppendFrame) in order, about size bytes of them
 // at a time: n rows from row first (1-based in the file). Each call's data
 // is new, the caller's to keep. Only the key columns are read and decoded,
-// a whole row group's at once, within the limit.
+// a whole row group's at once, within the limit, and the next row group's
+// while this one is framed (keyColumns): calls come from one goroutine at
+// a time.
 func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n int, data []byte) error) (err error) {
 	defer recoverParquet(p.name, &err)
 	rgs := p.file.RowGroups()
@@ -487,7 +504,7 @@ func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n
 	if n < 0 || n > p.limit/parquetValueBytes/int64(len(cols)) {
 		return &ParquetError{Name: p.name, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("row group %d: %d rows of %d key columns", g, n, len(cols))}
 	}
-	vals, err := p.decodeColumns(g, rg.ColumnChunks(), cols, n)
+	vals, err := p.keyColumns(g, cols, n)
 	if err != nil {
 		return err
 	}
@@ -524,6 +541,43 @@ func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n
 		}
 	}
 	return nil
+}
+
+// keyColumns decodes columns cols of row group g (n rows): the result of
+// the decoding started ahead, when it is this one, else decoded now. Then
+// the next row group's decoding starts in the background: the caller
+// frames this one's rows meanwhile (one goroutine, most of a key pass's
+// time otherwise left to the decoding's). Two row groups' key values are
+// held at most.
+func (p *ParquetFile) keyColumns(g int, cols []int, n int64) ([][]parquet.Value, error) {
+	var vals [][]parquet.Value
+	var err error
+	if a := p.ahead; a != nil {
+		<-a.done
+		p.ahead = nil
+		if a.g == g && slices.Equal(a.cols, cols) {
+			vals, err = a.vals, a.err
+		}
+	}
+	if vals == nil && err == nil {
+		vals, err = p.decodeColumns(g, p.file.RowGroups()[g].ColumnChunks(), cols, n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rgs := p.file.RowGroups(); g+1 < len(rgs) {
+		next := rgs[g+1].NumRows()
+		if next >= 0 && next <= p.limit/parquetValueBytes/int64(len(cols)) {
+			a := &decodeAhead{g: g + 1, cols: slices.Clone(cols), done: make(chan struct{})}
+			p.ahead = a
+			go func() {
+				defer close(a.done)
+				defer recoverParquet(p.name, &a.err)
+				a.vals, a.err = p.decodeColumns(a.g, rgs[a.g].ColumnChunks(), a.cols, next)
+			}()
+		}
+	}
+	return vals, nil
 }
 
 // checkPages walks the page headers of row group g's chunk of column c

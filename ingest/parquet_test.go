@@ -7,10 +7,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -350,5 +352,48 @@ func TestParquetFooter(t *testing.T) {
 	}
 	if _, err := OpenParquet("f", bytes.NewReader(b), int64(len(b)), 4); !errors.Is(err, ErrParquetTooLarge) {
 		t.Fatalf("a footer over the limit: %v", err)
+	}
+}
+
+// TestParquetDecodeAhead: the next row group decoded ahead (keyColumns)
+// gives the same keys whatever order and columns the calls ask for (a
+// guess that missed is dropped), and Close waits for a decoding under way.
+func TestParquetDecodeAhead(t *testing.T) {
+	groupKeys := func(p *ParquetFile, g int, items ...string) []string {
+		cols, err := p.ResolveKey(items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		err = p.Keys(g, cols, []byte(":"), func(row int64, key []byte, bad error) error {
+			if bad != nil {
+				out = append(out, fmt.Sprint(row, " BAD ", bad))
+			} else {
+				out = append(out, fmt.Sprint(row, " ", string(key)))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	a, b := []string{"id", "i8"}, []string{"st.a", "id"}
+	calls := []struct {
+		g    int
+		cols []string
+	}{{0, a}, {1, a}, {0, a}, {2, a}, {1, b}, {2, b}, {2, a}, {0, b}, {1, b}}
+	p := openFixture(t, "types.parquet")
+	for i, c := range calls {
+		fresh := openFixture(t, "types.parquet")
+		want := groupKeys(fresh, c.g, c.cols...)
+		if got := groupKeys(p, c.g, c.cols...); !slices.Equal(got, want) || len(got) == 0 {
+			t.Fatalf("call %d (group %d of %v): %d keys differ from a fresh file's %d", i, c.g, c.cols, len(got), len(want))
+		}
+	}
+	groupKeys(p, 0, a...) // group 1 decoding now
+	p.Close()
+	if p.ahead != nil {
+		t.Fatal("Close left a decoding behind")
 	}
 }

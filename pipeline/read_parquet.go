@@ -24,9 +24,10 @@ func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs
 	if err != nil {
 		return err
 	}
-	// A page and a row group's key values are held decoded: the bound a
-	// record has in the text formats, four times (the default --max-record,
-	// 64 MiB, gives 256 MiB).
+	// A page and a row group's key values are held decoded (two row
+	// groups': the next is decoded ahead): each within the bound a record
+	// has in the text formats, four times (the default --max-record, 64
+	// MiB, gives 256 MiB).
 	limit := 4 * int64(opts.Records.MaxRecord)
 	p, err := ingest.OpenParquet(name, f, size, limit)
 	if err != nil {

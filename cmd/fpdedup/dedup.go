@@ -48,8 +48,8 @@ Parquet files (--format parquet, or their PAR1 magic) are keyed by columns
 in input order, with the first input's schema, metadata and codec, one output
 row group per input row group. Only the key columns are decoded to decide; a
 row group's kept rows are copied as it is decided, while the next is decided,
-so memory holds a row group's key values and two row groups' pages, never the
-file. --output-format csv, tsv or
+so memory holds two row groups' key values (the next one's is decoded while
+this one's keys are hashed) and two row groups' pages, never the file. --output-format csv, tsv or
 jsonl writes the rows as text instead, every value by the key text rules:
 csv and tsv a header of column paths, then a line a row (NULL an empty
 field; tsv has no quoting, so a value holding a TAB or line break is an
