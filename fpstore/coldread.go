@@ -117,7 +117,7 @@ func (x *Index) mostlyCold(fps []Fingerprint) bool {
 		}
 		at &^= PageSize - 1
 		seen++
-		if at+PageSize > uint64(len(x.data)) || mincore(x.data[at:at+PageSize], vec[:]) != nil || vec[0]&1 == 0 {
+		if n := uint64(len(x.data)); at >= n || n-at < PageSize || mincore(x.data[at:at+PageSize], vec[:]) != nil || vec[0]&1 == 0 {
 			cold++
 		}
 	}
@@ -298,7 +298,7 @@ func writerLayout(ref segmentRef) segmentLayout {
 // headerLayout reads the layout from the segment's header, without the
 // checks loading the segment makes (they follow): for addresses only.
 func (x *Index) headerLayout(ref segmentRef) (segmentLayout, bool) {
-	if ref.offset+ref.length > uint64(len(x.data)) {
+	if n := uint64(len(x.data)); ref.offset > n || ref.length > n-ref.offset {
 		return segmentLayout{}, false // Open checked this; a lookup says what is wrong
 	}
 	t, err := rootTable(x.data[ref.offset : ref.offset+ref.length])

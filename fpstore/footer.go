@@ -154,7 +154,8 @@ func decodeFooter(buf []byte, footerOffset uint64, headerVersion uint32) (footer
 			return bad("segment %d: count %d", i, s.count)
 		case s.offset%PageSize != 0 || s.offset < PageSize || s.length < 16*s.count || s.length > 1<<31:
 			return bad("segment %d: offset %d length %d", i, s.offset, s.length)
-		case s.end() > footerOffset:
+		case s.offset > footerOffset || s.end() > footerOffset:
+			// (The first test: offset + length must not wrap around.)
 			return bad("segment %d: [%d, %d) runs into the footer", i, s.offset, s.end())
 		case i > 0 && s.offset < f.segments[i-1].end():
 			return bad("segment %d: overlaps segment %d", i, i-1)

@@ -1,6 +1,9 @@
 package fpstore
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -212,5 +215,44 @@ func TestWriterLayout(t *testing.T) {
 		}
 		t.Logf("%d keys: %d segments, the last of %d keys", n, len(x.foot.segments), x.foot.segments[len(x.foot.segments)-1].count)
 		x.Close()
+	}
+}
+
+// TestFooterOffsetWraps: a footer whose segment offset plus length wraps
+// around 2^64 (a crafted file, checksums fixed) is refused at Open: the
+// cold planner's and the few-key prefetch's offsets trust what Open
+// accepted, and a wrapped range made them slice out of bounds.
+func TestFooterOffsetWraps(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.fpx")
+	writeIndex(t, path, sortUnique(randomFPs(rand.New(rand.NewPCG(3, 4)), 100)), WriterOptions{})
+	x, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := x.foot.segments[0]
+	x.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want [16]byte
+	binary.LittleEndian.PutUint64(want[:], ref.offset)
+	binary.LittleEndian.PutUint64(want[8:], ref.length)
+	i := bytes.LastIndex(b, want[:])
+	if i < 0 {
+		t.Fatal("the segment ref is not in the file")
+	}
+	binary.LittleEndian.PutUint64(b[i:], 1<<64-PageSize)
+	binary.LittleEndian.PutUint64(b[i+8:], 2*PageSize)
+	crafted := filepath.Join(dir, "crafted.fpx")
+	if err := os.WriteFile(crafted, fixChecksums(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if x, err := Open(crafted); !errors.Is(err, ErrCorrupt) {
+		if err == nil {
+			x.Close()
+		}
+		t.Fatalf("Open of a wrapped segment range: %v, want ErrCorrupt", err)
 	}
 }
