@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -85,7 +86,17 @@ func (p *BadPolicy) ParquetSource(i int, pf *ParquetFile, f *os.File, size, limi
 		p.rows.sources = map[int]*rowSource{}
 	}
 	if old := p.rows.sources[i]; old != nil {
+		// The same input again (a second look at it): the places kept
+		// are of the file first read, which must be this one.
 		old.close()
+		if old.stat != nil && (src.stat == nil || !sameFile(src.stat, old.stat, old.size)) {
+			p.err = &QuarantineError{Path: p.path, Err: fmt.Errorf("%s was replaced or changed during the run: its bad rows are not copied", pf.name)}
+			return p.err
+		}
+		src.bad = old.bad
+		if p.rows.first == old {
+			p.rows.first = src
+		}
 	}
 	p.rows.sources[i] = src
 	return nil
@@ -97,20 +108,36 @@ func (s *rowSource) open() (*os.File, error) {
 	if s.f != nil {
 		return s.f, nil
 	}
+	changed := fmt.Errorf("it was replaced or changed during the run: its bad rows are not copied")
+	// Looked at before it is opened: a FIFO put in its place would
+	// block the open.
+	if st, err := os.Stat(s.name); err != nil {
+		return nil, fmt.Errorf("cannot open it again to copy its bad rows: %w", err)
+	} else if !sameFile(st, s.stat, s.size) {
+		return nil, changed
+	}
 	f, err := os.Open(s.name)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open it again to copy its bad rows: %w", err)
 	}
-	st, err := f.Stat()
-	if err == nil && (!os.SameFile(st, s.stat) || st.Size() != s.stat.Size() || !st.ModTime().Equal(s.stat.ModTime())) {
-		err = fmt.Errorf("it was replaced or changed during the run: its bad rows are not copied")
-	}
-	if err != nil {
+	if st, err := f.Stat(); err != nil || !sameFile(st, s.stat, s.size) {
 		f.Close()
-		return nil, err
+		return nil, changed
 	}
 	s.f = f
 	return f, nil
+}
+
+// sameFile reports whether st is the file of was, of size bytes as read,
+// unchanged: the same inode, size, and modification and change times
+// (a rewrite that restores the modification time still changes ctime).
+func sameFile(st, was os.FileInfo, size int64) bool {
+	if !os.SameFile(st, was) || st.Size() != size || !st.ModTime().Equal(was.ModTime()) {
+		return false
+	}
+	a, ok1 := st.Sys().(*syscall.Stat_t)
+	b, ok2 := was.Sys().(*syscall.Stat_t)
+	return ok1 && ok2 && a.Ctim == b.Ctim
 }
 
 func (s *rowSource) close() {
@@ -199,6 +226,8 @@ func (p *BadPolicy) writeRows() (err error) {
 		}
 		if err == nil {
 			err = w.Commit() // before pf closes
+		} else {
+			w.Abort() // the copies stop before pf closes
 		}
 		pf.Close()
 		src.close()

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -128,7 +129,7 @@ func TestQuarantineReopensNamedInputs(t *testing.T) {
 // A named input replaced or rewritten before the run commits is an error,
 // never rows of another file.
 func TestQuarantineInputChanged(t *testing.T) {
-	for _, how := range []string{"rewritten", "replaced"} {
+	for _, how := range []string{"rewritten", "replaced", "rewritten in place, its mtime restored"} {
 		t.Run(how, func(t *testing.T) {
 			q := newQuarantineRun(t)
 			a := q.write("a.parquet", textFile(t, textRows6))
@@ -137,9 +138,25 @@ func TestQuarantineInputChanged(t *testing.T) {
 				t.Fatal(err)
 			}
 			other := textFile(t, textRows6[:4])
-			if how == "rewritten" {
+			switch how {
+			case "rewritten":
 				q.write("a.parquet", other)
-			} else {
+			case "rewritten in place, its mtime restored":
+				st, err := os.Stat(a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := os.ReadFile(a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b[len(b)/2] ^= 1
+				time.Sleep(10 * time.Millisecond) // a ctime of its own
+				q.write("a.parquet", b)
+				if err := os.Chtimes(a, st.ModTime(), st.ModTime()); err != nil {
+					t.Fatal(err)
+				}
+			default:
 				if err := os.Rename(q.write("new.parquet", other), a); err != nil {
 					t.Fatal(err)
 				}

@@ -70,7 +70,8 @@ func (f RowFormat) ForRecords(in Format) error {
 //     fpdedup reads TSV), so a value holding a TAB or a line break is an
 //     error naming its row; NULL an empty field.
 //   - csv and tsv: a NULL in a file of one column would be a blank line,
-//     which readers skip or refuse: an error naming its row.
+//     which readers skip or refuse: an error naming its row; so is an
+//     empty string there in tsv (csv quotes it).
 //   - jsonl: an object a row, groups as nested objects (so --format jsonl
 //     --key a.b reads them back); integers, DECIMALs and finite floats as
 //     numbers, NaN and infinities as strings, booleans as true/false, NULL
@@ -159,6 +160,10 @@ func (t *textRows) write(p *ParquetFile, g int, rows []parquet.Row, at []int64) 
 					continue
 				}
 				scratch = t.cols[i].appendText(scratch[:0], v)
+				if len(row) == 1 && len(scratch) == 0 && t.format == RowsTSV {
+					return &RecordError{Name: p.name, Record: at[r], RowGroup: g + 1,
+						Err: fmt.Errorf("column %s: %w: an empty string in the only column is a blank line in TSV, which has no quoting: write csv or jsonl", t.cols[i].Path, ErrParquetNoText)}
+				}
 				if err := t.field(scratch); err != nil {
 					return &RecordError{Name: p.name, Record: at[r], RowGroup: g + 1,
 						Err: fmt.Errorf("column %s: %w: %v", t.cols[i].Path, ErrParquetNoText, err)}

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -301,5 +302,13 @@ func TestRowWriterTextNullAlone(t *testing.T) {
 	b, err := copyRowsAs(p, RowsJSONL, 4, func(int64) bool { return true })
 	if err != nil || string(b) != "{\"v\":\"x\"}\n{\"v\":null}\n" {
 		t.Fatalf("jsonl: %q, %v", b, err)
+	}
+	// An empty string there: tsv cannot tell it from no row; csv quotes it.
+	p = schemaFile(t, schema, []parquet.Row{{parquet.ByteArrayValue(nil).Level(0, 1, 0)}})
+	if _, err := copyRowsAs(p, RowsTSV, 4, func(int64) bool { return true }); !strings.Contains(fmt.Sprint(err), "blank line in TSV") {
+		t.Fatalf("tsv of an empty string alone: %v", err)
+	}
+	if b, err := copyRowsAs(p, RowsCSV, 4, func(int64) bool { return true }); err != nil || string(b) != "v\n\"\"\n" {
+		t.Fatalf("csv of an empty string alone: %q, %v", b, err)
 	}
 }
