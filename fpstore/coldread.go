@@ -211,8 +211,7 @@ func (x *Index) willNeedSegments(g *lookupGroup, fps []Fingerprint) {
 	slices.Sort(g.segsToLoad)
 	for _, si := range slices.Compact(g.segsToLoad) {
 		ref := x.foot.segments[si]
-		x.willNeedRange(ref.offset&^(PageSize-1), ref.offset+2*PageSize)
-		x.willNeedRange(ref.pagesAt()&^(PageSize-1), ref.end())
+		x.willNeedHeader(ref)
 		// The vectors' length words, which loading the segment reads
 		// one after the other, where the writer put them.
 		l := writerLayout(ref)
@@ -220,6 +219,14 @@ func (x *Index) willNeedSegments(g *lookupGroup, fps []Fingerprint) {
 			x.willNeedRange((ref.offset+at)&^(PageSize-1), ref.offset+at+4)
 		}
 	}
+}
+
+// willNeedHeader asks for what opening a segment reads first: the first
+// pages of its buffer (the table, and the directory's length word) and
+// its page checksum table.
+func (x *Index) willNeedHeader(ref segmentRef) {
+	x.willNeedRange(ref.offset&^(PageSize-1), ref.offset+2*PageSize)
+	x.willNeedRange(ref.pagesAt()&^(PageSize-1), ref.end())
 }
 
 // mincore reports in vec which pages of b (page-aligned) are in memory.
@@ -242,31 +249,26 @@ func mincore(b, vec []byte) error {
 // or on their way; a guess that missed costs one more read, and an answer
 // never depends on a guess.
 func (x *Index) willNeedFew(fps []Fingerprint) {
-	var open [coldMinBatch]int
-	var guessed [coldMinBatch]segmentLayout
+	type asked struct {
+		fp    Fingerprint
+		si    int
+		guess segmentLayout
+	}
+	var keys [coldMinBatch]asked
 	n := 0
 	for _, fp := range fps {
-		if si := x.find(fp); si >= 0 && x.segs[si].seg.Load() == nil && n < len(open) {
+		if si := x.find(fp); si >= 0 && x.segs[si].seg.Load() == nil && n < len(keys) {
 			ref := x.foot.segments[si]
-			x.willNeedRange(ref.offset&^(PageSize-1), ref.offset+2*PageSize)
-			x.willNeedRange(ref.pagesAt()&^(PageSize-1), ref.end())
-			guessed[n] = writerLayout(ref)
-			x.willNeedLookup(ref, guessed[n], fp)
-			open[n] = si
+			x.willNeedHeader(ref)
+			keys[n] = asked{fp, si, writerLayout(ref)}
+			x.willNeedLookup(ref, keys[n].guess, fp)
 			n++
 		}
 	}
-	k := 0
-	for _, fp := range fps {
-		if k == n {
-			return
-		}
-		if si := x.find(fp); si == open[k] {
-			ref := x.foot.segments[si]
-			if l, ok := x.headerLayout(ref); ok && l != guessed[k] {
-				x.willNeedLookup(ref, l, fp)
-			}
-			k++
+	for _, k := range keys[:n] {
+		ref := x.foot.segments[k.si]
+		if l, ok := x.headerLayout(ref); ok && l != k.guess {
+			x.willNeedLookup(ref, l, k.fp)
 		}
 	}
 }
