@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // openFixture opens testdata/parquet/NAME, written by DuckDB
@@ -252,9 +253,21 @@ func TestParquetDamaged(t *testing.T) {
 	if worst > bound {
 		t.Fatalf("a damaged file made the reader allocate %d MiB under a limit of %d MiB", worst>>20, limit>>20)
 	}
-	if n := runtime.NumGoroutine(); n > goroutines {
+	if n := goroutinesAfter(goroutines); n > goroutines {
 		t.Fatalf("%d goroutines after, %d before", n, goroutines)
 	}
+}
+
+// goroutinesAfter is how many goroutines run once those that have said
+// they are done (a channel closed by their last deferred call, which
+// Close and Abort wait for) have also exited: it waits, up to 10 s on a
+// busy machine, for the count to fall to before.
+func goroutinesAfter(before int) int {
+	n := runtime.NumGoroutine()
+	for deadline := time.Now().Add(10 * time.Second); n > before && time.Now().Before(deadline); n = runtime.NumGoroutine() {
+		time.Sleep(time.Millisecond)
+	}
+	return n
 }
 
 // TestParquetPageSizes: a page header that declares a page larger than

@@ -120,7 +120,7 @@ func TestRowWriterAbort(t *testing.T) {
 		}
 	}
 	w.Abort()
-	if n := runtime.NumGoroutine(); n > before {
+	if n := goroutinesAfter(before); n > before {
 		t.Fatalf("%d goroutines after Abort, %d before", n, before)
 	}
 	if err := w.Close(); err == nil {
