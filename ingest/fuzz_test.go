@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
 )
 
 // FuzzOpen feeds arbitrary bytes to NewInput: it must never panic, a plain
@@ -56,6 +58,11 @@ func FuzzParquet(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// Files of the Go library: every key type in each encoding it writes,
+	// v1 and v2 pages, CRCs (what chunkText decodes, and what it leaves to
+	// the library).
+	f.Add(goFile(f, 120, 1, &parquet.Uncompressed, 400))
+	f.Add(goFile(f, 120, 2, &parquet.Snappy, 400))
 	f.Add([]byte("PAR1\x00\x00\x00\x00PAR1"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		err := readParquetKeys(b, 256<<10)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math/big"
 	"os"
@@ -119,16 +120,18 @@ type ParquetFile struct {
 	columns []ParquetColumn
 	scratch []*pageScratch // one per column decoded at once
 	ahead   *decodeAhead   // the next row group's key columns, decoding (Frames)
+	spare   []keyText      // a framed row group's texts, for the next decoding's buffers
 }
 
 // decodeAhead is a row group's key columns decoded in the background while
 // the row group before it is framed.
 type decodeAhead struct {
-	g    int
-	cols []int
-	done chan struct{}
-	vals [][]parquet.Value
-	err  error
+	g     int
+	cols  []int
+	done  chan struct{}
+	vals  []keyText
+	spare []keyText // buffers it may reuse
+	err   error
 }
 
 // pageScratch is what checkPages of one column at a time reuses.
@@ -137,7 +140,9 @@ type pageScratch struct {
 	page   []byte
 }
 
-// parquetValueBytes is what a decoded value takes in memory (parquet.Value).
+// parquetValueBytes bounds what a decoded value takes in memory (a
+// parquet.Value, where the library decodes a chunk; a keyText's span and
+// the most text most types render to, where chunkText does).
 const parquetValueBytes = 24
 
 // OpenParquet reads the footer of a Parquet file of size bytes. limit
@@ -504,32 +509,28 @@ func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n
 	if n < 0 || n > p.limit/parquetValueBytes/int64(len(cols)) {
 		return &ParquetError{Name: p.name, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("row group %d: %d rows of %d key columns", g, n, len(cols))}
 	}
-	vals, err := p.keyColumns(g, cols, n)
+	texts, err := p.keyColumns(g, cols, n)
 	if err != nil {
 		return err
 	}
 	capacity := func(rows int64) int { return int(min(int64(size+size/8), rows*16+64)) } // grows past a guess for small row groups
 	data := make([]byte, 0, capacity(n))
-	texts := make([][]byte, len(cols))
+	row := make([][]byte, len(cols))
 	at, rows := first, 0
-	var text []byte // the row's texts, which texts slice
 	for r := range n {
 		var bad string
-		text = text[:0]
 		for i, c := range cols {
-			v := vals[i][r]
-			if v.IsNull() {
+			t, null := texts[i].text(r)
+			if null {
 				bad = "column " + p.columns[c].Path + " is null"
 				break
 			}
-			start := len(text)
-			text = p.columns[c].appendText(text, v)
-			texts[i] = text[start:len(text):len(text)]
+			row[i] = t
 		}
 		if bad != "" {
 			data = appendBadFrame(data, bad)
 		} else {
-			data = AppendFrame(data, texts)
+			data = AppendFrame(data, row)
 		}
 		rows++
 		if len(data) >= size || r == n-1 {
@@ -540,6 +541,7 @@ func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n
 			data, rows = make([]byte, 0, capacity(n-r-1)), 0
 		}
 	}
+	p.spare = texts
 	return nil
 }
 
@@ -549,8 +551,8 @@ func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n
 // frames this one's rows meanwhile (one goroutine, most of a key pass's
 // time otherwise left to the decoding's). Two row groups' key values are
 // held at most.
-func (p *ParquetFile) keyColumns(g int, cols []int, n int64) ([][]parquet.Value, error) {
-	var vals [][]parquet.Value
+func (p *ParquetFile) keyColumns(g int, cols []int, n int64) ([]keyText, error) {
+	var vals []keyText
 	var err error
 	if a := p.ahead; a != nil {
 		<-a.done
@@ -560,7 +562,8 @@ func (p *ParquetFile) keyColumns(g int, cols []int, n int64) ([][]parquet.Value,
 		}
 	}
 	if vals == nil && err == nil {
-		vals, err = p.decodeColumns(g, p.file.RowGroups()[g].ColumnChunks(), cols, n)
+		vals, err = p.decodeColumns(g, p.file.RowGroups()[g].ColumnChunks(), cols, n, p.spare)
+		p.spare = nil
 	}
 	if err != nil {
 		return nil, err
@@ -568,12 +571,12 @@ func (p *ParquetFile) keyColumns(g int, cols []int, n int64) ([][]parquet.Value,
 	if rgs := p.file.RowGroups(); g+1 < len(rgs) {
 		next := rgs[g+1].NumRows()
 		if next >= 0 && next <= p.limit/parquetValueBytes/int64(len(cols)) {
-			a := &decodeAhead{g: g + 1, cols: slices.Clone(cols), done: make(chan struct{})}
-			p.ahead = a
+			a := &decodeAhead{g: g + 1, cols: slices.Clone(cols), done: make(chan struct{}), spare: p.spare}
+			p.ahead, p.spare = a, nil
 			go func() {
 				defer close(a.done)
 				defer recoverParquet(p.name, &a.err)
-				a.vals, a.err = p.decodeColumns(a.g, rgs[a.g].ColumnChunks(), a.cols, next)
+				a.vals, a.err = p.decodeColumns(a.g, rgs[a.g].ColumnChunks(), a.cols, next, a.spare)
 			}()
 		}
 	}
@@ -584,7 +587,7 @@ func (p *ParquetFile) keyColumns(g int, cols []int, n int64) ([][]parquet.Value,
 // before the library reads them: each must parse within the chunk, its
 // page must end inside the chunk, and no page may be larger, compressed or
 // not, than the limit.
-func (p *ParquetFile) checkPages(g, c int, sc *pageScratch) error {
+func (p *ParquetFile) checkPages(g, c int, sc *pageScratch, dec *chunkText) error {
 	md := p.file.Metadata()
 	if g >= len(md.RowGroups) || c >= len(md.RowGroups[g].Columns) {
 		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d has no column %d", g, c)}
@@ -650,8 +653,20 @@ func (p *ParquetFile) checkPages(g, c int, sc *pageScratch) error {
 				return bad("the page at %d does not expand to its %d bytes: %v", at, h.uncompressed, err)
 			}
 		}
+		if h.hasCRC && uint32(h.crc) != crc32.ChecksumIEEE(page) {
+			return bad("the page at %d fails its CRC", at)
+		}
 		if err := checkPageData(col, &h, page[:levels], values, &rows, p.limit); err != nil {
 			return bad("the page at %d: %v", at, err)
+		}
+		if dec != nil {
+			if err := dec.page(&h, page[:levels], values); err != nil {
+				var pe *ParquetError
+				if errors.As(err, &pe) {
+					return err
+				}
+				return bad("the page at %d: %v", at, err)
+			}
 		}
 		at += int64(n) + h.compressed
 	}
@@ -661,8 +676,9 @@ func (p *ParquetFile) checkPages(g, c int, sc *pageScratch) error {
 // decodeColumns checks and decodes the chunks of columns cols of row
 // group g (n rows), several columns at once on as many cores: the values
 // are held whole either way, and the decoding is most of a key pass.
-func (p *ParquetFile) decodeColumns(g int, chunks []parquet.ColumnChunk, cols []int, n int64) ([][]parquet.Value, error) {
-	vals := make([][]parquet.Value, len(cols))
+func (p *ParquetFile) decodeColumns(g int, chunks []parquet.ColumnChunk, cols []int, n int64, spare []keyText) ([]keyText, error) {
+	vals := make([]keyText, len(cols))
+	copy(vals, spare) // buffers to reuse: allocating them anew was most of the memory clearing in a key pass's profile
 	errs := make([]error, len(cols))
 	workers := min(len(cols), runtime.GOMAXPROCS(0))
 	for len(p.scratch) < workers {
@@ -689,91 +705,119 @@ func (p *ParquetFile) decodeColumns(g int, chunks []parquet.ColumnChunk, cols []
 }
 
 // decodeColumn is decodeColumns' work for one column, in its own goroutine
-// (so with its own recover).
-func (p *ParquetFile) decodeColumn(g int, chunks []parquet.ColumnChunk, c int, n int64, sc *pageScratch, out *[]parquet.Value) (err error) {
+// (so with its own recover): the pages decoded as they are checked
+// (chunkText), or by the library where chunkText does not decode them.
+func (p *ParquetFile) decodeColumn(g int, chunks []parquet.ColumnChunk, c int, n int64, sc *pageScratch, out *keyText) (err error) {
 	defer recoverParquet(p.name, &err)
-	if err := p.checkPages(g, c, sc); err != nil {
+	dec := &chunkText{name: p.name, col: &p.columns[c], rows: n, limit: p.limit}
+	dec.out.reset(n, p.textGuess(g, c, n))
+	if err := p.checkPages(g, c, sc, dec); err != nil {
 		return err
+	}
+	damaged := func(err error) error {
+		return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: %v", g, err)}
+	}
+	if !dec.fallback {
+		if *out, err = dec.done(); err != nil {
+			return damaged(err)
+		}
+		return nil
 	}
 	if c >= len(chunks) {
 		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d has no column %d", g, c)}
 	}
-	if *out, err = p.readColumn(chunks[c], n); err != nil {
-		return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: %v", g, err)}
+	if err := p.readColumn(chunks[c], n, &p.columns[c], out); err != nil {
+		var pe *ParquetError
+		if errors.As(err, &pe) {
+			return err
+		}
+		return damaged(err)
 	}
 	return nil
 }
 
-// readColumn reads the n values of a column chunk of a column that is not
-// repeated (one value a row, NULLs included).
-func (p *ParquetFile) readColumn(cc parquet.ColumnChunk, n int64) ([]parquet.Value, error) {
+// textGuess is about the bytes of key text row group g's chunk of column
+// c renders to (n rows): the most digits its numbers take, the expanded
+// size of its byte arrays. Growing the texts by appending was a fifth of a
+// count's CPU (pprof: growslice).
+func (p *ParquetFile) textGuess(g, c int, n int64) int64 {
+	per := int64(24)
+	switch col := &p.columns[c]; {
+	case col.render == renderInt || col.render == renderUint:
+		per = 20
+		if col.phys == pformat.Int32 {
+			per = 11
+		}
+	case col.render == renderBool:
+		per = 5
+	case col.render == renderBytes:
+		md := p.file.Metadata()
+		if g < len(md.RowGroups) && c < len(md.RowGroups[g].Columns) {
+			return min(max(md.RowGroups[g].Columns[c].MetaData.TotalUncompressedSize, 0), p.limit)
+		}
+	}
+	return min(n*per, p.limit)
+}
+
+// readColumn reads the n values of a column chunk of column c, which is
+// not repeated (one value a row, NULLs included), through the library,
+// into their key texts.
+func (p *ParquetFile) readColumn(cc parquet.ColumnChunk, n int64, c *ParquetColumn, out *keyText) error {
 	pages := cc.Pages()
 	defer pages.Close()
-	vals := make([]parquet.Value, 0, n)
-	var ar arena
+	vals := make([]parquet.Value, 0, min(n, 64<<10))
+	out.reset(n, 0)
 	for {
 		pg, err := pages.ReadPage()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if int64(len(vals))+pg.NumValues() > n {
+		if int64(len(out.at))+pg.NumValues() > n {
 			parquet.Release(pg)
-			return nil, fmt.Errorf("more values than the row group's %d rows", n)
+			return fmt.Errorf("more values than the row group's %d rows", n)
 		}
-		at := len(vals)
-		vals = vals[:at+int(pg.NumValues())]
-		got, err := pg.Values().ReadValues(vals[at:])
-		vals = vals[:at+got]
-		// The page's buffers are released below: its byte arrays are
-		// copied out into blocks, not one allocation each as Value.Clone
-		// makes them (10M strings of a column: 10M allocations).
-		for i := at; i < len(vals); i++ {
-			switch v := vals[i]; v.Kind() {
-			case parquet.ByteArray:
-				vals[i] = parquet.ByteArrayValue(ar.copy(v.ByteArray()))
-			case parquet.FixedLenByteArray:
-				vals[i] = parquet.FixedLenByteArrayValue(ar.copy(v.ByteArray()))
+		r := pg.Values()
+		for {
+			got, err := r.ReadValues(vals[:cap(vals)])
+			for _, v := range vals[:got] {
+				if v.IsNull() {
+					out.at = append(out.at, nullSpan)
+				} else {
+					out.add(c, v)
+				}
+			}
+			if out.tooLarge(p.limit) {
+				parquet.Release(pg)
+				return &ParquetError{Name: p.name, Column: c.Path, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("key texts of %d bytes", len(out.buf))}
+			}
+			if err == io.EOF || (err == nil && got == 0) {
+				break
+			}
+			if err != nil {
+				parquet.Release(pg)
+				return err
 			}
 		}
 		parquet.Release(pg)
-		if err != nil && err != io.EOF {
-			return nil, err
-		}
 	}
-	if int64(len(vals)) != n {
-		return nil, fmt.Errorf("%d values for the row group's %d rows", len(vals), n)
+	if int64(len(out.at)) != n {
+		return fmt.Errorf("%d values for the row group's %d rows", len(out.at), n)
 	}
-	return vals, nil
-}
-
-// arena copies byte slices into large blocks it never moves.
-type arena struct{ block []byte }
-
-func (a *arena) copy(b []byte) []byte {
-	if len(b) > cap(a.block)-len(a.block) {
-		a.block = make([]byte, 0, max(min(2*cap(a.block), 1<<20), 4<<10, len(b)))
-	}
-	s := len(a.block)
-	a.block = append(a.block, b...)
-	return a.block[s:len(a.block):len(a.block)]
+	return nil
 }
 
 // appendText appends the key text of v (not NULL) to b.
 func (c *ParquetColumn) appendText(b []byte, v parquet.Value) []byte {
+	switch v.Kind() {
+	case parquet.Int32:
+		return c.appendInt32(b, v.Int32())
+	case parquet.Int64:
+		return c.appendInt64(b, v.Int64())
+	}
 	switch c.render {
-	case renderInt:
-		if v.Kind() == parquet.Int32 {
-			return strconv.AppendInt(b, int64(v.Int32()), 10)
-		}
-		return strconv.AppendInt(b, v.Int64(), 10)
-	case renderUint:
-		if v.Kind() == parquet.Int32 {
-			return strconv.AppendUint(b, uint64(uint32(v.Int32())), 10)
-		}
-		return strconv.AppendUint(b, v.Uint64(), 10)
 	case renderBool:
 		return strconv.AppendBool(b, v.Boolean())
 	case renderFloat:
@@ -783,15 +827,31 @@ func (c *ParquetColumn) appendText(b []byte, v parquet.Value) []byte {
 	case renderBytes:
 		return append(b, v.ByteArray()...)
 	case renderDecimal:
-		switch v.Kind() {
-		case parquet.Int32:
-			return appendDecimal(b, big.NewInt(int64(v.Int32())), c.scale)
-		case parquet.Int64:
-			return appendDecimal(b, big.NewInt(v.Int64()), c.scale)
-		}
 		return appendDecimal(b, twosComplement(v.ByteArray()), c.scale)
 	}
 	return b
+}
+
+// appendInt32 and appendInt64 are appendText of an INT32 and an INT64
+// value, which chunkText calls without making a parquet.Value.
+func (c *ParquetColumn) appendInt32(b []byte, x int32) []byte {
+	switch c.render {
+	case renderUint:
+		return strconv.AppendUint(b, uint64(uint32(x)), 10)
+	case renderDecimal:
+		return appendDecimal(b, big.NewInt(int64(x)), c.scale)
+	}
+	return strconv.AppendInt(b, int64(x), 10)
+}
+
+func (c *ParquetColumn) appendInt64(b []byte, x int64) []byte {
+	switch c.render {
+	case renderUint:
+		return strconv.AppendUint(b, uint64(x), 10)
+	case renderDecimal:
+		return appendDecimal(b, big.NewInt(x), c.scale)
+	}
+	return strconv.AppendInt(b, x, 10)
 }
 
 // twosComplement is the big-endian two's complement integer in p, as a

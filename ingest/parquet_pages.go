@@ -26,6 +26,8 @@ type pageHeader struct {
 	defEncoding, repEncoding int64 // a v1 data page's
 	defLen, repLen           int64 // a v2 data page's level bytes
 	compressedData           bool  // a v2 data page may say its values are not
+	crc                      int64
+	hasCRC                   bool
 }
 
 const (
@@ -37,8 +39,12 @@ const (
 // field records field id of the struct nested at outer (0: the header
 // itself; 5 DataPageHeader, 7 DictionaryPageHeader, 8 DataPageHeaderV2).
 func (h *pageHeader) field(outer, id int16, v int64) {
-	if outer == 8 && id == 7 {
+	switch [2]int16{outer, id} {
+	case [2]int16{8, 7}:
 		h.compressedData = v != 0
+		return
+	case [2]int16{0, 4}:
+		h.crc, h.hasCRC = v, true
 		return
 	}
 	if p := h.slot(outer, id); p != nil {

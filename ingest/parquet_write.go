@@ -470,7 +470,7 @@ func (p *ParquetFile) groupStart(g int) int64 {
 // before a copy of its rows decodes all of them.
 func (p *ParquetFile) checkGroup(g int, sc *pageScratch) error {
 	for c := range p.columns {
-		if err := p.checkPages(g, c, sc); err != nil {
+		if err := p.checkPages(g, c, sc, nil); err != nil {
 			return err
 		}
 	}

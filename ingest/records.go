@@ -315,7 +315,7 @@ func (k *Keyer) bytes(line []byte, f field) []byte {
 // its key (a new slice).
 func (s KeySpec) TrimEnd(rec []byte) []byte {
 	if s.Format == FormatParquet {
-		key, _ := JoinFrame(nil, rec, []byte(s.Sep))
+		key, _ := JoinFrame(make([]byte, 0, len(rec)+8*len(s.Sep)), rec, []byte(s.Sep))
 		return key
 	}
 	if s.Format == FormatLines {
