@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
+	pzstd "github.com/parquet-go/parquet-go/compress/zstd"
 	pformat "github.com/parquet-go/parquet-go/format"
 )
 
@@ -94,6 +95,15 @@ func (c *ParquetColumn) same(d *ParquetColumn) bool {
 	return c.Path == d.Path && c.phys == d.phys && c.render == d.render &&
 		c.scale == d.scale && c.maxDef == d.maxDef && c.maxRep == d.maxRep
 }
+
+// The ZSTD codec the library hands every writer (the columns of a file
+// read with it name it) writes at klauspost/compress's fastest level, not
+// its default. Measured on dedup of DuckDB-written zstd files that keeps
+// their rows: 10M events, 8.53 -> 6.24 s and 309.3 -> 307.0 MB; 3M rows of
+// repetitive text, 1.63 -> 1.28 s and 23.5 -> 22.9 MB. Compressing the
+// output was 45% of a dedup's CPU (pprof), and the fastest level was
+// smaller too at the library's page sizes.
+func init() { parquet.Zstd.Level = pzstd.SpeedFastest }
 
 // start makes the writer from the first input.
 func (pw *RowWriter) start(p *ParquetFile) error {
@@ -467,9 +477,13 @@ func (p *ParquetFile) groupStart(g int) int64 {
 }
 
 // checkGroup walks every page of every column of row group g (checkPages)
-// before a copy of its rows decodes all of them.
+// before a copy of its rows decodes all of them, but for the columns the
+// key pass has already checked.
 func (p *ParquetFile) checkGroup(g int, sc *pageScratch) error {
 	for c := range p.columns {
+		if p.wasChecked(g, c) {
+			continue
+		}
 		if err := p.checkPages(g, c, sc, nil); err != nil {
 			return err
 		}

@@ -45,8 +45,8 @@ records instead.
 
 Parquet files (--format parquet, or their PAR1 magic) are keyed by columns
 (--key user_id,device_id,ts) and written as Parquet: the kept rows unchanged,
-in input order, with the first input's schema, metadata and codec, one output
-row group per input row group. Only the key columns are decoded to decide; a
+in input order, with the first input's schema, metadata and codec (zstd at
+its fastest level), one output row group per input row group. Only the key columns are decoded to decide; a
 row group's kept rows are copied as it is decided, while the next is decided,
 so memory holds two row groups' key values (the next one's is decoded while
 this one's keys are hashed) and two row groups' pages, never the file. --output-format csv, tsv or
