@@ -109,6 +109,7 @@ type runner struct {
 	meter   meter
 
 	boundedPath string
+	coldKeys    uint64 // the fingerprints cold scale queries have asked for so far
 }
 
 // Run generates the data into a temporary directory, runs every job and
