@@ -27,12 +27,23 @@ func finalize(z uint64) uint64 {
 // the fast way to make a big index without hashing records. From 0 count 10
 // and from 8 count 10 share 2 lines.
 func Fingerprints(w io.Writer, seed, from, count uint64) error {
+	return PartitionFingerprints(w, seed, from, count, 0, 0)
+}
+
+// PartitionFingerprints is Fingerprints of those whose top bits bits are
+// index: the share of prefix partition index/2^bits (fpdedup build
+// --partition), without the hex of the others (a machine's share of a
+// partitioned build, without streaming the whole set through it).
+func PartitionFingerprints(w io.Writer, seed, from, count uint64, bits uint8, index uint64) error {
 	const digits = "0123456789abcdef"
 	bw := bufio.NewWriterSize(w, genBuf)
 	var line [33]byte
 	line[32] = '\n'
 	for i := from; i < from+count; i++ {
 		hi, lo := Fingerprint(seed, i)
+		if bits > 0 && hi>>(64-bits) != index {
+			continue
+		}
 		for k := 15; k >= 0; k-- {
 			line[k] = digits[hi&15]
 			hi >>= 4

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,39 @@ func TestFp(t *testing.T) {
 	runCmd(t, 0, "fp", "--seed", "3", "--from", "1000", "--count", "2000", "-o", out)
 	if got, err := os.ReadFile(out); err != nil || string(got) != want.String() {
 		t.Errorf("fp -o differs from gen.Fingerprints (%v)", err)
+	}
+}
+
+// fp --partition I/N writes, in order, the lines of the whole range whose
+// first hex digits put them in prefix partition I: the four partitions
+// together are the whole, each one its own.
+func TestFpPartition(t *testing.T) {
+	var whole bytes.Buffer
+	if err := gen.Fingerprints(&whole, 3, 0, 4000); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(whole.String(), "\n")
+	total := 0
+	for i := range 4 {
+		var want strings.Builder
+		for _, l := range lines {
+			if l != "" && strings.IndexByte("0123456789abcdef", l[0])/4 == i {
+				want.WriteString(l)
+			}
+		}
+		got, _ := runCmd(t, 0, "fp", "--seed", "3", "--count", "4000", "--partition", fmt.Sprintf("%d/4", i))
+		if got != want.String() || got == "" {
+			t.Errorf("partition %d/4: %d bytes, want %d", i, len(got), want.Len())
+		}
+		total += len(got)
+	}
+	if total != whole.Len() {
+		t.Errorf("the partitions hold %d bytes of the whole's %d", total, whole.Len())
+	}
+	for _, bad := range []string{"4/4", "1/3", "x", "1/1"} {
+		if _, stderr := runCmd(t, 2, "fp", "--partition", bad); !strings.Contains(stderr, "--partition") {
+			t.Errorf("--partition %s: %q", bad, stderr)
+		}
 	}
 }
 
