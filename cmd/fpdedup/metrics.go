@@ -78,6 +78,8 @@ func promFloat(f float64) string {
 		return "+Inf"
 	case math.IsInf(f, -1):
 		return "-Inf"
+	case f == 0:
+		return "0" // -0 too: a figure that rounds to no change is no negative
 	}
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }

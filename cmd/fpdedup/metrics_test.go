@@ -16,7 +16,7 @@ import (
 // reads it (and as client_golang's expfmt wrote it before): a HELP and a
 // TYPE line and one sample a gauge, families sorted by name, nested
 // figures joined by _, booleans 0/1, non-numbers left out, floats in their
-// shortest form, NaN and infinities spelled as the format wants, and the
+// shortest form (-0 as 0), NaN and infinities spelled as the format wants, and the
 // HELP text escaped.
 func TestWriteMetrics(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.prom")
@@ -24,7 +24,7 @@ func TestWriteMetrics(t *testing.T) {
 	stats := map[string]any{
 		"command":   "dedup",
 		"dedup":     map[string]any{"records": 1e6, "ratio": 0.375, "ok": true, "name": "in.txt"},
-		"bad":       map[string]any{"nan": math.NaN(), "inf": math.Inf(1), "minus": math.Inf(-1), "neg": -1.5},
+		"bad":       map[string]any{"nan": math.NaN(), "inf": math.Inf(1), "minus": math.Inf(-1), "neg": -1.5, "zero": math.Copysign(0, -1)},
 		"odd-key\\": map[string]any{"x\ny": 2.0},
 	}
 	g := &atomicfile.Group{}
@@ -51,6 +51,9 @@ fpdedup_dedup_bad_nan NaN
 # HELP fpdedup_dedup_bad_neg fpdedup dedup: bad_neg of the last run
 # TYPE fpdedup_dedup_bad_neg gauge
 fpdedup_dedup_bad_neg -1.5
+# HELP fpdedup_dedup_bad_zero fpdedup dedup: bad_zero of the last run
+# TYPE fpdedup_dedup_bad_zero gauge
+fpdedup_dedup_bad_zero 0
 # HELP fpdedup_dedup_last_success_timestamp_seconds when the last successful run ended
 # TYPE fpdedup_dedup_last_success_timestamp_seconds gauge
 fpdedup_dedup_last_success_timestamp_seconds NOW
