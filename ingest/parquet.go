@@ -122,6 +122,7 @@ type ParquetFile struct {
 	ahead   *decodeAhead   // the next row group's key columns, decoding (Frames)
 	spare   []keyText      // a framed row group's texts, for the next decoding's buffers
 
+	stop      atomic.Bool // Close: a decoding ahead gives up at its next page
 	checkedMu sync.Mutex
 	checked   map[[2]int]bool // the row groups' columns whose pages are checked (checkPages)
 }
@@ -368,7 +369,8 @@ func isUnsigned(lt pformat.LogicalTypeValue, conv deprecated.ConvertedType, hasC
 // OpenParquet is the caller's to close.
 func (p *ParquetFile) Close() {
 	if a := p.ahead; a != nil {
-		<-a.done // it uses the scratch
+		p.stop.Store(true) // after a cancel, no waiting for a row group nobody reads
+		<-a.done           // it uses the scratch
 		p.ahead = nil
 	}
 	for _, s := range p.scratch {
@@ -614,6 +616,9 @@ func (p *ParquetFile) checkPages(g, c int, sc *pageScratch, dec *chunkText) erro
 	col := &p.columns[c]
 	buf := make([]byte, min(64<<10, end-start))
 	for at := start; at < end; {
+		if dec != nil && p.stop.Load() { // a key pass's; a copy's check goes on
+			return errParquetClosed
+		}
 		want := min(int64(len(buf)), end-at)
 		if _, err := p.r.ReadAt(buf[:want], at); err != nil {
 			return bad("reading at %d: %v", at, err)
@@ -790,6 +795,9 @@ func (p *ParquetFile) readColumn(cc parquet.ColumnChunk, n int64, c *ParquetColu
 	vals := make([]parquet.Value, 0, min(n, 64<<10))
 	out.reset(n, 0)
 	for {
+		if p.stop.Load() {
+			return errParquetClosed
+		}
 		pg, err := pages.ReadPage()
 		if err == io.EOF {
 			break
@@ -925,6 +933,10 @@ type expander struct {
 }
 
 var errPageBomb = errors.New("it expands past its declared size")
+
+// errParquetClosed ends a decoding ahead that Close gave up on: nothing
+// reads its result.
+var errParquetClosed = errors.New("the Parquet file was closed")
 
 func (x *expander) expand(codec pformat.CompressionCodec, src []byte, size int64) ([]byte, error) {
 	if cap(x.buf) < int(size) {
