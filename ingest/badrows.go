@@ -176,6 +176,12 @@ func (p *BadPolicy) keepRow(re *RecordError) error {
 		}
 		src.bad = true
 	}
+	if cols := src.schema.Columns(); len(cols) == 1 && (p.rows.format == RowsCSV || p.rows.format == RowsTSV) {
+		// A bad row of a one-column file is a NULL in that column, which
+		// has no csv or tsv row: refused now, not at the commit.
+		p.err = &QuarantineError{Path: p.path, Err: &RecordError{Name: re.Name, Record: re.Record, RowGroup: re.RowGroup, Err: nullAlone(&cols[0])}}
+		return p.err
+	}
 	p.rows.places = append(p.rows.places, rowPlace{in: int32(re.Input), group: int32(re.RowGroup - 1), row: re.Record})
 	return nil
 }

@@ -237,3 +237,50 @@ func TestQuarantineMixedSchemas(t *testing.T) {
 		t.Fatal("the run committed after the refusal")
 	}
 }
+
+// A bad row of a one-column file is a NULL in its only column, which has
+// no csv or tsv row: a quarantine written as csv or tsv refuses it at
+// that row, before the run's work, naming the file and row, and writes
+// nothing; jsonl keeps it.
+func TestQuarantineOneColumnText(t *testing.T) {
+	var buf bytes.Buffer
+	type one struct {
+		ID int64 `parquet:"id"`
+	}
+	w := parquet.NewGenericWriter[one](&buf)
+	if _, err := w.Write([]one{{1}, {2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		format RowFormat
+		refuse bool
+	}{{RowsCSV, true}, {RowsTSV, true}, {RowsJSONL, false}} {
+		q := newQuarantineRun(t)
+		q.bad.WritesRows(c.format)
+		b := q.write("one.parquet", buf.Bytes())
+		q.open(0, b)
+		err := q.badRow(0, b, 1, 2)
+		if !c.refuse {
+			if err != nil {
+				t.Fatalf("format %d: %v", c.format, err)
+			}
+			continue
+		}
+		if err == nil || !errors.Is(err, ErrParquetNoText) || !strings.Contains(err.Error(), "one.parquet") || !strings.Contains(err.Error(), "row 2") {
+			t.Fatalf("format %d: got %v, want the row refused naming file and row", c.format, err)
+		}
+		g := &atomicfile.Group{}
+		if err := q.bad.Close(g, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(q.path); !os.IsNotExist(err) {
+			t.Fatalf("format %d: a quarantine file after the refusal (%v)", c.format, err)
+		}
+	}
+}

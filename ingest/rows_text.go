@@ -154,8 +154,7 @@ func (t *textRows) write(p *ParquetFile, g int, rows []parquet.Row, at []int64) 
 				}
 				if v.IsNull() {
 					if len(row) == 1 {
-						return &RecordError{Name: p.name, Record: at[r], RowGroup: g + 1,
-							Err: fmt.Errorf("column %s: %w: a NULL in the only column is a blank line, which CSV and TSV readers skip or refuse: write jsonl", t.cols[i].Path, ErrParquetNoText)}
+						return &RecordError{Name: p.name, Record: at[r], RowGroup: g + 1, Err: nullAlone(&t.cols[i])}
 					}
 					continue
 				}
@@ -287,4 +286,9 @@ func (t *textRows) flush() error {
 	_, err := t.out.Write(t.buf)
 	t.buf = t.buf[:0]
 	return err
+}
+
+// nullAlone is why a NULL in a file's only column has no csv or tsv row.
+func nullAlone(c *ParquetColumn) error {
+	return fmt.Errorf("column %s: %w: a NULL in the only column is a blank line, which CSV and TSV readers skip or refuse: write jsonl", c.Path, ErrParquetNoText)
 }
