@@ -10,8 +10,9 @@
 //   node bench/duckdb-parquet.mjs distinct [--threads N] FILE.parquet
 //       the peer of fpdedup build/count: the distinct keys
 //       (user_id, device_id, ts), printed as their number.
-//   node bench/duckdb-parquet.mjs dedup [--threads N] FILE.parquet OUT.parquet
-//       the peer of fpdedup dedup: each key's first row, in file order.
+//   node bench/duckdb-parquet.mjs dedup [--threads N] [--memory-limit SIZE] FILE.parquet OUT.parquet
+//       the peer of fpdedup dedup: each key's first row, in file order
+//       (SIZE: DuckDB's memory_limit, e.g. 256MB, the peer of --mem).
 import { connect, lit } from './duckdb-peer.mjs';
 
 const [cmd, ...rest] = process.argv.slice(2);
@@ -45,13 +46,21 @@ if (cmd === 'gen') {
   // The peer of fpdedup dedup: each key's first row, every column, in
   // file order, written as zstd Parquet.
   let threads = null;
-  if (rest[0] === '--threads') {
-    threads = rest[1];
+  let memory = null;
+  while (rest[0] === '--threads' || rest[0] === '--memory-limit') {
+    if (rest[0] === '--threads') threads = rest[1];
+    else memory = rest[1];
     rest.splice(0, 2);
   }
   const [file, out] = rest;
   const con = await connect('duckdb-parquet', threads);
   await con.run('SET preserve_insertion_order = true');
+  if (memory) {
+    // fpdedup dedup --mem's peer: DuckDB spills to its temp directory
+    // beside the output, or fails, as it fares.
+    await con.run(`SET memory_limit = ${lit(memory)}`);
+    await con.run(`SET temp_directory = ${lit(out + '.duckdb-tmp')}`);
+  }
   // ts is cast back: DuckDB reads TIMESTAMP_MS as TIMESTAMP and would
   // write microseconds, another file than its input's schema.
   await con.run(`COPY (SELECT * EXCLUDE (file_row_number) REPLACE (ts::TIMESTAMP_MS AS ts) FROM read_parquet(${lit(file)}, file_row_number = true)

@@ -46,10 +46,14 @@ records instead.
 Parquet files (--format parquet, or their PAR1 magic) are keyed by columns
 (--key user_id,device_id,ts) and written as Parquet: the kept rows unchanged,
 in input order, with the first input's schema, metadata and codec (zstd at
-its fastest level), one output row group per input row group. Only the key columns are decoded to decide; a
-row group's kept rows are copied as it is decided, while the next is decided,
-so memory holds two row groups' key values (the next one's is decoded while
-this one's keys are hashed) and two row groups' pages, never the file. --output-format csv, tsv or
+its fastest level), one output row group per input row group. Only the key
+columns are decoded to decide; a row group's kept rows are copied as it is
+decided, while the next is decided, so memory holds two row groups' key values
+(the next one's is decoded while this one's keys are hashed) and two row
+groups being copied (their rows decoded, and the output's pages), never the
+file. Those come on top of --mem: with DuckDB's default row groups of 122,880
+rows, --mem 256MiB peaked at 337 MiB of anonymous memory on 10M events of five
+columns. --output-format csv, tsv or
 jsonl writes the rows as text instead, every value by the key text rules:
 csv and tsv a header of column paths, then a line a row (NULL an empty
 field; tsv has no quoting, so a value holding a TAB or line break is an
