@@ -7,6 +7,8 @@
 //       TIMESTAMP_MS, amount DECIMAL(18,2), event VARCHAR; ~38% of rows
 //       repeat an earlier key; zstd, DuckDB's row groups; one thread, so
 //       the same bytes each time.
+//   node bench/duckdb-parquet.mjs csv FILE.parquet OUT.csv
+//       the same rows as CSV with a header, ts as its stored integer.
 //   node bench/duckdb-parquet.mjs distinct [--threads N] FILE.parquet
 //       the peer of fpdedup build/count: the distinct keys
 //       (user_id, device_id, ts), printed as their number.
@@ -33,6 +35,13 @@ if (cmd === 'gen') {
     ((hash(i, 'amt') % 100000000)::BIGINT::DECIMAL(18,2) / 100)::DECIMAL(18,2) AS amount,
     substr(md5(i::VARCHAR) || '|evt=' || (hash(i, 'e') % 40)::VARCHAR || '|' || md5((i * 7)::VARCHAR), 1, 60) AS event
     FROM range(${n}) t(i) ORDER BY i) TO ${lit(out)} (FORMAT parquet, COMPRESSION zstd)`);
+} else if (cmd === 'csv') {
+  // The same rows as CSV with a header, ts as the integer the Parquet file
+  // stores (its key text), for count and build from CSV beside Parquet.
+  const [file, out] = rest;
+  const con = await connect('duckdb-parquet', null);
+  await con.run('SET preserve_insertion_order = true');
+  await con.run(`COPY (SELECT * REPLACE (epoch_ms(ts) AS ts) FROM read_parquet(${lit(file)})) TO ${lit(out)} (FORMAT csv, HEADER true)`);
 } else if (cmd === 'distinct') {
   let threads = null;
   if (rest[0] === '--threads') {
@@ -67,6 +76,6 @@ if (cmd === 'gen') {
     QUALIFY row_number() OVER (PARTITION BY user_id, device_id, ts ORDER BY file_row_number) = 1
     ORDER BY file_row_number) TO ${lit(out)} (FORMAT parquet, COMPRESSION zstd)`);
 } else {
-  process.stderr.write('usage: node bench/duckdb-parquet.mjs gen|distinct|dedup ...\n');
+  process.stderr.write('usage: node bench/duckdb-parquet.mjs gen|csv|distinct|dedup ...\n');
   process.exit(2);
 }
