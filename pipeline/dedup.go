@@ -101,7 +101,7 @@ type dedupChunk struct {
 	marked chan struct{}
 	owners atomic.Int32 // shard owners still to mark this chunk
 	bufs   *chunkBuffers
-	pos    []recordPos // where each record is, for --check only
+	pos    []recordPos // where each record is: with --check and for a row copy only
 }
 
 // Dedup writes to out each record whose key was not seen earlier in the
@@ -493,27 +493,30 @@ type chunkBuffers struct {
 	recs  [][2]int32
 	fps   []fpstore.Fingerprint
 	state []uint8
+	pos   []recordPos // only with Check or a row copy
 }
 
 var chunkBufferPool = sync.Pool{New: func() any { return new(chunkBuffers) }}
 
-func (c *dedupChunk) takeBuffers(n int) {
+func (c *dedupChunk) takeBuffers(n int, withPos bool) {
 	b := chunkBufferPool.Get().(*chunkBuffers)
 	if cap(b.recs) < n {
 		b.recs = make([][2]int32, 0, n+n/8)
 		b.fps = make([]fpstore.Fingerprint, 0, n+n/8)
 		b.state = make([]uint8, 0, n+n/8)
 	}
+	if withPos && cap(b.pos) < n {
+		b.pos = make([]recordPos, 0, n+n/8)
+	}
 	c.recs, c.fps = b.recs[:0], b.fps[:0]
-	c.state = b.state[:0]
+	c.state, c.pos = b.state[:0], b.pos[:0]
 	c.bufs = b
 }
 
 func recycle(c *dedupChunk) {
-	c.pos = nil
 	if b := c.bufs; b != nil {
 		// Appends may have grown them: keep what they are now.
-		b.recs, b.fps, b.state = c.recs[:0], c.fps[:0], c.state[:0]
+		b.recs, b.fps, b.state, b.pos = c.recs[:0], c.fps[:0], c.state[:0], c.pos[:0]
 		clear(b.state[:cap(b.state)])
 		chunkBufferPool.Put(b)
 		c.bufs = nil
@@ -531,12 +534,13 @@ type dedupParser struct {
 func (p *dedupParser) parse(c *dedupChunk) error {
 	data := c.job.chunk.Data
 	n := c.job.chunk.Records
-	c.takeBuffers(n)
+	withPos := p.opts.Check || p.opts.rows != nil // where the record is: messages, and the row a copy reads
+	c.takeBuffers(n, withPos)
 	err := p.rw.eachAt(c.job, func(rec []byte, fp fpstore.Fingerprint, at recordPos) error {
 		start := int32(cap(data) - cap(rec)) // rec is a slice of data
 		c.recs = append(c.recs, [2]int32{start, start + int32(len(rec))})
 		c.fps = append(c.fps, fp)
-		if p.opts.Check || p.opts.rows != nil { // where the record is: messages, and the row a copy reads
+		if withPos {
 			c.pos = append(c.pos, at)
 		}
 		return nil
