@@ -735,7 +735,7 @@ func (p *ParquetFile) decodeColumns(g int, chunks []parquet.ColumnChunk, cols []
 // (chunkText), or by the library where chunkText does not decode them.
 func (p *ParquetFile) decodeColumn(g int, chunks []parquet.ColumnChunk, c int, n int64, sc *pageScratch, out *keyText) (err error) {
 	defer recoverParquet(p.name, &err)
-	dec := &chunkText{name: p.name, col: &p.columns[c], rows: n, limit: p.limit}
+	dec := &chunkText{name: p.name, col: &p.columns[c], rows: n, limit: p.limit, out: *out} // out: the spare buffers decodeColumns passes
 	dec.out.reset(n, p.textGuess(g, c, n))
 	if err := p.checkPages(g, c, sc, dec); err != nil {
 		return err
