@@ -867,21 +867,21 @@ func (c *ParquetColumn) appendText(b []byte, v parquet.Value) []byte {
 func (c *ParquetColumn) appendInt32(b []byte, x int32) []byte {
 	switch c.render {
 	case renderUint:
-		return strconv.AppendUint(b, uint64(uint32(x)), 10)
+		return appendUint(b, uint64(uint32(x)))
 	case renderDecimal:
 		return appendDecimal(b, big.NewInt(int64(x)), c.scale)
 	}
-	return strconv.AppendInt(b, int64(x), 10)
+	return appendInt(b, int64(x))
 }
 
 func (c *ParquetColumn) appendInt64(b []byte, x int64) []byte {
 	switch c.render {
 	case renderUint:
-		return strconv.AppendUint(b, uint64(x), 10)
+		return appendUint(b, uint64(x))
 	case renderDecimal:
 		return appendDecimal(b, big.NewInt(x), c.scale)
 	}
-	return strconv.AppendInt(b, x, 10)
+	return appendInt(b, x)
 }
 
 // twosComplement is the big-endian two's complement integer in p, as a
