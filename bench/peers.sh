@@ -5,6 +5,9 @@
 #
 #   bench/peers.sh            install and report
 #   bench/peers.sh --check    report only (no apt, no npm)
+#   bench/peers.sh --duckdb   DuckDB only (node, npm and the package): the
+#                             oracle scripts/duckdb-oracle.sh checks
+#                             Parquet against in the tests
 #
 # Exit 0 when every peer is there, 1 when any is missing (the benchmark still
 # runs, and reports those rows as "missing"), 2 on usage errors.
@@ -17,11 +20,13 @@ peers="$here/.peers"
 duckdb_version=${DUCKDB_NODE_API_VERSION:-1.5.6-r.1}
 
 check_only=false
+duckdb_only=false
 case "${1:-}" in
 "") ;;
 --check) check_only=true ;;
+--duckdb) duckdb_only=true ;;
 *)
-	echo "usage: bench/peers.sh [--check]" >&2
+	echo "usage: bench/peers.sh [--check | --duckdb]" >&2
 	exit 2
 	;;
 esac
@@ -30,6 +35,9 @@ esac
 # which checks fingerprints by hand (README "Fingerprints"); time gives GNU
 # /usr/bin/time for peak RSS; golang-github-dcso-bloom-cli is the bloom CLI.
 apt_pkgs=(zstd xxhash mawk gawk golang-github-dcso-bloom-cli time nodejs npm)
+if $duckdb_only; then
+	apt_pkgs=(nodejs npm)
+fi
 declare -A apt_cmd=(
 	[zstd]=zstd [xxhash]=xxh128sum [mawk]=mawk
 	[gawk]=gawk [golang-github-dcso-bloom-cli]=bloom [time]=/usr/bin/time
@@ -104,6 +112,12 @@ ver() { # command, args...: first line of its version output, or empty
 	"$@" 2>&1 | head -n1 || true
 }
 echo "== peers"
+if $duckdb_only; then
+	dv=$(duckdb_installed_version || true)
+	report duckdb "${dv:+@duckdb/node-api $dv}"
+	((${#failed[@]} == 0)) || echo "== could not install: ${failed[*]}"
+	exit "$missing"
+fi
 report zstd "$(ver zstd --version)"
 report xxh128sum "$(ver xxh128sum --version)"
 report mawk "$(ver mawk -W version)"

@@ -2,10 +2,11 @@
 # test.sh -- every test of the project: gofmt, vet, staticcheck, a tidy
 # go.mod, the generated code, go test ./... (unit, property, end-to-end CLI
 # scripts, fault injection, fuzz corpora), the packages with goroutines again
-# under -race, and every fuzz target for a few seconds (scripts/fuzz.sh).
+# under -race, Parquet checked live against DuckDB (scripts/duckdb-oracle.sh)
+# and every fuzz target for a few seconds (scripts/fuzz.sh).
 # On a fresh Debian machine as root it installs what the tests use first
 # (xxhash for the hash goldens against xxh128sum, zstd, flatc to check the
-# generated code). Run from anywhere; CI (.ci/run) calls exactly this.
+# generated code, node and npm for DuckDB). Run from anywhere; CI (.ci/run) calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -15,17 +16,32 @@ export TEST_SH_T0=${TEST_SH_T0:-$(date +%s)}
 phase() { echo "== $* (at $(( $(date +%s) - TEST_SH_T0 ))s)"; }
 
 need=()
-for tool in xxh128sum:xxhash zstd:zstd flatc:flatbuffers-compiler; do
+for tool in xxh128sum:xxhash zstd:zstd flatc:flatbuffers-compiler node:nodejs; do
   command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
 done
-if [ ${#need[@]} -gt 0 ]; then
+if [ ${#need[@]} -gt 0 ] || ! command -v npm >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "test.sh: installing ${need[*]}" >&2
+    echo "test.sh: installing ${need[*]:-} (and npm if nodejs lacks it)" >&2
     apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+    if [ ${#need[@]} -gt 0 ]; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+    fi
+    # Debian's nodejs comes without npm (NodeSource's has it): installed
+    # here, before with-services.sh's apt runs, never beside it.
+    command -v npm >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm >/dev/null ||
+      echo "test.sh: npm did not install: the DuckDB oracle will fail" >&2
   else
-    echo "test.sh: missing ${need[*]} (tests that need them are skipped)" >&2
+    echo "test.sh: missing ${need[*]:-} npm? (tests that need them are skipped)" >&2
   fi
+fi
+
+# DuckDB (npm) for the Parquet oracle after go test: fetched meanwhile,
+# when npm is here (else duckdb-oracle.sh says why it cannot run).
+duckdb_log=$(mktemp "${TMPDIR:-/tmp}/fpdedup-duckdb.XXXXXX")
+duckdb_install=
+if command -v npm >/dev/null; then
+  bash bench/peers.sh --duckdb >"$duckdb_log" 2>&1 &
+  duckdb_install=$!
 fi
 
 phase "gofmt"
@@ -66,6 +82,10 @@ bash scripts/services/with-services.sh bash -c '
   echo "== go test -race (reconcile, cmd/fpdedup, fpstore, ingest, internal, pipeline) (at $(( $(date +%s) - TEST_SH_T0 ))s)"
   go test -race -short -count=1 -timeout 25m ./reconcile/ ./cmd/fpdedup/ ./fpstore/ ./ingest/ ./internal/... ./pipeline/
 '
+phase "Parquet against DuckDB, live (scripts/duckdb-oracle.sh)"
+[ -z "$duckdb_install" ] || wait "$duckdb_install" || cat "$duckdb_log" >&2
+rm -f "$duckdb_log"
+bash scripts/duckdb-oracle.sh
 phase "fuzz: every target from its committed corpus, a few seconds each"
 bash scripts/fuzz.sh short
 phase "done"
