@@ -52,6 +52,9 @@ var (
 	ErrParquetUnsupported = errors.New("unsupported in a Parquet key")
 	ErrParquetTooLarge    = errors.New("more than the memory allowed")
 	ErrParquetNoText      = errors.New("has no text rendering")
+	// ErrParquetUnreadable is a sound page the Parquet library cannot
+	// decode (errDeltaInt32): refused as such, not as damage.
+	ErrParquetUnreadable = errors.New("not readable by the Parquet library fpdedup uses")
 )
 
 // ParquetError is a Parquet file that cannot be read, or a column that
@@ -665,6 +668,9 @@ func (p *ParquetFile) checkPages(g, c int, sc *pageScratch, dec *chunkText) erro
 			return bad("the page at %d fails its CRC", at)
 		}
 		if err := checkPageData(col, &h, page[:levels], values, &rows, p.limit); err != nil {
+			if errors.Is(err, errDeltaInt32) {
+				return &ParquetError{Name: p.name, Column: col.Path, Err: ErrParquetUnreadable, Detail: fmt.Sprintf("row group %d: the page at %d: %v", g, at, err)}
+			}
 			return bad("the page at %d: %v", at, err)
 		}
 		if dec != nil {

@@ -2,7 +2,9 @@ package ingest
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 
 	pformat "github.com/parquet-go/parquet-go/format"
@@ -191,8 +193,15 @@ func checkPageData(c *ParquetColumn, h *pageHeader, levels, values []byte, rows 
 		}
 		return nil
 	case pformat.DeltaBinaryPacked, pformat.DeltaLengthByteArray:
-		_, err := deltaBlocks(values, n)
-		return err
+		if _, err := deltaBlocks(values, n); err != nil {
+			return err
+		}
+		if c.phys == pformat.Int32 && pformat.Encoding(h.encoding) == pformat.DeltaBinaryPacked {
+			if first, ok := deltaFirstValue(values); ok && (first < math.MinInt32 || first > math.MaxInt32) {
+				return fmt.Errorf("%w (from %d: DuckDB's v2 pages store a UINTEGER so); write the file with v1 pages (DuckDB's default)", errDeltaInt32, first)
+			}
+		}
+		return nil
 	case pformat.DeltaByteArray:
 		end, err := deltaBlocks(values, n) // the prefix lengths
 		if err != nil {
@@ -268,6 +277,25 @@ func hybridRuns(b []byte, width uint, n int64) error {
 }
 
 func hybridSlack(n int64) int64 { return 2*n + 4096 }
+
+// errDeltaInt32 is an INT32 column's DELTA_BINARY_PACKED page whose
+// first value lies outside INT32, which the library refuses ("first value
+// out of range") where the writer meant the 32 bits as unsigned.
+var errDeltaInt32 = errors.New("DELTA_BINARY_PACKED INT32 values outside INT32")
+
+// deltaFirstValue is the first value in the header of DELTA_BINARY_PACKED
+// data (after its block size, miniblock and value counts), zigzag-encoded.
+func deltaFirstValue(b []byte) (int64, bool) {
+	for range 3 {
+		_, k := binary.Uvarint(b)
+		if k <= 0 {
+			return 0, false
+		}
+		b = b[k:]
+	}
+	v, k := binary.Varint(b)
+	return v, k > 0
+}
 
 // deltaBlocks walks DELTA_BINARY_PACKED data: a header whose value count
 // must be at most n, then blocks of miniblocks whose widths must keep them

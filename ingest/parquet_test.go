@@ -159,6 +159,27 @@ func TestParquetKeyColumns(t *testing.T) {
 	}
 }
 
+// TestParquetDeltaUint32: DuckDB's v2 pages delta-encode a UINTEGER from
+// its unsigned value, which the library cannot decode as INT32: the column
+// is refused as unreadable, naming the page and how to write the file,
+// not as damage; the file's other column still keys.
+func TestParquetDeltaUint32(t *testing.T) {
+	p := openFixture(t, "uint32-v2.parquet")
+	cols, err := p.ResolveKey([]string{"u32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Keys(0, cols, []byte(":"), func(int64, []byte, error) error { return nil })
+	want := "uint32-v2.parquet: column u32: not readable by the Parquet library fpdedup uses: row group 0: the page at"
+	if !errors.Is(err, ErrParquetUnreadable) || errors.Is(err, ErrParquetDamaged) || !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "from 4000000000") || !strings.Contains(err.Error(), "v1 pages") {
+		t.Fatalf("u32: %v, want %q", err, want)
+	}
+	if got := keysOf(t, p, "id"); len(got) != 100 || got[99] != "99" {
+		t.Fatalf("id: %d keys, the last %q", len(got), got[len(got)-1])
+	}
+}
+
 // TestNotParquet: a file without PAR1 at both ends, or too short.
 func TestNotParquet(t *testing.T) {
 	for _, b := range []string{"", "PAR1", "PARExxxxxxxxPAR1", "hello world, not parquet"} {

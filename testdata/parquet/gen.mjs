@@ -94,4 +94,8 @@ for (const name of ['events', 'events-nested']) {
   const text = keys.getRows().map((r) => r[0]).join('\n') + '\n';
   fs.writeFileSync(`${dir}/${name}.keys.txt.gz`, (await import('node:zlib')).gzipSync(text, { level: 9 }));
 }
-console.log(`${dir}/events.parquet, ${dir}/events-nested.parquet: 3000 rows each, and their keys (*.keys.txt.gz)`);
+// A UINTEGER in v2 pages: DuckDB delta-encodes it from its unsigned value,
+// which the Parquet library refuses for an INT32 column (ErrParquetUnreadable).
+await one.run(`COPY (SELECT i AS id, (4000000000 + i)::UINTEGER AS u32 FROM range(100) t(i))
+  TO '${dir}/uint32-v2.parquet' (FORMAT parquet, PARQUET_VERSION V2, COMPRESSION zstd)`);
+console.log(`${dir}/events.parquet, ${dir}/events-nested.parquet: 3000 rows each, and their keys (*.keys.txt.gz); ${dir}/uint32-v2.parquet`);
