@@ -193,21 +193,22 @@ func checkPageData(c *ParquetColumn, h *pageHeader, levels, values []byte, rows 
 		}
 		return nil
 	case pformat.DeltaBinaryPacked, pformat.DeltaLengthByteArray:
-		if _, err := deltaBlocks(values, n); err != nil {
+		_, first, err := deltaBlocks(values, n)
+		if err != nil {
 			return err
 		}
 		if c.phys == pformat.Int32 && pformat.Encoding(h.encoding) == pformat.DeltaBinaryPacked {
-			if first, ok := deltaFirstValue(values); ok && (first < math.MinInt32 || first > math.MaxInt32) {
+			if first < math.MinInt32 || first > math.MaxInt32 {
 				return fmt.Errorf("%w (from %d: DuckDB's v2 pages store a UINTEGER so); write the file with v1 pages (DuckDB's default)", errDeltaInt32, first)
 			}
 		}
 		return nil
 	case pformat.DeltaByteArray:
-		end, err := deltaBlocks(values, n) // the prefix lengths
+		end, _, err := deltaBlocks(values, n) // the prefix lengths
 		if err != nil {
 			return fmt.Errorf("prefix lengths: %w", err)
 		}
-		if _, err := deltaBlocks(values[end:], n); err != nil {
+		if _, _, err := deltaBlocks(values[end:], n); err != nil {
 			return fmt.Errorf("suffix lengths: %w", err)
 		}
 	}
@@ -283,24 +284,10 @@ func hybridSlack(n int64) int64 { return 2*n + 4096 }
 // out of range") where the writer meant the 32 bits as unsigned.
 var errDeltaInt32 = errors.New("DELTA_BINARY_PACKED INT32 values outside INT32")
 
-// deltaFirstValue is the first value in the header of DELTA_BINARY_PACKED
-// data (after its block size, miniblock and value counts), zigzag-encoded.
-func deltaFirstValue(b []byte) (int64, bool) {
-	for range 3 {
-		_, k := binary.Uvarint(b)
-		if k <= 0 {
-			return 0, false
-		}
-		b = b[k:]
-	}
-	v, k := binary.Varint(b)
-	return v, k > 0
-}
-
 // deltaBlocks walks DELTA_BINARY_PACKED data: a header whose value count
 // must be at most n, then blocks of miniblocks whose widths must keep them
-// inside b. It returns where the data ends.
-func deltaBlocks(b []byte, n int64) (int, error) {
+// inside b. It returns where the data ends and the header's first value.
+func deltaBlocks(b []byte, n int64) (int, int64, error) {
 	i := 0
 	next := func(what string) (uint64, error) {
 		v, k := binary.Uvarint(b[i:])
@@ -312,24 +299,26 @@ func deltaBlocks(b []byte, n int64) (int, error) {
 	}
 	blockSize, err := next("block size")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	miniBlocks, err := next("miniblock count")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	total, err := next("value count")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if _, err := next("first value"); err != nil {
-		return 0, err
+	zigzag, err := next("first value")
+	if err != nil {
+		return 0, 0, err
 	}
+	first := int64(zigzag>>1) ^ -int64(zigzag&1)
 	switch {
 	case total > uint64(n):
-		return 0, fmt.Errorf("%d values in a page of %d", total, n)
+		return 0, 0, fmt.Errorf("%d values in a page of %d", total, n)
 	case blockSize == 0 || blockSize%128 != 0 || blockSize > 1<<20 || miniBlocks == 0 || blockSize%miniBlocks != 0 || (blockSize/miniBlocks)%32 != 0:
-		return 0, fmt.Errorf("blocks of %d values in %d miniblocks", blockSize, miniBlocks)
+		return 0, 0, fmt.Errorf("blocks of %d values in %d miniblocks", blockSize, miniBlocks)
 	}
 	perMini := blockSize / miniBlocks
 	// The first value is in the header; the rest are deltas in blocks.
@@ -341,10 +330,10 @@ func deltaBlocks(b []byte, n int64) (int, error) {
 	}
 	for left > 0 {
 		if _, err := next("block's minimum delta"); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if uint64(len(b)-i) < miniBlocks {
-			return 0, fmt.Errorf("a block's widths past the end")
+			return 0, 0, fmt.Errorf("a block's widths past the end")
 		}
 		widths := b[i : i+int(miniBlocks)]
 		i += int(miniBlocks)
@@ -353,15 +342,15 @@ func deltaBlocks(b []byte, n int64) (int, error) {
 				break
 			}
 			if w > 64 {
-				return 0, fmt.Errorf("a miniblock of %d-bit values", w)
+				return 0, 0, fmt.Errorf("a miniblock of %d-bit values", w)
 			}
 			size := perMini * uint64(w) / 8
 			if size > uint64(len(b)-i) {
-				return 0, fmt.Errorf("a miniblock of %d bytes past the end", size)
+				return 0, 0, fmt.Errorf("a miniblock of %d bytes past the end", size)
 			}
 			i += int(size)
 			left -= min(left, perMini)
 		}
 	}
-	return i, nil
+	return i, first, nil
 }

@@ -61,6 +61,8 @@ const fail = (file, check, msg) => {
   process.stdout.write(`FAIL ${file}: ${check}: ${msg}\n`);
 };
 const one = async (sql) => (await con.runAndReadAll(sql)).getRows()[0][0];
+// lines is a one-column query's values, a line each, as fpdedup prints them.
+const lines = async (sql) => (await con.runAndReadAll(sql)).getRows().map((r) => r[0] + '\n').join('');
 const fp = (...args) => execFileSync(fpdedup, ['-q', ...args], { encoding: 'utf8', maxBuffer: 1 << 28 });
 
 // sameRows: OUT's rows, in file order, are exactly want's (a query with
@@ -126,8 +128,8 @@ for (const name of files) {
   await sameShape(name, 'dedup --keep last', f, last);
 
   const counted = fp('count', '--tsv', '--key', fpKey, f);
-  const want = (await con.runAndReadAll(`SELECT count(*)::VARCHAR || chr(9) || user_id::VARCHAR || ':' || device_id || ':' || epoch_ms(ts)::VARCHAR
-    FROM ${input} GROUP BY ${key} ORDER BY min(file_row_number)`)).getRows().map((r) => r[0] + '\n').join('');
+  const want = await lines(`SELECT count(*)::VARCHAR || chr(9) || user_id::VARCHAR || ':' || device_id || ':' || epoch_ms(ts)::VARCHAR
+    FROM ${input} GROUP BY ${key} ORDER BY min(file_row_number)`);
   if (counted !== want) {
     fail(name, 'count --tsv', `${counted.split('\n').length - 1} lines, want ${want.split('\n').length - 1}; first difference near line ${firstDiff(counted, want)}`);
   }
@@ -149,16 +151,16 @@ for (const name of files) {
 const f = `${dir}/${files[0]}`;
 {
   const got = fp('count', '--tsv', '--key', 'st.a,device_id', f);
-  const want = (await con.runAndReadAll(`SELECT count(*)::VARCHAR || chr(9) || st.a::VARCHAR || ':' || device_id
-    FROM read_parquet(${lit(f)}, file_row_number = true) GROUP BY st.a, device_id ORDER BY min(file_row_number)`)).getRows().map((r) => r[0] + '\n').join('');
+  const want = await lines(`SELECT count(*)::VARCHAR || chr(9) || st.a::VARCHAR || ':' || device_id
+    FROM read_parquet(${lit(f)}, file_row_number = true) GROUP BY st.a, device_id ORDER BY min(file_row_number)`);
   if (got !== want) {
     fail(files[0], 'count --key st.a,device_id', `first difference near line ${firstDiff(got, want)}`);
   }
 }
 for (const col of ['user_id', 'device_id', 'amount', 'flag', 'i8', 'u32', 'u64']) {
   const got = fp('count', '--tsv', '--key', col, f);
-  const want = (await con.runAndReadAll(`SELECT count(*)::VARCHAR || chr(9) || ${col}::VARCHAR
-    FROM read_parquet(${lit(f)}, file_row_number = true) GROUP BY ${col} ORDER BY min(file_row_number)`)).getRows().map((r) => r[0] + '\n').join('');
+  const want = await lines(`SELECT count(*)::VARCHAR || chr(9) || ${col}::VARCHAR
+    FROM read_parquet(${lit(f)}, file_row_number = true) GROUP BY ${col} ORDER BY min(file_row_number)`);
   if (got !== want) {
     fail(files[0], `key text of ${col}`, `first difference near line ${firstDiff(got, want)}`);
   }
