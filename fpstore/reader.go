@@ -612,33 +612,35 @@ func (x *Index) ContainsBatch(fps []Fingerprint, found []bool) error {
 // often in the segment of the key before it.
 func (x *Index) containsBatch(fps []Fingerprint, found []bool, sorted bool) error {
 	cold := x.planBatch(fps)
-	if parts := min(runtime.GOMAXPROCS(0), len(fps)/minSharedBatch); !cold && parts > 1 {
-		return x.containsShared(fps, found, sorted, parts)
+	if parts := min(runtime.GOMAXPROCS(0), len(fps)/minSharedBatch); parts > 1 {
+		return x.containsShared(fps, found, sorted, parts, cold)
 	}
 	return x.lookupBatch(fps, found, sorted, cold)
 }
 
-// minSharedBatch is the fewest keys of an index in memory that a core is
-// given to look up when a batch is shared among the cores. Most of a
-// large index's warm lookup in a new process is the kernel mapping the
-// pages the keys touch (a fault for each huge page, costly in a VM), which
-// the cores take in parallel; a few thousand keys amortize a goroutine.
+// minSharedBatch is the fewest keys a core is given to look up when a
+// batch is shared among the cores. In a large index in memory most of a
+// lookup in a new process is the kernel mapping the pages the keys touch
+// (a fault for each huge page, costly in a VM); in one not in memory, the
+// kernel issuing the reads a group asks for (coldread.go). The cores take
+// either in parallel, and a cold batch keeps twice the reads in flight. A
+// few thousand keys amortize a goroutine.
 const minSharedBatch = 2048
 
 // containsShared looks up parts contiguous shares of the batch at once,
 // each on its own goroutine (the caller's the first). Keys in order stay
 // in order within each share. The error returned is the first share's
 // that failed: the one an unshared batch would have stopped at first.
-func (x *Index) containsShared(fps []Fingerprint, found []bool, sorted bool, parts int) error {
+func (x *Index) containsShared(fps []Fingerprint, found []bool, sorted bool, parts int, cold bool) error {
 	errs := make([]error, parts)
 	var wg sync.WaitGroup
 	for p := parts - 1; p >= 0; p-- {
 		lo, hi := len(fps)*p/parts, len(fps)*(p+1)/parts
 		if p == 0 {
-			errs[0] = x.lookupBatch(fps[lo:hi], found[lo:hi], sorted, false)
+			errs[0] = x.lookupBatch(fps[lo:hi], found[lo:hi], sorted, cold)
 			break
 		}
-		wg.Go(func() { errs[p] = x.lookupBatch(fps[lo:hi], found[lo:hi], sorted, false) })
+		wg.Go(func() { errs[p] = x.lookupBatch(fps[lo:hi], found[lo:hi], sorted, cold) })
 	}
 	wg.Wait()
 	for _, err := range errs {

@@ -11,7 +11,8 @@ import (
 
 // TestContainsSharedAgainstMap checks a batch shared among goroutines
 // against the keys written, for share counts that split segments and
-// buckets anywhere, keys sorted and not: every answer in its place.
+// buckets anywhere, keys sorted and not, warm and cold (coldread.go):
+// every answer in its place.
 func TestContainsSharedAgainstMap(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	all := sortUnique(randomFPs(r, SegmentMax+SegmentMax/2)) // two segments
@@ -40,19 +41,21 @@ func TestContainsSharedAgainstMap(t *testing.T) {
 				slices.SortFunc(fps, Fingerprint.Compare)
 			}
 			for _, parts := range []int{2, 3, 7} {
-				if parts > n {
-					continue
-				}
-				found := make([]bool, n)
-				for i := range found {
-					found[i] = i%3 == 0 // stale answers must be overwritten
-				}
-				if err := x.containsShared(fps, found, sorted, parts); err != nil {
-					t.Fatal(err)
-				}
-				for i, fp := range fps {
-					if found[i] != in(fp) {
-						t.Fatalf("%d keys (sorted %v) in %d shares: key %d (%s): %v, want %v", n, sorted, parts, i, fp, found[i], in(fp))
+				for _, cold := range []bool{false, true} {
+					if parts > n {
+						continue
+					}
+					found := make([]bool, n)
+					for i := range found {
+						found[i] = i%3 == 0 // stale answers must be overwritten
+					}
+					if err := x.containsShared(fps, found, sorted, parts, cold); err != nil {
+						t.Fatal(err)
+					}
+					for i, fp := range fps {
+						if found[i] != in(fp) {
+							t.Fatalf("%d keys (sorted %v, cold %v) in %d shares: key %d (%s): %v, want %v", n, sorted, cold, parts, i, fp, found[i], in(fp))
+						}
 					}
 				}
 			}
@@ -94,13 +97,16 @@ func TestContainsSharedDamage(t *testing.T) {
 	defer x.Close()
 	fps := all[:len(all):len(all)] // sorted: the damaged page is the last share's
 	found := make([]bool, len(fps))
-	err = x.containsShared(fps, found, true, 3)
-	if !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("a damaged page in the last share: %v, want ErrCorrupt", err)
-	}
-	for i, ok := range found[:len(fps)/3] {
-		if !ok {
-			t.Fatalf("key %d of the first share: absent, want present", i)
+	for _, cold := range []bool{false, true} {
+		clear(found)
+		err = x.containsShared(fps, found, true, 3, cold)
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("a damaged page in the last share (cold %v): %v, want ErrCorrupt", cold, err)
+		}
+		for i, ok := range found[:len(fps)/3] {
+			if !ok {
+				t.Fatalf("key %d of the first share (cold %v): absent, want present", i, cold)
+			}
 		}
 	}
 	// The same page read by the first share of keys in no order.
@@ -111,7 +117,7 @@ func TestContainsSharedDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x2.Close()
-	if err := x2.containsShared(fps2, make([]bool, len(fps2)), false, 2); !errors.Is(err, ErrCorrupt) {
+	if err := x2.containsShared(fps2, make([]bool, len(fps2)), false, 2, false); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a damaged page in the first share: %v, want ErrCorrupt", err)
 	}
 }
