@@ -86,3 +86,35 @@ func TestWarm(t *testing.T) {
 	}
 	runCmd(t, 2, "warm", "1GiB", "2GiB")
 }
+
+// pages reads the pages it says, in distinct huge pages it counts right,
+// and the first touches of a new mapping fault.
+func TestPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, bytes.Repeat([]byte{7}, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := runCmd(t, 0, "pages", "--pages", "5000", path)
+	got := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var k string
+		var v float64
+		if _, err := fmt.Sscanf(line, "%s\t%g", &k, &v); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		got[k] = v
+	}
+	// 5000 draws of 2048 pages find about 91% of them (1-e^-2.44); the file is four
+	// huge pages.
+	if p := got["pages"]; p < 1750 || p > 2000 {
+		t.Errorf("pages = %v, want about 1870 of the file's 2048", p)
+	}
+	if got["huge_pages"] != 4 {
+		t.Errorf("huge_pages = %v, want 4", got["huge_pages"])
+	}
+	if got["map_faults"] < 1 || got["map_us_per_page"] <= 0 || got["pread_us_per_page"] <= 0 {
+		t.Errorf("no faults or times: %v", got)
+	}
+	runCmd(t, 2, "pages", "--pages", "0", path)
+	runCmd(t, 2, "pages", filepath.Join(t.TempDir(), "missing"))
+}
