@@ -124,6 +124,8 @@ type ParquetFile struct {
 	scratch []*pageScratch // one per column decoded at once
 	ahead   *decodeAhead   // the next row group's key columns, decoding (Frames)
 	spare   []keyText      // a framed row group's texts, for the next decoding's buffers
+	// frameBytes is the bytes a framed row took in the last chunk (Frames).
+	frameBytes int64
 
 	stop      atomic.Bool // Close: a decoding ahead gives up at its next page
 	checkedMu sync.Mutex
@@ -521,7 +523,14 @@ func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n
 	if err != nil {
 		return err
 	}
-	capacity := func(rows int64) int { return int(min(int64(size+size/8), rows*16+64)) } // grows past a guess for small row groups
+	// A chunk's buffer is sized from the bytes a row took so far (a
+	// guess before the first chunk): the last chunk of a row group is
+	// smaller than size, and one that grows by appends copies itself
+	// each time and takes fresh memory.
+	if p.frameBytes == 0 {
+		p.frameBytes = 16 * int64(len(cols))
+	}
+	capacity := func(rows int64) int { return int(min(int64(size+size/8), rows*p.frameBytes*9/8+64)) }
 	data := make([]byte, 0, capacity(n))
 	row := make([][]byte, len(cols))
 	at, rows := first, 0
@@ -542,6 +551,7 @@ func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n
 		}
 		rows++
 		if len(data) >= size || r == n-1 {
+			p.frameBytes = max(int64(len(data))/int64(rows), 1)
 			if err := fn(at, rows, data); err != nil {
 				return err
 			}
