@@ -214,6 +214,13 @@ func IsParquetFile(path string) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
+	return IsParquet(f)
+}
+
+// IsParquet is IsParquetFile of an open file, read where it says
+// (pread) without moving its offset: standard input redirected from a
+// file is looked into and then read from where it was.
+func IsParquet(f *os.File) (bool, error) {
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() || st.Size() < 12 {
 		return false, err

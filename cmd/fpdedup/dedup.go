@@ -43,7 +43,8 @@ and writes each record whose key was not seen earlier in this input nor in any
 128-bit fingerprints, not a bloom's guesses. --emit duplicates writes the other
 records instead.
 
-Parquet files (--format parquet, or their PAR1 magic) are keyed by columns
+Parquet files (--format parquet, or their PAR1 magic: in files and in stdin
+redirected from a file, not in a pipe) are keyed by columns
 (--key user_id,device_id,ts) and written as Parquet: the kept rows unchanged,
 in input order, with the first input's schema, metadata and codec (zstd at
 its fastest level), one output row group per input row group. Only the key

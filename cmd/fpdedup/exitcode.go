@@ -148,6 +148,8 @@ func hintFor(err error) string {
 		return "raise --max-record if such records are real (with --mem at least 8 times it)"
 	case errors.As(err, &re) && re.Problem == reconcile.ReplyTooLarge:
 		return "a reply that large (a SCAN page, a probe batch) needs a larger share of memory: lower count= in the --online URL or --batch, or raise --mem"
+	case errors.Is(err, ingest.ErrParquetAsText):
+		return "give --format parquet and --key COLUMNS: files, and standard input redirected from a file, are looked into; a pipe is not before it is read"
 	case errors.Is(err, fpstore.ErrBadHex):
 		return "build --format fp, dedup --format fp and query --fp read one 32-digit hex fingerprint per line, as dump prints them"
 	}

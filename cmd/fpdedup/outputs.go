@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -44,9 +45,15 @@ type ioPath struct {
 // ioPaths collects one command's inputs and outputs.
 type ioPaths struct {
 	inputs, outputs []ioPath
+	// stdinRecords: records are read from standard input ("-", or no
+	// FILE operand at all).
+	stdinRecords bool
 }
 
 func (p *ioPaths) input(flag string, kind pathKind, paths ...string) {
+	if kind == kindRecords && (flag == "FILE" && len(paths) == 0 || slices.Contains(paths, "-")) {
+		p.stdinRecords = true
+	}
 	for _, path := range paths {
 		if path != "" && path != "-" {
 			p.inputs = append(p.inputs, ioPath{flag: flag, path: path, kind: kind})

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -102,13 +103,31 @@ func (r *recordFlags) request(f *pflag.FlagSet, hexOK bool) (req ingest.RecipeRe
 
 // sniff reads the format of the record files from their bytes when no
 // --format is given: Parquet files (PAR1 at both ends) are read as
-// Parquet, as if --format parquet were given. Standard input and pipes
-// cannot be looked into without being read: they need --format parquet.
+// Parquet, as if --format parquet were given; so is standard input when
+// it is a file (< events.parquet), looked into without moving its offset.
+// A pipe cannot be looked into without being read: it needs --format
+// parquet (hintFor says so).
 func (r *recordFlags) sniff(j *job, req *ingest.RecipeRequest) error {
 	if req.Given.Format {
 		return nil
 	}
 	var parquet, other string
+	note := func(name string, is bool) {
+		if is && parquet == "" {
+			parquet = name
+		} else if !is && other == "" {
+			other = name
+		}
+	}
+	if f, ok := j.inv.stdin.(*os.File); ok && j.paths.stdinRecords {
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+			is, err := ingest.IsParquet(f)
+			if err != nil {
+				return nil // the read says what is wrong with it
+			}
+			note("standard input", is)
+		}
+	}
 	for _, in := range j.paths.inputs {
 		if in.kind != kindRecords {
 			continue
@@ -117,11 +136,7 @@ func (r *recordFlags) sniff(j *job, req *ingest.RecipeRequest) error {
 		if err != nil {
 			return nil // the read says what is wrong with it
 		}
-		if is && parquet == "" {
-			parquet = in.path
-		} else if !is && other == "" {
-			other = in.path
-		}
+		note(in.path, is)
 	}
 	switch {
 	case parquet != "" && other != "":
