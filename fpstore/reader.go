@@ -612,8 +612,10 @@ func (x *Index) ContainsBatch(fps []Fingerprint, found []bool) error {
 // often in the segment of the key before it.
 func (x *Index) containsBatch(fps []Fingerprint, found []bool, sorted bool) error {
 	cold := x.planBatch(fps)
-	if parts := min(runtime.GOMAXPROCS(0), len(fps)/minSharedBatch); parts > 1 {
-		return x.containsShared(fps, found, sorted, parts, cold)
+	if len(fps) >= 2*minSharedBatch { // most batches are not: no scheduler lock for them
+		if parts := min(runtime.GOMAXPROCS(0), len(fps)/minSharedBatch); parts > 1 {
+			return x.containsShared(fps, found, sorted, parts, cold)
+		}
 	}
 	return x.lookupBatch(fps, found, sorted, cold)
 }
@@ -633,15 +635,15 @@ const minSharedBatch = 2048
 // that failed: the one an unshared batch would have stopped at first.
 func (x *Index) containsShared(fps []Fingerprint, found []bool, sorted bool, parts int, cold bool) error {
 	errs := make([]error, parts)
-	var wg sync.WaitGroup
-	for p := parts - 1; p >= 0; p-- {
+	share := func(p int) {
 		lo, hi := len(fps)*p/parts, len(fps)*(p+1)/parts
-		if p == 0 {
-			errs[0] = x.lookupBatch(fps[lo:hi], found[lo:hi], sorted, cold)
-			break
-		}
-		wg.Go(func() { errs[p] = x.lookupBatch(fps[lo:hi], found[lo:hi], sorted, cold) })
+		errs[p] = x.lookupBatch(fps[lo:hi], found[lo:hi], sorted, cold)
 	}
+	var wg sync.WaitGroup
+	for p := 1; p < parts; p++ {
+		wg.Go(func() { share(p) })
+	}
+	share(0)
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
