@@ -56,9 +56,10 @@ func bigFile(t *testing.T) string {
 	return path
 }
 
-// TestFor: measured once, then from the cache; a damaged cache is
-// measured again; FPDEDUP_DEVICE wins over both; a file too small to
-// measure on, on a device not measured yet, gives the defaults.
+// TestFor: measured once, then from the cache; a figure another method
+// measured, and a damaged cache, are measured again; FPDEDUP_DEVICE wins
+// over both; a file too small to measure on, on a device not measured
+// yet, gives the defaults.
 func TestFor(t *testing.T) {
 	t.Setenv("FPDEDUP_DEVICE", "")
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
@@ -70,6 +71,20 @@ func TestFor(t *testing.T) {
 	r2, from := For(path)
 	if from != FromCache || r2 != r {
 		t.Fatalf("second: %v from %s, want %v from the cache", r2, from, r)
+	}
+	// A figure cached by the first method (2 MiB reads in order from the
+	// file's start, which a file just written serves from the host's
+	// cache) is measured again.
+	entries := readCache(cachePath())
+	for dev, e := range entries {
+		e.Method, e.Seq = 0, 10.7e9
+		entries[dev] = e
+	}
+	if err := writeCache(cachePath(), entries); err != nil {
+		t.Fatal(err)
+	}
+	if r3, from := For(path); from != FromMeasured || r3.Seq == 10.7e9 {
+		t.Fatalf("after a figure of the first method: %v from %s", r3, from)
 	}
 	if err := os.WriteFile(cachePath(), []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
