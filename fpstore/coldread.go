@@ -39,10 +39,50 @@ const coldFirstGroup = 256
 // than it saves.
 const coldMinBatch = 64
 
-// coldPagesPerKey prices a key's cold lookup: a filter block page (for keys
-// the filter stops, the only one), a directory page shared by the bucket's
-// neighbours, a fingerprints page or two.
-const coldPagesPerKey = 2.5
+// A cold batch read at random is priced in device reads: coldReadsPerKey
+// a key (its filter block, its directory entry, its fingerprints; a
+// neighbour's read sometimes serves it) and coldReadsPerSegment for each
+// segment the batch opens (its checksum table, header and the length
+// words of its vectors). Fitted to the reads the scale job counted at
+// 10^7-10^9 keys (bench/results/scale-2026-12-06-s27): 1.72 reads a key
+// for 10^4 present keys in 1024 segments, 1.14 for 10^5.
+const (
+	coldReadsPerKey     = 1.1
+	coldReadsPerSegment = 5
+)
+
+// coldShare is the share of the device's random reads (devrate: 4 KiB,
+// 32 in flight) that a cold batch's lookup groups keep busy: they ask for
+// a stage's pages, then wait for them. Measured on a 10^9-key index: 64%
+// of fio's depth-32 rate (session 27), 68% of devrate's (33k of 47.7k
+// reads a second, 10^5 keys, session 28).
+const coldShare = 0.65
+
+// randomCost is how long reading the pages of n keys at random takes, in
+// seconds, on a device doing rand reads a second, in an index of segments
+// segments: the segments the keys open are those n keys drawn at random
+// reach.
+func randomCost(n, segments int, rand float64) float64 {
+	opened := 0.0
+	if segments > 0 {
+		s := float64(segments)
+		opened = s * -math.Expm1(-float64(n)/s)
+	}
+	return (coldReadsPerKey*float64(n) + coldReadsPerSegment*opened) / (coldShare * rand)
+}
+
+// wholeCost is how long reading the whole index takes, in seconds.
+func wholeCost(size int64, seq float64) float64 { return float64(size) / seq }
+
+// readsWhole reports whether a cold batch that costs batch seconds read at
+// random is better served by reading the file whole, after spent seconds
+// of cold batches read at random before it: when the two together cost
+// more than the whole read. A stream of batches, none of which alone
+// would pay for the whole file, so reads it once its random reads have
+// cost as much (at most twice the better of the two plans, never knowing
+// how many batches follow), and a batch that touches a small part of the
+// file reads only that.
+func readsWhole(spent, batch, whole float64) bool { return spent+batch > whole }
 
 // measuredSize is the smallest index whose device is measured for a plan
 // (devrate.For, once per device, cached): below it a whole read is cheap
@@ -65,8 +105,9 @@ func (x *Index) deviceRates() (rand, seq float64) {
 // planBatch decides how a batch's pages are read: counted as before for a
 // small batch or an index in memory (ReadAheadAfter may then read the
 // file whole); for a large batch of a cold index, whole when reading its
-// pages at random would take longer than reading the file, else cold
-// (the answer: the batch's groups fetch their pages at once).
+// pages at random, with those of the cold batches before it, would take
+// longer than reading the file (readsWhole), else cold (the answer: the
+// batch's groups fetch their pages at once).
 func (x *Index) planBatch(fps []Fingerprint) (cold bool) {
 	if x.forceCold.Load() {
 		return true
@@ -88,10 +129,13 @@ func (x *Index) planBatch(fps []Fingerprint) (cold bool) {
 		return false
 	}
 	rand, seq := x.deviceRates()
-	if float64(n)*coldPagesPerKey/rand > float64(x.size)/seq {
+	batch := randomCost(n, len(x.foot.segments), rand)
+	spent := float64(x.coldSpent.Load()) / 1e9
+	if readsWhole(spent, batch, wholeCost(x.size, seq)) {
 		x.readWhole()
 		return false
 	}
+	x.coldSpent.Add(uint64(batch * 1e9))
 	return true
 }
 

@@ -1,0 +1,120 @@
+package fpstore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/fpdedup/fpdedup/internal/pagecache"
+)
+
+// TestRandomCost: a batch is priced at coldReadsPerKey reads a key and
+// coldReadsPerSegment for each segment it opens; the segments opened grow
+// with the keys and never pass either the keys or the segments.
+func TestRandomCost(t *testing.T) {
+	for _, c := range []struct {
+		n, segments int
+		lo, hi      float64 // reads
+	}{
+		{0, 1024, 0, 0},
+		{1, 1024, 1.1 + 5*0.99, 1.1 + 5},
+		{1000, 1024, 1100 + 5*600, 1100 + 5*650},            // 1-e^-0.98 of the segments
+		{100_000, 1024, 110_000 + 5*1023, 110_000 + 5*1024}, // every segment
+		{100_000, 0, 110_000, 110_000},
+	} {
+		got := randomCost(c.n, c.segments, 1) * coldShare
+		if got < c.lo-1e-6 || got > c.hi+1e-6 {
+			t.Errorf("randomCost(%d, %d) = %.1f reads, want [%.1f, %.1f]", c.n, c.segments, got, c.lo, c.hi)
+		}
+	}
+	prev := 0.0
+	for n := 1; n < 1<<20; n *= 2 {
+		c := randomCost(n, 1024, 1) * coldShare
+		if c <= prev || c > coldReadsPerKey*float64(n)+coldReadsPerSegment*float64(min(n, 1024)) {
+			t.Fatalf("randomCost(%d) = %.1f after %.1f", n, c, prev)
+		}
+		prev = c
+	}
+}
+
+// TestPlanPrices: the plans of the batches the scale job asks of a 10^9-key
+// index (17.4 GB, 1024 segments) at this machine's rates (44k random reads
+// a second, 3 GB/s read whole): 10^5 keys, alone or as the four 1 MiB
+// chunks of a query's input, read what they need; a stream of such chunks
+// reads the file whole once its random reads have cost as much, and not
+// before.
+func TestPlanPrices(t *testing.T) {
+	const (
+		size     = 17_400_000_000
+		segments = 1024
+		rand     = 44_000
+		seq      = 3e9
+	)
+	whole := wholeCost(size, seq)
+	if batch := randomCost(100_000, segments, rand); readsWhole(0, batch, whole) {
+		t.Fatalf("10^5 keys (%.2f s at random) read the whole file (%.2f s)", batch, whole)
+	}
+	spent, switched := 0.0, -1
+	const chunk = 31_775 // fingerprints in a 1 MiB chunk of query --fp's input
+	for i := range 100 {
+		batch := randomCost(chunk, segments, rand)
+		if readsWhole(spent, batch, whole) {
+			switched = i
+			break
+		}
+		spent += batch
+	}
+	// A chunk costs ~1.4 s at random: four fit in the whole read's 5.8 s.
+	if switched != 4 {
+		t.Fatalf("a stream of %d-key chunks read the file whole at chunk %d (spent %.2f s at random, whole %.2f s), want 4", chunk, switched, spent, whole)
+	}
+	if !readsWhole(0, randomCost(1_000_000, segments, rand), whole) {
+		t.Fatal("10^6 keys in one batch read at random")
+	}
+}
+
+// TestPlanAddsUp: an index out of memory, asked for a few cold batches in
+// a row, prices them together: with rates that make a batch cost 0.4 of
+// the whole read, the first two are read at random and the third reads
+// the file whole, dropping the pages the first two read (readWhole).
+// Answers are right throughout, in the batch that drops them and after.
+func TestPlanAddsUp(t *testing.T) {
+	r := rand.New(rand.NewPCG(43, 44))
+	all := sortUnique(randomFPs(r, 600_000))
+	path := filepath.Join(t.TempDir(), "x.fpx")
+	writeIndex(t, path, all, WriterOptions{})
+	x, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	const n = 200
+	rate := randomCost(n, len(x.foot.segments), 1) / 0.4
+	t.Setenv("FPDEDUP_DEVICE", fmt.Sprintf("rand=%g,seq=%d", rate, x.Size()))
+	for b := range 4 {
+		// What Open and the batches before mapped stays (a tenth or so);
+		// the fourth batch follows the whole read.
+		if b < 3 {
+			if resident, err := pagecache.Drop(path); err != nil || resident > 0.5 {
+				t.Skipf("%s stays in the page cache (%.0f%% resident, %v): tmpfs?", path, 100*resident, err)
+			}
+		}
+		keys := make([]Fingerprint, n)
+		for i := range keys {
+			keys[i] = all[r.IntN(len(all))]
+		}
+		found := make([]bool, n)
+		if err := x.ContainsBatch(keys, found); err != nil {
+			t.Fatal(err)
+		}
+		for i, ok := range found {
+			if !ok {
+				t.Fatalf("batch %d: %v not found", b, keys[i])
+			}
+		}
+		if got, want := x.whole.Load(), b >= 2; got != want {
+			t.Fatalf("after batch %d: read whole %v, want %v (priced %.2f s of %.2f)", b, got, want, float64(x.coldSpent.Load())/1e9, wholeCost(x.size, float64(x.Size())))
+		}
+	}
+}
