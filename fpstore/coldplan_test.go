@@ -118,3 +118,74 @@ func TestPlanAddsUp(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanExpects: told how many keys follow (Set.ExpectMore), a cold
+// index prices its first batch with them and reads the file whole at once
+// when all of them would cost more at random; told of few, it reads the
+// batch at random. A partition expects its share.
+func TestPlanExpects(t *testing.T) {
+	r := rand.New(rand.NewPCG(45, 46))
+	all := sortUnique(randomFPs(r, 600_000))
+	path := filepath.Join(t.TempDir(), "x.fpx")
+	writeIndex(t, path, all, WriterOptions{})
+	const n = 200
+	for _, c := range []struct {
+		more  uint64
+		whole bool
+	}{
+		{0, false},
+		{n, false}, // the batch and as many again: 0.8 of the whole read
+		{2 * n, true},
+		{1 << 40, true},
+	} {
+		x, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rate := randomCost(n, len(x.foot.segments), 1) / 0.4
+		t.Setenv("FPDEDUP_DEVICE", fmt.Sprintf("rand=%g,seq=%d", rate, x.Size()))
+		if resident, err := pagecache.Drop(path); err != nil || resident > 0.5 {
+			t.Skipf("%s stays in the page cache (%.0f%% resident, %v): tmpfs?", path, 100*resident, err)
+		}
+		set, err := NewSet([]*Index{x})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set.ExpectMore(c.more)
+		keys := make([]Fingerprint, n)
+		for i := range keys {
+			keys[i] = all[r.IntN(len(all))]
+		}
+		found := make([]bool, n)
+		var l Lookups
+		if err := set.ContainsBatch(keys, found, &l); err != nil {
+			t.Fatal(err)
+		}
+		if countTrue(found) != n {
+			t.Fatalf("expecting %d more: %d of %d keys found", c.more, countTrue(found), n)
+		}
+		if got := x.whole.Load(); got != c.whole {
+			t.Errorf("expecting %d more: read whole %v, want %v", c.more, got, c.whole)
+		}
+		x.Close()
+	}
+
+	// Partition 1 of 4 expects a quarter of the keys.
+	ppath := filepath.Join(t.TempDir(), "p.fpx")
+	var part []Fingerprint
+	for _, fp := range all {
+		if fp.Hi>>62 == 1 {
+			part = append(part, fp)
+		}
+	}
+	writeIndex(t, ppath, part, WriterOptions{Range: Range{Bits: 2, Index: 1}})
+	p, err := Open(ppath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	(&Set{indexes: []*Index{p}}).ExpectMore(4000) // NewSet wants the whole range
+	if got := p.more.Load(); got != 1000 {
+		t.Fatalf("a partition of a quarter of the range expects %d of 4000 keys, want 1000", got)
+	}
+}

@@ -75,13 +75,13 @@ func randomCost(n, segments int, rand float64) float64 {
 func wholeCost(size int64, seq float64) float64 { return float64(size) / seq }
 
 // readsWhole reports whether a cold batch that costs batch seconds read at
-// random is better served by reading the file whole, after spent seconds
-// of cold batches read at random before it: when the two together cost
-// more than the whole read. A stream of batches, none of which alone
-// would pay for the whole file, so reads it once its random reads have
-// cost as much (at most twice the better of the two plans, never knowing
-// how many batches follow), and a batch that touches a small part of the
-// file reads only that.
+// random (with the keys expected after it, when known) is better served
+// by reading the file whole, after spent seconds of cold batches read at
+// random before it: when the two together cost more than the whole read.
+// A stream of batches of unknown length, none of which alone would pay
+// for the whole file, so reads it once its random reads have cost as
+// much (at most twice the better of the two plans), and a batch that
+// touches a small part of the file reads only that.
 func readsWhole(spent, batch, whole float64) bool { return spent+batch > whole }
 
 // measuredSize is the smallest index whose device is measured for a plan
@@ -131,7 +131,10 @@ func (x *Index) planBatch(fps []Fingerprint) (cold bool) {
 	rand, seq := x.deviceRates()
 	batch := randomCost(n, len(x.foot.segments), rand)
 	spent := float64(x.coldSpent.Load()) / 1e9
-	if readsWhole(spent, batch, wholeCost(x.size, seq)) {
+	// The keys still to come, when the caller knows (Set.ExpectMore), are
+	// priced with this batch: their segments are opened once.
+	ahead := randomCost(n+int(min(x.more.Load(), 1<<40)), len(x.foot.segments), rand)
+	if readsWhole(spent, ahead, wholeCost(x.size, seq)) {
 		x.readWhole()
 		return false
 	}

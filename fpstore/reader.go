@@ -49,6 +49,7 @@ type Index struct {
 	lookups   atomic.Uint64 // counted until readWhole
 	whole     atomic.Bool   // readWhole ran
 	coldSpent atomic.Uint64 // ns the cold batches read at random are priced at (planBatch)
+	more      atomic.Uint64 // keys expected after the batches asked so far (Set.ExpectMore)
 	_         cpu.CacheLinePad
 
 	// forceCold makes every batch read as a cold one (coldread.go): the
@@ -681,8 +682,13 @@ func (x *Index) lookupBatch(fps []Fingerprint, found []bool, sorted, cold bool) 
 		g := newLookupGroup(min(size, len(fps)), cold)
 		g.useFilter, g.sorted = true, sorted
 		for base, end := 0, 0; base < len(fps); base = end {
+			if g.cold && x.whole.Load() {
+				// Another batch's plan reads the file whole now: pages
+				// asked for one by one would break its extents up.
+				g.cold, size = false, groupSize
+			}
 			end = min(base+size, len(fps))
-			if cold && base == 0 {
+			if g.cold && base == 0 {
 				// A first small group tells whether the filter pays
 				// (mostly absent keys) before a large one reads a
 				// filter page for each of its keys.

@@ -158,6 +158,7 @@ func keepLastWork(t *tallySet, bp *byPosition, second readOptions, opts *DedupOp
 			}
 			found = append(found[:0], make([]bool, len(fps))...)
 			if opts.Against != nil {
+				expectLookups(opts.Against, opts.Progress, job.chunk)
 				if err := opts.Against.ContainsBatch(fps, found, &look); err != nil {
 					return buf, err
 				}

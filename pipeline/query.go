@@ -73,6 +73,7 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 				if cap(found) < len(fps) {
 					found = make([]bool, len(fps))
 				}
+				expectLookups(opts.Set, opts.Progress, job.chunk)
 				if err := opts.Set.ContainsBatch(fps, found[:len(fps)], &look); err != nil {
 					return err
 				}

@@ -136,12 +136,11 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 	defer opts.Records.OnBad.Overlong(nil, true)
 	var total int64
 	for _, name := range opts.Inputs {
-		if name == "-" {
+		switch size := opts.inputSize(name); {
+		case size >= 0 && total >= 0:
+			total += size
+		case name == "-":
 			total = -1
-			break
-		}
-		if st, err := os.Stat(name); err == nil && st.Mode().IsRegular() && total >= 0 {
-			total += st.Size()
 		}
 	}
 	opts.Progress.Total.Store(total)
@@ -378,4 +377,59 @@ func eachRecordAt(job chunkJob, spec ingest.KeySpec, fn func(rec []byte, at reco
 		recNo++
 		return true
 	})
+}
+
+// expectLookups tells set, before a batch of chunk c's keys, about how
+// many more keys the inputs hold than have been read: the records read so
+// far per byte read (before the first batch is counted, c's per byte of
+// its data), times the bytes left (fpstore.Set.ExpectMore). A cold index
+// then plans for the whole input, not batch by batch. Inputs of unknown
+// size (a pipe) tell it nothing.
+func expectLookups(set *fpstore.Set, p *ingest.Progress, c *ingest.Chunk) {
+	if n, ok := keysLeft(p.Total.Load(), p.RawBytes.Load(), p.Records.Load(), int64(c.Records), int64(len(c.Data))); ok {
+		set.ExpectMore(n)
+	}
+}
+
+// keysLeft estimates the records in the total-read bytes not read yet of
+// inputs of total bytes (-1: unknown), by the recs records in the read
+// bytes read so far, or before any is counted by a chunk's records per
+// byte.
+func keysLeft(total, read, recs, chunkRecs, chunkBytes int64) (uint64, bool) {
+	per := read
+	if recs <= 0 {
+		recs, per = chunkRecs, chunkBytes
+	}
+	if total <= 0 || read <= 0 || recs <= 0 || per <= 0 {
+		return 0, false
+	}
+	return uint64(float64(recs) * float64(max(total-read, 0)) / float64(per)), true
+}
+
+// inputSize is the bytes left to read of an input that is a regular file
+// (standard input too, when redirected from one, or a spool of it), -1
+// for any other.
+func (opts readOptions) inputSize(name string) int64 {
+	if name != "-" {
+		if st, err := os.Stat(name); err == nil && st.Mode().IsRegular() {
+			return st.Size()
+		}
+		return -1
+	}
+	f := os.Stdin
+	if opts.Stdin != nil {
+		var ok bool
+		if f, ok = opts.Stdin.(*os.File); !ok {
+			return -1
+		}
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return -1
+	}
+	at, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return -1
+	}
+	return max(st.Size()-at, 0)
 }
