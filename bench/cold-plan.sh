@@ -6,7 +6,8 @@
 # and the median wall time of each. Set the device rates of all of them
 # alike (--device-rates, FPDEDUP_DEVICE) to compare plans, not measures.
 # THP is set to "always" for every process while it runs (as root), and
-# restored after.
+# restored after. FROM sets the first key (default 600000000): give each
+# run of this script keys no earlier run asked for.
 idx=$1; runs=$2; count=$3; shift 3
 here=$(dirname "$0")
 thp=/sys/kernel/mm/transparent_hugepage/enabled
@@ -16,7 +17,7 @@ if [ -w $thp ]; then
   trap 'echo $was > $thp' EXIT
 fi
 echo "== $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), THP $(sed 's/.*\[\(.*\)\].*/\1/' $thp)"
-from=600000000
+from=${FROM:-600000000}
 log=$(mktemp)
 for r in $(seq "$runs"); do
   for b in $(printf '%s\n' "$@" | shuf); do

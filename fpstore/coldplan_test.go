@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/fpdedup/fpdedup/internal/pagecache"
@@ -23,14 +24,14 @@ func TestRandomCost(t *testing.T) {
 		{100_000, 1024, 110_000 + 5*1023, 110_000 + 5*1024}, // every segment
 		{100_000, 0, 110_000, 110_000},
 	} {
-		got := randomCost(c.n, c.segments, 1) * coldShare
+		got := randomCost(float64(c.n), c.segments, 1) * coldShare
 		if got < c.lo-1e-6 || got > c.hi+1e-6 {
 			t.Errorf("randomCost(%d, %d) = %.1f reads, want [%.1f, %.1f]", c.n, c.segments, got, c.lo, c.hi)
 		}
 	}
 	prev := 0.0
 	for n := 1; n < 1<<20; n *= 2 {
-		c := randomCost(n, 1024, 1) * coldShare
+		c := randomCost(float64(n), 1024, 1) * coldShare
 		if c <= prev || c > coldReadsPerKey*float64(n)+coldReadsPerSegment*float64(min(n, 1024)) {
 			t.Fatalf("randomCost(%d) = %.1f after %.1f", n, c, prev)
 		}
@@ -52,14 +53,14 @@ func TestPlanPrices(t *testing.T) {
 		seq      = 3e9
 	)
 	whole := wholeCost(size, seq)
-	if batch := randomCost(100_000, segments, rand); readsWhole(0, batch, whole) {
+	if batch := randomCost(100_000, segments, rand); readsWhole(0, batch, batch, whole) {
 		t.Fatalf("10^5 keys (%.2f s at random) read the whole file (%.2f s)", batch, whole)
 	}
 	spent, switched := 0.0, -1
 	const chunk = 31_775 // fingerprints in a 1 MiB chunk of query --fp's input
 	for i := range 100 {
 		batch := randomCost(chunk, segments, rand)
-		if readsWhole(spent, batch, whole) {
+		if readsWhole(spent, batch, batch, whole) {
 			switched = i
 			break
 		}
@@ -69,8 +70,24 @@ func TestPlanPrices(t *testing.T) {
 	if switched != 4 {
 		t.Fatalf("a stream of %d-key chunks read the file whole at chunk %d (spent %.2f s at random, whole %.2f s), want 4", chunk, switched, spent, whole)
 	}
-	if !readsWhole(0, randomCost(1_000_000, segments, rand), whole) {
+	one := randomCost(1_000_000, segments, rand)
+	if !readsWhole(0, one, one, whole) {
 		t.Fatal("10^6 keys in one batch read at random")
+	}
+	// Told of the keys to come, a chunk is planned for them: 10^6 keys
+	// read whole from the first chunk; with 0.3 of the whole read's time
+	// left to spend at random after 0.9 spent, the rest stays random
+	// (what is spent is spent), unless the batches alone pass the whole
+	// read (an estimate that came in low).
+	first := randomCost(chunk, segments, rand)
+	if !readsWhole(0, first, randomCost(1_000_000, segments, rand), whole) {
+		t.Fatal("a chunk of 10^6 keys expected read at random")
+	}
+	if readsWhole(0.9*whole, 0.05*whole, 0.3*whole, whole) {
+		t.Fatal("the keys left, at 0.3 of the whole read, read whole after 0.9 spent")
+	}
+	if !readsWhole(0.9*whole, 0.2*whole, 0.3*whole, whole) {
+		t.Fatal("batches past the whole read's cost stayed random")
 	}
 }
 
@@ -187,5 +204,98 @@ func TestPlanExpects(t *testing.T) {
 	(&Set{indexes: []*Index{p}}).ExpectMore(4000) // NewSet wants the whole range
 	if got := p.more.Load(); got != 1000 {
 		t.Fatalf("a partition of a quarter of the range expects %d of 4000 keys, want 1000", got)
+	}
+}
+
+// TestPlanWholeFits: an index larger than the machine's memory is never
+// read whole by lookups, however many keys are to come (each batch would
+// read its keys' extents again), and not after many lookups either.
+func TestPlanWholeFits(t *testing.T) {
+	r := rand.New(rand.NewPCG(47, 48))
+	all := sortUnique(randomFPs(r, 600_000))
+	path := filepath.Join(t.TempDir(), "x.fpx")
+	writeIndex(t, path, all, WriterOptions{})
+	x, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	was := memoryForWhole
+	memoryForWhole = func() uint64 { return uint64(x.Size()) - 1 }
+	defer func() { memoryForWhole = was }()
+	t.Setenv("FPDEDUP_DEVICE", "rand=1,seq=1e12") // whole would win
+	if resident, err := pagecache.Drop(path); err != nil || resident > 0.5 {
+		t.Skipf("%s stays in the page cache (%.0f%% resident, %v): tmpfs?", path, 100*resident, err)
+	}
+	set, err := NewSet([]*Index{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.ExpectMore(1 << 40)
+	keys := all[:4*x.ReadAheadAfter()]
+	found := make([]bool, len(keys))
+	var l Lookups
+	if err := set.ContainsBatch(keys, found, &l); err != nil {
+		t.Fatal(err)
+	}
+	if countTrue(found) != len(keys) {
+		t.Fatalf("%d of %d keys found", countTrue(found), len(keys))
+	}
+	for _, fp := range all[:10] {
+		if _, err := x.Contains(fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if x.whole.Load() {
+		t.Fatal("an index larger than memory read whole")
+	}
+}
+
+// TestDropPartial: a whole read after cold batches first drops the pages
+// of every extent partly in memory (so that it reads them in huge
+// folios), and keeps the extents wholly in memory.
+func TestDropPartial(t *testing.T) {
+	r := rand.New(rand.NewPCG(49, 50))
+	all := sortUnique(randomFPs(r, 600_000))
+	path := filepath.Join(t.TempDir(), "x.fpx")
+	writeIndex(t, path, all, WriterOptions{})
+	x, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	if x.Size() < 3*extentSize {
+		t.Fatalf("%d bytes: too few extents for this test", x.Size())
+	}
+	if resident, err := pagecache.Drop(path); err != nil || resident > 0.5 {
+		t.Skipf("%s stays in the page cache (%.0f%% resident, %v): tmpfs?", path, 100*resident, err)
+	}
+	var sink byte
+	for at := 0; at < extentSize; at += PageSize { // extent 0 wholly
+		sink += x.data[at]
+	}
+	for range 50 { // a few pages of the others
+		sink += x.data[extentSize+r.IntN(len(x.data)-extentSize)]
+	}
+	runtime.KeepAlive(sink)
+	x.coldSpent.Store(1)
+	x.readWhole()
+	vec := make([]byte, extentSize/PageSize)
+	for at := 0; at < len(x.data); at += extentSize {
+		end := min(at+extentSize, len(x.data))
+		v := vec[:(end-at+PageSize-1)/PageSize]
+		if err := mincore(x.data[at:end], v); err != nil {
+			t.Fatal(err)
+		}
+		in := 0
+		for _, b := range v {
+			in += int(b & 1)
+		}
+		switch {
+		case at == 0 && in != len(v):
+			t.Errorf("extent 0, wholly in memory, kept %d of %d pages", in, len(v))
+		case at > 0 && in != 0 && in != len(v):
+			t.Errorf("extent at %d: %d of %d pages left in memory", at, in, len(v))
+		}
 	}
 }

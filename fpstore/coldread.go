@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -58,31 +59,50 @@ const (
 // reads a second, 10^5 keys, session 28).
 const coldShare = 0.65
 
+// wholeFits reports whether reading the index whole can pay: only when
+// it fits in the machine's memory. A larger one's extents would be
+// evicted before the next batch came back to them, and each batch would
+// read the 2 MiB around each of its keys again.
+func (x *Index) wholeFits() bool { return uint64(x.size) <= memoryForWhole() }
+
+// memoryForWhole is the machine's memory (a variable: the tests set it).
+var memoryForWhole = sync.OnceValue(func() uint64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return math.MaxUint64 // unknown: no limit, as before there was one
+	}
+	return uint64(si.Totalram) * uint64(si.Unit)
+})
+
 // randomCost is how long reading the pages of n keys at random takes, in
 // seconds, on a device doing rand reads a second, in an index of segments
 // segments: the segments the keys open are those n keys drawn at random
 // reach.
-func randomCost(n, segments int, rand float64) float64 {
+func randomCost(n float64, segments int, rand float64) float64 {
 	opened := 0.0
 	if segments > 0 {
 		s := float64(segments)
-		opened = s * -math.Expm1(-float64(n)/s)
+		opened = s * -math.Expm1(-n/s)
 	}
-	return (coldReadsPerKey*float64(n) + coldReadsPerSegment*opened) / (coldShare * rand)
+	return (coldReadsPerKey*n + coldReadsPerSegment*opened) / (coldShare * rand)
 }
 
 // wholeCost is how long reading the whole index takes, in seconds.
 func wholeCost(size int64, seq float64) float64 { return float64(size) / seq }
 
 // readsWhole reports whether a cold batch that costs batch seconds read at
-// random (with the keys expected after it, when known) is better served
-// by reading the file whole, after spent seconds of cold batches read at
-// random before it: when the two together cost more than the whole read.
-// A stream of batches of unknown length, none of which alone would pay
-// for the whole file, so reads it once its random reads have cost as
-// much (at most twice the better of the two plans), and a batch that
-// touches a small part of the file reads only that.
-func readsWhole(spent, batch, whole float64) bool { return spent+batch > whole }
+// random is better served by reading the file whole (whole seconds),
+// after spent seconds of cold batches read at random before it, when
+// reading it and the keys expected after it at random costs ahead: when
+// those cost more than the whole read, or the batches read at random,
+// this one included, would have. The second, which alone decides when
+// nothing is known of the keys to come, reads a stream of batches none
+// of which would pay for the whole file alone once its random reads have
+// cost as much (at most twice the better of the two plans), and a batch
+// that touches a small part of the file reads only that.
+func readsWhole(spent, batch, ahead, whole float64) bool {
+	return ahead > whole || spent+batch > whole
+}
 
 // measuredSize is the smallest index whose device is measured for a plan
 // (devrate.For, once per device, cached): below it a whole read is cheap
@@ -90,7 +110,7 @@ func readsWhole(spent, batch, whole float64) bool { return spent+batch > whole }
 const measuredSize = 1 << 30
 
 // deviceRates are the rates of the device under the index: 4 KiB random
-// reads a second at depth 32 and sequential bytes a second.
+// reads a second at depth 32 and bytes a second read whole.
 func (x *Index) deviceRates() (rand, seq float64) {
 	x.ratesOnce.Do(func() {
 		r, ok, _ := devrate.EnvOverride(devrate.Default)
@@ -105,9 +125,10 @@ func (x *Index) deviceRates() (rand, seq float64) {
 // planBatch decides how a batch's pages are read: counted as before for a
 // small batch or an index in memory (ReadAheadAfter may then read the
 // file whole); for a large batch of a cold index, whole when reading its
-// pages at random, with those of the cold batches before it, would take
-// longer than reading the file (readsWhole), else cold (the answer: the
-// batch's groups fetch their pages at once).
+// pages at random, with those of the cold batches before it or of the
+// keys the caller expects after it (Set.ExpectMore), would take longer
+// than reading the file (readsWhole), else cold (the answer: the batch's
+// groups fetch their pages at once).
 func (x *Index) planBatch(fps []Fingerprint) (cold bool) {
 	if x.forceCold.Load() {
 		return true
@@ -129,12 +150,12 @@ func (x *Index) planBatch(fps []Fingerprint) (cold bool) {
 		return false
 	}
 	rand, seq := x.deviceRates()
-	batch := randomCost(n, len(x.foot.segments), rand)
+	batch := randomCost(float64(n), len(x.foot.segments), rand)
 	spent := float64(x.coldSpent.Load()) / 1e9
 	// The keys still to come, when the caller knows (Set.ExpectMore), are
 	// priced with this batch: their segments are opened once.
-	ahead := randomCost(n+int(min(x.more.Load(), 1<<40)), len(x.foot.segments), rand)
-	if readsWhole(spent, ahead, wholeCost(x.size, seq)) {
+	ahead := randomCost(float64(n)+float64(x.more.Load()), len(x.foot.segments), rand)
+	if x.wholeFits() && readsWhole(spent, batch, ahead, wholeCost(x.size, seq)) {
 		x.readWhole()
 		return false
 	}
@@ -200,6 +221,9 @@ func (x *Index) willNeed(addrs []uintptr) {
 // ignored: the advice is only advice, and the read that follows faults
 // the page in anyway.
 func (x *Index) willNeedRange(from, to uint64) {
+	if x.whole.Load() {
+		return // pages asked for one by one would break up the whole read's extents
+	}
 	to = min(to, uint64(len(x.data)))
 	if from < to {
 		_ = unix.Madvise(x.data[from:to], unix.MADV_WILLNEED)

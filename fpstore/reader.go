@@ -204,20 +204,43 @@ func littleEndian() bool {
 // hold a few small pages, around which no huge folio fits: the rest of
 // the file is then read in the pieces between them (~85 KiB each after
 // 2*10^5 keys in a 10^9-key index: 14 s where a whole read from nothing
-// cached takes 6). Those pages are dropped first (MADV_DONTNEED unmaps
-// them here, POSIX_FADV_DONTNEED evicts what no other process maps), to
-// be read again with their extents: an access after that faults the same
-// bytes back in, so lookups running meanwhile see the file unchanged.
+// cached takes 6). dropPartial drops such extents' pages first, to be
+// read again with their extents.
 func (x *Index) readWhole() {
 	if x.whole.Load() || x.whole.Swap(true) {
 		return
 	}
-	if x.coldSpent.Load() > 0 {
-		_ = unix.Madvise(x.data, unix.MADV_DONTNEED)
-		_ = unix.Fadvise(int(x.file.Fd()), 0, 0, unix.FADV_DONTNEED)
-	}
 	_ = unix.Madvise(x.data, unix.MADV_NORMAL)
 	_ = unix.Madvise(x.data, unix.MADV_HUGEPAGE)
+	if x.coldSpent.Load() > 0 {
+		x.dropPartial()
+	}
+}
+
+// dropPartial drops the pages of the extents that are partly in memory:
+// MADV_DONTNEED unmaps them here, POSIX_FADV_DONTNEED evicts them (those
+// no other process maps; another's read-ahead of the same file goes too,
+// to be read again with its extent). Extents wholly in memory stay. An
+// access after that faults the same bytes back in, so lookups running
+// meanwhile see the file unchanged.
+func (x *Index) dropPartial() {
+	fd := int(x.file.Fd())
+	vec := make([]byte, extentSize/PageSize)
+	for at := uint64(0); at < uint64(len(x.data)); at += extentSize {
+		end := min(at+extentSize, uint64(len(x.data)))
+		v := vec[:(end-at+PageSize-1)/PageSize]
+		if mincore(x.data[at:end], v) != nil {
+			return
+		}
+		in := 0
+		for _, b := range v {
+			in += int(b & 1)
+		}
+		if in > 0 && in < len(v) {
+			_ = unix.Madvise(x.data[at:end], unix.MADV_DONTNEED)
+			_ = unix.Fadvise(fd, int64(at), int64(end-at), unix.FADV_DONTNEED)
+		}
+	}
 }
 
 // countLookups counts lookups in the file's range (a partition's index
@@ -229,7 +252,7 @@ func (x *Index) countLookups(n int) {
 	if x.whole.Load() {
 		return
 	}
-	if x.lookups.Add(uint64(n)) >= x.ReadAheadAfter() {
+	if x.lookups.Add(uint64(n)) >= x.ReadAheadAfter() && x.wholeFits() {
 		x.readWhole()
 	}
 }

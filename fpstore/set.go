@@ -97,15 +97,15 @@ func (s *Set) ContainsBatch(fps []Fingerprint, found []bool, l *Lookups) error {
 }
 
 // ExpectMore tells the set about how many keys the caller will look up
-// after the batches it has asked for so far: an estimate from its input's
-// size, when it knows one. A cold index then plans each batch for all of
+// after the next batch it asks for: an estimate from its input's size,
+// when it knows one. A cold index then plans each batch for all of
 // them, reading the file whole at once when that costs less than reading
 // their pages at random, where it would otherwise find out only after
 // reading at random for as long (coldread.go). A partition expects its
 // share of them.
 func (s *Set) ExpectMore(keys uint64) {
 	for _, x := range s.indexes {
-		x.more.Store(keys >> min(x.foot.rng.Bits, 63))
+		x.more.Store(keys >> x.foot.rng.Bits)
 	}
 }
 

@@ -135,7 +135,12 @@ func readChunks(ctx context.Context, opts readOptions, jobs chan<- chunkJob) err
 	// workers' Handle waiting for its last piece.
 	defer opts.Records.OnBad.Overlong(nil, true)
 	var total int64
+	stdin := false
 	for _, name := range opts.Inputs {
+		if name == "-" && stdin {
+			continue // read once: a second "-" finds it at its end
+		}
+		stdin = stdin || name == "-"
 		switch size := opts.inputSize(name); {
 		case size >= 0 && total >= 0:
 			total += size
@@ -382,7 +387,8 @@ func eachRecordAt(job chunkJob, spec ingest.KeySpec, fn func(rec []byte, at reco
 // expectLookups tells set, before a batch of chunk c's keys, about how
 // many more keys the inputs hold than have been read: the records read so
 // far per byte read (before the first batch is counted, c's per byte of
-// its data), times the bytes left (fpstore.Set.ExpectMore). A cold index
+// its data: of a compressed input, per byte decompressed, so too few),
+// times the bytes left (fpstore.Set.ExpectMore). A cold index
 // then plans for the whole input, not batch by batch. Inputs of unknown
 // size (a pipe) tell it nothing.
 func expectLookups(set *fpstore.Set, p *ingest.Progress, c *ingest.Chunk) {

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -63,7 +64,7 @@ func Parse(s string, base Rates) (Rates, error) {
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		f, err := strconv.ParseFloat(v, 64)
-		if !ok || err != nil || f <= 0 {
+		if !ok || err != nil || !(f > 0) || math.IsInf(f, 0) {
 			return base, fmt.Errorf("device rates %q: want rand=READS_PER_S,seq=BYTES_PER_S (positive numbers)", s)
 		}
 		switch k {
@@ -89,8 +90,9 @@ type cacheEntry struct {
 	Method   int       `json:"method"`
 }
 
-// method names how Measure measures; a figure cached by another (the
-// first, 0, read in order from the file's start) is measured again.
+// method names how Measure measures; a figure cached by another is
+// measured again. The first, read in order from the file's start, wrote
+// no method (0); 1 was never cached.
 const method = 2
 
 var mu sync.Mutex // one measurement at a time in this process
@@ -209,7 +211,7 @@ func Measure(path string, d time.Duration) (Rates, error) {
 		return Rates{}, err // O_DIRECT refused (EINVAL), or the file shrank
 	}
 	const extent = 2 << 20
-	extents, err := readAtRandom(f, size, extent, runtime.GOMAXPROCS(0), d)
+	extents, err := readAtRandom(f, size, extent, runtime.NumCPU(), d)
 	if err != nil {
 		return Rates{}, err
 	}
@@ -222,7 +224,7 @@ func Measure(path string, d time.Duration) (Rates, error) {
 func readAtRandom(f *os.File, size int64, n, workers int, d time.Duration) (float64, error) {
 	blocks := size / int64(n)
 	var reads atomic.Int64
-	var failed atomic.Value
+	var failed atomic.Pointer[error] // the first read that failed
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range workers {
@@ -233,7 +235,7 @@ func readAtRandom(f *os.File, size int64, n, workers int, d time.Duration) (floa
 			r := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
 			for time.Since(start) < d {
 				if _, err := f.ReadAt(buf, r.Int64N(blocks)*int64(n)); err != nil {
-					failed.Store(err)
+					failed.CompareAndSwap(nil, &err)
 					return
 				}
 				reads.Add(1)
@@ -241,8 +243,8 @@ func readAtRandom(f *os.File, size int64, n, workers int, d time.Duration) (floa
 		}()
 	}
 	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
-		return 0, err
+	if err := failed.Load(); err != nil {
+		return 0, *err
 	}
 	return float64(reads.Load()) / time.Since(start).Seconds(), nil
 }

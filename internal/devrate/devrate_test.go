@@ -18,6 +18,8 @@ func TestParse(t *testing.T) {
 		{"rand=5", Rates{5, Default.Seq}, true},
 		{"rand=0", Default, false},
 		{"rand=-1", Default, false},
+		{"rand=NaN", Default, false},
+		{"seq=+Inf", Default, false},
 		{"iops=5", Default, false},
 		{"rand", Default, false},
 		{"", Default, false},
