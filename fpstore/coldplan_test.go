@@ -10,6 +10,38 @@ import (
 	"github.com/fpdedup/fpdedup/internal/pagecache"
 )
 
+// coldFile writes an index of 600k random keys (several 2 MiB extents)
+// for the plan tests.
+func coldFile(t *testing.T, seed uint64) (path string, all []Fingerprint, r *rand.Rand) {
+	t.Helper()
+	r = rand.New(rand.NewPCG(seed, seed+1))
+	all = sortUnique(randomFPs(r, 600_000))
+	path = filepath.Join(t.TempDir(), "x.fpx")
+	writeIndex(t, path, all, WriterOptions{})
+	return path, all, r
+}
+
+// openIndex opens path, closed at the test's end.
+func openIndex(t *testing.T, path string) *Index {
+	t.Helper()
+	x, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close() })
+	return x
+}
+
+// evict drops path from the page cache, all but what this process maps
+// (what Open and earlier lookups touched: a tenth or so), and skips the
+// test where the cache is the storage (tmpfs).
+func evict(t *testing.T, path string) {
+	t.Helper()
+	if resident, err := pagecache.Drop(path); err != nil || resident > 0.5 {
+		t.Skipf("%s stays in the page cache (%.0f%% resident, %v): tmpfs?", path, 100*resident, err)
+	}
+}
+
 // TestRandomCost: a batch is priced at coldReadsPerKey reads a key and
 // coldReadsPerSegment for each segment it opens; the segments opened grow
 // with the keys and never pass either the keys or the segments.
@@ -97,25 +129,14 @@ func TestPlanPrices(t *testing.T) {
 // the file whole, dropping the pages the first two read (readWhole).
 // Answers are right throughout, in the batch that drops them and after.
 func TestPlanAddsUp(t *testing.T) {
-	r := rand.New(rand.NewPCG(43, 44))
-	all := sortUnique(randomFPs(r, 600_000))
-	path := filepath.Join(t.TempDir(), "x.fpx")
-	writeIndex(t, path, all, WriterOptions{})
-	x, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	path, all, r := coldFile(t, 43)
+	x := openIndex(t, path)
 	const n = 200
 	rate := randomCost(n, len(x.foot.segments), 1) / 0.4
 	t.Setenv("FPDEDUP_DEVICE", fmt.Sprintf("rand=%g,seq=%d", rate, x.Size()))
 	for b := range 4 {
-		// What Open and the batches before mapped stays (a tenth or so);
-		// the fourth batch follows the whole read.
-		if b < 3 {
-			if resident, err := pagecache.Drop(path); err != nil || resident > 0.5 {
-				t.Skipf("%s stays in the page cache (%.0f%% resident, %v): tmpfs?", path, 100*resident, err)
-			}
+		if b < 3 { // the fourth batch follows the whole read
+			evict(t, path)
 		}
 		keys := make([]Fingerprint, n)
 		for i := range keys {
@@ -141,10 +162,7 @@ func TestPlanAddsUp(t *testing.T) {
 // when all of them would cost more at random; told of few, it reads the
 // batch at random. A partition expects its share.
 func TestPlanExpects(t *testing.T) {
-	r := rand.New(rand.NewPCG(45, 46))
-	all := sortUnique(randomFPs(r, 600_000))
-	path := filepath.Join(t.TempDir(), "x.fpx")
-	writeIndex(t, path, all, WriterOptions{})
+	path, all, r := coldFile(t, 45)
 	const n = 200
 	for _, c := range []struct {
 		more  uint64
@@ -161,9 +179,7 @@ func TestPlanExpects(t *testing.T) {
 		}
 		rate := randomCost(n, len(x.foot.segments), 1) / 0.4
 		t.Setenv("FPDEDUP_DEVICE", fmt.Sprintf("rand=%g,seq=%d", rate, x.Size()))
-		if resident, err := pagecache.Drop(path); err != nil || resident > 0.5 {
-			t.Skipf("%s stays in the page cache (%.0f%% resident, %v): tmpfs?", path, 100*resident, err)
-		}
+		evict(t, path)
 		set, err := NewSet([]*Index{x})
 		if err != nil {
 			t.Fatal(err)
@@ -196,11 +212,7 @@ func TestPlanExpects(t *testing.T) {
 		}
 	}
 	writeIndex(t, ppath, part, WriterOptions{Range: Range{Bits: 2, Index: 1}})
-	p, err := Open(ppath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := openIndex(t, ppath)
 	(&Set{indexes: []*Index{p}}).ExpectMore(4000) // NewSet wants the whole range
 	if got := p.more.Load(); got != 1000 {
 		t.Fatalf("a partition of a quarter of the range expects %d of 4000 keys, want 1000", got)
@@ -211,22 +223,13 @@ func TestPlanExpects(t *testing.T) {
 // read whole by lookups, however many keys are to come (each batch would
 // read its keys' extents again), and not after many lookups either.
 func TestPlanWholeFits(t *testing.T) {
-	r := rand.New(rand.NewPCG(47, 48))
-	all := sortUnique(randomFPs(r, 600_000))
-	path := filepath.Join(t.TempDir(), "x.fpx")
-	writeIndex(t, path, all, WriterOptions{})
-	x, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	path, all, _ := coldFile(t, 47)
+	x := openIndex(t, path)
 	was := memoryForWhole
 	memoryForWhole = func() uint64 { return uint64(x.Size()) - 1 }
 	defer func() { memoryForWhole = was }()
 	t.Setenv("FPDEDUP_DEVICE", "rand=1,seq=1e12") // whole would win
-	if resident, err := pagecache.Drop(path); err != nil || resident > 0.5 {
-		t.Skipf("%s stays in the page cache (%.0f%% resident, %v): tmpfs?", path, 100*resident, err)
-	}
+	evict(t, path)
 	set, err := NewSet([]*Index{x})
 	if err != nil {
 		t.Fatal(err)
@@ -255,21 +258,12 @@ func TestPlanWholeFits(t *testing.T) {
 // of every extent partly in memory (so that it reads them in huge
 // folios), and keeps the extents wholly in memory.
 func TestDropPartial(t *testing.T) {
-	r := rand.New(rand.NewPCG(49, 50))
-	all := sortUnique(randomFPs(r, 600_000))
-	path := filepath.Join(t.TempDir(), "x.fpx")
-	writeIndex(t, path, all, WriterOptions{})
-	x, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	path, _, r := coldFile(t, 49)
+	x := openIndex(t, path)
 	if x.Size() < 3*extentSize {
 		t.Fatalf("%d bytes: too few extents for this test", x.Size())
 	}
-	if resident, err := pagecache.Drop(path); err != nil || resident > 0.5 {
-		t.Skipf("%s stays in the page cache (%.0f%% resident, %v): tmpfs?", path, 100*resident, err)
-	}
+	evict(t, path)
 	var sink byte
 	for at := 0; at < extentSize; at += PageSize { // extent 0 wholly
 		sink += x.data[at]
