@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParse(t *testing.T) {
@@ -49,10 +51,18 @@ func bigFile(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	// Out of the page cache, as the index a cold batch is planned on:
+	// only extents not in memory are measured (wholeRate).
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Measure(path, 10*time.Millisecond); err != nil {
+	if _, err := Measure(path, 250*time.Millisecond); err != nil {
 		t.Skipf("cannot measure here (%v)", err)
 	}
 	return path
@@ -106,5 +116,56 @@ func TestFor(t *testing.T) {
 	}
 	if r, from := For(small); from != FromDefault || r != Default {
 		t.Fatalf("a small file: %v from %s", r, from)
+	}
+}
+
+// resident is the share of path's pages in memory.
+func resident(t *testing.T, path string) float64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, len(m)/4096)
+	if absent(m, vec) {
+		return 0
+	}
+	in := 0
+	for _, v := range vec {
+		in += int(v & 1)
+	}
+	return float64(in) / float64(len(vec))
+}
+
+// TestWholeRateLeavesCache: measuring the whole-read rate of a file out of
+// memory leaves it out of memory; a file in memory is not measured (an
+// error) and stays in memory.
+func TestWholeRateLeavesCache(t *testing.T) {
+	path := bigFile(t)
+	if r := resident(t, path); r > 0.01 {
+		t.Skipf("%.0f%% of a file just evicted is in memory", 100*r)
+	}
+	seq, err := wholeRate(path, minMeasured, 100*time.Millisecond)
+	if err != nil || seq <= 0 {
+		t.Fatalf("wholeRate = %v, %v", seq, err)
+	}
+	if r := resident(t, path); r > 0.01 {
+		t.Fatalf("after measuring, %.1f%% of the file is in memory", 100*r)
+	}
+	if _, err := os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wholeRate(path, minMeasured, 100*time.Millisecond); err == nil {
+		t.Fatal("a file in memory measured")
+	}
+	if r := resident(t, path); r < 0.99 {
+		t.Fatalf("a file in memory: %.1f%% stayed", 100*r)
 	}
 }
