@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fpdedup/fpdedup/internal/devrate"
+	"github.com/fpdedup/fpdedup/internal/pagecache"
+	"github.com/fpdedup/fpdedup/internal/sysinfo"
 )
 
 // Cold reads. A batch of lookups in an index that is not in memory used to
@@ -67,11 +69,10 @@ func (x *Index) wholeFits() bool { return uint64(x.size) <= memoryForWhole() }
 
 // memoryForWhole is the machine's memory (a variable: the tests set it).
 var memoryForWhole = sync.OnceValue(func() uint64 {
-	var si unix.Sysinfo_t
-	if unix.Sysinfo(&si) != nil {
-		return math.MaxUint64 // unknown: no limit, as before there was one
+	if m := sysinfo.MemTotal(); m > 0 {
+		return uint64(m)
 	}
-	return uint64(si.Totalram) * uint64(si.Unit)
+	return math.MaxUint64 // unknown: no limit, as before there was one
 })
 
 // randomCost is how long reading the pages of n keys at random takes, in
@@ -185,7 +186,9 @@ func (x *Index) mostlyCold(fps []Fingerprint) bool {
 		}
 		at &^= PageSize - 1
 		seen++
-		if n := uint64(len(x.data)); at >= n || n-at < PageSize || mincore(x.data[at:at+PageSize], vec[:]) != nil || vec[0]&1 == 0 {
+		if n := uint64(len(x.data)); at >= n || n-at < PageSize {
+			cold++
+		} else if in, err := pagecache.Resident(x.data[at:at+PageSize], vec[:]); err != nil || in == 0 {
 			cold++
 		}
 	}
@@ -298,15 +301,6 @@ func (x *Index) willNeedSegments(g *lookupGroup, fps []Fingerprint) {
 func (x *Index) willNeedHeader(ref segmentRef) {
 	x.willNeedRange(ref.offset&^(PageSize-1), ref.offset+2*PageSize)
 	x.willNeedRange(ref.pagesAt()&^(PageSize-1), ref.end())
-}
-
-// mincore reports in vec which pages of b (page-aligned) are in memory.
-func mincore(b, vec []byte) error {
-	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
-	if e != 0 {
-		return e
-	}
-	return nil
 }
 
 // A few keys in segments not yet open. Each such lookup reads, one fault

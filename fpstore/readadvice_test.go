@@ -88,15 +88,7 @@ func TestReadAdvice(t *testing.T) {
 	fps := sortUnique(randomFPs(r, 600_000))
 	path := filepath.Join(t.TempDir(), "a.fpx")
 	writeIndex(t, path, fps, WriterOptions{})
-	open := func() *Index {
-		t.Helper()
-		x, err := Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { x.Close() })
-		return x
-	}
+	open := func() *Index { return openIndex(t, path) }
 
 	x := open()
 	threshold := int(x.ReadAheadAfter())

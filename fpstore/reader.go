@@ -19,6 +19,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/internal/devrate"
 	"github.com/fpdedup/fpdedup/internal/failpoint"
+	"github.com/fpdedup/fpdedup/internal/pagecache"
 	"github.com/fpdedup/fpdedup/internal/prefetch"
 )
 
@@ -228,15 +229,11 @@ func (x *Index) dropPartial() {
 	vec := make([]byte, extentSize/PageSize)
 	for at := uint64(0); at < uint64(len(x.data)); at += extentSize {
 		end := min(at+extentSize, uint64(len(x.data)))
-		v := vec[:(end-at+PageSize-1)/PageSize]
-		if mincore(x.data[at:end], v) != nil {
+		in, err := pagecache.Resident(x.data[at:end], vec)
+		if err != nil {
 			return
 		}
-		in := 0
-		for _, b := range v {
-			in += int(b & 1)
-		}
-		if in > 0 && in < len(v) {
+		if in > 0 && uint64(in) < (end-at+PageSize-1)/PageSize {
 			_ = unix.Madvise(x.data[at:end], unix.MADV_DONTNEED)
 			_ = unix.Fadvise(fd, int64(at), int64(end-at), unix.FADV_DONTNEED)
 		}

@@ -28,6 +28,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/pagecache"
 )
 
 // Rates are a device's read rates.
@@ -323,16 +325,8 @@ const minExtents = 8
 // absent reports whether none of b's pages is in memory; vec has a byte
 // a page of b.
 func absent(b, vec []byte) bool {
-	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
-	if e != 0 {
-		return false
-	}
-	for _, v := range vec {
-		if v&1 != 0 {
-			return false
-		}
-	}
-	return true
+	in, err := pagecache.Resident(b, vec)
+	return err == nil && in == 0
 }
 
 // readAtRandom reads blocks of n bytes at random n-aligned offsets of f

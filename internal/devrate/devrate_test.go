@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/pagecache"
 )
 
 func TestParse(t *testing.T) {
@@ -133,15 +135,11 @@ func resident(t *testing.T, path string) float64 {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(m)
-	vec := make([]byte, len(m)/4096)
-	if absent(m, vec) {
-		return 0
+	in, err := pagecache.Resident(m, make([]byte, len(m)/4096))
+	if err != nil {
+		t.Fatal(err)
 	}
-	in := 0
-	for _, v := range vec {
-		in += int(v & 1)
-	}
-	return float64(in) / float64(len(vec))
+	return float64(in) / float64(len(m)/4096)
 }
 
 // TestWholeRateLeavesCache: measuring the whole-read rate of a file out of

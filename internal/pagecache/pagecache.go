@@ -1,5 +1,5 @@
-// Package pagecache drops a file from the page cache, for the cold
-// figures of benchmarks.
+// Package pagecache tells which pages of a mapped file are in memory, and
+// drops a file from the page cache (for the cold figures of benchmarks).
 package pagecache
 
 import (
@@ -33,13 +33,26 @@ func Drop(path string) (resident float64, err error) {
 	defer unix.Munmap(m)
 	page := os.Getpagesize()
 	vec := make([]byte, (len(m)+page-1)/page)
+	in, err := Resident(m, vec)
+	if err != nil {
+		return 0, err
+	}
+	return float64(in) / float64(len(vec)), nil
+}
+
+// Resident is how many pages of b, a page-aligned part of a mapping, are
+// in memory (mincore); vec holds a byte a page of b.
+func Resident(b, vec []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
 	// x/sys/unix has no Mincore wrapper.
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(unsafe.Pointer(unsafe.SliceData(vec)))); e != 0 {
 		return 0, e
 	}
 	in := 0
-	for _, v := range vec {
+	for _, v := range vec[:(len(b)+os.Getpagesize()-1)/os.Getpagesize()] {
 		in += int(v & 1)
 	}
-	return float64(in) / float64(len(vec)), nil
+	return in, nil
 }
