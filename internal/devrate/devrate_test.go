@@ -1,6 +1,7 @@
 package devrate
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -166,4 +167,26 @@ func TestWholeRateLeavesCache(t *testing.T) {
 	if r := resident(t, path); r < 0.99 {
 		t.Fatalf("a file in memory: %.1f%% stayed", 100*r)
 	}
+}
+
+// FuzzParse: any text is refused or gives rates that are positive and
+// finite (a plan divides by them), never a panic.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"rand=60000,seq=3e9", "seq=1e6", "rand=NaN", "seq=+Inf", "rand=1e400", "rand=0x10", "rand=1,rand=2", ",", "rand==1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := Parse(s, Default)
+		if err != nil {
+			if r != Default {
+				t.Fatalf("Parse(%q) refused with %v but gave %v", s, err, r)
+			}
+			return
+		}
+		for _, v := range []float64{r.Random, r.Seq} {
+			if !(v > 0) || math.IsInf(v, 0) {
+				t.Fatalf("Parse(%q) = %v", s, r)
+			}
+		}
+	})
 }
