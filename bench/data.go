@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -24,6 +25,7 @@ import (
 //	*.zst           zstd copies (level 3, what `zstd` does by default)
 //	bounded.txt     boundedMinRecords lines for the bounded dedup job, when
 //	                events.txt is smaller than that
+//	events.parquet  the CSV's records typed, for the Parquet jobs
 //
 // events.txt is always written (the report's data is its records); the
 // others only for the jobs that read them.
@@ -46,7 +48,8 @@ func (b *runner) generate(ctx context.Context) error {
 			o.Records, need/1_000_000, b.rep.Machine.TmpDir, free/1_000_000)
 	}
 	wantAbsent := b.sel["query-absent"]
-	wantCSV := b.sel["dedup-csv"] || b.sel["dedup-zstd"]
+	wantParquet := slices.ContainsFunc(ParquetJobs, func(j string) bool { return b.sel[j] })
+	wantCSV := b.sel["dedup-csv"] || b.sel["dedup-zstd"] || wantParquet
 	wantLinesZst := b.sel["build"] || b.sel["dedup-lines"] // their zstd -dc floors
 
 	b.progress(Step{Phase: "prepare", Msg: fmt.Sprintf("generating %d records", o.Records)})
@@ -82,6 +85,12 @@ func (b *runner) generate(ctx context.Context) error {
 			return err
 		}
 		d.CSVBytes = cs.Bytes
+	}
+	if wantParquet {
+		b.progress(Step{Phase: "prepare", Msg: "writing events.parquet"})
+		if d.ParquetBytes, d.ParquetRowGroupBytes, err = writeParquetEvents(ctx, b.path("events.csv"), b.path("events.parquet")); err != nil {
+			return fmt.Errorf("bench: writing events.parquet: %w", err)
+		}
 	}
 
 	b.boundedPath = b.path("events.txt")

@@ -12,9 +12,11 @@
 //   node bench/duckdb-parquet.mjs distinct [--threads N] FILE.parquet
 //       the peer of fpdedup build/count: the distinct keys
 //       (user_id, device_id, ts), printed as their number.
-//   node bench/duckdb-parquet.mjs dedup [--threads N] [--memory-limit SIZE] FILE.parquet OUT.parquet
+//   node bench/duckdb-parquet.mjs dedup [--threads N] [--memory-limit SIZE] [--key COLS] [--ts-ms COL] FILE.parquet OUT.parquet
 //       the peer of fpdedup dedup: each key's first row, in file order
-//       (SIZE: DuckDB's memory_limit, e.g. 256MB, the peer of --mem).
+//       (SIZE: DuckDB's memory_limit, e.g. 256MB, the peer of --mem; COLS
+//       the key columns, user_id,device_id,ts by default; COL the
+//       TIMESTAMP_MS column, ts by default, written back as TIMESTAMP_MS).
 import { connect, lit } from './duckdb-peer.mjs';
 
 const [cmd, ...rest] = process.argv.slice(2);
@@ -56,11 +58,17 @@ if (cmd === 'gen') {
   // file order, written as zstd Parquet.
   let threads = null;
   let memory = null;
-  while (rest[0] === '--threads' || rest[0] === '--memory-limit') {
+  let key = 'user_id,device_id,ts';
+  let tsMs = 'ts';
+  while (['--threads', '--memory-limit', '--key', '--ts-ms'].includes(rest[0])) {
     if (rest[0] === '--threads') threads = rest[1];
-    else memory = rest[1];
+    else if (rest[0] === '--memory-limit') memory = rest[1];
+    else if (rest[0] === '--key') key = rest[1];
+    else tsMs = rest[1];
     rest.splice(0, 2);
   }
+  const ident = (c) => '"' + c.replaceAll('"', '""') + '"';
+  const partition = key.split(',').map(ident).join(', ');
   const [file, out] = rest;
   const con = await connect('duckdb-parquet', threads);
   await con.run('SET preserve_insertion_order = true');
@@ -70,10 +78,10 @@ if (cmd === 'gen') {
     await con.run(`SET memory_limit = ${lit(memory)}`);
     await con.run(`SET temp_directory = ${lit(out + '.duckdb-tmp')}`);
   }
-  // ts is cast back: DuckDB reads TIMESTAMP_MS as TIMESTAMP and would
-  // write microseconds, another file than its input's schema.
-  await con.run(`COPY (SELECT * EXCLUDE (file_row_number) REPLACE (ts::TIMESTAMP_MS AS ts) FROM read_parquet(${lit(file)}, file_row_number = true)
-    QUALIFY row_number() OVER (PARTITION BY user_id, device_id, ts ORDER BY file_row_number) = 1
+  // The timestamp is cast back: DuckDB reads TIMESTAMP_MS as TIMESTAMP and
+  // would write microseconds, another file than its input's schema.
+  await con.run(`COPY (SELECT * EXCLUDE (file_row_number) REPLACE (${ident(tsMs)}::TIMESTAMP_MS AS ${ident(tsMs)}) FROM read_parquet(${lit(file)}, file_row_number = true)
+    QUALIFY row_number() OVER (PARTITION BY ${partition} ORDER BY file_row_number) = 1
     ORDER BY file_row_number) TO ${lit(out)} (FORMAT parquet, COMPRESSION zstd)`);
 } else {
   process.stderr.write('usage: node bench/duckdb-parquet.mjs gen|csv|distinct|dedup ...\n');

@@ -132,7 +132,7 @@ func (b *runner) jobs() []jobSpec {
 	}
 	boundedN, boundedD := d.BoundedRecords, d.BoundedDistinct
 
-	return []jobSpec{{
+	return append([]jobSpec{{
 		name: "build", title: "an exact set of the distinct lines (bloom: approximate)",
 		input: "events.txt", inputBytes: d.LinesBytes, units: n, unit: "records", distinct: dist,
 		ref: "fpdedup build",
@@ -329,7 +329,7 @@ func (b *runner) jobs() []jobSpec {
 			{tool: "floor: cat + dd conv=fsync of the output", kind: kindFloor, needs: []string{"sh", "cat", "dd"},
 				cmd: floorWrite([]string{halfA, halfB}, merged)},
 		},
-	}, b.mergePartitionsJob(), b.buildPartitionsJob()}
+	}}, append(b.parquetJobs(duck), b.mergePartitionsJob(), b.buildPartitionsJob())...)
 }
 
 // floorWrite reads the inputs and writes (with fsync) as many bytes as

@@ -18,7 +18,7 @@ import (
 // They load @duckdb/node-api from a .peers directory beside them, which Run
 // links to Options.PeersDir.
 //
-//go:embed duckdb-peer.mjs duckdb-distinct.mjs duckdb-dedup.mjs duckdb-count.mjs
+//go:embed duckdb-peer.mjs duckdb-distinct.mjs duckdb-dedup.mjs duckdb-count.mjs duckdb-parquet.mjs
 var duckScripts embed.FS
 
 // Peer is a tool the benchmark runs beside fpdedup, or a floor (cat, zstd
@@ -148,7 +148,7 @@ func installDuckScripts(dir, peersDir string) (string, error) {
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return "", err
 	}
-	for _, name := range []string{"duckdb-peer.mjs", "duckdb-distinct.mjs", "duckdb-dedup.mjs", "duckdb-count.mjs"} {
+	for _, name := range []string{"duckdb-peer.mjs", "duckdb-distinct.mjs", "duckdb-dedup.mjs", "duckdb-count.mjs", "duckdb-parquet.mjs"} {
 		b, err := duckScripts.ReadFile(name)
 		if err != nil {
 			return "", err

@@ -77,7 +77,12 @@ type Data struct {
 	BoundedBytes    int64   `json:"bounded_bytes"`
 	BytesPerRecord  float64 `json:"bytes_per_record"`
 	ZstdRatio       float64 `json:"zstd_ratio"` // CSV bytes / CSV.zst bytes
-	GenSeconds      float64 `json:"gen_seconds"`
+	// ParquetBytes is events.parquet, the CSV's records typed (zstd, row
+	// groups of 122,880 rows); ParquetRowGroupBytes its largest row group
+	// uncompressed, which a Parquet copy's memory bound counts.
+	ParquetBytes         int64   `json:"parquet_bytes,omitempty"`
+	ParquetRowGroupBytes int64   `json:"parquet_row_group_bytes,omitempty"`
+	GenSeconds           float64 `json:"gen_seconds"`
 }
 
 // Job is one task done by fpdedup and its peers on the same input, each

@@ -13,7 +13,9 @@ import (
 // (indexes of 10^7 to 10^9 keys: scale.go). A run measures its jobs in the
 // order of AllJobs.
 var (
-	DefaultJobs = []string{"build", "query-present", "query-absent", "dedup-lines", "dedup-bounded", "dedup-csv", "dedup-zstd", "count", "merge"}
+	DefaultJobs = append([]string{"build", "query-present", "query-absent", "dedup-lines", "dedup-bounded", "dedup-csv", "dedup-zstd", "count", "merge"}, ParquetJobs...)
+	// ParquetJobs read events.parquet: the CSV's records typed.
+	ParquetJobs = []string{"parquet-dedup", "parquet-bounded", "parquet-count", "parquet-build"}
 	ExtraJobs   = []string{"merge-partitions", "build-partitions", "mem", "scale"}
 	AllJobs     = append(slices.Clone(DefaultJobs), ExtraJobs...)
 )

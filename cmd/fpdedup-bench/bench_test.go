@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,6 +111,31 @@ func TestBenchQuick(t *testing.T) {
 		if j.Rows[0].Tool != j.Reference {
 			t.Errorf("%s: the reference %q is not the first row", name, j.Reference)
 		}
+	}
+	// The Parquet jobs read the CSV's records written as Parquet: the
+	// build from it holds the CSV build's fingerprints, and the bounded
+	// dedup wrote the unbounded one's rows.
+	if rep.Data.ParquetBytes <= 0 || rep.Data.ParquetRowGroupBytes <= 0 {
+		t.Errorf("no events.parquet: %+v", rep.Data)
+	}
+	for job, want := range map[string]string{
+		"parquet-build":   "the same fingerprints as the Parquet build",
+		"parquet-bounded": "the same rows in the same order as fpdedup dedup in memory",
+	} {
+		for _, j := range rep.Jobs {
+			if j.Name == job && !slices.ContainsFunc(j.Rows, func(r bench.Row) bool { return strings.Contains(r.Check, want) }) {
+				t.Errorf("%s: no row checked %q: %+v", job, want, j.Rows)
+			}
+		}
+	}
+	issue29 := 0
+	for _, tg := range rep.Targets {
+		if tg.Issue == 29 {
+			issue29++
+		}
+	}
+	if issue29 != 4 {
+		t.Errorf("%d targets of issue 29, want 4", issue29)
 	}
 	if rep.Lookup == nil || rep.Lookup.Warm.Status != "ok" || rep.Lookup.Warm.Present == nil || rep.Lookup.Warm.Absent == nil {
 		t.Errorf("no warm lookup latency: %+v", rep.Lookup)

@@ -35,7 +35,9 @@ func newRunCommand(e *env) *cobra.Command {
 		Long: `fpdedup-bench generates events (fpdedup gen's generator) into a
 temporary directory and measures whole processes of an fpdedup binary and of
 the peers that are installed: build, query (all present, all absent), dedup
-(lines, bounded memory, CSV keys, zstd input) and merge, against LC_ALL=C
+(lines, bounded memory, CSV keys, zstd input), count, merge, and Parquet (the
+CSV's records written as zstd Parquet: dedup to Parquet, the same under --mem
+256MiB, count and build, each beside the same job on the CSV), against LC_ALL=C
 sort -u, mawk/gawk '!s[$0]++', DuckDB (node and @duckdb/node-api), the bloom
 CLI, and floors: cat, zstd -dc, dd, and for dedup of lines "fpdedup-bench
 bound", the least an exact order-keeping dedup does here. Each row runs once untimed (its output
