@@ -19,6 +19,13 @@
 //       TIMESTAMP_MS column, ts by default, written back as TIMESTAMP_MS).
 import { connect, lit } from './duckdb-peer.mjs';
 
+// DuckDB's error as the last line of stderr, one line, which the bench
+// reports (memory_limit's "Out of Memory Error" is how a peer fares).
+process.on('uncaughtException', (e) => {
+  process.stderr.write(`duckdb-parquet: ${String(e && e.message || e).replace(/\s+/g, ' ')}\n`);
+  process.exit(1);
+});
+
 const [cmd, ...rest] = process.argv.slice(2);
 if (cmd === 'gen') {
   const [rows, out] = rest;

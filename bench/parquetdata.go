@@ -37,7 +37,8 @@ const parquetRowGroup = 122_880
 
 // writeParquetEvents writes the records of the generator's CSV file csv
 // (header first) to out as zstd Parquet, row groups of parquetRowGroup rows,
-// and returns its size and its largest row group's uncompressed bytes.
+// and returns its size and what its largest row group takes decoded
+// (rowGroupDecoded).
 func writeParquetEvents(ctx context.Context, csv, out string) (size, rowGroup int64, err error) {
 	in, err := os.Open(csv)
 	if err != nil {
@@ -96,7 +97,7 @@ func writeParquetEvents(ctx context.Context, csv, out string) (size, rowGroup in
 	if err != nil {
 		return 0, 0, err
 	}
-	return st.Size(), largestRowGroup(out), nil
+	return st.Size(), rowGroupDecoded(out), nil
 }
 
 // parseEvent splits a generator CSV record: no field is quoted, and the
@@ -121,9 +122,14 @@ func parseEvent(rec []byte) (parquetEvent, error) {
 	return e, nil
 }
 
-// largestRowGroup is the uncompressed bytes of the largest row group of
-// Parquet file name (0 if it does not open).
-func largestRowGroup(name string) int64 {
+// valueBytes is the size of a parquet.Value, which a copy holds for each
+// value of the rows it decodes.
+const valueBytes = 24
+
+// rowGroupDecoded is about what the largest row group of Parquet file
+// name takes held decoded by a copy: its uncompressed bytes, and a
+// parquet.Value a value (0 if the file does not open).
+func rowGroupDecoded(name string) int64 {
 	f, err := os.Open(name)
 	if err != nil {
 		return 0
@@ -139,7 +145,7 @@ func largestRowGroup(name string) int64 {
 	}
 	var most int64
 	for _, rg := range pf.Metadata().RowGroups {
-		most = max(most, rg.TotalByteSize)
+		most = max(most, rg.TotalByteSize+rg.NumRows*int64(len(rg.Columns))*valueBytes)
 	}
 	return most
 }

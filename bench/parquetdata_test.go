@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -24,5 +25,31 @@ func TestParseEvent(t *testing.T) {
 		if _, err := parseEvent([]byte(rec)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", rec, err, want)
 		}
+	}
+}
+
+// A peer given a limit it cannot finish within (rowSpec.mayFail) has
+// given up: reported with its last words, not a failure of the run, where
+// the same exit of any other row is one.
+func TestGaveUp(t *testing.T) {
+	b := &runner{rep: &Report{}, peers: map[string]*Peer{}, hashes: map[string]string{}, stats: map[string]map[string]any{}, o: Options{Runs: 1}}
+	fail := sh("echo 'Out of Memory Error: could not allocate' >&2; exit 1")
+	j, err := b.runJob(context.Background(), &jobSpec{name: "parquet-bounded", unit: "rows", ref: "ok", rows: []rowSpec{
+		{tool: "ok", kind: kindFpdedup, cmd: sh("true")},
+		{tool: "limited", kind: kindPeer, cmd: fail, mayFail: true},
+		{tool: "broken", kind: kindPeer, cmd: fail},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := j.Rows[1]; r.Status != "gave up" || !strings.Contains(r.Why, "Out of Memory Error") {
+		t.Errorf("limited: %s: %s", r.Status, r.Why)
+	}
+	if r := j.Rows[2]; r.Status != "failed" {
+		t.Errorf("broken: %s: %s", r.Status, r.Why)
+	}
+	b.rep.Jobs = []Job{j}
+	if n := b.rep.Problems(); n != 1 {
+		t.Errorf("%d problems, want 1 (the broken row only)", n)
 	}
 }

@@ -78,8 +78,9 @@ type Data struct {
 	BytesPerRecord  float64 `json:"bytes_per_record"`
 	ZstdRatio       float64 `json:"zstd_ratio"` // CSV bytes / CSV.zst bytes
 	// ParquetBytes is events.parquet, the CSV's records typed (zstd, row
-	// groups of 122,880 rows); ParquetRowGroupBytes its largest row group
-	// uncompressed, which a Parquet copy's memory bound counts.
+	// groups of 122,880 rows); ParquetRowGroupBytes what its largest row
+	// group takes decoded (uncompressed bytes + 24 B a value), which a
+	// Parquet copy's memory bound counts.
 	ParquetBytes         int64   `json:"parquet_bytes,omitempty"`
 	ParquetRowGroupBytes int64   `json:"parquet_row_group_bytes,omitempty"`
 	GenSeconds           float64 `json:"gen_seconds"`
@@ -105,7 +106,7 @@ type Row struct {
 	Tool    string   `json:"tool"`
 	Kind    string   `json:"kind"` // fpdedup, peer or floor
 	Command string   `json:"command"`
-	Status  string   `json:"status"` // ok, missing, skipped or failed
+	Status  string   `json:"status"` // ok, missing, skipped, failed, or gave up (a peer under a limit: rowSpec.mayFail)
 	Why     string   `json:"why,omitempty"`
 	Runs    []Sample `json:"runs"`
 	Median  *Summary `json:"median,omitempty"`

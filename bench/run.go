@@ -396,6 +396,9 @@ func (b *runner) runJob(ctx context.Context, s *jobSpec) (Job, error) {
 			}
 			if err != nil {
 				r.Status, r.Why = "failed", err.Error()
+				if rs.mayFail {
+					r.Status = "gave up"
+				}
 				continue
 			}
 			b.progress(Step{Phase: "done", Job: s.name, Tool: rs.tool, Run: pass, Runs: b.o.Runs, WallS: sample.WallS})
@@ -457,6 +460,8 @@ func finishJob(j *Job, distinct int64) {
 		switch {
 		case r.Status == "failed":
 			j.Checks = append(j.Checks, fmt.Sprintf("%s: FAILED: %s", r.Tool, r.Why))
+		case r.Status == "gave up":
+			j.Checks = append(j.Checks, fmt.Sprintf("%s: gave up under its limit (how it fares, not a failure of the run): %s", r.Tool, r.Why))
 		case r.CheckOK != nil && !*r.CheckOK:
 			j.Checks = append(j.Checks, fmt.Sprintf("%s: WRONG: %s", r.Tool, r.Check))
 		}

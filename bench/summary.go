@@ -93,8 +93,11 @@ func (r *Report) SummaryLines() []string {
 			if row.CheckOK != nil && !*row.CheckOK {
 				add("  WRONG: %s: %s: %s", j.Name, row.Tool, row.Check)
 			}
-			if row.Status == "failed" {
+			switch row.Status {
+			case "failed":
 				add("  FAILED: %s: %s: %s", j.Name, row.Tool, row.Why)
+			case "gave up":
+				add("  gave up under its limit (how it fares): %s: %s: %s", j.Name, row.Tool, row.Why)
 			}
 		}
 	}

@@ -156,10 +156,11 @@ func judgeTargets(r *Report) []Target {
 	add(29, "parquet-build", "build from Parquet within 1.5× of build of the same records as CSV", pqCaveat, within("parquet-build", "parquet-build", "fpdedup build --format csv (events.csv)", 1.5))
 	// dedup --help: --mem, 16 MiB of slack, and on top the row groups a
 	// copy holds: two row groups' key values and two being copied (their
-	// rows decoded, and the output's pages), each at most a row group.
+	// rows decoded, and the output's pages), each at most a row group
+	// decoded.
 	pqMem, _ := parseMiB(parquetMem)
 	pqBound := float64(pqMem + 16<<20 + 4*r.Data.ParquetRowGroupBytes)
-	add(29, "parquet-bounded", "dedup --mem "+parquetMem+" of Parquet: anonymous peak within --mem + 16 MiB + the row groups a copy holds (4 × the largest, uncompressed); DuckDB with memory_limit "+parquetMem+" as it fares", pqCaveat,
+	add(29, "parquet-bounded", "dedup --mem "+parquetMem+" of Parquet: anonymous peak within --mem + 16 MiB + the row groups a copy holds (dedup --help: 4 × the largest decoded, its bytes and 24 B a value); DuckDB with memory_limit "+parquetMem+" as it fares", pqCaveat,
 		func() (string, *bool) {
 			msg, ok := anonUnder("parquet-bounded", pqBound, parquetMem+" + 16 MiB + 4 × "+fmtMiB(r.Data.ParquetRowGroupBytes))()
 			if d := r.job("parquet-bounded").row(duckParquetDedup + ", memory_limit " + parquetMem); d != nil {
