@@ -84,6 +84,18 @@ func linesEqual(want int64, what string) func(outStats, map[string]any) (string,
 	}
 }
 
+// buildDistinct checks a build's --stats-json: the index holds the
+// generator's distinct count.
+func buildDistinct(dist int64) func(outStats, map[string]any) (string, *bool) {
+	return func(_ outStats, st map[string]any) (string, *bool) {
+		got, ok := num(st, "build", "distinct")
+		if !ok {
+			return "no build.distinct in --stats-json", truth(false)
+		}
+		return fmt.Sprintf("%d distinct in the index, generator says %d", int64(got), dist), truth(int64(got) == dist)
+	}
+}
+
 // sameOutput checks lines and that the bytes hash like the reference's.
 func (b *runner) sameOutput(want int64, what, refKey, refName string) func(outStats, map[string]any) (string, *bool) {
 	return func(o outStats, st map[string]any) (string, *bool) {
@@ -142,14 +154,7 @@ func (b *runner) jobs() []jobSpec {
 		ref: "fpdedup build",
 		rows: []rowSpec{
 			{tool: "fpdedup build", kind: kindFpdedup, cmd: b.fp(b.path("stats-build.json"), "build", "-o", index, lines),
-				stats: b.path("stats-build.json"),
-				verify: func(_ outStats, st map[string]any) (string, *bool) {
-					got, ok := num(st, "build", "distinct")
-					if !ok {
-						return "no build.distinct in --stats-json", truth(false)
-					}
-					return fmt.Sprintf("%d distinct in the index, generator says %d", int64(got), dist), truth(int64(got) == dist)
-				}},
+				stats: b.path("stats-build.json"), verify: buildDistinct(dist)},
 			{tool: "sort -u", kind: kindPeer, needs: []string{"sort"},
 				cmd: command{argv: []string{"sort", "-u", "-S", "50%", par, "-T", b.work, lines}}, verify: linesEqual(dist, "distinct")},
 			{tool: duckHashTool, kind: kindPeer, needs: []string{"duckdb"},

@@ -64,13 +64,7 @@ func (b *runner) parquetJobs(duck func(string, ...string) command) []jobSpec {
 			return fmt.Sprintf("%s%d rows, the same rows in the same order as %s", msg, lines, what), ok
 		}
 	}
-	distinct := func(_ outStats, st map[string]any) (string, *bool) {
-		got, ok := num(st, "build", "distinct")
-		if !ok {
-			return "no build.distinct in --stats-json", truth(false)
-		}
-		return fmt.Sprintf("%d distinct in the index, generator says %d", int64(got), dist), truth(int64(got) == dist)
-	}
+	distinct := buildDistinct(dist)
 	return []jobSpec{{
 		name: "parquet-dedup", title: "the first row of each " + parquetKey + " of events.parquet, written as Parquet (every column, input order)",
 		input: "events.parquet", inputBytes: d.ParquetBytes, units: n, unit: "rows", distinct: dist,
