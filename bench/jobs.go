@@ -20,10 +20,11 @@ type rowSpec struct {
 	needsFile  string   // a file an earlier job makes
 	cmd        command
 	wantExit   int
-	// mayFail: a peer run under a limit that it may not finish within
-	// (DuckDB under memory_limit): a failure is how it fares, reported as
-	// "gave up", not a failure of the run.
-	mayFail bool
+	// givesUp, for a peer run under a limit it may not finish within
+	// (DuckDB under memory_limit), is what its error says when it gives up
+	// on the limit: that is how it fares, reported as "gave up", not a
+	// failure of the run; any other failure is one.
+	givesUp string
 	stats   string // fpdedup's --stats-json file, read after the checked run
 	// verify judges the checked run: what it found, and whether that is
 	// right (nil: nothing to judge, e.g. a floor).

@@ -33,7 +33,7 @@ func (r *Report) Markdown() string {
 		files += fmt.Sprintf(", CSV.zst %s (%.2f:1)", fmtMB(d.CSVZstBytes), d.ZstdRatio)
 	}
 	if d.ParquetBytes > 0 {
-		files += fmt.Sprintf(", Parquet %s (zstd; row groups of 122,880 rows, the largest %s decoded)", fmtMB(d.ParquetBytes), fmtMB(d.ParquetRowGroupBytes))
+		files += fmt.Sprintf(", Parquet %s (zstd; row groups of %s rows, the largest %s decoded)", fmtMB(d.ParquetBytes), commas(parquetRowGroup), fmtMB(d.ParquetRowGroupBytes))
 	}
 	p("- **Data** (`fpdedup gen`, seed %d, %.0f%% repeats): %s records, %s distinct; %s; %.1f bytes a record.\n",
 		r.Options.Seed, 100*r.Options.Repeat, commas(d.Records), commas(d.Distinct), files, d.BytesPerRecord)

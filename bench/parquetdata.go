@@ -97,11 +97,15 @@ func writeParquetEvents(ctx context.Context, csv, out string) (size, rowGroup in
 	if err != nil {
 		return 0, 0, err
 	}
-	return st.Size(), rowGroupDecoded(out), nil
+	rg, err := rowGroupDecoded(out)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: reading back %s: %w", out, err)
+	}
+	return st.Size(), rg, nil
 }
 
 // parseEvent splits a generator CSV record: no field is quoted, and the
-// amount has exactly two decimals.
+// amount is not negative and has exactly two decimals.
 func parseEvent(rec []byte) (parquetEvent, error) {
 	var e parquetEvent
 	fields := bytes.Split(rec, []byte(","))
@@ -113,12 +117,12 @@ func parseEvent(rec []byte) (parquetEvent, error) {
 		return e, err
 	}
 	whole, cents, ok := bytes.Cut(fields[4], []byte("."))
-	w, err1 := strconv.ParseInt(string(whole), 10, 64)
-	c, err2 := strconv.ParseInt(string(cents), 10, 64)
+	w, err1 := strconv.ParseUint(string(whole), 10, 62)
+	c, err2 := strconv.ParseUint(string(cents), 10, 8)
 	if !ok || len(cents) != 2 || err1 != nil || err2 != nil {
 		return e, fmt.Errorf("amount %q", fields[4])
 	}
-	e.UserID, e.DeviceID, e.TimestampMs, e.EventType, e.Amount = string(fields[0]), string(fields[1]), ts, string(fields[3]), w*100+c
+	e.UserID, e.DeviceID, e.TimestampMs, e.EventType, e.Amount = string(fields[0]), string(fields[1]), ts, string(fields[3]), int64(w*100+c)
 	return e, nil
 }
 
@@ -128,24 +132,27 @@ const valueBytes = 24
 
 // rowGroupDecoded is about what the largest row group of Parquet file
 // name takes held decoded by a copy: its uncompressed bytes, and a
-// parquet.Value a value (0 if the file does not open).
-func rowGroupDecoded(name string) int64 {
+// parquet.Value a value.
+func rowGroupDecoded(name string) (int64, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	pf, err := parquet.OpenFile(f, st.Size())
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	var most int64
 	for _, rg := range pf.Metadata().RowGroups {
 		most = max(most, rg.TotalByteSize+rg.NumRows*int64(len(rg.Columns))*valueBytes)
 	}
-	return most
+	if most <= 0 {
+		return 0, fmt.Errorf("no row group holds anything")
+	}
+	return most, nil
 }

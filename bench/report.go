@@ -78,7 +78,7 @@ type Data struct {
 	BytesPerRecord  float64 `json:"bytes_per_record"`
 	ZstdRatio       float64 `json:"zstd_ratio"` // CSV bytes / CSV.zst bytes
 	// ParquetBytes is events.parquet, the CSV's records typed (zstd, row
-	// groups of 122,880 rows); ParquetRowGroupBytes what its largest row
+	// groups of parquetRowGroup rows); ParquetRowGroupBytes what its largest row
 	// group takes decoded (uncompressed bytes + 24 B a value), which a
 	// Parquet copy's memory bound counts.
 	ParquetBytes         int64   `json:"parquet_bytes,omitempty"`
@@ -106,7 +106,7 @@ type Row struct {
 	Tool    string   `json:"tool"`
 	Kind    string   `json:"kind"` // fpdedup, peer or floor
 	Command string   `json:"command"`
-	Status  string   `json:"status"` // ok, missing, skipped, failed, or gave up (a peer under a limit: rowSpec.mayFail)
+	Status  string   `json:"status"` // ok, missing, skipped, failed, or gave up (a peer under a limit: rowSpec.givesUp)
 	Why     string   `json:"why,omitempty"`
 	Runs    []Sample `json:"runs"`
 	Median  *Summary `json:"median,omitempty"`

@@ -396,7 +396,7 @@ func (b *runner) runJob(ctx context.Context, s *jobSpec) (Job, error) {
 			}
 			if err != nil {
 				r.Status, r.Why = "failed", err.Error()
-				if rs.mayFail {
+				if rs.givesUp != "" && strings.Contains(err.Error(), rs.givesUp) {
 					r.Status = "gave up"
 				}
 				continue

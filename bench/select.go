@@ -26,8 +26,9 @@ var (
 var DefaultMemSweep = []string{"16MiB", "64MiB", "256MiB", "1GiB"}
 
 // jobNeeds are the jobs that read what another job makes: the queries look
-// the lines up in the index the build job writes.
-var jobNeeds = map[string]string{"query-present": "build", "query-absent": "build"}
+// the lines up in the index the build job writes, and the bounded Parquet
+// dedup's rows are checked against the unbounded one's output.
+var jobNeeds = map[string]string{"query-present": "build", "query-absent": "build", "parquet-bounded": "parquet-dedup"}
 
 // selectJobs resolves Options.Jobs: nil is DefaultJobs, "all" every job,
 // "default" the default ones. It returns the set and the jobs in the order

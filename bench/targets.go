@@ -147,13 +147,13 @@ func judgeTargets(r *Report) []Target {
 		within("merge", "merge", "floor: cat + dd conv=fsync of the output", 1.5))
 	add(6, "merge", "merge ≥ 10× faster than LC_ALL=C sort -m -u of the hex dumps", "the issue asks it of two 50M-key indexes; this run merges the two halves of its own index", faster("merge", "sort -m -u (hex)", 10))
 	add(6, "merge", "merge: anonymous peak RSS under 64 MiB", "", anonUnder("merge", 64<<20, "limit"))
-	pqCaveat := "events.parquet is the generator's records written by parquet-go (zstd, dictionary pages, DuckDB's row groups of 122,880 rows); the issue's is the same events written by DuckDB (bench/parquet.sh)"
+	pqCaveat := "events.parquet is the generator's records written by parquet-go (zstd, dictionary pages, DuckDB's row groups of " + commas(parquetRowGroup) + " rows); the issue's is the same events written by DuckDB (bench/parquet.sh)"
 	if small != "" {
 		pqCaveat = small + "; " + pqCaveat
 	}
 	add(29, "parquet-dedup", "dedup of Parquet to Parquet ≥ 2× faster than DuckDB's QUALIFY row_number() to Parquet, same threads", pqCaveat, faster("parquet-dedup", duckParquetDedup, 2))
-	add(29, "parquet-count", "count from Parquet within 1.5× of count of the same records as CSV", pqCaveat, within("parquet-count", "parquet-count", "fpdedup count --format csv (events.csv)", 1.5))
-	add(29, "parquet-build", "build from Parquet within 1.5× of build of the same records as CSV", pqCaveat, within("parquet-build", "parquet-build", "fpdedup build --format csv (events.csv)", 1.5))
+	add(29, "parquet-count", "count from Parquet within 1.5× of count of the same records as CSV", pqCaveat, within("parquet-count", "parquet-count", csvCountRow, 1.5))
+	add(29, "parquet-build", "build from Parquet within 1.5× of build of the same records as CSV", pqCaveat, within("parquet-build", "parquet-build", csvBuildRow, 1.5))
 	// dedup --help: --mem, 16 MiB of slack, and on top the row groups a
 	// copy holds: two row groups' key values and two being copied (their
 	// rows decoded, and the output's pages), each at most a row group
@@ -163,7 +163,7 @@ func judgeTargets(r *Report) []Target {
 	add(29, "parquet-bounded", "dedup --mem "+parquetMem+" of Parquet: anonymous peak within --mem + 16 MiB + the row groups a copy holds (dedup --help: 4 × the largest decoded, its bytes and 24 B a value); DuckDB with memory_limit "+parquetMem+" as it fares", pqCaveat,
 		func() (string, *bool) {
 			msg, ok := anonUnder("parquet-bounded", pqBound, parquetMem+" + 16 MiB + 4 × "+fmtMiB(r.Data.ParquetRowGroupBytes))()
-			if d := r.job("parquet-bounded").row(duckParquetDedup + ", memory_limit " + parquetMem); d != nil {
+			if d := r.job("parquet-bounded").row(duckParquetBounded); d != nil {
 				switch {
 				case d.Median != nil:
 					msg += fmt.Sprintf("; DuckDB: %s, peak RSS %s", fmtSeconds(d.Median.WallS), fmtMiB(d.Median.MaxRSS))
