@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"path/filepath"
 )
 
@@ -115,8 +118,24 @@ func (b *runner) parquetJobs(duck func(string, ...string) command) []jobSpec {
 				stats:  b.path("stats-parquet-count.json"),
 				verify: linesEqual(dist, "distinct")},
 			{tool: csvCountRow, kind: kindFpdedup,
-				cmd:    b.fp("", "count", "--tmpdir", b.work, "--format", "csv", "--header", "--key", csvKey, csv),
-				verify: linesEqual(dist, "distinct")},
+				cmd: b.fp("", "count", "--tmpdir", b.work, "--format", "csv", "--header", "--key", csvKey, csv),
+				verify: func(o outStats, st map[string]any) (string, *bool) {
+					msg, ok := linesEqual(dist, "distinct")(o, st)
+					// The CSV's counts, each with its record's key fields
+					// joined as the Parquet count prints its key text.
+					pqLines := &lineHash{h: sha256.New()}
+					csvHash := &lineHash{h: sha256.New()}
+					csvLines := &keyedCounts{out: csvHash}
+					_, errP := b.tool(context.Background(), nil, pqLines, "--progress", "never", "-q", "count", "--tsv", "--tmpdir", b.work, "--key", parquetKey, pq)
+					_, errC := b.tool(context.Background(), nil, csvLines, "--progress", "never", "-q", "count", "--tsv", "--tmpdir", b.work, "--format", "csv", "--header", "--key", csvKey, csv)
+					switch {
+					case errP != nil || errC != nil:
+						return msg + "; not compared with the Parquet count: " + errors.Join(errP, errC).Error(), truth(false)
+					case !bytes.Equal(pqLines.h.Sum(nil), csvHash.h.Sum(nil)):
+						return msg + "; counts or keys DIFFER from the Parquet count's", truth(false)
+					}
+					return msg + "; the Parquet count's keys and counts, in its order", ok
+				}},
 		},
 	}, {
 		name: "parquet-build", title: "an index of the " + parquetKey + " of events.parquet (beside: the same of events.csv)",
@@ -164,6 +183,37 @@ func (b *runner) dumpHash(index string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// keyedCounts turns count --tsv lines of the generator's CSV records,
+// COUNT<TAB>u1,d2,ts,event,amount, into COUNT<TAB>u1:d2:ts, the Parquet
+// count's line for the same key, and writes them to out.
+type keyedCounts struct {
+	out     io.Writer
+	partial []byte
+}
+
+func (k *keyedCounts) Write(p []byte) (int, error) {
+	k.partial = append(k.partial, p...)
+	var line []byte
+	for {
+		i := bytes.IndexByte(k.partial, '\n')
+		if i < 0 {
+			break
+		}
+		rec := k.partial[:i]
+		fields := bytes.SplitN(rec, []byte(","), 4)
+		if len(fields) == 4 {
+			rec = bytes.Join(fields[:3], []byte(":"))
+		}
+		line = append(append(line[:0], rec...), '\n')
+		if _, err := k.out.Write(line); err != nil {
+			return 0, err
+		}
+		k.partial = k.partial[i+1:]
+	}
+	k.partial = append([]byte(nil), k.partial...)
+	return len(p), nil
 }
 
 type lineHash struct {

@@ -113,13 +113,15 @@ func TestBenchQuick(t *testing.T) {
 		}
 	}
 	// The Parquet jobs read the CSV's records written as Parquet: the
-	// build from it holds the CSV build's fingerprints, and the bounded
-	// dedup wrote the unbounded one's rows.
+	// build from it holds the CSV build's fingerprints, its count the CSV
+	// count's keys and counts, and the bounded dedup wrote the unbounded
+	// one's rows.
 	if rep.Data.ParquetBytes <= 0 || rep.Data.ParquetRowGroupBytes <= 0 {
 		t.Errorf("no events.parquet: %+v", rep.Data)
 	}
 	for job, want := range map[string]string{
 		"parquet-build":   "the same fingerprints as the Parquet build",
+		"parquet-count":   "the Parquet count's keys and counts, in its order",
 		"parquet-bounded": "the same rows in the same order as fpdedup dedup in memory",
 	} {
 		for _, j := range rep.Jobs {
