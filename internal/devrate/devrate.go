@@ -277,8 +277,17 @@ func wholeRate(path string, size int64, d time.Duration) (float64, error) {
 	var busy time.Duration // in faults, all workers
 	read := 0
 	var sink atomic.Uint32
+	var total atomic.Int64 // extents read so far, all workers
+	var start time.Time
+	// A slice goes on past d until it has read minExtents (a device busy
+	// with other work read 16 MiB in 50 ms only now and then, and a
+	// measure that fails leaves the defaults), but not past maxSlice d.
+	more := func() bool {
+		el := time.Since(start)
+		return el < d || total.Load() < minExtents && el < maxSlice*d
+	}
 	var wg sync.WaitGroup
-	start := time.Now()
+	start = time.Now()
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -287,7 +296,7 @@ func wholeRate(path string, size int64, d time.Duration) (float64, error) {
 			vec := make([]byte, extent/4096)
 			var spent time.Duration
 			n := 0
-			for tries := 0; len(out) > 0 && time.Since(start) < d && tries < 1<<16; tries++ {
+			for tries := 0; len(out) > 0 && more() && tries < 1<<16; tries++ {
 				at := out[r.IntN(len(out))]
 				if !absent(data[at:at+extent], vec) {
 					continue // read already, or read ahead
@@ -298,6 +307,7 @@ func wholeRate(path string, size int64, d time.Duration) (float64, error) {
 				sink.Add(uint32(data[at]) + uint32(data[at+extent-1]))
 				spent += time.Since(t)
 				n++
+				total.Add(1)
 			}
 			mu.Lock()
 			busy += spent
@@ -319,8 +329,12 @@ func wholeRate(path string, size int64, d time.Duration) (float64, error) {
 	return float64(read*extent) / (busy.Seconds() / float64(workers)), nil
 }
 
-// minExtents is the fewest extents wholeRate measures on.
-const minExtents = 8
+// minExtents is the fewest extents wholeRate measures on, and maxSlice
+// how many times its time it may take to read them.
+const (
+	minExtents = 8
+	maxSlice   = 20
+)
 
 // absent reports whether none of b's pages is in memory; vec has a byte
 // a page of b.
