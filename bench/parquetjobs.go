@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"path/filepath"
+	"strings"
 )
 
 // parquetMem is the bounded Parquet dedup's --mem, and DuckDB's
@@ -47,10 +48,11 @@ func (b *runner) parquetJobs(duck func(string, ...string) command) []jobSpec {
 		}
 		return fmt.Sprintf("%d rows kept, generator says %d distinct keys", int64(got), dist), truth(int64(got) == dist)
 	}
-	// sameRows checks a Parquet output against fpdedup's unbounded one:
-	// the same rows, every column, in the same order; an fpdedup row's
-	// stats too (kept).
-	sameRows := func(file, what string, fpdedup bool) func(outStats, map[string]any) (string, *bool) {
+	// sameRows checks a Parquet output against fpdedup's unbounded one
+	// (ref: it is that one, whose rows the others are compared with): the
+	// same rows, every column, in the same order; an fpdedup row's stats
+	// too (kept).
+	sameRows := func(file, what string, fpdedup, ref bool) func(outStats, map[string]any) (string, *bool) {
 		return func(o outStats, st map[string]any) (string, *bool) {
 			msg, ok := "", truth(true)
 			if fpdedup {
@@ -61,13 +63,17 @@ func (b *runner) parquetJobs(duck func(string, ...string) command) []jobSpec {
 			if err != nil {
 				return msg + "its rows not read: " + err.Error(), truth(false)
 			}
-			ref := b.hashes["parquet-dedup"]
-			switch {
-			case lines != dist:
+			if lines != dist {
 				return fmt.Sprintf("%s%d rows, want %d", msg, lines, dist), truth(false)
-			case ref == "":
+			}
+			if ref {
+				b.hashes["parquet-dedup"] = h
+				return strings.TrimSuffix(msg, "; "), ok
+			}
+			switch want := b.hashes["parquet-dedup"]; {
+			case want == "":
 				return fmt.Sprintf("%s%d rows; not compared (%s did not run): not judged", msg, lines, what), nil
-			case h != ref:
+			case h != want:
 				return fmt.Sprintf("%s%d rows; rows DIFFER from %s", msg, lines, what), truth(false)
 			}
 			return fmt.Sprintf("%s%d rows, the same rows in the same order as %s", msg, lines, what), ok
@@ -81,21 +87,9 @@ func (b *runner) parquetJobs(duck func(string, ...string) command) []jobSpec {
 		rows: []rowSpec{
 			{tool: "fpdedup dedup (Parquet)", kind: kindFpdedup,
 				cmd:   b.fp(b.path("stats-parquet-dedup.json"), "dedup", "--key", parquetKey, "-o", out, pq),
-				stats: b.path("stats-parquet-dedup.json"),
-				verify: func(o outStats, st map[string]any) (string, *bool) {
-					msg, ok := kept(o, st)
-					lines, h, err := b.parquetRows(out)
-					if err != nil {
-						return msg + "; its rows not read: " + err.Error(), truth(false)
-					}
-					b.hashes["parquet-dedup"] = h
-					if lines != dist {
-						return fmt.Sprintf("%s; %d rows in the file", msg, lines), truth(false)
-					}
-					return msg, ok
-				}},
+				stats: b.path("stats-parquet-dedup.json"), verify: sameRows(out, "", true, true)},
 			{tool: duckParquetDedup, kind: kindPeer, needs: []string{"duckdb"},
-				cmd: duckDedup(duckOut), verify: sameRows(duckOut, "fpdedup dedup", false)},
+				cmd: duckDedup(duckOut), verify: sameRows(duckOut, "fpdedup dedup", false, false)},
 		},
 	}, {
 		name: "parquet-bounded", title: "the same under --mem " + parquetMem + " (DuckDB: memory_limit " + parquetMem + ")",
@@ -104,9 +98,9 @@ func (b *runner) parquetJobs(duck func(string, ...string) command) []jobSpec {
 		rows: []rowSpec{
 			{tool: "fpdedup --mem " + parquetMem + " dedup (Parquet)", kind: kindFpdedup,
 				cmd:   b.fp(b.path("stats-parquet-bounded.json"), "--mem", parquetMem, "dedup", "--tmpdir", b.work, "--key", parquetKey, "-o", boundedOut, pq),
-				stats: b.path("stats-parquet-bounded.json"), verify: sameRows(boundedOut, "fpdedup dedup in memory", true)},
+				stats: b.path("stats-parquet-bounded.json"), verify: sameRows(boundedOut, "fpdedup dedup in memory", true, false)},
 			{tool: duckParquetBounded, kind: kindPeer, needs: []string{"duckdb"}, givesUp: "Out of Memory Error",
-				cmd: duckDedup(duckBoundedOut, "--memory-limit", parquetMem), verify: sameRows(duckBoundedOut, "fpdedup dedup", false)},
+				cmd: duckDedup(duckBoundedOut, "--memory-limit", parquetMem), verify: sameRows(duckBoundedOut, "fpdedup dedup", false, false)},
 		},
 	}, {
 		name: "parquet-count", title: "each distinct " + parquetKey + " of events.parquet with its count (beside: the same of events.csv)",

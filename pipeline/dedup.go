@@ -555,8 +555,7 @@ func (p *dedupParser) parse(c *dedupChunk) error {
 			p.found = make([]bool, len(c.fps))
 		}
 		found := p.found[:len(c.fps)]
-		expectLookups(p.opts.Against, p.opts.Progress, c.job.chunk)
-		if err := p.opts.Against.ContainsBatch(c.fps, found, &p.look); err != nil {
+		if err := containsBatch(p.opts.Against, p.opts.Progress, c.job.chunk, c.fps, found, &p.look); err != nil {
 			return err
 		}
 		for i, f := range found {

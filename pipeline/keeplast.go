@@ -158,8 +158,7 @@ func keepLastWork(t *tallySet, bp *byPosition, second readOptions, opts *DedupOp
 			}
 			found = append(found[:0], make([]bool, len(fps))...)
 			if opts.Against != nil {
-				expectLookups(opts.Against, second.Progress, job.chunk) // this pass's bytes
-				if err := opts.Against.ContainsBatch(fps, found, &look); err != nil {
+				if err := containsBatch(opts.Against, second.Progress, job.chunk, fps, found, &look); err != nil { // this pass's bytes
 					return buf, err
 				}
 			}

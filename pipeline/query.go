@@ -73,8 +73,7 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 				if cap(found) < len(fps) {
 					found = make([]bool, len(fps))
 				}
-				expectLookups(opts.Set, opts.Progress, job.chunk)
-				if err := opts.Set.ContainsBatch(fps, found[:len(fps)], &look); err != nil {
+				if err := containsBatch(opts.Set, opts.Progress, job.chunk, fps, found[:len(fps)], &look); err != nil {
 					return err
 				}
 				p := int64(0)

@@ -384,6 +384,14 @@ func eachRecordAt(job chunkJob, spec ingest.KeySpec, fn func(rec []byte, at reco
 	})
 }
 
+// containsBatch is set.ContainsBatch of chunk c's keys fps, the set told
+// first what the inputs still hold (expectLookups): every command that
+// looks a chunk's keys up in an index does it here.
+func containsBatch(set *fpstore.Set, p *ingest.Progress, c *ingest.Chunk, fps []fpstore.Fingerprint, found []bool, l *fpstore.Lookups) error {
+	expectLookups(set, p, c)
+	return set.ContainsBatch(fps, found, l)
+}
+
 // expectLookups tells set, before a batch of chunk c's keys, about how
 // many more keys the inputs hold than have been read: the records read so
 // far per byte read (before the first batch is counted, c's per byte of

@@ -275,19 +275,17 @@ func wholeRate(path string, size int64, d time.Duration) (float64, error) {
 	workers := runtime.NumCPU()
 	var mu sync.Mutex
 	var busy time.Duration // in faults, all workers
-	read := 0
 	var sink atomic.Uint32
-	var total atomic.Int64 // extents read so far, all workers
-	var start time.Time
+	var read atomic.Int64 // extents read, all workers
+	start := time.Now()
 	// A slice goes on past d until it has read minExtents (a device busy
 	// with other work read 16 MiB in 50 ms only now and then, and a
 	// measure that fails leaves the defaults), but not past maxSlice d.
 	more := func() bool {
 		el := time.Since(start)
-		return el < d || total.Load() < minExtents && el < maxSlice*d
+		return el < d || read.Load() < minExtents && el < maxSlice*d
 	}
 	var wg sync.WaitGroup
-	start = time.Now()
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -295,7 +293,6 @@ func wholeRate(path string, size int64, d time.Duration) (float64, error) {
 			r := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
 			vec := make([]byte, extent/4096)
 			var spent time.Duration
-			n := 0
 			for tries := 0; len(out) > 0 && more() && tries < 1<<16; tries++ {
 				at := out[r.IntN(len(out))]
 				if !absent(data[at:at+extent], vec) {
@@ -306,12 +303,10 @@ func wholeRate(path string, size int64, d time.Duration) (float64, error) {
 				// for the rest where it came in small folios.
 				sink.Add(uint32(data[at]) + uint32(data[at+extent-1]))
 				spent += time.Since(t)
-				n++
-				total.Add(1)
+				read.Add(1)
 			}
 			mu.Lock()
 			busy += spent
-			read += n
 			mu.Unlock()
 		}()
 	}
@@ -323,10 +318,11 @@ func wholeRate(path string, size int64, d time.Duration) (float64, error) {
 	for _, at := range out {
 		_ = unix.Fadvise(int(f.Fd()), at, extent, unix.FADV_DONTNEED)
 	}
-	if read < minExtents || busy <= 0 {
-		return 0, fmt.Errorf("%s: %d extents out of memory read, too few to measure on", path, read)
+	n := read.Load()
+	if n < minExtents || busy <= 0 {
+		return 0, fmt.Errorf("%s: %d extents out of memory read, too few to measure on", path, n)
 	}
-	return float64(read*extent) / (busy.Seconds() / float64(workers)), nil
+	return float64(n*extent) / (busy.Seconds() / float64(workers)), nil
 }
 
 // minExtents is the fewest extents wholeRate measures on, and maxSlice
