@@ -80,7 +80,7 @@ func (j *job) output(flag, path string, inPlace ...pathKind) {
 // stream declares an output the work writes as it goes; its writer is
 // ready when the work runs.
 func (j *job) stream(flag, path string, inPlace ...pathKind) *stream {
-	j.paths.output(flag, path, inPlace...)
+	j.paths.stream(flag, path, inPlace...)
 	s := &stream{flag: flag, path: path}
 	j.streams = append(j.streams, s)
 	return s

@@ -2,11 +2,12 @@ package main
 
 import (
 	"errors"
-	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -23,7 +24,11 @@ import (
 // 0. Outputs that are not regular files (/dev/null, a FIFO, /dev/stdout)
 // are written through, and a descriptor path that is an input is refused;
 // symbolic links are judged by their target. An output's directory must
-// exist and be writable.
+// exist and be writable. Two outputs that land in one place (one
+// descriptor, one file, pipe or terminal under two names, the file or pipe
+// behind stdout) are refused: their bytes would interleave, or the file
+// renamed at the commit point would drop what was written through the
+// other; /dev/null alone may take several, since nothing is kept there.
 
 // pathKind says what a command does with an input path; it decides which
 // outputs may name it in place.
@@ -39,6 +44,7 @@ type ioPath struct {
 	flag, path string
 	kind       pathKind
 	inPlace    []pathKind  // outputs only: the inputs it may replace
+	stdout     bool        // outputs only: a stream that "" and "-" send to stdout
 	st         os.FileInfo // inputs only: what check found there
 }
 
@@ -61,22 +67,100 @@ func (p *ioPaths) input(flag string, kind pathKind, paths ...string) {
 	}
 }
 
+// output declares a file written at path ("": none). "-" is not stdout
+// here: check refuses it rather than create a file of that name.
 func (p *ioPaths) output(flag, path string, inPlace ...pathKind) {
-	if path != "" && path != "-" {
+	if path != "" {
 		p.outputs = append(p.outputs, ioPath{flag: flag, path: path, inPlace: inPlace})
 	}
 }
 
-// check refuses an output that names an input (unless in place) or another
-// output, or whose directory does not exist, before any work. Standard
-// input is an input when it is a regular file (< in.txt). It also makes
-// inv say "nothing was published" when interrupted.
-func (p *ioPaths) check(inv *invocation) error {
-	type seen struct {
-		ioPath
-		target string
-		st     os.FileInfo
+// stream declares an output written as the work goes: stdout for "" and
+// "-", else a file as output has it.
+func (p *ioPaths) stream(flag, path string, inPlace ...pathKind) {
+	p.outputs = append(p.outputs, ioPath{flag: flag, path: path, inPlace: inPlace, stdout: path == "" || path == "-"})
+}
+
+// sink is where an output's bytes land, as check compares them.
+type sink struct {
+	ioPath
+	fd  int     // the descriptor written through, or noFD
+	id  *fileID // what is there now; nil for a file not yet made
+	abs string  // a file renamed into place at the commit point
+}
+
+// fileID is what a stat says a file is, from a path or a descriptor.
+type fileID struct {
+	dev, ino, rdev uint64
+	mode           uint32
+}
+
+func idOf(st os.FileInfo) *fileID {
+	if st == nil {
+		return nil
 	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return &fileID{dev: uint64(sys.Dev), ino: sys.Ino, rdev: uint64(sys.Rdev), mode: sys.Mode}
+	}
+	return nil
+}
+
+// fdID stats descriptor fd itself: wrapping it in an os.File would close
+// it when collected.
+func fdID(fd int) (*fileID, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	return &fileID{dev: uint64(st.Dev), ino: st.Ino, rdev: uint64(st.Rdev), mode: st.Mode}, nil
+}
+
+func (id *fileID) same(o *fileID) bool {
+	return id != nil && o != nil && id.dev == o.dev && id.ino == o.ino
+}
+
+func (id *fileID) regular() bool { return id != nil && id.mode&unix.S_IFMT == unix.S_IFREG }
+
+// devNull: the character device 1:3, whatever its name.
+func (id *fileID) devNull() bool {
+	return id != nil && id.mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(id.rdev) == 1 && unix.Minor(id.rdev) == 3
+}
+
+// noFD: not written through a descriptor. stdoutFD: the command's stdout
+// when it is not a file (a test's buffer), which only stdout streams use.
+const (
+	noFD     = -1
+	stdoutFD = -2
+)
+
+// name is how a refusal names the output: its flag and path, or stdout.
+func (s sink) name() string {
+	switch {
+	case s.stdout && s.path == "":
+		return "stdout"
+	case s.path == "":
+		return s.flag
+	}
+	return s.flag + " " + s.path
+}
+
+// oneSink tells whether two outputs land in one place. /dev/null takes
+// any number of them: nothing written there is kept.
+func oneSink(a, b sink) bool {
+	switch {
+	case a.id.same(b.id):
+		return !a.id.devNull()
+	case a.fd != noFD && a.fd == b.fd:
+		return !a.id.devNull()
+	}
+	return a.abs != "" && a.abs == b.abs
+}
+
+// check refuses, before any work, an output that names an input (unless in
+// place), that lands where another output does, or whose directory does
+// not exist. Standard input is an input when it is a regular file (<
+// in.txt). It also makes inv say "nothing was published" when interrupted.
+func (p *ioPaths) check(inv *invocation) error {
 	inputs := p.inputs
 	if f, ok := inv.stdin.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
@@ -88,53 +172,100 @@ func (p *ioPaths) check(inv *invocation) error {
 			inputs[i].st, _ = os.Stat(inputs[i].path)
 		}
 	}
-	sameInput := func(st os.FileInfo) *ioPath {
+	sameInput := func(id *fileID) *ioPath {
 		for i, in := range inputs {
-			if st != nil && in.st != nil && in.st.Mode().IsRegular() && os.SameFile(st, in.st) {
+			if inID := idOf(in.st); inID.regular() && inID.same(id) {
 				return &inputs[i]
 			}
 		}
 		return nil
 	}
-	var outs []seen
+	var sinks []sink
 	for _, o := range p.outputs {
-		target, through, err := atomicfile.Resolve(o.path)
+		s, err := p.sink(inv, o)
 		if err != nil {
-			return usageErrorf("%s: %v", o.flag, err)
+			return err
 		}
-		inv.publishes = true
-		if through {
-			// Written through the descriptor the shell set up: a regular
-			// file there is appended to or overwritten in place, so no
-			// input may be it, in place or not.
-			if fd, ok := atomicfile.Descriptor(target); ok {
-				if st, err := fdStat(fd); err == nil {
-					if in := sameInput(st); in != nil {
-						return usageErrorf("%s %s is also an input (%s %s): it would be written over while it is read; write to another file", o.flag, o.path, in.flag, in.path)
-					}
-				}
+		if s.abs == "" {
+			// Written through what the shell set up: a regular file there
+			// is appended to or overwritten in place, so no input may be
+			// it, in place or not.
+			if in := sameInput(s.id); in != nil {
+				return usageErrorf("%s is also an input (%s %s): it would be written over while it is read; write to another file", s.name(), in.flag, in.path)
 			}
-			continue
+		} else if in := sameInput(s.id); in != nil && !containsKind(o.inPlace, in.kind) {
+			return usageErrorf("%s is also an input (%s %s): it would be overwritten; write to another file", s.name(), in.flag, in.path)
 		}
-		if dir := parentDir(target); !isDir(dir) {
-			return usageErrorf("%s %s: no directory %s to write it in", o.flag, o.path, dir)
-		}
-		if err := checkWritable(target); err != nil {
-			return usageErrorf("%s %s: cannot write there: %v", o.flag, o.path, err)
-		}
-		st, _ := os.Stat(target)
-		if in := sameInput(st); in != nil && !containsKind(o.inPlace, in.kind) {
-			return usageErrorf("%s %s is also an input (%s %s): it would be overwritten; write to another file", o.flag, o.path, in.flag, in.path)
-		}
-		abs, _ := filepath.Abs(target)
-		for _, prev := range outs {
-			if (st != nil && prev.st != nil && os.SameFile(st, prev.st)) || prev.target == abs {
-				return usageErrorf("%s %s and %s %s are the same file", prev.flag, prev.path, o.flag, o.path)
+		for _, prev := range sinks {
+			if !oneSink(prev, s) {
+				continue
 			}
+			if prev.abs != "" && s.abs != "" {
+				return usageErrorf("%s and %s are the same file", prev.name(), s.name())
+			}
+			return usageErrorf("%s and %s write to one stream: their bytes would be mixed; write one of them elsewhere", prev.name(), s.name())
 		}
-		outs = append(outs, seen{o, abs, st})
+		sinks = append(sinks, s)
 	}
 	return nil
+}
+
+// sink resolves where o's bytes land, refusing a path that cannot be
+// written.
+func (p *ioPaths) sink(inv *invocation, o ioPath) (sink, error) {
+	s := sink{ioPath: o, fd: noFD}
+	if o.stdout {
+		s.fd = stdoutFD
+		if f := stdoutFile(inv.stdout); f != nil {
+			// Through SyscallConn: Fd would put stdout in blocking mode.
+			if c, err := f.SyscallConn(); err == nil {
+				_ = c.Control(func(fd uintptr) { s.fd = int(fd) })
+			}
+			st, _ := f.Stat()
+			s.id = idOf(st)
+		}
+		return s, nil
+	}
+	if o.path == "-" {
+		return s, usageErrorf("%s -: this output is not written to stdout; name /dev/stdout to write it there, or ./- for a file named -", o.flag)
+	}
+	target, through, err := atomicfile.Resolve(o.path)
+	if err != nil {
+		return s, usageErrorf("%s: %v", o.flag, err)
+	}
+	inv.publishes = true
+	if through {
+		if fd, ok := atomicfile.Descriptor(target); ok {
+			s.fd = fd
+			if s.id, err = fdID(fd); err != nil {
+				return s, usageErrorf("%s %s: descriptor %d is not open", o.flag, o.path, fd)
+			}
+		} else {
+			st, _ := os.Stat(target)
+			s.id = idOf(st)
+		}
+		return s, nil
+	}
+	if dir := parentDir(target); !isDir(dir) {
+		return s, usageErrorf("%s %s: no directory %s to write it in", o.flag, o.path, dir)
+	}
+	if err := checkWritable(target); err != nil {
+		return s, usageErrorf("%s %s: cannot write there: %v", o.flag, o.path, err)
+	}
+	st, _ := os.Stat(target)
+	s.id = idOf(st)
+	s.abs, _ = filepath.Abs(target)
+	return s, nil
+}
+
+// stdoutFile is the file behind the command's stdout, nil when it is not
+// one (a test's buffer).
+func stdoutFile(w io.Writer) *os.File {
+	if s, ok := w.(stdoutWriter); ok {
+		w = s.w
+	}
+	f, _ := w.(*os.File)
+	return f
 }
 
 // parentDir is the directory path names as the kernel resolves it, without
@@ -154,12 +285,6 @@ func parentDir(path string) string {
 func isDir(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.IsDir()
-}
-
-func fdStat(fd int) (os.FileInfo, error) {
-	// Stat of /proc/self/fd/N follows the descriptor to its file (Fstat
-	// through os.NewFile would close the descriptor when collected).
-	return os.Stat(fmt.Sprintf("/proc/self/fd/%d", fd))
 }
 
 func containsKind(ks []pathKind, k pathKind) bool {

@@ -64,9 +64,11 @@ Outputs (-o, --record, --stats-json, …) are written to temp files beside
 them and published together at the command's one commit point: a signal
 before it publishes nothing (exit 130/143), after it the work is done (exit
 0). An output that names an input (standard input too, when it is a file)
-is refused before any work; a device, FIFO or /dev/stdout is written
-through (a descriptor path through the descriptor the shell opened, so >>
-appends); a symlink's target is replaced.
+is refused before any work, and so are two outputs that land in one place
+(one file, FIFO or descriptor under two names; stdout's file or pipe, when
+the command writes to stdout too), but for /dev/null; a device, FIFO or
+/dev/stdout is written through (a descriptor path through the descriptor
+the shell opened, so >> appends); a symlink's target is replaced.
 
 Exit codes: 0 success; 1 a negative answer (query: a key is absent; verify:
 the index is damaged; reconcile: the sides differ); 2 usage, input or I/O
