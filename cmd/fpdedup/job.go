@@ -14,6 +14,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/devrate"
 )
 
 // A job is one command's run. The command declares what it reads, what it
@@ -122,6 +123,13 @@ func (j *job) run(work func(ctx context.Context) (map[string]any, error)) error 
 	j.paths.output("--metrics", j.inv.metrics)
 	if err := j.paths.check(j.inv); err != nil {
 		return err
+	}
+	if j.paths.reads(kindIndex) {
+		// A cold lookup batch may price its reads with the cached device
+		// rates; a cache that cannot be used is measured around, said once.
+		if err := devrate.CacheProblem(); err != nil {
+			fmt.Fprintln(j.inv.stderr, "fpdedup: warning:", err)
+		}
 	}
 	if err := j.open(ctx); err != nil {
 		return err

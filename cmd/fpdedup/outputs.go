@@ -67,6 +67,11 @@ func (p *ioPaths) input(flag string, kind pathKind, paths ...string) {
 	}
 }
 
+// reads tells whether the command reads an input of kind k.
+func (p *ioPaths) reads(k pathKind) bool {
+	return slices.ContainsFunc(p.inputs, func(in ioPath) bool { return in.kind == k })
+}
+
 // output declares a file written at path ("": none). "-" is not stdout
 // here: check refuses it rather than create a file of that name.
 func (p *ioPaths) output(flag, path string, inPlace ...pathKind) {

@@ -140,6 +140,10 @@ func (inv *invocation) resolve() error {
 		}
 		// The one way the rates are overridden, for this process.
 		os.Setenv("FPDEDUP_DEVICE", inv.devRates)
+	} else if v := os.Getenv("FPDEDUP_DEVICE"); v != "" {
+		if _, err := devrate.Parse(v, devrate.Default); err != nil {
+			return usageErrorf("$FPDEDUP_DEVICE: %v; fix or unset it (--device-rates overrides it)", err)
+		}
 	}
 	switch inv.progress {
 	case "auto", "always", "never":

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -29,6 +30,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/internal/pagecache"
 )
 
@@ -119,7 +121,7 @@ func For(path string) (Rates, string) {
 	}
 	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
 	cache := cachePath()
-	entries := readCache(cache)
+	entries, cerr := readCache(cache)
 	if e, ok := entries[dev]; ok && e.Method == method && time.Since(e.Measured) < maxAge && e.Random > 0 && e.Seq > 0 {
 		return e.Rates, FromCache
 	}
@@ -127,11 +129,35 @@ func For(path string) (Rates, string) {
 	if err != nil {
 		return Default, FromDefault
 	}
-	if cache != "" {
+	if cache != "" && cerr == nil {
 		entries[dev] = cacheEntry{Rates: r, Measured: time.Now().UTC(), File: path, Method: method}
 		_ = writeCache(cache, entries) // a cache that cannot be written is measured again next time
 	}
 	return r, FromMeasured
+}
+
+// CacheError says why the cache file is not used: it is not a regular
+// file, or larger than any cache fpdedup writes. The rates are then
+// measured each time, and the file is left as it is.
+type CacheError struct {
+	Path    string
+	Problem string
+}
+
+func (e *CacheError) Error() string {
+	return fmt.Sprintf("device cache %s %s: not used (remove it to cache the device's rates again)", e.Path, e.Problem)
+}
+
+// CacheProblem is the *CacheError of the cache For would read, nil when it
+// is usable, absent, or not read at all (FPDEDUP_DEVICE gives the rates).
+// Checking it costs an open and a stat; a command that may look up a cold
+// index says it once.
+func CacheProblem() error {
+	if _, ok, _ := EnvOverride(Default); ok {
+		return nil
+	}
+	_, err := readCache(cachePath())
+	return err
 }
 
 // cachePath is $XDG_CACHE_HOME/fpdedup/devices.json (or ~/.cache/…), ""
@@ -144,21 +170,68 @@ func cachePath() string {
 	return filepath.Join(dir, "fpdedup", "devices.json")
 }
 
-// readCache reads the cache file; a missing or damaged one is empty.
-func readCache(path string) map[string]cacheEntry {
+// maxCache bounds the cache file read: a device's entry is ~200 bytes, so
+// this is thousands of devices, and a file larger is not one fpdedup wrote.
+const maxCache = 1 << 20
+
+// readCache reads the cache file; a missing or damaged one is empty. One
+// that is not a regular file (a FIFO, which would block the open and every
+// read; a link to /dev/zero, which never ends) or is larger than maxCache
+// is empty too, and a *CacheError says so. The open does not block, and
+// nothing is read past maxCache.
+func readCache(path string) (map[string]cacheEntry, error) {
 	entries := map[string]cacheEntry{}
 	if path == "" {
-		return entries
+		return entries, nil
 	}
-	b, err := os.ReadFile(path)
-	if err != nil || json.Unmarshal(b, &entries) != nil {
-		return map[string]cacheEntry{}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return entries, nil
 	}
-	return entries
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return entries, &CacheError{Path: path, Problem: "cannot be opened (" + err.Error() + ")"}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		return entries, &CacheError{Path: path, Problem: "cannot be read (" + err.Error() + ")"}
+	case !st.Mode().IsRegular():
+		return entries, &CacheError{Path: path, Problem: "is not a regular file (" + fileKind(st.Mode()) + ")"}
+	case st.Size() > maxCache:
+		return entries, &CacheError{Path: path, Problem: fmt.Sprintf("is %d bytes, over the %d a cache holds", st.Size(), maxCache)}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxCache+1))
+	if err != nil || len(b) > maxCache || json.Unmarshal(b, &entries) != nil {
+		return map[string]cacheEntry{}, nil // replaced by the next measure
+	}
+	return entries, nil
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	}
+	return m.Type().String()
 }
 
 // writeCache replaces the cache file whole (a temporary file renamed), so
-// a reader never sees half of it.
+// a reader never sees half of it; through a symlink, its target. A target
+// that is not a regular file is left alone: never written through, never
+// replaced.
 func writeCache(path string, entries map[string]cacheEntry) error {
 	b, err := json.MarshalIndent(entries, "", "  ")
 	if err != nil {
@@ -167,6 +240,14 @@ func writeCache(path string, entries map[string]cacheEntry) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
+	target, through, err := atomicfile.Resolve(path)
+	if err != nil {
+		return err
+	}
+	if through {
+		return &CacheError{Path: path, Problem: "is not a regular file"}
+	}
+	path = target
 	f, err := os.CreateTemp(filepath.Dir(path), ".devices-*.json")
 	if err != nil {
 		return err

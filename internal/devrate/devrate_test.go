@@ -1,9 +1,11 @@
 package devrate
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,7 +105,10 @@ func TestFor(t *testing.T) {
 	// A figure cached by the first method (2 MiB reads in order from the
 	// file's start, which a file just written serves from the host's
 	// cache) is measured again.
-	entries := readCache(cachePath())
+	entries, err := readCache(cachePath())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for dev, e := range entries {
 		e.Method, e.Seq = 0, 10.7e9
 		entries[dev] = e
@@ -205,4 +210,121 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCacheOnlyARegularFile: the cache is read only from a regular file of
+// at most maxCache bytes, opened without blocking; anything else (a FIFO,
+// which blocked every query for ever, a link to /dev/zero, which grew the
+// process until it died, a directory, a huge file) is not used, with a
+// *CacheError saying why, and is never written through or replaced.
+func TestCacheOnlyARegularFile(t *testing.T) {
+	good := []byte(`{"8:1": {"random_reads_per_s": 5, "seq_bytes_per_s": 6, "measured": "2026-01-01T00:00:00Z", "file": "x", "method": 3}}`)
+	for _, c := range []struct {
+		name    string
+		make    func(t *testing.T, path string)
+		entries int    // entries read
+		problem string // in the CacheError, "" for none
+		kept    bool   // writeCache leaves it as it is
+	}{
+		{"missing", func(*testing.T, string) {}, 0, "", false},
+		{"regular", func(t *testing.T, p string) { write(t, p, good) }, 1, "", false},
+		{"damaged", func(t *testing.T, p string) { write(t, p, []byte("{not json")) }, 0, "", false},
+		{"link to a regular file", func(t *testing.T, p string) {
+			write(t, p+".real", good)
+			link(t, filepath.Base(p)+".real", p)
+		}, 1, "", false},
+		{"FIFO", func(t *testing.T, p string) {
+			if err := unix.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, 0, "is not a regular file (a FIFO)", true},
+		{"link to /dev/zero", func(t *testing.T, p string) { link(t, "/dev/zero", p) }, 0, "is not a regular file (a character device)", true},
+		{"directory", func(t *testing.T, p string) {
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, 0, "is not a regular file (a directory)", true},
+		{"over maxCache", func(t *testing.T, p string) { write(t, p, make([]byte, maxCache+1)) }, 0, "bytes, over the", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("FPDEDUP_DEVICE", "")
+			t.Setenv("XDG_CACHE_HOME", t.TempDir())
+			path := cachePath()
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			c.make(t, path)
+			before, _ := os.Lstat(path)
+			entries, err := readCache(path)
+			var ce *CacheError
+			switch {
+			case c.problem == "" && err != nil:
+				t.Errorf("readCache: %v", err)
+			case c.problem != "" && (!errors.As(err, &ce) || !strings.Contains(err.Error(), c.problem)):
+				t.Errorf("readCache: %v, want a CacheError saying %q", err, c.problem)
+			case len(entries) != c.entries:
+				t.Errorf("readCache: %d entries, want %d", len(entries), c.entries)
+			}
+			if perr := CacheProblem(); (perr == nil) != (c.problem == "") {
+				t.Errorf("CacheProblem: %v", perr)
+			}
+			t.Setenv("FPDEDUP_DEVICE", "rand=1,seq=1")
+			if perr := CacheProblem(); perr != nil {
+				t.Errorf("CacheProblem with FPDEDUP_DEVICE (the cache is not read): %v", perr)
+			}
+			werr := writeCache(path, map[string]cacheEntry{"1:2": {Rates: Rates{1, 2}, Method: method}})
+			after, _ := os.Lstat(path)
+			if c.kept {
+				if werr == nil || after == nil || before.Mode() != after.Mode() || !os.SameFile(before, after) {
+					t.Errorf("writeCache over it: %v; %v became %v", werr, before.Mode(), after.Mode())
+				}
+				return
+			}
+			if werr != nil {
+				t.Fatalf("writeCache: %v", werr)
+			}
+			if got, err := readCache(path); err != nil || got["1:2"].Random != 1 {
+				t.Errorf("read back: %v, %v", got, err)
+			}
+			if before != nil && before.Mode()&os.ModeSymlink != 0 && after.Mode()&os.ModeSymlink == 0 {
+				t.Errorf("the link was replaced, not its target")
+			}
+		})
+	}
+}
+
+// TestForCacheAFIFO: For with the cache a FIFO nobody writes returns (it
+// blocked in the cache's open on f13b27f), measures, and leaves the FIFO.
+func TestForCacheAFIFO(t *testing.T) {
+	t.Setenv("FPDEDUP_DEVICE", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	path := bigFile(t)
+	cache := cachePath()
+	if err := os.MkdirAll(filepath.Dir(cache), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(cache, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	evict(t, path)
+	if _, from := For(path); from != FromMeasured {
+		t.Errorf("from %s, want %s", from, FromMeasured)
+	}
+	if st, err := os.Lstat(cache); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the cache FIFO is now %v (%v)", st.Mode(), err)
+	}
+}
+
+func write(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func link(t *testing.T, target, path string) {
+	t.Helper()
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
 }
