@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -54,7 +53,8 @@ published); 130/143 interrupted (nothing is published).`,
 		Example: `  fpdedup build -o day.fpx events.log.zst
   zcat a.gz b.gz | fpdedup build -o all.fpx
   fpdedup dump old.fpx | fpdedup build --format fp --spec-from old.fpx -o copy.fpx
-  find logs -name '*.zst' -print0 | fpdedup build --files0-from - -o logs.fpx`,
+  find logs -name '*.zst' -print0 | fpdedup build --files0-from - -o logs.fpx
+  fpdedup build --partition auto -o part-$SLURM_ARRAY_TASK_ID.fpx day/*.zst   # in sbatch --array=0-7`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBuild(cmd, inv, o, args)
 		},
@@ -65,7 +65,7 @@ published); 130/143 interrupted (nothing is published).`,
 	f.StringVar(&o.hash, "hash", "xxh3", "fingerprint hash: xxh3 (XXH3-128) or sha256 (first 128 bits)")
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for spilled runs")
-	f.StringVar(&o.partition, "partition", "", "keep only prefix range `I/N` (0-based I, N a power of two)")
+	f.StringVar(&o.partition, "partition", "", partitionUsage)
 	f.StringVar(&o.specFrom, "spec-from", "", "with --format fp: the hash and key recipe of the fingerprints are those of index `IDX`")
 	_ = cmd.MarkFlagRequired("output")
 	return cmd
@@ -107,10 +107,8 @@ func runBuild(cmd *cobra.Command, inv *invocation, o *buildOptions, args []strin
 	case fpFormat && !cmd.Flags().Changed("hash"):
 		return usageErrorf("--format fp reads bare fingerprints, which do not say how they were made: give --spec-from IDX (the index they were dumped from: its hash and key recipe) or --hash xxh3|sha256 (fingerprints of whole records)")
 	}
-	if o.partition != "" {
-		if opts.Range, err = parsePartition(o.partition); err != nil {
-			return err
-		}
+	if opts.Range, err = j.partition(o.partition); err != nil {
+		return err
 	}
 	j.input("--files0-from", kindOther, o.files0From)
 	j.input("--spec-from", kindIndex, o.specFrom)
@@ -144,21 +142,6 @@ func inputNames(inv *invocation, files0From string, args []string) ([]string, er
 		r, name = f, files0From
 	}
 	return ingest.ReadFiles0(r, name)
-}
-
-// parsePartition reads I/N: 0-based I, N a power of two.
-func parsePartition(s string) (fpstore.Range, error) {
-	is, ns, ok := strings.Cut(s, "/")
-	i, err1 := strconv.ParseUint(is, 10, 64)
-	n, err2 := strconv.ParseUint(ns, 10, 64)
-	if !ok || err1 != nil || err2 != nil || n == 0 || n&(n-1) != 0 || i >= n || n > 1<<32 {
-		return fpstore.Range{}, usageErrorf("--partition %q: want I/N with N a power of two and 0 <= I < N", s)
-	}
-	bits := uint8(0)
-	for 1<<bits < n {
-		bits++
-	}
-	return fpstore.Range{Bits: bits, Index: i}, nil
 }
 
 func formatFloat(v float64) string {

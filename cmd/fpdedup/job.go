@@ -50,6 +50,7 @@ type job struct {
 	// answers are out); a signal before that stops the run.
 	answers bool
 	lines   []string
+	part    *partition // --partition, when the command keeps a range
 }
 
 // stream is an output the job opens and the work writes as it goes:
@@ -164,6 +165,9 @@ func (j *job) run(work func(ctx context.Context) (map[string]any, error)) error 
 		figures = map[string]any{}
 	}
 	figures["command"] = j.cmd.Name()
+	if j.part != nil {
+		figures["partition"] = j.part
+	}
 	if _, ok := figures["seconds"]; !ok {
 		figures["seconds"] = time.Since(start).Seconds()
 	}

@@ -40,7 +40,8 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 		Example: `  fpdedup merge -o history.fpx history.fpx today.fpx
   fpdedup merge --subtract -o new.fpx today.fpx history.fpx
   fpdedup merge -o all.fpx part-*.fpx
-  fpdedup merge --partition 3/8 -o day-3.fpx slice-*.fpx   # machine 3 of 8`,
+  fpdedup merge --partition 3/8 -o day-3.fpx slice-*.fpx   # machine 3 of 8
+  fpdedup merge --partition auto/8 -o day-$JOB_COMPLETION_INDEX.fpx slice-*.fpx   # a Kubernetes Indexed Job's pod`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output == "" {
@@ -48,13 +49,6 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 			}
 			if subtract && intersect {
 				return usageErrorf("--subtract and --intersect exclude each other")
-			}
-			var part fpstore.Range
-			if partition != "" {
-				var err error
-				if part, err = parsePartition(partition); err != nil {
-					return err
-				}
 			}
 			op := fpstore.Union
 			name := "union"
@@ -65,6 +59,10 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 				op, name = fpstore.Intersect, "intersect"
 			}
 			j := inv.job(cmd)
+			part, err := j.partition(partition)
+			if err != nil {
+				return err
+			}
 			j.input("IDX", kindIndex, args...)
 			j.output("-o", output, kindIndex) // in place: merge -o H H today
 			prog := &ingest.Progress{}
@@ -103,6 +101,6 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 	f.StringVarP(&output, "output", "o", "", "the index to write (required; may name an input)")
 	f.BoolVar(&subtract, "subtract", false, "the first index minus all the others")
 	f.BoolVar(&intersect, "intersect", false, "what every index holds")
-	f.StringVar(&partition, "partition", "", "keep only prefix range `I/N` (0-based I, N a power of two): one of N machines' share; the N results merge by stitching")
+	f.StringVar(&partition, "partition", "", partitionUsage+"; the N results merge by stitching")
 	return cmd
 }
