@@ -140,11 +140,8 @@ const (
 
 // name is how a refusal names the output: its flag and path, or stdout.
 func (s sink) name() string {
-	switch {
-	case s.stdout && s.path == "":
+	if s.stdout && s.path == "" {
 		return "stdout"
-	case s.path == "":
-		return s.flag
 	}
 	return s.flag + " " + s.path
 }
