@@ -93,6 +93,8 @@ const (
 	BeyondColumns                         // a Parquet leaf number past the file's N leaves
 	NoSuchLeaf                            // a Parquet column path the file lacks (Names lists them)
 	ParquetNeedsKey                       // a Parquet input without key columns
+	AmbiguousLeaf                         // a Parquet column path of N leaves (Names describes them)
+	GroupNotLeaf                          // a Parquet group's path (Names lists its leaves)
 )
 
 // KeyError is a key recipe that cannot give keys, said in the words of
@@ -168,6 +170,10 @@ func (e *KeyError) Say(w Words) string {
 		msg = fmt.Sprintf("%s %s: the file has only %d leaf columns", item, e.Item, e.N)
 	case NoSuchLeaf:
 		msg = fmt.Sprintf("%s %s: no such leaf column in the file, whose leaf columns are %s", item, q, e.Names)
+	case AmbiguousLeaf:
+		msg = fmt.Sprintf("%s %s: %d leaf columns of the file have that path: %s; give the leaf number instead", item, q, e.N, e.Names)
+	case GroupNotLeaf:
+		msg = fmt.Sprintf("%s %s: a group, not a leaf column: its leaf columns are %s; give the ones that make the key", item, q, e.Names)
 	default:
 		msg = fmt.Sprintf("key problem %d", e.Problem)
 	}

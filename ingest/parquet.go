@@ -447,12 +447,23 @@ func (p *ParquetFile) column(item string) (int, error) {
 		}
 		leaf = n - 1
 	} else {
+		var found []int
 		for i, c := range p.columns {
 			if c.Path == item {
-				leaf = i
+				found = append(found, i)
 			}
 		}
-		if leaf < 0 {
+		switch {
+		case len(found) > 1:
+			// Two leaves of one name, or a column named "a.b" beside
+			// group a's leaf b: which one is the user's to say.
+			return 0, &KeyError{Problem: AmbiguousLeaf, Item: item, N: len(found), Names: p.describeLeaves(found, false), Input: p.name}
+		case len(found) == 1:
+			leaf = found[0]
+		default:
+			if under := p.leavesUnder(item); len(under) > 0 {
+				return 0, &KeyError{Problem: GroupNotLeaf, Item: item, Names: p.describeLeaves(under, true), Input: p.name}
+			}
 			var names []string
 			for _, c := range p.columns {
 				names = append(names, c.Path)

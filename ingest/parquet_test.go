@@ -146,7 +146,7 @@ func TestParquetKeyColumns(t *testing.T) {
 	}{
 		{nil, "a Parquet row has no bytes of its own", nil},
 		{[]string{"l.list.element"}, "types.parquet: column l.list.element: unsupported in a Parquet key: a repeated column", ErrParquetUnsupported},
-		{[]string{"st"}, `key "st": no such leaf column in the file, whose leaf columns are id, i8,`, nil},
+		{[]string{"st"}, `key "st": a group, not a leaf column: its leaf columns are st.a (leaf 19), st.b (leaf 20)`, nil},
 		{[]string{"nope"}, `no such leaf column`, nil},
 		{[]string{"0"}, "columns are numbered from 1", nil},
 		{[]string{"23"}, "the file has only 22 leaf columns", nil},
