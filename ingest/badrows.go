@@ -70,7 +70,7 @@ func (p *BadPolicy) ParquetSource(i int, pf *ParquetFile, f *os.File, size, limi
 	if !p.Quarantines() {
 		return nil
 	}
-	src := &rowSource{name: pf.name, schema: &ParquetFile{name: pf.name, columns: pf.columns}, size: size, limit: limit}
+	src := &rowSource{name: pf.name, schema: &ParquetFile{name: pf.name, columns: pf.columns, nodes: pf.schemaNodes()}, size: size, limit: limit}
 	if st, err := f.Stat(); err == nil && f.Name() == pf.name && st.Mode().IsRegular() {
 		src.stat = st
 	} else {

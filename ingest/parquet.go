@@ -126,6 +126,8 @@ type ParquetFile struct {
 	spare   []keyText      // a framed row group's texts, for the next decoding's buffers
 	// frameBytes is the bytes a framed row took in the last chunk (Frames).
 	frameBytes int64
+	// nodes are the schema's nodes, when file is not kept (schemaNodes).
+	nodes []schemaNode
 
 	stop      atomic.Bool // Close: a decoding ahead gives up at its next page
 	checkedMu sync.Mutex

@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	pformat "github.com/parquet-go/parquet-go/format"
 )
 
 // mapFile is a Parquet file of schema and rows (maps of column names to
@@ -81,6 +84,102 @@ func TestParquetKeyNames(t *testing.T) {
 		}
 		if got := keysOf(t, p, c.item); strings.Join(got, ",") != c.key {
 			t.Errorf("%q: keys %q, want %q", c.item, got, c.key)
+		}
+	}
+}
+
+// TestSameSchema: inputs of one Parquet output must have one schema, node
+// by node: which node is nullable, a timestamp's unit, a leaf's type and
+// nesting tell two schemas apart; the root's name and annotations that say
+// the same thing two ways do not.
+func TestSameSchema(t *testing.T) {
+	i64 := func() parquet.Node { return parquet.Leaf(parquet.Int64Type) }
+	file := func(name string, g parquet.Group) *ParquetFile {
+		return openBytes(t, name, mapFile(t, parquet.NewSchema(name, g), nil))
+	}
+	for _, c := range []struct {
+		name string
+		a, b parquet.Group
+		want string
+	}{
+		{"nullable group or leaf",
+			parquet.Group{"id": i64(), "g": parquet.Optional(parquet.Group{"b": i64()})},
+			parquet.Group{"id": i64(), "g": parquet.Group{"b": parquet.Optional(i64())}},
+			"a.parquet and b.parquet differ at schema element 1: g optional group vs g required group: the inputs of one Parquet output share one schema"},
+		{"timestamp unit",
+			parquet.Group{"ts": parquet.Timestamp(parquet.Millisecond)},
+			parquet.Group{"ts": parquet.Timestamp(parquet.Microsecond)},
+			"differ at schema element 1: ts required INT64 (TIMESTAMP(isAdjustedToUTC=true,unit=MILLIS)) vs ts required INT64 (TIMESTAMP(isAdjustedToUTC=true,unit=MICROS))"},
+		{"a leaf moved into a group",
+			parquet.Group{"g": parquet.Group{"a": i64()}, "h": i64()},
+			parquet.Group{"g": parquet.Group{"a": i64(), "h": i64()}},
+			"differ at schema element 3: h required INT64 vs g.h required INT64"},
+		{"a column more",
+			parquet.Group{"a": i64()},
+			parquet.Group{"a": i64(), "b": parquet.String()},
+			"b.parquet has b required BYTE_ARRAY (STRING) (schema element 2), which a.parquet lacks"},
+		{"a column less",
+			parquet.Group{"a": i64(), "b": parquet.String()},
+			parquet.Group{"a": i64()},
+			"b.parquet lacks b required BYTE_ARRAY (STRING) (schema element 2) of a.parquet"},
+		{"a dotted name",
+			parquet.Group{"a.b": i64()},
+			parquet.Group{"a": parquet.Group{"b": i64()}},
+			`differ at schema element 1: "a.b" required INT64 vs a required group`},
+		{"a decimal's scale",
+			parquet.Group{"d": parquet.Decimal(2, 18, parquet.Int64Type)},
+			parquet.Group{"d": parquet.Decimal(3, 18, parquet.Int64Type)},
+			"d required INT64 (DECIMAL(18,2)) vs d required INT64 (DECIMAL(18,3))"},
+		{"the same, roots named otherwise", parquet.Group{"a": i64(), "s": parquet.Optional(parquet.String())}, parquet.Group{"a": i64(), "s": parquet.Optional(parquet.String())}, ""},
+	} {
+		err := sameSchema(file("a.parquet", c.a), file("b.parquet", c.b))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v,\nwant %s", c.name, err, c.want)
+		}
+	}
+	// DuckDB's files: the same file twice; the nested one has a group
+	// where the other has event.
+	a, b := openFixture(t, "events.parquet"), openFixture(t, "events-nested.parquet")
+	if err := sameSchema(a, openFixture(t, "events.parquet")); err != nil {
+		t.Error(err)
+	}
+	if err := sameSchema(a, b); err == nil || !strings.Contains(err.Error(), "differ at schema element 5: event optional BYTE_ARRAY (STRING) vs meta optional group") {
+		t.Errorf("events vs events-nested: %v", err)
+	}
+}
+
+// TestAnnotation: one text for each meaning of a node's annotation,
+// whichever way a writer put it: a logical type, its converted type, or
+// both; a signed integer as wide as its physical type as none; the
+// converted types without a logical one by their spec names.
+func TestAnnotation(t *testing.T) {
+	conv := func(c deprecated.ConvertedType) thrift.Null[deprecated.ConvertedType] { return thrift.New(c) }
+	lt := func(v pformat.LogicalTypeValue) pformat.LogicalType { return pformat.LogicalType{Value: v} }
+	ms := pformat.TimeUnit{Value: &pformat.MilliSeconds{}}
+	for _, c := range []struct {
+		e    pformat.SchemaElement
+		phys pformat.Type
+		want string
+	}{
+		{pformat.SchemaElement{ConvertedType: conv(deprecated.UTF8)}, pformat.ByteArray, "STRING"},
+		{pformat.SchemaElement{LogicalType: lt(&pformat.StringType{})}, pformat.ByteArray, "STRING"},
+		{pformat.SchemaElement{ConvertedType: conv(deprecated.TimestampMillis)}, pformat.Int64, "TIMESTAMP(isAdjustedToUTC=true,unit=MILLIS)"},
+		{pformat.SchemaElement{LogicalType: lt(&pformat.TimestampType{IsAdjustedToUTC: true, Unit: ms}), ConvertedType: conv(deprecated.TimestampMillis)}, pformat.Int64, "TIMESTAMP(isAdjustedToUTC=true,unit=MILLIS)"},
+		{pformat.SchemaElement{ConvertedType: conv(deprecated.Int32)}, pformat.Int32, ""},
+		{pformat.SchemaElement{LogicalType: lt(&pformat.IntType{BitWidth: 64, IsSigned: true})}, pformat.Int64, ""},
+		{pformat.SchemaElement{ConvertedType: conv(deprecated.Int16)}, pformat.Int32, "INT(16,true)"},
+		{pformat.SchemaElement{ConvertedType: conv(deprecated.Uint64)}, pformat.Int64, "INT(64,false)"},
+		{pformat.SchemaElement{ConvertedType: conv(deprecated.Decimal), Scale: thrift.New[int32](2), Precision: thrift.New[int32](9)}, pformat.Int32, "DECIMAL(9,2)"},
+		{pformat.SchemaElement{ConvertedType: conv(deprecated.Interval)}, pformat.FixedLenByteArray, "INTERVAL"},
+		{pformat.SchemaElement{ConvertedType: conv(deprecated.MapKeyValue)}, 0, "MAP_KEY_VALUE"},
+		{pformat.SchemaElement{ConvertedType: conv(99)}, pformat.Int32, "converted type 99, unknown"},
+		{pformat.SchemaElement{}, pformat.Int64, ""},
+	} {
+		if got := annotation(&c.e, c.phys); got != c.want {
+			t.Errorf("%+v on %v: %q, want %q", c.e, c.phys, got, c.want)
 		}
 	}
 }

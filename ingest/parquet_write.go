@@ -65,26 +65,6 @@ func (pw *RowWriter) Schema(p *ParquetFile) error {
 	return sameSchema(pw.first, p)
 }
 
-// sameSchema is an error naming a and b and the first leaf column in
-// which their schemas differ: in path, physical type, how its values read
-// (DECIMAL scale, signedness) or nesting. Annotations that say the same
-// thing two ways (a converted type beside its logical type, as writers
-// differ in) are the same schema.
-func sameSchema(a, b *ParquetFile) error {
-	ca, cb := a.columns, b.columns
-	for i := range max(len(ca), len(cb)) {
-		switch {
-		case i >= len(ca):
-			return fmt.Errorf("%s has column %s, which %s lacks: the inputs of one Parquet output share one schema", b.name, cb[i].Path, a.name)
-		case i >= len(cb):
-			return fmt.Errorf("%s lacks column %s of %s: the inputs of one Parquet output share one schema", b.name, ca[i].Path, a.name)
-		case !ca[i].same(&cb[i]):
-			return fmt.Errorf("%s and %s differ at column %d: %s %s vs %s %s: the inputs of one Parquet output share one schema", a.name, b.name, i+1, ca[i].Path, ca[i].Type, cb[i].Path, cb[i].Type)
-		}
-	}
-	return nil
-}
-
 // same reports whether two columns hold the same values the same way.
 func (c *ParquetColumn) same(d *ParquetColumn) bool {
 	// A type length means something for FIXED_LEN_BYTE_ARRAY only
