@@ -315,13 +315,13 @@ func hasType(e *pformat.SchemaElement) bool { _, ok := e.Type.Get(); return ok }
 func leafColumn(e *pformat.SchemaElement) ParquetColumn {
 	t, _ := e.Type.Get()
 	conv, hasConv := e.ConvertedType.Get()
-	c := ParquetColumn{Type: t.String(), phys: t}
+	c := ParquetColumn{Type: typeName(t), phys: t}
 	c.typeLength, _ = e.TypeLength.Get()
 	lt := e.LogicalType.Value
 	if s := e.LogicalType.String(); s != "" {
 		c.Type += " (" + s + ")"
 	} else if hasConv {
-		c.Type += fmt.Sprintf(" (converted type %d)", conv)
+		c.Type += " (" + convertedName(conv) + ")"
 	}
 	decimal := func() bool {
 		if d, ok := lt.(*pformat.DecimalType); ok {
@@ -357,7 +357,10 @@ func leafColumn(e *pformat.SchemaElement) ParquetColumn {
 			c.render = renderDecimal
 		}
 	default: // INT96, and anything newer
-		c.bad = fmt.Sprintf("%s values have no key text (INT96 is a legacy timestamp: write it as TIMESTAMP)", t)
+		c.bad = fmt.Sprintf("%s values have no key text", typeName(t))
+		if t == pformat.Int96 {
+			c.bad += " (INT96 is a legacy timestamp: write it as TIMESTAMP)"
+		}
 	}
 	if c.render == renderDecimal && (c.scale < 0 || c.scale > 76) {
 		c.render, c.bad = 0, fmt.Sprintf("DECIMAL scale %d", c.scale)

@@ -234,7 +234,7 @@ func convertedName(conv deprecated.ConvertedType) string {
 	if conv >= 0 && int(conv) < len(convertedNames) {
 		return convertedNames[conv]
 	}
-	return fmt.Sprintf("converted type %d, unknown", conv)
+	return fmt.Sprintf("unknown converted type %d", conv)
 }
 
 // typeName is a physical type's name, or its number when the spec names
@@ -243,7 +243,7 @@ func typeName(t pformat.Type) string {
 	if t >= pformat.Boolean && t <= pformat.FixedLenByteArray {
 		return t.String()
 	}
-	return fmt.Sprintf("physical type %d, unknown", t)
+	return fmt.Sprintf("unknown physical type %d", t)
 }
 
 // repetitionName is REQUIRED, OPTIONAL or REPEATED.
@@ -251,5 +251,5 @@ func repetitionName(r pformat.FieldRepetitionType) string {
 	if r >= pformat.Required && r <= pformat.Repeated {
 		return r.String()
 	}
-	return fmt.Sprintf("repetition %d, unknown", r)
+	return fmt.Sprintf("unknown repetition %d", r)
 }

@@ -175,11 +175,42 @@ func TestAnnotation(t *testing.T) {
 		{pformat.SchemaElement{ConvertedType: conv(deprecated.Decimal), Scale: thrift.New[int32](2), Precision: thrift.New[int32](9)}, pformat.Int32, "DECIMAL(9,2)"},
 		{pformat.SchemaElement{ConvertedType: conv(deprecated.Interval)}, pformat.FixedLenByteArray, "INTERVAL"},
 		{pformat.SchemaElement{ConvertedType: conv(deprecated.MapKeyValue)}, 0, "MAP_KEY_VALUE"},
-		{pformat.SchemaElement{ConvertedType: conv(99)}, pformat.Int32, "converted type 99, unknown"},
+		{pformat.SchemaElement{ConvertedType: conv(99)}, pformat.Int32, "unknown converted type 99"},
 		{pformat.SchemaElement{}, pformat.Int64, ""},
 	} {
 		if got := annotation(&c.e, c.phys); got != c.want {
 			t.Errorf("%+v on %v: %q, want %q", c.e, c.phys, got, c.want)
+		}
+	}
+}
+
+// TestParquetColumnType: a column's type is said in the spec's names,
+// never a Thrift number: DuckDB's converted types (INT_32, UTF8), and a
+// number the spec does not name as such.
+func TestParquetColumnType(t *testing.T) {
+	types := map[string]string{}
+	for _, c := range openFixture(t, "events-nested.parquet").Columns() {
+		types[c.Path] = c.Type
+	}
+	for path, want := range map[string]string{
+		"meta.ver": "INT32 (INT_32)", "event": "BYTE_ARRAY (UTF8)", "user_id": "INT64 (INT_64)",
+		"ts": "INT64 (TIMESTAMP(isAdjustedToUTC=false,unit=MILLIS))", "meta.geo.lat": "DOUBLE",
+	} {
+		if types[path] != want {
+			t.Errorf("%s: %q, want %q", path, types[path], want)
+		}
+	}
+	for _, c := range []struct {
+		e         pformat.SchemaElement
+		want, bad string
+	}{
+		{pformat.SchemaElement{Type: thrift.New(pformat.Int32), ConvertedType: thrift.New(deprecated.ConvertedType(99))}, "INT32 (unknown converted type 99)", ""},
+		{pformat.SchemaElement{Type: thrift.New(pformat.FixedLenByteArray), ConvertedType: thrift.New(deprecated.Interval)}, "FIXED_LEN_BYTE_ARRAY (INTERVAL)", ""},
+		{pformat.SchemaElement{Type: thrift.New(pformat.Type(9))}, "unknown physical type 9", "unknown physical type 9 values have no key text"},
+	} {
+		col := leafColumn(&c.e)
+		if col.Type != c.want || !strings.HasPrefix(col.bad, c.bad) {
+			t.Errorf("%+v: %q (%q), want %q (%q)", c.e, col.Type, col.bad, c.want, c.bad)
 		}
 	}
 }
