@@ -207,35 +207,36 @@ func OpenParquet(name string, r io.ReaderAt, size, limit int64) (p *ParquetFile,
 	return p, nil
 }
 
-// IsParquetFile reports whether path is a regular file with Parquet's magic
-// at both ends (its first page or footer after the first one, whose
-// Thrift header starts 0x15), which no text file has.
+// IsParquetFile reports whether path is a regular file that starts as
+// every Parquet file does (parquetHead), which no text file does: a file
+// cut short is one, for its reading to say it is damaged. A path that
+// cannot be opened, and a directory, are the error their reading gives.
 func IsParquetFile(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return false, err
+		return false, err // *fs.PathError names the file
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return false, fmt.Errorf("%s: is a directory", path)
+	}
 	return IsParquet(f)
 }
 
 // IsParquet is IsParquetFile of an open file, read where it says
 // (pread) without moving its offset: standard input redirected from a
-// file is looked into and then read from where it was.
+// file is looked into and then read from where it was. A file that is
+// not regular (a pipe) is not looked into.
 func IsParquet(f *os.File) (bool, error) {
 	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() || st.Size() < 12 {
+	if err != nil || !st.Mode().IsRegular() || st.Size() < int64(len(parquetHead)) {
 		return false, err
 	}
-	var head [5]byte
-	var tail [4]byte
+	var head [len(parquetHead)]byte
 	if _, err := f.ReadAt(head[:], 0); err != nil {
 		return false, err
 	}
-	if _, err := f.ReadAt(tail[:], st.Size()-4); err != nil {
-		return false, err
-	}
-	return string(head[:]) == parquetHead && string(tail[:]) == "PAR1", nil
+	return string(head[:]) == parquetHead, nil
 }
 
 // parquetHead starts every Parquet file: the magic, then the first field

@@ -102,30 +102,36 @@ func (r *recordFlags) request(f *pflag.FlagSet, hexOK bool) (req ingest.RecipeRe
 }
 
 // sniff reads the format of the record files from their bytes when no
-// --format is given: Parquet files (PAR1 at both ends) are read as
-// Parquet, as if --format parquet were given; so is standard input when
-// it is a file (< events.parquet), looked into without moving its offset.
-// A pipe cannot be looked into without being read: it needs --format
-// parquet (hintFor says so).
+// --format is given: Parquet files (PAR1 and a Thrift field at the start)
+// are read as Parquet, as if --format parquet were given; so is standard
+// input when it is a file (< events.parquet), looked into without moving
+// its offset. A pipe cannot be looked into without being read: it needs
+// --format parquet (hintFor says so). An input that cannot be looked into
+// (missing, a directory) leaves the others to decide; when none is
+// Parquet and the records are keyed, its error is the run's, not the
+// lines format's refusal of --key.
 func (r *recordFlags) sniff(j *job, req *ingest.RecipeRequest) error {
 	if req.Given.Format {
 		return nil
 	}
 	var parquet, other string
-	note := func(name string, is bool) {
-		if is && parquet == "" {
+	var unread error
+	note := func(name string, is bool, err error) {
+		switch {
+		case err != nil:
+			if unread == nil {
+				unread = err
+			}
+		case is && parquet == "":
 			parquet = name
-		} else if !is && other == "" {
+		case !is && other == "":
 			other = name
 		}
 	}
 	if f, ok := j.inv.stdin.(*os.File); ok && j.paths.stdinRecords {
 		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 			is, err := ingest.IsParquet(f)
-			if err != nil {
-				return nil // the read says what is wrong with it
-			}
-			note("standard input", is)
+			note("standard input", is, err)
 		}
 	}
 	for _, in := range j.paths.inputs {
@@ -133,16 +139,15 @@ func (r *recordFlags) sniff(j *job, req *ingest.RecipeRequest) error {
 			continue
 		}
 		is, err := ingest.IsParquetFile(in.path)
-		if err != nil {
-			return nil // the read says what is wrong with it
-		}
-		note(in.path, is)
+		note(in.path, is, err)
 	}
 	switch {
 	case parquet != "" && other != "":
 		return usageErrorf("%s is a Parquet file and %s is not: the inputs of one run share one format", parquet, other)
 	case parquet != "":
 		req.Spec.Format, req.Given.Format = ingest.FormatParquet, true
+	case unread != nil && len(req.Spec.Keys) > 0:
+		return unread
 	}
 	return nil
 }
