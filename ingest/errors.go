@@ -184,13 +184,20 @@ func (e *KeyError) Say(w Words) string {
 }
 
 // InInput says that err arose reading the input name: a *KeyError learns
-// its input, any other error is prefixed with it.
+// its input, an error that names it already (a *ParquetError or a
+// *RecordError of that file) is as it is, and any other error is
+// prefixed with it.
 func InInput(err error, name string) error {
 	var ke *KeyError
 	if errors.As(err, &ke) && error(ke) == err {
 		c := *ke
 		c.Input = name
 		return &c
+	}
+	var pe *ParquetError
+	var re *RecordError
+	if errors.As(err, &pe) && pe.Name == name || errors.As(err, &re) && re.Name == name {
+		return err
 	}
 	return fmt.Errorf("%s: %w", name, err)
 }
