@@ -327,6 +327,42 @@ func (s KeySpec) TrimEnd(rec []byte) []byte {
 	return trimNewline(rec)
 }
 
+// PrintedLine is rec as count and query print it on a line of text:
+// TrimEnd's text, a Parquet row's key text escaped (appendEscaped) so
+// that a row is one line whatever its values hold. A text record is its
+// bytes unchanged.
+func (s KeySpec) PrintedLine(rec []byte) []byte {
+	t := s.TrimEnd(rec)
+	if s.Format != FormatParquet {
+		return t
+	}
+	for i, c := range t {
+		if escapes[c] != 0 {
+			return appendEscaped(append(make([]byte, 0, len(t)+8), t[:i]...), t[i:])
+		}
+	}
+	return t
+}
+
+// escapes are the bytes a printed Parquet row escapes, and their
+// letters: a backslash, so that the text reads back, and the bytes that
+// end a line or a field of count's and query's output.
+var escapes = [256]byte{'\\': '\\', '\t': 't', '\n': 'n', '\r': 'r', 0: '0'}
+
+// appendEscaped appends key text t to b with a backslash, TAB, LF, CR
+// and NUL written \\, \t, \n, \r and \0: the one escape of a Parquet
+// row printed on a line (README "Parquet").
+func appendEscaped(b, t []byte) []byte {
+	for _, c := range t {
+		if escapes[c] != 0 {
+			b = append(b, '\\', escapes[c])
+			continue
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
 // SameHeader reports whether two header records name the same fields:
 // their terminators and a leading UTF-8 BOM aside.
 func SameHeader(a, b []byte) bool {

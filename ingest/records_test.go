@@ -147,3 +147,34 @@ func TestKeySeparatorAmbiguity(t *testing.T) {
 		t.Errorf("keys %q and %q, want both \"a:b:c\"", a, b)
 	}
 }
+
+// TestPrintedLine: a record as count and query print it on a line: a
+// text record's bytes unchanged, without its terminator; a Parquet row's
+// key text with a backslash, TAB, LF, CR and NUL escaped, so that it is
+// one line, and back to its bytes by reading the escapes.
+func TestPrintedLine(t *testing.T) {
+	pq := KeySpec{Format: FormatParquet, Keys: []string{"a", "b"}, Sep: ":"}
+	for _, c := range []struct {
+		spec KeySpec
+		rec  []byte
+		want string
+	}{
+		{pq, AppendFrame(nil, [][]byte{[]byte("u1"), []byte("d1")}), "u1:d1"},
+		{pq, AppendFrame(nil, [][]byte{[]byte("x\ty"), []byte("p\nq\r")}), `x\ty:p\nq\r`},
+		{pq, AppendFrame(nil, [][]byte{[]byte(`C:\dir`), []byte("nul\x00")}), `C:\\dir:nul\0`},
+		{KeySpec{Format: FormatLines, Term: 0}, []byte("a\tb\nc\\d\x00"), "a\tb\nc\\d"},
+		{KeySpec{Format: FormatCSV, Keys: []string{"1"}}, []byte("\"a\nb\",c\\d\r\n"), "\"a\nb\",c\\d"},
+	} {
+		got := string(c.spec.PrintedLine(c.rec))
+		if got != c.want {
+			t.Errorf("%v %q: %q, want %q", c.spec.Format, c.rec, got, c.want)
+		}
+		if c.spec.Format != FormatParquet {
+			continue
+		}
+		back := strings.NewReplacer(`\\`, `\`, `\t`, "\t", `\n`, "\n", `\r`, "\r", `\0`, "\x00").Replace(got)
+		if key := c.spec.TrimEnd(c.rec); back != string(key) {
+			t.Errorf("%q reads back as %q, want %q", got, back, key)
+		}
+	}
+}

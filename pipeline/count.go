@@ -55,8 +55,8 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	defer t.free()
 	st.Records, st.Distinct, st.Runs, _ = t.figures()
 	st.Bytes = opts.Progress.RawBytes.Load()
-	term := opts.Records.Spec.Term
-	if opts.Records.Spec.Format != ingest.FormatLines {
+	term := opts.Records.Spec.Term // -z: lines and Parquet rows end with NUL
+	if f := opts.Records.Spec.Format; f != ingest.FormatLines && f != ingest.FormatParquet {
 		term = '\n'
 	}
 	// Second pass: at each key's first occurrence, its line (with --top,
@@ -65,11 +65,11 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	bp := t.countsByPosition(opts.Mem*3/4, opts.Threads) // the tally's share
 	defer bp.free()
 	emit := func(buf []byte, count, _ uint64, rec []byte) []byte {
-		return appendCountLine(buf, count, second.Records.Spec.TrimEnd(rec), opts.TSV, term)
+		return appendCountLine(buf, count, second.Records.Spec.PrintedLine(rec), opts.TSV, term)
 	}
 	if opts.Top > 0 {
 		emit = func(buf []byte, count, first uint64, rec []byte) []byte {
-			rec = second.Records.Spec.TrimEnd(rec)
+			rec = second.Records.Spec.PrintedLine(rec)
 			buf = binary.LittleEndian.AppendUint64(buf, count)
 			buf = binary.LittleEndian.AppendUint64(buf, first)
 			buf = binary.LittleEndian.AppendUint32(buf, uint32(len(rec)))

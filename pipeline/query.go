@@ -106,8 +106,15 @@ func Query(ctx context.Context, opts QueryOptions, inputs []string, out io.Write
 			err := w.each(job, func(rec []byte, fp fpstore.Fingerprint) error {
 				n++
 				fps = append(fps, fp)
-				// The record is printed as read, without its terminator.
-				line := opts.Records.Spec.TrimEnd(rec)
+				// The record is printed as read, without its terminator
+				// (a Parquet row's key text escaped on a line of text; its
+				// bytes in JSON, which escapes them itself).
+				var line []byte
+				if opts.Output == QueryJSON {
+					line = opts.Records.Spec.TrimEnd(rec)
+				} else {
+					line = opts.Records.Spec.PrintedLine(rec)
+				}
 				if withRecord {
 					key, err := recordKey(&keyer, opts.Records.Spec, headers, job, rec)
 					if err != nil {

@@ -36,9 +36,14 @@ record being the key's first occurrence, bytes unchanged:
   awk '{c[$0]++; if (!o[$0]++) k[++n] = $0}
        END {for (i = 1; i <= n; i++) printf "%7d %s\n", c[k[i]], k[i]}'
 
-prints the same for whole lines, byte for byte. --tsv writes COUNT<TAB>RECORD
-for scripts; --min-count 2 keeps the keys seen twice or more (the retry
-audit); --top K the K most frequent, ties in first-occurrence order.
+prints the same for whole lines, byte for byte. A Parquet row, which has no
+bytes of its own, prints as its key text with a backslash, TAB, LF, CR and NUL
+written \\, \t, \n, \r and \0, so that a row is one line (-z ends it with NUL
+instead of LF).
+
+--tsv writes COUNT<TAB>RECORD for scripts; --min-count 2 keeps the keys seen
+twice or more (the retry audit); --top K the K most frequent, ties in
+first-occurrence order.
 --check writes nothing and exits 1 at the first repeated key, as dedup --check.
 
 It reads the input twice: a first pass counts (a table of 32 bytes a key in
@@ -57,6 +62,7 @@ Exit codes: 0 done; 1 (--check) a key repeats; 2 usage, input or I/O error;
 		},
 	}
 	f := cmd.Flags()
+	o.records.printsRows = true
 	o.records.add(f, "lines (the whole record is the key), csv, tsv, jsonl, parquet (keyed by --key; parquet found by its magic when not given)")
 	f.StringVar(&o.hash, "hash", "xxh3", "fingerprint hash: xxh3 or sha256")
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")

@@ -42,6 +42,16 @@ var parquetFixtures = map[string]func() parquetFixture{
 			renames: []string{"user_ie", "user_id"},
 		}
 	},
+	// Strings holding what ends a line or a field, each twice.
+	"text": func() parquetFixture {
+		var rows []any
+		for range 2 {
+			for _, v := range []string{"x\ty", "p\nq\r", `back\slash`, "nul\x00", "plain"} {
+				rows = append(rows, map[string]any{"s": v})
+			}
+		}
+		return parquetFixture{schema: parquet.NewSchema("m", parquet.Group{"s": parquet.String()}), rows: rows}
+	},
 	// optgroup and reqgroup differ only in which node is nullable: the
 	// group or its leaf (both leaves' definition levels go to 1).
 	"optgroup": func() parquetFixture {

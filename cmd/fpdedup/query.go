@@ -42,7 +42,10 @@ recipe (format, key fields, separator; a header when csv/tsv fields are
 named), so --format csv --header alone reads a csv index's records. The
 recipes must then agree: another key list or separator is refused unless
 --assume-recipe. --format lines reads whole lines as keys. KEY arguments
-are always keys (joined key fields), never records.
+are always keys (joined key fields), never records. A Parquet row is
+printed as its key text with a backslash, TAB, LF, CR and NUL written \\,
+\t, \n, \r and \0, so that its answer is one line (in --json, "key" holds
+its bytes).
 
 --json prints one JSON object a line (JSON Lines, ended by a newline even
 with -z), in input order:
@@ -75,6 +78,7 @@ interrupted; 141 the reader closed the pipe. The exit code does not depend on
 	f.StringVar(&o.only, "only", "", "print only the present or absent keys, verbatim")
 	f.BoolVar(&o.count, "count", false, "print only the counts: present<TAB>N and absent<TAB>M")
 	f.BoolVar(&o.json, "json", false, `one JSON object a line: "key" (or "key_base64"), "fingerprint", "present" (and "record" for csv/tsv/jsonl records)`)
+	o.records.printsRows = true
 	o.records.add(f, "lines (each line is a key), csv, tsv, jsonl or parquet (records, keyed by --key); when only other record flags are given, the index's own format")
 	f.BoolVar(&o.records.assumeRecipe, "assume-recipe", false, "read records with another --key/--key-sep than the index's, with a warning")
 	return cmd

@@ -25,6 +25,9 @@ type recordFlags struct {
 	maxRecord    string
 	assumeRecipe bool
 	output       string // --output-format, for the commands that write rows
+	// printsRows: the command prints each record on a line (count,
+	// query), a Parquet row as its key text, which -z ends with NUL.
+	printsRows bool
 }
 
 func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
@@ -32,7 +35,11 @@ func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
 	f.StringSliceVar(&r.keys, "key", nil, "key fields, comma-separated or repeated: csv/tsv column numbers (1-based) or header names, jsonl field paths (a.b nests), parquet column paths (a.b into groups) or 1-based leaf numbers")
 	f.StringVar(&r.keySep, "key-sep", ":", "joins the key fields (user_id:device_id:timestamp_ms, as online)")
 	f.BoolVar(&r.header, "header", false, "csv/tsv: the first record of each input is a header: it names columns and is not a record")
-	f.BoolVarP(&r.nul, "zero-terminated", "z", false, "lines format: records end with NUL, not newline")
+	zHelp := "lines format: records end with NUL, not newline"
+	if r.printsRows {
+		zHelp += "; parquet: each row printed ends with NUL"
+	}
+	f.BoolVarP(&r.nul, "zero-terminated", "z", false, zHelp)
 	f.StringVar(&r.onBad, "on-bad", "fail", "a bad record: fail (exit 2), skip (count it), or quarantine=FILE (write it there: its bytes, or a Parquet row as a row of its file)")
 	f.StringVar(&r.maxRecord, "max-record", "64MiB", "a record longer than this size is bad (0: the longest --mem holds, an eighth of it, at most 1GiB); bounds memory when a csv quote is never closed; the default is lowered to an eighth of --mem")
 }
@@ -92,13 +99,27 @@ func (r *recordFlags) request(f *pflag.FlagSet, hexOK bool) (req ingest.RecipeRe
 	}
 	req.Spec = ingest.KeySpec{Format: fm, Keys: r.keys, Sep: r.keySep, Header: r.header, Term: '\n'}
 	if r.nul {
-		if fm != ingest.FormatLines {
-			return req, hex, usageErrorf("-z is for the lines format: csv, tsv and jsonl records end with newlines")
+		if err := r.zeroTerminated(fm); err != nil {
+			return req, hex, err
 		}
 		req.Spec.Term = 0
 	}
 	req.Given, req.Assume = givenParts(f), r.assumeRecipe
 	return req, hex, nil
+}
+
+// zeroTerminated checks -z against the records' format f: NUL ends a
+// record of the lines format, and the line of a Parquet row that count
+// or query prints; csv, tsv and jsonl records end with newlines, and a
+// Parquet row that no line prints has no end to change.
+func (r *recordFlags) zeroTerminated(f ingest.Format) error {
+	switch {
+	case !r.nul || f == ingest.FormatLines || f == ingest.FormatParquet && r.printsRows:
+		return nil
+	case f == ingest.FormatParquet:
+		return usageErrorf("-z ends the lines count and query print: this command prints no Parquet row on a line")
+	}
+	return usageErrorf("-z is for the lines format: csv, tsv and jsonl records end with newlines")
 }
 
 // sniff reads the format of the record files from their bytes when no
@@ -197,6 +218,12 @@ func (r *recordFlags) reading(j *job, hash ingest.Hash, against []ingest.IndexRe
 	}
 	if err != nil {
 		return o, err
+	}
+	if spec.Format == ingest.FormatParquet {
+		// Found by its magic, or taken from an index, after -z was read.
+		if err := r.zeroTerminated(spec.Format); err != nil {
+			return o, err
+		}
 	}
 	for _, w := range warnings {
 		fmt.Fprintln(j.inv.stderr, "fpdedup: warning:", w, "(--assume-recipe)")
