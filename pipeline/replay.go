@@ -231,17 +231,24 @@ type ReplayTier struct {
 }
 
 // ReplayOrderError is an event earlier than the one before it, when
-// Replay takes the events in time order.
+// Replay takes the events in time order. A Parquet row is located as
+// ingest.RecordError locates it (row group and row, no line).
 type ReplayOrderError struct {
 	Name         string
 	Line, Record int64
+	RowGroup     int   // a Parquet row's row group + 1; 0 in other formats
 	Time         int64 // ns since the epoch
 	PrevName     string
-	PrevLine     int64
+	PrevLine     int64 // a Parquet row's number
+	PrevRowGroup int
 	PrevTime     int64
 }
 
 func (e *ReplayOrderError) Error() string {
+	if e.RowGroup > 0 {
+		return fmt.Sprintf("%s: row group %d, row %d: event time %s is earlier than %s, the time of %s: row group %d, row %d; replay takes the events in time order",
+			e.Name, e.RowGroup-1, e.Record, formatEventTime(e.Time), formatEventTime(e.PrevTime), e.PrevName, e.PrevRowGroup-1, e.PrevLine)
+	}
 	return fmt.Sprintf("%s:%d: record %d: event time %s is earlier than %s, the time of %s:%d; replay takes the events in time order",
 		e.Name, e.Line, e.Record, formatEventTime(e.Time), formatEventTime(e.PrevTime), e.PrevName, e.PrevLine)
 }
@@ -264,11 +271,13 @@ func (r *replayer) newWork(headers *Headers) func() chunkWork {
 	return func() chunkWork { return newReplayParser(r.opts, headers).parse }
 }
 
-// decode reads a chunk's output back into events (their rec aliases b).
-func decodeReplayChunk(b []byte, evs []replayEvent) (string, []replayEvent) {
+// decode reads a chunk's output back into events (their rec aliases b),
+// with the input's name and the row group + 1 of a Parquet chunk's rows.
+func decodeReplayChunk(b []byte, evs []replayEvent) (string, int, []replayEvent) {
 	n := binary.LittleEndian.Uint32(b)
 	name := string(b[4 : 4+n])
-	b = b[4+n:]
+	rowGroup := int(binary.LittleEndian.Uint32(b[4+n:]))
+	b = b[4+n+4:]
 	evs = evs[:0]
 	for len(b) >= replayEventBytes {
 		e := replayEvent{
@@ -284,5 +293,5 @@ func decodeReplayChunk(b []byte, evs []replayEvent) (string, []replayEvent) {
 		}
 		evs = append(evs, e)
 	}
-	return name, evs
+	return name, rowGroup, evs
 }

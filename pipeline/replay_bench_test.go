@@ -108,7 +108,7 @@ func BenchmarkReplaySim(b *testing.B) {
 			n := at + i
 			chunk[i] = replayEvent{fp: fps[n], t: int64(n) * int64(4*time.Millisecond), line: int64(n + 1), record: int64(n + 1)}
 		}
-		if err := rp.replay("bench", chunk); err != nil {
+		if err := rp.replay("bench", 0, chunk); err != nil {
 			b.Fatal(err)
 		}
 	}

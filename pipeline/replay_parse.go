@@ -97,8 +97,9 @@ func (p *replayParser) fingerprintTime(rec []byte, first, simple bool) (fp fpsto
 	return fp, tf, err
 }
 
-// parse appends the chunk's events to buf: the input's name, then each
-// event (replayEventBytes and, with Lost, the record's bytes).
+// parse appends the chunk's events to buf: the input's name and its
+// row group + 1 (0 in a text format), then each event (replayEventBytes
+// and, with Lost, the record's bytes).
 func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
 	if p.keyer == nil {
 		if err := p.init(job.name); err != nil {
@@ -107,6 +108,7 @@ func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
 	}
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(job.name)))
 	buf = append(buf, job.name...)
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(job.chunk.RowGroup))
 	opts := p.opts
 	spec := opts.Records.Spec
 	keepRec := opts.Lost != nil

@@ -29,6 +29,8 @@ type replayer struct {
 	winEnd   int64
 	prevName string
 	prevLine int64
+	// prevRowGroup is a Parquet row's row group + 1.
+	prevRowGroup int
 
 	events, firsts, dups, late, windows int64
 	wroteHeader                         bool
@@ -146,19 +148,19 @@ func (r *replayer) free() {
 
 // consume replays one chunk's events, in input order.
 func (r *replayer) consume(out []byte) error {
-	name, evs := decodeReplayChunk(out, r.evs)
+	name, rowGroup, evs := decodeReplayChunk(out, r.evs)
 	r.evs = evs
 	if err := r.header(); err != nil {
 		return err
 	}
-	return r.replay(name, evs)
+	return r.replay(name, rowGroup, evs)
 }
 
 // replay decides evs, in order, a group at a time. The memory of the
 // next group (the seen-set's home buckets, the L2 words, the L1 word) is
 // prefetched before this one is decided, so that its misses are in flight
 // while this group's decisions run.
-func (r *replayer) replay(name string, evs []replayEvent) error {
+func (r *replayer) replay(name string, rowGroup int, evs []replayEvent) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -173,7 +175,7 @@ func (r *replayer) replay(name string, evs []replayEvent) error {
 		// directly (no growth or spill check an event).
 		r.direct = r.truth.bloom == nil && !r.truth.table.needsRoom(end-base)
 		for i := base; i < end; i++ {
-			if err := r.step(name, &evs[i], i); err != nil {
+			if err := r.step(name, rowGroup, &evs[i], i); err != nil {
 				return err
 			}
 		}
@@ -242,16 +244,16 @@ func (r *replayer) prefetchRange(evs []replayEvent, from, to int) {
 }
 
 // step replays event e, the i-th of its chunk.
-func (r *replayer) step(name string, e *replayEvent, i int) error {
+func (r *replayer) step(name string, rowGroup int, e *replayEvent, i int) error {
 	t := e.t
 	if r.started && t < r.clock {
 		if !r.opts.Arrival {
-			return &ReplayOrderError{Name: name, Line: e.line, Record: e.record, Time: t, PrevName: r.prevName, PrevLine: r.prevLine, PrevTime: r.clock}
+			return &ReplayOrderError{Name: name, Line: e.line, Record: e.record, RowGroup: rowGroup, Time: t, PrevName: r.prevName, PrevLine: r.prevLine, PrevRowGroup: r.prevRowGroup, PrevTime: r.clock}
 		}
 		r.late++
 		t = r.clock
 	}
-	r.clock, r.prevName, r.prevLine = t, name, e.line
+	r.clock, r.prevName, r.prevLine, r.prevRowGroup = t, name, e.line, rowGroup
 	if r.ttl > 0 && (!r.started || t >= r.winEnd || t < r.winStart) {
 		r.winStart = floorDiv(t, r.ttl) * r.ttl
 		r.winEnd = r.winStart + r.ttl

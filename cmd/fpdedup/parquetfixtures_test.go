@@ -18,9 +18,10 @@ func init() { scriptCmds["mkparquet"] = cmdMkParquet }
 // footer's bytes, for what parquet-go will not write (two columns of one
 // name).
 type parquetFixture struct {
-	schema  *parquet.Schema
-	rows    []any
-	renames []string
+	schema   *parquet.Schema
+	rows     []any
+	renames  []string
+	perGroup int64 // rows a row group, when not all in one
 }
 
 // parquetFixtures are the files mkparquet writes, by kind.
@@ -51,6 +52,14 @@ var parquetFixtures = map[string]func() parquetFixture{
 			}
 		}
 		return parquetFixture{schema: parquet.NewSchema("m", parquet.Group{"s": parquet.String()}), rows: rows}
+	},
+	// Events in time order but the fourth, in the second row group.
+	"late": func() parquetFixture {
+		var rows []any
+		for i, ts := range []int64{10, 20, 30, 25, 40} {
+			rows = append(rows, map[string]any{"id": int64(i), "ts": ts})
+		}
+		return parquetFixture{schema: parquet.NewSchema("m", parquet.Group{"id": parquet.Leaf(parquet.Int64Type), "ts": parquet.Leaf(parquet.Int64Type)}), rows: rows, perGroup: 3}
 	},
 	// optgroup and reqgroup differ only in which node is nullable: the
 	// group or its leaf (both leaves' definition levels go to 1).
@@ -84,7 +93,11 @@ func cmdMkParquet(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	fx := mk()
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[any](&buf, fx.schema)
+	opts := []parquet.WriterOption{fx.schema}
+	if fx.perGroup > 0 {
+		opts = append(opts, parquet.MaxRowsPerRowGroup(fx.perGroup))
+	}
+	w := parquet.NewGenericWriter[any](&buf, opts...)
 	_, err := w.Write(fx.rows)
 	ts.Check(err)
 	ts.Check(w.Close())

@@ -144,7 +144,7 @@ func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []str
 		}
 		st, err := pipeline.Replay(ctx, opts)
 		if oe := (*pipeline.ReplayOrderError)(nil); errors.As(err, &oe) {
-			return nil, fmt.Errorf("%w\n  hint: sort the input by its time field first (a stable sort, e.g. sort -s -t, -k3,3n when it is the third csv column, the header kept first), or give --order arrival if it is in arrival order", err)
+			return nil, fmt.Errorf("%w\n  hint: %s", err, replayOrderHint(oe, opts.TimeField))
 		}
 		if err != nil {
 			return nil, err
@@ -343,4 +343,14 @@ func replayJSONConfig(o *replayOptions, opts pipeline.ReplayOptions) map[string]
 		c["l2"] = map[string]any{"shards": opts.L2.Shards, "bits": opts.L2.Bits, "k": opts.L2.K}
 	}
 	return c
+}
+
+// replayOrderHint says how to put the input in time order: a stable sort
+// of its lines, or of a Parquet file's rows by its time column (ties kept
+// in file order).
+func replayOrderHint(oe *pipeline.ReplayOrderError, timeField string) string {
+	if oe.RowGroup > 0 {
+		return fmt.Sprintf(`sort the rows by their time column first, ties kept in file order (e.g. duckdb -c "COPY (SELECT * EXCLUDE (file_row_number) FROM read_parquet('in.parquet', file_row_number = true) ORDER BY %s, file_row_number) TO 'sorted.parquet'"), or give --order arrival if they are in arrival order`, timeField)
+	}
+	return "sort the input by its time field first (a stable sort, e.g. sort -s -t, -k3,3n when it is the third csv column, the header kept first), or give --order arrival if it is in arrival order"
 }
