@@ -183,14 +183,20 @@ func (e *KeyError) Say(w Words) string {
 	return msg
 }
 
-// InInput says that err arose reading the input name: a *KeyError learns
-// its input, an error that names it already (a *ParquetError or a
+// InInput says that err arose reading the input name: a *KeyError and a
+// *RecipeMismatchError learn their input, an error that names it already (a *ParquetError or a
 // *RecordError of that file) is as it is, and any other error is
 // prefixed with it.
 func InInput(err error, name string) error {
 	var ke *KeyError
 	if errors.As(err, &ke) && error(ke) == err {
 		c := *ke
+		c.Input = name
+		return &c
+	}
+	var rm *RecipeMismatchError
+	if errors.As(err, &rm) && error(rm) == err {
+		c := *rm
 		c.Input = name
 		return &c
 	}

@@ -2,9 +2,13 @@ package ingest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/fpdedup/fpdedup/fpstore"
 )
 
 // KeySpec is the key recipe (README "Fingerprints"): the --key items as given,
@@ -25,6 +29,60 @@ type KeySpec struct {
 	// jsonl records always end with '\n' (CRLF accepted) and ignore it: the
 	// caller refuses -z with them.
 	Term byte
+	// Respelled are the indexes the records are read against whose
+	// recorded key items are spelled otherwise than Keys, as many of
+	// them, with the same Sep (user_id for 1, or the other way): the
+	// recipes agree if both name the same columns, which only an
+	// input's header or schema says. Its reader checks them there
+	// (sameColumns); ResolveRecipe fills them.
+	Respelled []IndexRecipe
+}
+
+// sameColumns returns a *RecipeMismatchError unless the key items of
+// each of s.Respelled name the columns cols that s.Keys name in input
+// name; resolve turns items into columns there (its header's, its
+// schema's).
+func (s KeySpec) sameColumns(name string, cols []int, resolve func(items []string) ([]int, error)) error {
+	for _, x := range s.Respelled {
+		built, err := resolve(x.Spec.Key)
+		if err == nil && slices.Equal(built, cols) {
+			continue
+		}
+		e := &RecipeMismatchError{Index: x.Path, Built: x.Spec, Reading: fpstore.Spec{Key: s.Keys, KeySep: s.Sep}, Input: name}
+		if err != nil {
+			var ke *KeyError
+			if errors.As(err, &ke) {
+				c := *ke
+				c.Input = "" // the message names it
+				err = &c
+			}
+			e.Detail = fmt.Sprintf("the index's key there: %v", err)
+		} else {
+			e.Detail = fmt.Sprintf("the index's key is %s %s there, these records' %s", columnWord(s.Format), joinColumns(built), joinColumns(cols))
+		}
+		return e
+	}
+	return nil
+}
+
+// columnWord is what a format's key items name.
+func columnWord(f Format) string {
+	if f == FormatParquet {
+		return "leaves"
+	}
+	return "columns"
+}
+
+// joinColumns lists 0-based columns 1-based, as --key numbers them.
+func joinColumns(cols []int) string {
+	var b strings.Builder
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(c + 1))
+	}
+	return b.String()
 }
 
 // Validate reports a recipe that cannot work: a *KeyError, or an error

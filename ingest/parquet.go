@@ -439,6 +439,20 @@ func (p *ParquetFile) ResolveKey(items []string) ([]int, error) {
 	return cols, nil
 }
 
+// KeyColumns is ResolveKey of s.Keys and then of extra items (replay's
+// time field), the key's columns checked against the indexes whose
+// recorded key is spelled otherwise (KeySpec.Respelled).
+func (p *ParquetFile) KeyColumns(s KeySpec, extra ...string) ([]int, error) {
+	cols, err := p.ResolveKey(append(slices.Clip(s.Keys), extra...))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.sameColumns(p.name, cols[:len(s.Keys)], p.ResolveKey); err != nil {
+		return nil, err
+	}
+	return cols, nil
+}
+
 func (p *ParquetFile) column(item string) (int, error) {
 	if item == "" {
 		return 0, &KeyError{Problem: EmptyItem, Input: p.name}

@@ -57,6 +57,10 @@ func ResolveRecipe(req RecipeRequest, against []IndexRecipe) (spec KeySpec, warn
 	reading := Recipe(RecordOptions{Spec: spec})
 	for _, x := range against {
 		if err := CheckRecipe(x.Path, x.Spec, reading); err != nil {
+			if !req.Assume && respelled(spec, x.Spec) {
+				spec.Respelled = append(spec.Respelled, x) // the reader checks its columns
+				continue
+			}
 			if !req.Assume {
 				return spec, nil, err
 			}
@@ -64,6 +68,24 @@ func ResolveRecipe(req RecipeRequest, against []IndexRecipe) (spec KeySpec, warn
 		}
 	}
 	return spec, warnings, nil
+}
+
+// respelled reports whether the key items recorded in built may name the
+// columns spec's name in another spelling (a column number for a header
+// name): as many items, joined by the same separator, in a format whose
+// items are names or numbers of columns resolved against the input's
+// header or schema. A jsonl path has one spelling.
+func respelled(spec KeySpec, built fpstore.Spec) bool {
+	if len(built.Key) != len(spec.Keys) || built.KeySep != spec.Sep {
+		return false
+	}
+	switch spec.Format {
+	case FormatParquet:
+		return true
+	case FormatCSV, FormatTSV:
+		return spec.Header || allDigits(built.Key)
+	}
+	return false
 }
 
 // SpecError is a key spec that cannot work (KeySpec.Validate's error),
@@ -166,14 +188,24 @@ func allDigits(keys []string) bool {
 var ErrRecipeMismatch = errors.New("key recipes differ")
 
 // RecipeMismatchError says which index was built how, and how the records
-// at hand are keyed.
+// at hand are keyed; when they differ in the columns an input's header or
+// schema resolves them to (KeySpec.Respelled), Input names it and Detail
+// says how.
 type RecipeMismatchError struct {
 	Index          string
 	Built, Reading fpstore.Spec
+	Input, Detail  string
 }
 
 func (e *RecipeMismatchError) Error() string {
-	return fmt.Sprintf("%s was built with key %s, but these records are keyed by %s", e.Index, DescribeRecipe(e.Built), DescribeRecipe(e.Reading))
+	msg := fmt.Sprintf("%s was built with key %s, but these records are keyed by %s", e.Index, DescribeRecipe(e.Built), DescribeRecipe(e.Reading))
+	if e.Input != "" {
+		msg = e.Input + ": " + msg
+	}
+	if e.Detail != "" {
+		msg += " (" + e.Detail + ")"
+	}
+	return msg
 }
 
 func (e *RecipeMismatchError) Is(target error) bool {
@@ -182,7 +214,9 @@ func (e *RecipeMismatchError) Is(target error) bool {
 
 // CheckRecipe returns a *RecipeMismatchError unless records keyed by
 // reading give the fingerprints of index, built with built: the same key
-// fields and separator (the container format is provenance).
+// fields and separator (the container format is provenance), as spelled.
+// ResolveRecipe lets the reader compare the columns of key items spelled
+// otherwise (KeySpec.Respelled).
 func CheckRecipe(index string, built, reading fpstore.Spec) error {
 	if len(built.Key) == len(reading.Key) && built.KeySep == reading.KeySep && strings.Join(built.Key, "\x00") == strings.Join(reading.Key, "\x00") {
 		return nil

@@ -3,6 +3,7 @@ package ingest
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fpdedup/fpdedup/fpstore"
@@ -181,6 +182,58 @@ func TestResolveRecipe(t *testing.T) {
 			}
 			if got.Format != tc.want.Format || !slices.Equal(got.Keys, tc.want.Keys) || got.Sep != tc.want.Sep || got.Header != tc.want.Header || got.Term != tc.want.Term {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRespelledRecipe: an index's key and the records' are compared as the
+// columns they name in the input's header or schema, not as spelled: a
+// column number for a header name (or a leaf number for a Parquet path)
+// is the same recipe; other columns, another separator, a jsonl path and
+// a name that no header resolves are refused.
+func TestRespelledRecipe(t *testing.T) {
+	header := []byte("event,ts,device_id,user_id\n")
+	pq := openFixture(t, "events.parquet") // user_id, device_id, ts, amount, event
+	idx := func(format string, keys ...string) []IndexRecipe {
+		return []IndexRecipe{{Path: "x.fpx", Spec: fpstore.Spec{Hash: "xxh3", Key: keys, KeySep: ":", Format: format}}}
+	}
+	for _, c := range []struct {
+		name    string
+		against []IndexRecipe
+		spec    KeySpec
+		want    string // the error, when refused: at once, or by the reader
+	}{
+		{"csv: numbers for names", idx("csv", "user_id", "device_id"), KeySpec{Format: FormatCSV, Keys: []string{"4", "3"}, Sep: ":", Header: true}, ""},
+		{"csv: names for numbers", idx("csv", "4", "3"), KeySpec{Format: FormatCSV, Keys: []string{"user_id", "device_id"}, Sep: ":", Header: true}, ""},
+		{"csv: a leading zero", idx("csv", "4", "3"), KeySpec{Format: FormatCSV, Keys: []string{"04", "3"}, Sep: ":"}, ""},
+		{"csv: other columns", idx("csv", "user_id", "device_id"), KeySpec{Format: FormatCSV, Keys: []string{"3", "4"}, Sep: ":", Header: true},
+			`x.fpx was built with key user_id,device_id joined by ":", but these records are keyed by 3,4 joined by ":" (the index's key is columns 4,3 there, these records' 3,4)`},
+		{"csv: a name the header lacks", idx("csv", "user", "device_id"), KeySpec{Format: FormatCSV, Keys: []string{"4", "3"}, Sep: ":", Header: true},
+			`(the index's key there: key "user": no such column in the header`},
+		{"csv: names without a header", idx("csv", "user_id"), KeySpec{Format: FormatCSV, Keys: []string{"4"}, Sep: ":"}, "x.fpx was built with key user_id"},
+		{"csv: another separator", idx("csv", "user_id"), KeySpec{Format: FormatCSV, Keys: []string{"4"}, Sep: "/", Header: true}, "x.fpx was built with key user_id"},
+		{"csv: fewer fields", idx("csv", "user_id", "device_id"), KeySpec{Format: FormatCSV, Keys: []string{"4"}, Sep: ":", Header: true}, "x.fpx was built with key user_id,device_id"},
+		{"jsonl: one spelling", idx("jsonl", "a.b"), KeySpec{Format: FormatJSONL, Keys: []string{`a\.b`}, Sep: ":"}, "x.fpx was built with key a.b"},
+		{"parquet: numbers for paths", idx("parquet", "user_id", "ts"), KeySpec{Format: FormatParquet, Keys: []string{"1", "3"}, Sep: ":"}, ""},
+		{"parquet: paths for numbers", idx("parquet", "1", "3"), KeySpec{Format: FormatParquet, Keys: []string{"user_id", "ts"}, Sep: ":"}, ""},
+		{"parquet: other leaves", idx("parquet", "1", "3"), KeySpec{Format: FormatParquet, Keys: []string{"ts", "user_id"}, Sep: ":"},
+			`events.parquet: x.fpx was built with key 1,3 joined by ":", but these records are keyed by ts,user_id joined by ":" (the index's key is leaves 1,3 there, these records' 3,1)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec, _, err := ResolveRecipe(RecipeRequest{Spec: c.spec, Given: RecipeParts{true, true, true, true}}, c.against)
+			if err == nil {
+				if c.spec.Format == FormatParquet {
+					_, err = pq.KeyColumns(spec)
+				} else {
+					_, err = NewKeyer(spec, header)
+				}
+			}
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatal(err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrRecipeMismatch)):
+				t.Fatalf("%v, want %s", err, c.want)
 			}
 		})
 	}

@@ -128,6 +128,9 @@ func NewKeyer(spec KeySpec, header []byte) (*Keyer, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := spec.sameColumns("", cols, func(items []string) ([]int, error) { return resolveColumns(items, k.header, spec.Header) }); err != nil {
+			return nil, err
+		}
 		k.cols = cols
 		k.need = make([]bool, slices.Max(cols)+1)
 		for _, c := range cols {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"slices"
 	"sync"
 
 	"github.com/fpdedup/fpdedup/ingest"
@@ -49,7 +48,7 @@ func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs
 		defer f.Close()
 		defer p.Close()
 	}
-	cols, err := p.ResolveKey(append(slices.Clip(opts.Records.Spec.Keys), opts.ExtraKeys...))
+	cols, err := p.KeyColumns(opts.Records.Spec, opts.ExtraKeys...)
 	if err != nil {
 		return ingest.InInput(err, name)
 	}

@@ -250,7 +250,7 @@ func (r *recordsReader) readParquet(ctx context.Context, name string) (err error
 	if err := r.bad.ParquetSource(r.batch.input, p, f, size, limit); err != nil {
 		return err
 	}
-	cols, err := p.ResolveKey(r.spec.Keys)
+	cols, err := p.KeyColumns(r.spec)
 	if err != nil {
 		return ingest.InInput(err, name)
 	}

@@ -40,8 +40,9 @@ a key. With any of them stdin holds records, keyed as the index was: each of
 these flags given wins, each one not given comes from the index's recorded
 recipe (format, key fields, separator; a header when csv/tsv fields are
 named), so --format csv --header alone reads a csv index's records. The
-recipes must then agree: another key list or separator is refused unless
---assume-recipe. --format lines reads whole lines as keys. KEY arguments
+recipes must then agree: other columns (compared as the header or the
+Parquet schema resolves them: --key 1 is --key user_id where column 1 is
+user_id) or another separator are refused unless --assume-recipe. --format lines reads whole lines as keys. KEY arguments
 are always keys (joined key fields), never records. A Parquet row is
 printed as its key text with a backslash, TAB, LF, CR and NUL written \\,
 \t, \n, \r and \0, so that its answer is one line (in --json, "key" holds
