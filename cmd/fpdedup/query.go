@@ -42,11 +42,12 @@ recipe (format, key fields, separator; a header when csv/tsv fields are
 named), so --format csv --header alone reads a csv index's records. The
 recipes must then agree: other columns (compared as the header or the
 Parquet schema resolves them: --key 1 is --key user_id where column 1 is
-user_id) or another separator are refused unless --assume-recipe. --format lines reads whole lines as keys. KEY arguments
-are always keys (joined key fields), never records. A Parquet row is
-printed as its key text with a backslash, TAB, LF, CR and NUL written \\,
-\t, \n, \r and \0, so that its answer is one line (in --json, "key" holds
-its bytes).
+user_id) or another separator are refused unless --assume-recipe.
+--format lines reads whole lines as keys. KEY arguments are always keys
+(joined key fields), never records or files: with --format parquet, whose
+rows come only from stdin, they are refused. A Parquet row is printed as
+its key text with a backslash, TAB, LF, CR and NUL written \\, \t, \n, \r
+and \0, so that its answer is one line (in --json, "key" holds its bytes).
 
 --json prints one JSON object a line (JSON Lines, ended by a newline even
 with -z), in input order:
@@ -96,6 +97,12 @@ func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []strin
 	}
 	if o.fp && o.records.given(cmd.Flags()) {
 		return usageErrorf("--fp reads hex fingerprints: no --format/--key/--key-sep/--header")
+	}
+	if len(args) > 0 && o.records.format == "parquet" {
+		// A KEY argument is a key, never a file, and no argument is a
+		// Parquet row: "query --format parquet IDX f.parquet" would
+		// query the name.
+		return usageErrorf("--format parquet reads rows from standard input (fpdedup query --format parquet IDX < %s): KEY arguments are keys, never files; without --format they are queried as keys", args[0])
 	}
 	set, err := openSet(paths)
 	if err != nil {
