@@ -47,7 +47,7 @@ func (r *recordFlags) add(f *pflag.FlagSet, formats string) {
 // addOutput adds --output-format, which says how the rows of Parquet
 // records are written to what names.
 func (r *recordFlags) addOutput(f *pflag.FlagSet, what string) {
-	f.StringVar(&r.output, "output-format", "", "write the rows of Parquet records to "+what+" as csv or tsv (a header of column paths, then a line a row) or jsonl (an object a row); default: Parquet, the first input's schema")
+	f.StringVar(&r.output, "output-format", "", "write the rows of Parquet records to "+what+" as csv or tsv (a header of column paths, then a line a row; NULL an empty field, which reads back as an empty key) or jsonl (an object a row; NULL null); default: Parquet, the first input's schema")
 }
 
 // rowFormat is --output-format.
