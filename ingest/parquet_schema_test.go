@@ -3,6 +3,10 @@ package ingest
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,7 +20,7 @@ import (
 // values), written by parquet-go; then each pair of renames (old, new, of
 // one length) is applied to its footer's bytes, for what parquet-go will
 // not write: two columns of one name.
-func mapFile(t *testing.T, schema *parquet.Schema, rows []any, renames ...string) []byte {
+func mapFile(t testing.TB, schema *parquet.Schema, rows []any, renames ...string) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w := parquet.NewGenericWriter[any](&buf, schema)
@@ -213,4 +217,52 @@ func TestParquetColumnType(t *testing.T) {
 			t.Errorf("%+v: %q (%q), want %q (%q)", c.e, col.Type, col.bad, c.want, c.bad)
 		}
 	}
+}
+
+// isNumber: an item ResolveKey reads as a leaf number.
+func isNumber(item string) bool { _, err := strconv.Atoi(item); return err == nil }
+
+// FuzzParquetSchema: any bytes that open as a Parquet file have a schema
+// equal to itself (sameSchema walks every node), and each leaf's path
+// resolves to that leaf (or, all digits, to that leaf number), to a *KeyError listing the leaves of that path,
+// or to a *ParquetError (a column that cannot be a key), as does each
+// group's path: never a panic.
+func FuzzParquetSchema(f *testing.F) {
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "parquet", "small.parquet"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add(mapFile(f, parquet.NewSchema("m", parquet.Group{
+		"a.b": parquet.Leaf(parquet.Int64Type),
+		"a":   parquet.Optional(parquet.Group{"b": parquet.Leaf(parquet.Int64Type), "c": parquet.Repeated(parquet.String())}),
+		"u_1": parquet.String(), "u_2": parquet.Decimal(2, 9, parquet.Int32Type),
+	}), nil, "u_2", "u_1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := OpenParquet("f.parquet", bytes.NewReader(b), int64(len(b)), 1<<20)
+		if err != nil {
+			return
+		}
+		defer p.Close()
+		if err := sameSchema(p, p); err != nil {
+			t.Fatalf("a schema differs from itself: %v", err)
+		}
+		for i, c := range p.Columns() {
+			paths := []string{c.Path}
+			for k := 1; k < len(c.names); k++ {
+				paths = append(paths, strings.Join(c.names[:k], "."))
+			}
+			for _, path := range paths {
+				cols, err := p.ResolveKey([]string{path})
+				var ke *KeyError
+				var pe *ParquetError
+				switch {
+				case err == nil && path == c.Path && p.columns[cols[0]].Path != path && !isNumber(path):
+					t.Fatalf("%q resolves to leaf %d, %q", path, cols[0]+1, p.columns[cols[0]].Path)
+				case err != nil && !errors.As(err, &ke) && !errors.As(err, &pe):
+					t.Fatalf("%q (leaf %d): %T %v", path, i+1, err, err)
+				}
+			}
+		}
+	})
 }
