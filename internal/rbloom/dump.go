@@ -2,6 +2,7 @@ package rbloom
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"math/bits"
 	"sort"
@@ -117,28 +118,32 @@ type Pass struct{ From, To uint64 }
 // Plan splits a dump into passes of at most budget bytes each (at least
 // one byte), in order. A pass ends on the module's chunk grid (a
 // sub-filter's start, or a multiple of MaxChunk into one) whenever the
-// budget holds a whole chunk, so that every chunk read is read once.
-func (h *Header) Plan(budget uint64) []Pass {
+// budget holds a whole chunk, so that every chunk read is read once. The
+// passes are made as they are asked for: a header's claim of many costs
+// nothing until they are read.
+func (h *Header) Plan(budget uint64) iter.Seq[Pass] {
 	budget = max(budget, 1)
 	off := h.offsets()
 	total := off[len(off)-1]
-	var ps []Pass
-	k := 0 // the sub-filter that holds byte `to`
-	for from := uint64(0); from < total; {
-		to := total
-		if total-from > budget {
-			to = from + budget
-			for off[k+1] <= to {
-				k++
+	return func(yield func(Pass) bool) {
+		k := 0 // the sub-filter that holds byte `to`
+		for from := uint64(0); from < total; {
+			to := total
+			if total-from > budget {
+				to = from + budget
+				for off[k+1] <= to {
+					k++
+				}
+				if g := off[k] + (to-off[k])/MaxChunk*MaxChunk; g > from {
+					to = g
+				}
 			}
-			if g := off[k] + (to-off[k])/MaxChunk*MaxChunk; g > from {
-				to = g
+			if !yield(Pass{from, to}) {
+				return
 			}
+			from = to
 		}
-		ps = append(ps, Pass{from, to})
-		from = to
 	}
-	return ps
 }
 
 // span is a part of one sub-filter held in memory: its bytes Off …
