@@ -3,7 +3,6 @@ package rbloom
 import (
 	"fmt"
 	"iter"
-	"math"
 	"math/bits"
 	"sort"
 )
@@ -339,18 +338,4 @@ func onesBelow(b []byte, off, m uint64) uint64 {
 		c -= ones([]byte{b[len(b)-1] &^ (1<<(m%8) - 1)})
 	}
 	return c
-}
-
-// FPR is the false-positive rate of the filter now, from each sub-filter's
-// fill (bits set, below its modulus): an absent item is taken for present
-// when all its bits are set in some sub-filter, 1 - Π (1 - (fill/M)^k).
-// It treats an item's bits as independent, which double hashing nearly
-// gives.
-func (h *Header) FPR(fill []uint64) float64 {
-	miss := 1.0
-	for i := range h.Links {
-		l := &h.Links[i]
-		miss *= 1 - math.Pow(float64(fill[i])/float64(l.Modulus()), float64(l.Hashes))
-	}
-	return 1 - miss
 }

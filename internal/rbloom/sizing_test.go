@@ -3,7 +3,10 @@ package rbloom
 import (
 	"context"
 	"math"
+	"strconv"
 	"testing"
+
+	"github.com/fpdedup/fpdedup/internal/l2bloom"
 
 	"github.com/fpdedup/fpdedup/internal/rbloom/rbloomtest"
 )
@@ -133,4 +136,142 @@ func TestParamsCheck(t *testing.T) {
 	if _, err := NewFilter(Params{Capacity: 1e6, Error: 0.01}, 1<<20); err == nil {
 		t.Error("a 1.2 MB filter made in a budget of 1 MiB")
 	}
+}
+
+// TestFPR: the rate FPR gives from the fill equals the rate measured on
+// 400000 absent items within 5 standard deviations, for a chain of five
+// sub-filters, one NONSCALING filter over its capacity, and one empty.
+func TestFPR(t *testing.T) {
+	for _, c := range []struct {
+		p     Params
+		items int
+	}{
+		{Params{Capacity: 1000, Error: 0.05}, 25000},
+		{Params{Capacity: 5000, Error: 0.01, NonScaling: true}, 5000},
+		{Params{Capacity: 100, Error: 0.01}, 0},
+	} {
+		f, err := NewFilter(c.p, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range c.items {
+			f.Add(strconv.AppendInt([]byte("in:"), int64(i), 10))
+		}
+		want := f.Header().FPR(f.Fill())
+		const n = 400000
+		hits := 0
+		for i := range n {
+			if f.Exists(strconv.AppendInt([]byte("out:"), int64(i), 10)) {
+				hits++
+			}
+		}
+		got := float64(hits) / n
+		if sd := math.Sqrt(want * (1 - want) / n); math.Abs(got-want) > 5*sd+1e-9 {
+			t.Errorf("%+v, %d items: FPR %.5f, measured %.5f (sd %.5f)", c.p, c.items, want, got, sd)
+		}
+		t.Logf("%+v, %d items, %d sub-filters: FPR %.5f, measured %.5f, target %g", c.p, c.items, len(f.Header().Links), want, got, f.Header().TargetError())
+	}
+}
+
+// TestSizingAgainstModule: Memory is BF.INFO's Size of the reserved
+// filter; Room is how many new items the module adds before it appends a
+// sub-filter, and Next is the one it appends; Need's filter holds its n
+// items in one sub-filter within the rate.
+func TestSizingAgainstModule(t *testing.T) {
+	srv := rbloomtest.Start(t)
+	c := srv.Client
+	ctx := context.Background()
+	for i, p := range []Params{
+		{Capacity: 100, Error: 0.01, Expansion: 3},
+		{Capacity: 1, Error: 0.5},
+		{Capacity: 123456, Error: 1e-6},
+		{Capacity: 777, Error: 0.02, NonScaling: true},
+	} {
+		key := "m" + strconv.Itoa(i)
+		if err := c.Do(ctx, reserveArgs(key, p)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		mem, err := p.Memory()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bfInfo(t, c, key)["Size"]; uint64(got) != mem {
+			t.Errorf("%+v: Memory %d, BF.INFO Size %d", p, mem, got)
+		}
+	}
+
+	const key = "room"
+	if err := c.Do(ctx, "BF.RESERVE", key, 0.01, 30, "EXPANSION", 3).Err(); err != nil {
+		t.Fatal(err)
+	}
+	header := func() *Header {
+		h, err := ParseHeader(scandump(t, c, key)[0].data, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	item := 0
+	for range 3 {
+		h := header()
+		room, next := h.Room(), must(h.Next())
+		for added := uint64(0); added < room; item++ {
+			if madd(t, c, key, [][]byte{strconv.AppendInt(nil, int64(item), 10)})[0] == 1 {
+				added++
+			}
+		}
+		if n := len(header().Links); n != len(h.Links) {
+			t.Fatalf("%d sub-filters after %d new items, Room said %d fit", n, room, room)
+		}
+		for {
+			item++
+			if madd(t, c, key, [][]byte{strconv.AppendInt(nil, int64(item), 10)})[0] == 1 {
+				break
+			}
+		}
+		after := header()
+		if len(after.Links) != len(h.Links)+1 {
+			t.Fatalf("%d sub-filters after Room+1 new items, want %d", len(after.Links), len(h.Links)+1)
+		}
+		got := after.Links[len(h.Links)]
+		got.Size = 0
+		if got != next {
+			t.Fatalf("appended %+v, Next said %+v", got, next)
+		}
+	}
+
+	for _, scaling := range []bool{true, false} {
+		const n, fpr = 20000, 0.01
+		p, mem, err := Need(n, fpr, 0, !scaling)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := NewFilter(p, mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			f.Add(strconv.AppendInt([]byte("in:"), int64(i), 10))
+		}
+		h := f.Header()
+		l := h.Links[0]
+		expect := l2bloom.Formula(n, float64(l.Modulus()), int(l.Hashes))
+		rate := h.FPR(f.Fill())
+		if len(h.Links) != 1 || expect > fpr || math.Abs(rate-expect) > expect/50 || h.Memory() != mem {
+			t.Fatalf("Need(%d, %g, scaling %v): %+v, %d sub-filters, FPR %g (expected %g), memory %d (said %d)",
+				n, fpr, scaling, p, len(h.Links), rate, expect, h.Memory(), mem)
+		}
+		if smaller, _ := SizeLink(p.Capacity-1, l.Error, h.Options, nil, MaxLinkBytes); p.Capacity > n &&
+			l2bloom.Formula(n, float64(smaller.Modulus()), int(smaller.Hashes)) <= fpr {
+			t.Fatalf("Need(%d, %g, scaling %v): capacity %d, one less is within the rate", n, fpr, scaling, p.Capacity)
+		}
+		t.Logf("Need(%d, %g, scaling %v): capacity %d, %d bytes, FPR %.5f", n, fpr, scaling, p.Capacity, mem, rate)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
