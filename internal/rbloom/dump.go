@@ -120,16 +120,16 @@ type Pass struct{ From, To uint64 }
 // budget holds a whole chunk, so that every chunk read is read once. The
 // passes are made as they are asked for: a header's claim of many costs
 // nothing until they are read.
-func (h *Header) Plan(budget uint64) iter.Seq[Pass] {
-	budget = max(budget, 1)
+func (h *Header) Plan(budget int64) iter.Seq[Pass] {
+	size := uint64(max(budget, 1))
 	off := h.offsets()
 	total := off[len(off)-1]
 	return func(yield func(Pass) bool) {
 		k := 0 // the sub-filter that holds byte `to`
 		for from := uint64(0); from < total; {
 			to := total
-			if total-from > budget {
-				to = from + budget
+			if total-from > size {
+				to = from + size
 				for off[k+1] <= to {
 					k++
 				}
@@ -255,6 +255,9 @@ func NewMarks(n int) *Marks {
 // exactly BF.EXISTS's answer.
 func (m *Marks) Present(i int) bool { return m.found[i>>6]&(1<<(i&63)) != 0 }
 
+// Len is the number of keys.
+func (m *Marks) Len() int { return m.n }
+
 // Count is the number of keys present.
 func (m *Marks) Count() int {
 	c := 0
@@ -290,26 +293,32 @@ func (w *Window) MarkHash(m *Marks, i int, h Hash) {
 	if m.Present(i) {
 		return
 	}
-	for k := range w.spans {
-		s := &w.spans[k]
+	spans := w.spans
+	if len(spans) > 0 && !spans[0].starts {
+		// The rest of the sub-filter split from the last pass: the key is
+		// in it if all its bits there were set, and all here are.
+		s := &spans[0]
+		ok := m.get(m.alive, i) && s.all(h)
 		switch {
-		case s.starts && s.ends:
-			if s.probe.all(s.data, h) {
-				m.set(m.found, i, true)
-				return
-			}
-		case !s.starts: // the rest of the sub-filter split from the last pass
-			ok := m.get(m.alive, i) && s.all(h)
-			if s.ends {
-				if ok {
-					m.set(m.found, i, true)
-					return
-				}
-			} else {
-				m.set(m.alive, i, ok)
-			}
-		default: // a sub-filter that the next pass goes on with
+		case !s.ends:
+			m.set(m.alive, i, ok)
+		case ok:
+			m.set(m.found, i, true)
+			return
+		}
+		spans = spans[1:]
+	}
+	// The newest sub-filters first, as the module tests them: they are
+	// the largest and hold most of the items.
+	for k := len(spans) - 1; k >= 0; k-- {
+		s := &spans[k]
+		if !s.ends { // a sub-filter that the next pass goes on with
 			m.set(m.alive, i, s.all(h))
+			continue
+		}
+		if s.probe.all(s.data, h) {
+			m.set(m.found, i, true)
+			return
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/fpdedup/fpdedup/internal/rbloom/rbloomtest"
 )
@@ -143,8 +144,8 @@ func TestHeaderLies(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ParseHeader(good, 3*64-1); !errors.Is(err, ErrBudget) {
-		t.Fatalf("3 sub-filters in a budget of 191 bytes: %v", err)
+	if _, err := ParseHeader(good, 3*linkBookkeeping-1); !errors.Is(err, ErrBudget) {
+		t.Fatalf("3 sub-filters in a budget of %d bytes: %v", 3*linkBookkeeping-1, err)
 	}
 }
 
@@ -220,11 +221,11 @@ func TestChunkLies(t *testing.T) {
 func TestPlan(t *testing.T) {
 	for _, c := range []struct {
 		h       *Header
-		budgets []uint64
+		budgets []int64
 	}{
-		{&Header{Links: []Link{{Bytes: 100}, {Bytes: 8}, {Bytes: 33}}}, []uint64{0, 1, 7, 8, 100, 141, 1 << 20}},
+		{&Header{Links: []Link{{Bytes: 100}, {Bytes: 8}, {Bytes: 33}}}, []int64{-1, 0, 1, 7, 8, 100, 141, 1 << 20}},
 		{&Header{Links: []Link{{Bytes: 40 << 20}, {Bytes: 8}, {Bytes: 3 << 20}, {Bytes: 100 << 20}}},
-			[]uint64{1 << 20, MaxChunk - 1, MaxChunk, MaxChunk + 5, 3 * MaxChunk, 1 << 30}},
+			[]int64{1 << 20, MaxChunk - 1, MaxChunk, MaxChunk + 5, 3 * MaxChunk, 1 << 30}},
 	} {
 		h := c.h
 		off := h.offsets()
@@ -240,7 +241,7 @@ func TestPlan(t *testing.T) {
 			at, n := uint64(0), 0
 			for p := range h.Plan(budget) {
 				n++
-				if p.From != at || p.To <= p.From || p.To-p.From > max(budget, 1) {
+				if p.From != at || p.To <= p.From || p.To-p.From > uint64(max(budget, 1)) {
 					t.Fatalf("budget %d: pass %+v after %d", budget, p, at)
 				}
 				if budget >= MaxChunk && !grid(p.To) {
@@ -260,7 +261,7 @@ func TestPlan(t *testing.T) {
 // of at most budget bytes, as reconcile does: each pass read from its own
 // iterator, the end confirmed after the last. It returns the marks, each
 // sub-filter's fill and the number of passes.
-func readPasses(t testing.TB, srv *rbloomtest.Server, key string, items [][]byte, budget uint64) (*Marks, []uint64, int) {
+func readPasses(t testing.TB, srv *rbloomtest.Server, key string, items [][]byte, budget int64) (*Marks, []uint64, int) {
 	t.Helper()
 	ctx := context.Background()
 	v, err := srv.Client.Do(ctx, "BF.SCANDUMP", key, 0).Slice()
@@ -273,7 +274,7 @@ func readPasses(t testing.TB, srv *rbloomtest.Server, key string, items [][]byte
 	}
 	m := NewMarks(len(items))
 	fill := make([]uint64, len(h.Links))
-	buf := make([]byte, min(budget, h.Bytes()))
+	buf := make([]byte, min(uint64(budget), h.Bytes()))
 	passes := 0
 	for p := range h.Plan(budget) {
 		passes++
@@ -320,12 +321,12 @@ func TestPassesAgainstModule(t *testing.T) {
 	for i, tc := range []struct {
 		p       Params
 		added   int
-		budgets []uint64
+		budgets []int64
 	}{
-		{Params{Capacity: 300, Error: 0.02, Expansion: 2}, 4000, []uint64{13, 64, 999, 1 << 12, 1 << 20}},
-		{Params{Capacity: 50, Error: 0.1, Expansion: 3}, 3000, []uint64{5, 100, 1 << 20}},
-		{Params{Capacity: 2000, Error: 0.05, NonScaling: true}, 3000, []uint64{1, 700, 1 << 20}},
-		{Params{Capacity: 14_000_000, Error: 0.01, Expansion: 2}, 20000, []uint64{5 << 20, MaxChunk, MaxChunk + 3<<20, 1 << 30}},
+		{Params{Capacity: 300, Error: 0.02, Expansion: 2}, 4000, []int64{13, 64, 999, 1 << 12, 1 << 20}},
+		{Params{Capacity: 50, Error: 0.1, Expansion: 3}, 3000, []int64{5, 100, 1 << 20}},
+		{Params{Capacity: 2000, Error: 0.05, NonScaling: true}, 3000, []int64{1, 700, 1 << 20}},
+		{Params{Capacity: 14_000_000, Error: 0.01, Expansion: 2}, 20000, []int64{5 << 20, MaxChunk, MaxChunk + 3<<20, 1 << 30}},
 	} {
 		t.Run(fmt.Sprintf("%d:cap=%d", i, tc.p.Capacity), func(t *testing.T) {
 			key := fmt.Sprintf("p%d", i)
@@ -380,7 +381,7 @@ func TestLoaderAgainstModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewLoader(h, h.Bytes()-1); !errors.Is(err, ErrBudget) {
+	if _, err := NewLoader(h, int64(h.Bytes())-1); !errors.Is(err, ErrBudget) {
 		t.Fatalf("a dump of %d bytes loaded in %d: %v", h.Bytes(), h.Bytes()-1, err)
 	}
 	ld, err := NewLoader(h, 1<<20)
@@ -404,5 +405,13 @@ func TestLoaderAgainstModule(t *testing.T) {
 	sameChunks(t, "grown", filterChunks(f), scandump(t, c, "ld"))
 	if !bytes.Equal(filterChunks(f)[0].data, scandump(t, c, "ld")[0].data) {
 		t.Fatal("headers differ")
+	}
+}
+
+// TestLinkBookkeeping: what ParseHeader's budget counts a sub-filter is
+// its Link and its offset in a Reader.
+func TestLinkBookkeeping(t *testing.T) {
+	if n := unsafe.Sizeof(Link{}) + unsafe.Sizeof(uint64(0)); n != linkBookkeeping {
+		t.Fatalf("a sub-filter's bookkeeping is %d bytes, linkBookkeeping says %d", n, linkBookkeeping)
 	}
 }

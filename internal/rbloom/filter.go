@@ -153,7 +153,7 @@ type Filter struct {
 // capacity, at half the error rate (the whole rate for NONSCALING). budget
 // bounds the bytes of all the sub-filters it may ever allocate; a growth
 // past it is ErrGrow, before anything is allocated.
-func NewFilter(p Params, budget uint64) (*Filter, error) {
+func NewFilter(p Params, budget int64) (*Filter, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func NewFilter(p Params, budget uint64) (*Filter, error) {
 	if growth == 0 {
 		growth = DefaultExpansion
 	}
-	f := &Filter{h: Header{Options: p.options(), Growth: growth}, bpe: p.bpe(), left: budget}
+	f := &Filter{h: Header{Options: p.options(), Growth: growth}, bpe: p.bpe(), left: uint64(max(budget, 0))}
 	e := p.Error
 	if !p.NonScaling {
 		e *= tightening
@@ -286,11 +286,11 @@ type Loader struct {
 // NewLoader starts loading a filter of this header, whose bit arrays
 // (h.Bytes()) must fit in budget, or it is ErrBudget before they are
 // allocated.
-func NewLoader(h *Header, budget uint64) (*Loader, error) {
-	if n := h.Bytes(); n > budget {
+func NewLoader(h *Header, budget int64) (*Loader, error) {
+	if n := h.Bytes(); budget < 0 || n > uint64(budget) {
 		return nil, fmt.Errorf("%w: %d bytes of sub-filters, %d allowed", ErrBudget, n, budget)
 	}
-	f := &Filter{h: *h, bpe: BPE, left: budget - h.Bytes()}
+	f := &Filter{h: *h, bpe: BPE, left: uint64(budget) - h.Bytes()}
 	f.h.Links = append([]Link(nil), h.Links...)
 	for i := range f.h.Links {
 		f.data = append(f.data, make([]byte, f.h.Links[i].Bytes))

@@ -102,7 +102,7 @@ func FuzzDump(f *testing.F) {
 		m := NewMarks(len(items))
 		buf := make([]byte, 4096)
 		passes := 0
-		for p := range h.Plan(uint64(len(buf))) {
+		for p := range h.Plan(int64(len(buf))) {
 			if passes++; passes > 64 {
 				return
 			}

@@ -131,8 +131,10 @@ func (h *Header) Scaling() bool { return h.Options&OptNoScaling == 0 }
 // Hash is item's hash pair in this filter.
 func (h *Header) Hash(item []byte) Hash { return HashItem(h.Options, item) }
 
-// linkBookkeeping is what ParseHeader allocates a sub-filter.
-const linkBookkeeping = 64
+// linkBookkeeping is the memory a sub-filter's bookkeeping takes: its
+// Link (64 bytes) and its offset in each Reader (8); TestLinkBookkeeping
+// keeps it true.
+const linkBookkeeping = 72
 
 // ParseHeader reads a dump's header and checks it as BF.LOADCHUNK would
 // (every check the module makes before it allocates a filter), and more:

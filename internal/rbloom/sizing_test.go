@@ -246,7 +246,7 @@ func TestSizingAgainstModule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := NewFilter(p, mem)
+		f, err := NewFilter(p, int64(mem))
 		if err != nil {
 			t.Fatal(err)
 		}
