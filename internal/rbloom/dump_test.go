@@ -415,3 +415,47 @@ func TestLinkBookkeeping(t *testing.T) {
 		t.Fatalf("a sub-filter's bookkeeping is %d bytes, linkBookkeeping says %d", n, linkBookkeeping)
 	}
 }
+
+// TestExtends: a filter extends its own earlier header once items are
+// added and once it grows; not one made again with other parameters,
+// nor an older header, nor one whose sub-filter changed.
+func TestExtends(t *testing.T) {
+	f, err := NewFilter(Params{Capacity: 10, Error: 0.01}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := func() *Header {
+		h := *f.Header()
+		h.Links = slices.Clone(h.Links)
+		return &h
+	}
+	empty := snap()
+	for i := range 5 {
+		f.Add(fmt.Appendf(nil, "%d", i))
+	}
+	some := snap()
+	for i := range 100 {
+		f.Add(fmt.Appendf(nil, "x%d", i))
+	}
+	grown := snap()
+	other, _ := NewFilter(Params{Capacity: 11, Error: 0.01}, 1<<20)
+	changed := snap()
+	changed.Links[0].Hashes++
+	for _, c := range []struct {
+		name     string
+		now, old *Header
+		want     bool
+	}{
+		{"itself", some, some, true},
+		{"items added", some, empty, true},
+		{"grown", grown, empty, true},
+		{"older", empty, some, false},
+		{"fewer sub-filters", some, grown, false},
+		{"made again", other.Header(), empty, false},
+		{"a field changed", changed, grown, false},
+	} {
+		if got := c.now.Extends(c.old); got != c.want {
+			t.Errorf("%s: Extends = %v", c.name, got)
+		}
+	}
+}

@@ -128,6 +128,31 @@ func (h *Header) Memory() uint64 {
 // Scaling reports whether the filter grows when full (no OptNoScaling).
 func (h *Header) Scaling() bool { return h.Options&OptNoScaling == 0 }
 
+// Extends reports whether h is old's filter, perhaps grown since: the
+// same options and growth, and old's sub-filters as h's first ones, equal
+// but for the items added to them. A dump is read over many commands, so a
+// reader that wants to know the filter it read is the one whose header it
+// parsed reads the header again after the chunks: a filter deleted and
+// made again, or replaced by BF.LOADCHUNK, does not extend the old one
+// (unless made the same and given the same items, when the answers are
+// the same too).
+func (h *Header) Extends(old *Header) bool {
+	if h.Options != old.Options || h.Growth != old.Growth || len(h.Links) < len(old.Links) {
+		return false
+	}
+	for i := range old.Links {
+		a, b := h.Links[i], old.Links[i]
+		if a.Size < b.Size {
+			return false
+		}
+		a.Size = b.Size
+		if a != b {
+			return false
+		}
+	}
+	return h.Size >= old.Size
+}
+
 // Hash is item's hash pair in this filter.
 func (h *Header) Hash(item []byte) Hash { return HashItem(h.Options, item) }
 

@@ -347,3 +347,33 @@ func TestOptionsAgainstModule(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeBuilderAgainstModule: a filter of more than 16 MiB comes in two
+// chunks, the first of exactly MaxChunk, byte-identical to the module's;
+// loaded from ours, the module's dump is ours again.
+func TestLargeBuilderAgainstModule(t *testing.T) {
+	srv := rbloomtest.Start(t)
+	c := srv.Client
+	p := Params{Capacity: 14_000_000, Error: 0.01}
+	if err := c.Do(context.Background(), reserveArgs("large", p)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewFilter(p, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := testItems(rand.New(rand.NewPCG(9, 51)), 20000)
+	answers := madd(t, c, "large", items)
+	for j, it := range items {
+		if a, err := f.Add(it); err != nil || a.New != (answers[j] == 1) {
+			t.Fatalf("add %q: %+v %v, the module %d", it, a, err, answers[j])
+		}
+	}
+	ours := filterChunks(f)
+	if len(ours) != 3 || len(ours[1].data) != MaxChunk {
+		t.Fatalf("%d chunks of a %d-byte filter, the first of %d bytes", len(ours)-1, f.Header().Bytes(), len(ours[1].data))
+	}
+	sameChunks(t, "our chunks", ours, scandump(t, c, "large"))
+	loadchunks(t, c, "large:loaded", ours)
+	sameChunks(t, "our chunks loaded", scandump(t, c, "large:loaded"), ours)
+}
