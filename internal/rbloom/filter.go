@@ -74,11 +74,11 @@ func BPE(errRate float64) float64 {
 }
 
 // SizeLink is the sub-filter the module makes for entries items at error
-// rate errRate under these options (its bloom_init): bits per entry
-// bpe = bpeOf(errRate) (nil: BPE); with OptNoRound, bits = entries·bpe truncated
-// (at least 1); otherwise the power of two above entries·bpe (and entries
-// grown to fill it), or 2^entries with OptEntsIsBits; then bytes rounded up
-// to whole 64-bit words and bits = bytes·8; hashes = ceil(ln(2)·bpe). A
+// rate errRate under these options (its bloom_init). Bits per entry: bpe =
+// bpeOf(errRate) (nil: BPE). Bits: with OptNoRound, entries·bpe truncated
+// (at least 1); with OptEntsIsBits, 2^entries; otherwise the power of two
+// above entries·bpe, with entries grown to fill it. Then bytes rounded up
+// to whole 64-bit words, bits = bytes·8, and hashes = ceil(ln(2)·bpe). A
 // size the module's arithmetic cannot represent (it would overflow or be
 // undefined in C), or larger than maxBytes, is ErrGrow.
 func SizeLink(entries uint64, errRate float64, options uint32, bpeOf func(float64) float64, maxBytes uint64) (Link, error) {
@@ -89,6 +89,9 @@ func SizeLink(entries uint64, errRate float64, options uint32, bpeOf func(float6
 		bpeOf = BPE
 	}
 	bpe := bpeOf(errRate)
+	if !(bpe > 0 && bpe <= math.MaxFloat64) {
+		return Link{}, fmt.Errorf("%w: %g bits per entry", ErrGrow, bpe)
+	}
 	l := Link{Error: errRate, BPE: bpe, Entries: entries}
 	limit := float64(min(maxBytes, MaxLinkBytes)) * 8
 	var bits uint64
@@ -99,7 +102,11 @@ func SizeLink(entries uint64, errRate float64, options uint32, bpeOf func(float6
 		}
 		l.N2 = uint8(entries)
 		bits = 1 << entries
-		l.Entries = uint64(float64(bits) / bpe)
+		e := float64(bits) / bpe
+		if e >= 1<<64 {
+			return Link{}, fmt.Errorf("%w: %.0f entries", ErrGrow, e)
+		}
+		l.Entries = uint64(e)
 	case options&OptNoRound != 0:
 		f := float64(entries) * bpe
 		if f >= limit {
@@ -283,10 +290,13 @@ type Loader struct {
 	r *Reader
 }
 
-// NewLoader starts loading a filter of this header, whose bit arrays
-// (h.Bytes()) must fit in budget, or it is ErrBudget before they are
-// allocated.
+// NewLoader starts loading a filter of this header (checked as
+// ParseHeader checks it), whose bit arrays (h.Bytes()) must fit in budget,
+// or it is ErrBudget before they are allocated.
 func NewLoader(h *Header, budget int64) (*Loader, error) {
+	if err := h.Check(); err != nil {
+		return nil, err
+	}
 	if n := h.Bytes(); budget < 0 || n > uint64(budget) {
 		return nil, fmt.Errorf("%w: %d bytes of sub-filters, %d allowed", ErrBudget, n, budget)
 	}

@@ -42,9 +42,9 @@ const (
 // module makes reaches, and within what its iterators and this package's
 // arithmetic can address.
 const (
-	// MaxHashes: the most hashes a sub-filter BF.RESERVE or BF.ADD can make
-	// has (error 2^-1074, the least double: 1075). A header asking for
-	// more would make every item's test as slow as it says.
+	// MaxHashes: the most hashes of any sub-filter BF.RESERVE or BF.ADD
+	// can make (error 2^-1074, the least double, has 1075). A header
+	// asking for more would make every item's test as slow as it says.
 	MaxHashes = 1075
 	// MaxLinkBytes is the largest sub-filter, 1 PiB: bits = bytes·8 and
 	// iterators (int64) stay far from overflow.
