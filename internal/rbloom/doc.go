@@ -32,8 +32,14 @@
 // BF.SCANDUMP iterator, and the keys are tested against each in turn with
 // Marks, a bit a key (two while a sub-filter is split between passes).
 //
-// A dump is not a snapshot: adds while it is read may or may not be in it,
-// and a sub-filter appended meanwhile shows as ErrDumpLong.
+// A dump is not a snapshot: adds while it is read may or may not be in it.
+// The module only ever sets bits, and never changes a sub-filter's size,
+// so an item whose add was answered before the header was read is found
+// in whatever order the chunks are read; one added since may sit in a
+// sub-filter appended after the header (not read, or ErrDumpLong at the
+// end), so a caller re-asks BF.MEXISTS before it calls an item missing.
+// A filter deleted and made again while read is told by reading the
+// header again after the chunks (Header.Extends).
 //
 // Facts here were read in the module's public source (src/sb.c,
 // deps/bloom/bloom.c, src/rebloom.c at v2.6.28) and each is checked
