@@ -546,3 +546,80 @@ func pow(x float64, k int) float64 {
 	}
 	return r
 }
+
+// readBack reads each shard's type, length and set bits (TYPE, STRLEN and
+// BITCOUNT of each segment, pipelined, retried: reads change nothing) and
+// marks the shards that fall short of what they must hold. rb.Short counts
+// them.
+func (b *bloomSource) readBack(ctx context.Context, rb *ReadBack) error {
+	type probe struct {
+		sh   *ShardReadBack
+		key  string
+		typ  *redis.StatusCmd
+		n    *redis.IntCmd
+		bits *redis.IntCmd
+	}
+	const batch = 256
+	var todo []probe
+	flush := func() error {
+		if len(todo) == 0 {
+			return nil
+		}
+		err := retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("reading the bloom back on "+b.t.Redacted, nil), func() error {
+			pipe := b.c.Pipeline()
+			for i := range todo {
+				todo[i].typ = pipe.Type(ctx, todo[i].key)
+				todo[i].n = pipe.StrLen(ctx, todo[i].key)
+				todo[i].bits = pipe.BitCount(ctx, todo[i].key, nil)
+			}
+			_, err := pipe.Exec(ctx)
+			for _, p := range todo {
+				if e := p.typ.Err(); e != nil {
+					return e
+				}
+			}
+			if err != nil && !isWrongType(err) {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range todo {
+			switch typ := p.typ.Val(); {
+			case typ == "string":
+				p.sh.Bytes += p.n.Val()
+				p.sh.Bits += p.bits.Val()
+			case p.sh.Type == "string":
+				p.sh.Type = typ // a segment missing, or of another type
+			}
+		}
+		todo = todo[:0]
+		return nil
+	}
+	for i := range rb.Shards {
+		sh := &rb.Shards[i]
+		sh.Type, sh.Bytes, sh.Bits = "string", 0, 0
+		for seg := range b.layout.Segments() {
+			todo = append(todo, probe{sh: sh, key: b.layout.Key(b.keys, sh.Shard, seg)})
+			if len(todo) == batch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	rb.Short = 0
+	for i := range rb.Shards {
+		sh := &rb.Shards[i]
+		sh.Short = sh.Type != "string" || sh.Bytes != sh.WantBytes || sh.Bits < sh.WantBits
+		if sh.Short {
+			rb.Short++
+		}
+	}
+	return nil
+}

@@ -380,6 +380,22 @@ func (e *ApplyInterruptedError) Error() string {
 	return msg
 }
 
+// RebuiltShortError is a rebuilt segment that held fewer bits than the
+// truth sets in it when it was to be swapped in: what was written was lost
+// in part (its server restarted, or another client wrote to it). It was
+// not swapped in, and the live key is as it was.
+type RebuiltShortError struct {
+	Key   string // KEY:rebuild
+	Live  string // KEY
+	Bits  int64  // set in Key
+	Truth int64  // set by the truth
+}
+
+func (e *RebuiltShortError) Error() string {
+	return fmt.Sprintf("the rebuilt %s holds %d bits set where the truth sets %d: part of what was written to it is gone (its server restarted, or another client wrote to it), so it was not swapped in and %s is as it was; rerun the rebuild",
+		e.Key, e.Bits, e.Truth, e.Live)
+}
+
 // RebuildRerun says what rerunning an interrupted rebuild does.
 const RebuildRerun = "the others are as they were; rerun to rebuild them (a shard rebuilt again clears no bit)"
 

@@ -32,6 +32,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -496,4 +497,49 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return cond()
+}
+
+// restartRedis kills the test Redis (SIGKILL, by the PID in its pidfile)
+// and starts it again, empty, with the project's script: a real restart,
+// every key lost, as after a crash without persistence.
+func restartRedis(t *testing.T) {
+	t.Helper()
+	needKill(t)
+	dir := os.Getenv("FPDEDUP_SERVICES_DIR")
+	if dir == "" {
+		t.Skip("FPDEDUP_SERVICES_DIR is not set: the Redis pidfile is unknown (scripts/services/with-services.sh sets it)")
+	}
+	addr := redisAddr(t)
+	port := addr[strings.LastIndex(addr, ":")+1:]
+	b, err := os.ReadFile(filepath.Join(dir, "redis-"+port, "redis.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 1 {
+		t.Fatalf("redis pidfile: %q", b)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing redis %d: %v", pid, err)
+	}
+	if !waitFor(30*time.Second, func() bool { return !processAlive(pid) }) {
+		t.Fatalf("redis %d did not die", pid)
+	}
+	cmd := exec.Command("bash", filepath.Join(repoRoot(t), "scripts", "services", "redis-up.sh"), port)
+	cmd.Env = append(os.Environ(), "SERVICES_DIR="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("restarting redis: %v\n%s", err, out)
+	}
+}
+
+// processAlive: pid exists and is not a zombie (whose parent, in a
+// container, may never reap it).
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	end := strings.LastIndexByte(s, ')')
+	return end < 0 || !strings.HasPrefix(s[end+1:], " Z")
 }

@@ -23,6 +23,12 @@ type tcpProxy struct {
 	after   int64
 	reopen  time.Duration
 
+	// hold: once fired, the proxy stops passing requests on instead of
+	// shutting down (a server gone silent), until release.
+	hold     bool
+	held     chan struct{} // closed when it starts holding
+	released chan struct{} // closed by release
+
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]struct{}
@@ -30,6 +36,31 @@ type tcpProxy struct {
 	shut   chan struct{} // closed when the proxy shuts down
 	opened chan struct{} // closed when it listens again (reopen > 0)
 	wg     sync.WaitGroup
+}
+
+// newHoldProxy is a proxy that, when a client has sent a request
+// containing trigger and received after bytes of its answer, passes no
+// more requests on (answers to those already passed still come back)
+// until release: the test acts on the server meanwhile, at a point of
+// the run it knows. With after < 0 it holds the request that holds
+// trigger, before the server sees it.
+func newHoldProxy(t *testing.T, target string, trigger string, after int64) *tcpProxy {
+	t.Helper()
+	p := newTCPProxy(t, target, trigger, after, 0)
+	p.hold, p.held, p.released = true, make(chan struct{}), make(chan struct{})
+	t.Cleanup(p.release)
+	return p
+}
+
+// release lets the held requests and all later ones through, once.
+func (p *tcpProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.released:
+	default:
+		close(p.released)
+	}
 }
 
 func newTCPProxy(t *testing.T, target string, trigger string, after int64, reopen time.Duration) *tcpProxy {
@@ -80,6 +111,12 @@ func (p *tcpProxy) serve(ln net.Listener) {
 				if n > 0 {
 					if !p.hasFired() && bytes.Contains(buf[:n], p.trigger) {
 						once.Do(func() { close(armed) })
+						if p.hold && p.after < 0 {
+							p.startHold() // this request is held too
+						}
+					}
+					if p.hold && p.hasFired() {
+						<-p.released
 					}
 					if _, werr := s.Write(buf[:n]); werr != nil {
 						return
@@ -100,7 +137,9 @@ func (p *tcpProxy) serve(ln net.Listener) {
 				if n > 0 {
 					select {
 					case <-armed:
-						if sent+int64(n) >= p.after {
+						if sent+int64(n) >= p.after && p.hold {
+							p.startHold()
+						} else if sent+int64(n) >= p.after {
 							c.Write(buf[:p.after-sent])
 							p.shutdown()
 							return
@@ -124,6 +163,16 @@ func (p *tcpProxy) hasFired() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.fired
+}
+
+// startHold makes the proxy hold every request from now on, once.
+func (p *tcpProxy) startHold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.fired {
+		p.fired = true
+		close(p.held)
+	}
 }
 
 // shutdown closes the listener and every connection, once.

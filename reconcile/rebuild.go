@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,10 +25,11 @@ type RebuildStats struct {
 	DryRun       bool     `json:"dry_run"`
 	Target       string   `json:"target"`
 	Shards       []uint64 `json:"shards"`        // asked for
-	Rebuilt      int64    `json:"rebuilt"`       // swapped in
+	Swapped      int64    `json:"swapped"`       // swapped in
+	Rebuilt      int64    `json:"rebuilt"`       // swapped in, and read back whole after (Report.ReadBack)
 	Keys         int64    `json:"truth_keys"`    // in the shards rebuilt
 	BitsTruth    int64    `json:"truth_bits"`    // bits the truth sets in them
-	BitsAfter    int64    `json:"bits_after"`    // set after the swap (truth OR live)
+	BitsAfter    int64    `json:"bits_after"`    // set in the shards rebuilt, as read back (truth OR live)
 	BytesWritten int64    `json:"bytes_written"` // the shards' bytes, chunks of zeros (left as the new key's) included
 	Seconds      float64  `json:"seconds"`
 }
@@ -42,8 +45,12 @@ const rebuildSuffix = ":rebuild"
 // sees a half-written shard. A live key that is missing (a flushed shard)
 // or short (one the online side's SETBITs began again after a flush) is
 // taken as zeros; one of another type or longer than the layout's is
-// refused. ARGV[2] = "1" marks a retry, whose first attempt may have run
-// already: then a missing new key is a swap done.
+// refused. So is a new key with fewer bits set than the truth's
+// (ARGV[3]): what was written was lost in part (its server restarted, or
+// another client wrote it), and the script answers "FPDEDUP short N",
+// the bits it holds. ARGV[2] = "1" marks a retry, whose first attempt may
+// have run already: then a missing new key is taken for a swap done, which
+// the read back after the rebuild confirms or not.
 var swapScript = redis.NewScript(`
 local want = tonumber(ARGV[1])
 if redis.call('EXISTS', KEYS[2]) == 0 then
@@ -51,6 +58,8 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
   return redis.error_reply('FPDEDUP the rebuilt ' .. KEYS[2] .. ' is gone')
 end
 if redis.call('STRLEN', KEYS[2]) ~= want then return redis.error_reply('FPDEDUP the rebuilt ' .. KEYS[2] .. ' is not whole') end
+local have = redis.call('BITCOUNT', KEYS[2])
+if have < tonumber(ARGV[3]) then return redis.error_reply('FPDEDUP short ' .. have) end
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'string' then
   if redis.call('STRLEN', KEYS[1]) > want then return redis.error_reply('FPDEDUP the live ' .. KEYS[1] .. ' grew past the layout\'s length during the rebuild') end
@@ -78,7 +87,9 @@ func hashTagHoldsShard(t l2bloom.Template) bool {
 // rebuildShards writes, for each shard asked for, the exact bitmap of the
 // truth's keys into KEY:rebuild with SETRANGE chunks, then swaps it in
 // (swapScript): the shard then holds the truth's bits and every bit that
-// was set online, none cleared. Shards are built in memory whole, in
+// was set online, none cleared. Once all are swapped in they are read
+// back (bloomSource.readBack): a shard is "rebuilt" only if it is whole
+// and holds at least the truth's bits then. Shards are built in memory whole, in
 // groups the memory budget holds, one read of the index a group; while a
 // group is written and swapped in (work the server does) the next is
 // built in a second buffer (work this process does), so the two overlap.
@@ -179,6 +190,8 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 	jobs := make(chan shardJob)
 	var (
 		mu          sync.Mutex
+		swapped     []uint64 // the shards swapped in
+		truthBits   = make(map[uint64]int64, n)
 		writeErr    error
 		pending     sync.WaitGroup
 		writers     sync.WaitGroup
@@ -188,18 +201,15 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 	for range 2 {
 		writers.Go(func() {
 			for j := range jobs {
-				after, err := b.rebuildShard(wctx, j.s, j.bitmap, st)
+				err := b.rebuildShard(wctx, j.s, j.bitmap, st)
 				mu.Lock()
 				if err != nil && writeErr == nil {
 					writeErr = err
 					wstop()
 				}
 				if err == nil {
-					st.Rebuilt++
-					st.BitsAfter += after
-					if br != nil {
-						br.Shards[j.s].SetBits, br.Shards[j.s].Rebuilt = after, true
-					}
+					st.Swapped++
+					swapped = append(swapped, j.s)
 				}
 				mu.Unlock()
 				pending.Done()
@@ -215,9 +225,10 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 	for g := range ready {
 		for j, s := range g.shards {
 			bitmap, keys := g.maps[j], g.fill.Keys(j)
-			truthBits := l2bloom.Count(bitmap, l.Bits)
+			bits := l2bloom.Count(bitmap, l.Bits)
+			truthBits[s] = bits
 			st.Keys += keys
-			st.BitsTruth += truthBits
+			st.BitsTruth += bits
 			if br != nil {
 				br.Shards[s].Keys = keys
 			}
@@ -225,7 +236,7 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 				for seg := range l.Segments() {
 					key := l.Key(b.keys, s, seg)
 					fmt.Fprintf(o.DryRunOut, "REBUILD %s from %d truth keys (%d bits set in the shard): SETRANGE %s%s in chunks of %d bytes, then BITOP OR it with %s and RENAME it over %s\n",
-						key, keys, truthBits, key, rebuildSuffix, b.chunk, key, key)
+						key, keys, bits, key, rebuildSuffix, b.chunk, key, key)
 				}
 				continue
 			}
@@ -241,25 +252,58 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 	if buildErr != nil {
 		return rebuildStopped(ctx, o, st, buildErr)
 	}
+	if len(swapped) > 0 {
+		if err := b.readBackRebuilt(ctx, rep, swapped, truthBits); err != nil {
+			return rebuildStopped(ctx, o, st, err)
+		}
+	}
 	if br != nil {
 		b.summarise(br, o.TargetFPR, x.Len())
 	}
 	return nil
 }
 
-// rebuildShard writes and swaps in each segment of shard s; it returns the
-// bits set after.
-func (b *bloomSource) rebuildShard(ctx context.Context, s uint64, bitmap []byte, st *RebuildStats) (int64, error) {
+// readBackRebuilt reads the shards swapped in back, and counts as rebuilt
+// those whole and holding at least the truth's bits; their bits are the
+// report's.
+func (b *bloomSource) readBackRebuilt(ctx context.Context, rep *Report, swapped []uint64, truthBits map[uint64]int64) error {
+	slices.Sort(swapped)
+	if rep.ReadBack == nil {
+		rep.ReadBack = &ReadBack{Samples: []string{}}
+	}
+	rb := rep.ReadBack
+	for _, s := range swapped {
+		rb.Shards = append(rb.Shards, ShardReadBack{Shard: s, Key: b.layout.Key(b.keys, s, 0),
+			WantBytes: b.layout.ShardBytes(), WantBits: truthBits[s], WantFrom: "truth"})
+	}
+	if err := b.readBack(ctx, rb); err != nil {
+		return fmt.Errorf("reading the rebuilt shards back on %s: %w; rerun the audit to see what they hold", b.t.Redacted, err)
+	}
+	st, br := rep.Rebuild, rep.Bloom
+	for _, sh := range rb.Shards {
+		if br != nil {
+			br.Shards[sh.Shard].SetBits = sh.Bits
+			br.Shards[sh.Shard].Rebuilt = !sh.Short
+		}
+		if !sh.Short {
+			st.Rebuilt++
+			st.BitsAfter += sh.Bits
+		}
+	}
+	return nil
+}
+
+// rebuildShard writes and swaps in each segment of shard s.
+func (b *bloomSource) rebuildShard(ctx context.Context, s uint64, bitmap []byte, st *RebuildStats) error {
 	const segBytes = l2bloom.SegmentBits / 8
-	var after int64
 	for seg := range b.layout.Segments() {
 		key := b.layout.Key(b.keys, s, seg)
 		tmp := key + rebuildSuffix
 		part := bitmap[seg*segBytes : seg*segBytes+uint64(b.layout.SegmentBytes(seg))]
-		var n int64
-		err := b.writeSegment(ctx, tmp, part, st)
+		truth := l2bloom.Count(part, uint64(len(part))*8)
+		err := b.writeSegment(ctx, tmp, part, truth, st)
 		if err == nil {
-			n, err = b.swap(ctx, key, tmp, len(part))
+			err = b.swap(ctx, key, tmp, len(part), truth)
 		}
 		if err != nil {
 			// Leave no half-written key behind; on a server that fails
@@ -267,62 +311,72 @@ func (b *bloomSource) rebuildShard(ctx context.Context, s uint64, bitmap []byte,
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			b.c.Del(cctx, tmp)
 			cancel()
-			return after, fmt.Errorf("rebuilding %s: %w", key, err)
+			return fmt.Errorf("rebuilding %s: %w", key, err)
 		}
-		after += n
 	}
-	return after, nil
+	return nil
 }
 
-// writeSegment writes part into tmp (deleted first: a leftover of an
-// interrupted run) in pipelined SETRANGE chunks, each pipeline retried
-// whole (a SETRANGE written twice writes the same bytes). Its last byte is
-// written first, so that the server allocates the string once, zeroed,
-// rather than growing it chunk by chunk (half the server's time here);
-// chunks of zeros are then left as they are.
-func (b *bloomSource) writeSegment(ctx context.Context, tmp string, part []byte, st *RebuildStats) error {
-	if err := retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("writing "+tmp+" on "+b.t.Redacted, nil), func() error {
+// writeSegment writes part, where the truth sets truth bits, into tmp in
+// pipelined SETRANGE chunks, and reads tmp's BITCOUNT back. A failed
+// write, or one read back with other than the truth's bits, is written
+// again whole, from the DEL: after a lost connection the chunks written
+// before it may be gone (a server restarted empty holds none of them, and
+// the client may have retried the failed pipeline alone on it), so none
+// is taken for written. The last byte is written first, so that the
+// server allocates the string once, zeroed, rather than growing it chunk
+// by chunk (half the server's time here); chunks of zeros are then left as
+// they are.
+func (b *bloomSource) writeSegment(ctx context.Context, tmp string, part []byte, truth int64, st *RebuildStats) error {
+	return retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("writing "+tmp+" on "+b.t.Redacted, nil), func() error {
+		var sent int64 // this attempt's, for the progress
+		defer func() {
+			if p := b.o.Progress; p != nil {
+				p.RawBytes.Add(-sent) // counted again by the next attempt, or below
+			}
+		}()
 		pipe := b.c.Pipeline()
-		pipe.Del(ctx, tmp)
+		pipe.Del(ctx, tmp) // a leftover of an interrupted run, or of this write's last attempt
 		pipe.SetRange(ctx, tmp, int64(len(part)-1), string(part[len(part)-1:]))
-		_, err := pipe.Exec(ctx)
-		return err
-	}); err != nil {
-		return err
-	}
-	for off := 0; off < len(part); {
-		start := off
-		err := retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("writing "+tmp+" on "+b.t.Redacted, nil), func() error {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		for at := 0; at < len(part); {
+			start := at
 			pipe := b.c.Pipeline()
-			at := start
-			for sent := 0; sent < b.depth && at < len(part); {
+			for n := 0; n < b.depth && at < len(part); {
 				end := min(at+int(b.chunk), len(part))
 				if !zeros(part[at:end]) {
 					pipe.SetRange(ctx, tmp, int64(at), string(part[at:end]))
-					sent++
+					n++
 				}
 				at = end
 			}
-			cmds, err := pipe.Exec(ctx)
+			cmds, err := pipe.Exec(ctx) // nothing sent when all its chunks are zeros
 			for _, c := range cmds {
 				if cerr := c.Err(); cerr != nil {
 					return cerr
 				}
 			}
-			if err == nil { // also when all its chunks were zeros: nothing sent
-				off = at
+			if err != nil {
+				return err
 			}
-			return err
-		})
+			sent += int64(at - start)
+			if p := b.o.Progress; p != nil {
+				p.RawBytes.Add(int64(at - start))
+			}
+		}
+		have, err := b.c.BitCount(ctx, tmp, nil).Result()
 		if err != nil {
 			return err
 		}
-		atomic.AddInt64(&st.BytesWritten, int64(off-start)) // two shards are written at once
-		if p := b.o.Progress; p != nil {
-			p.RawBytes.Add(int64(off - start))
+		if have != truth {
+			return fmt.Errorf("%s read back after its write holds %d bits set, the truth %d (the server lost part of it): written again whole", tmp, have, truth)
 		}
-	}
-	return nil
+		atomic.AddInt64(&st.BytesWritten, int64(len(part))) // two shards are written at once
+		sent = 0
+		return nil
+	})
 }
 
 // zeros reports whether p holds only zero bytes.
@@ -343,33 +397,35 @@ func zeros(p []byte) bool {
 
 // swap runs swapScript, retried: a retry after a reply lost may find the
 // swap done (the new key gone), which the script then takes for done.
-func (b *bloomSource) swap(ctx context.Context, key, tmp string, n int) (int64, error) {
-	var after int64
+func (b *bloomSource) swap(ctx context.Context, key, tmp string, n int, truth int64) error {
 	attempt := 0
-	err := retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("swapping in "+key+" on "+b.t.Redacted, nil), func() error {
+	return retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("swapping in "+key+" on "+b.t.Redacted, nil), func() error {
 		flag := "0"
 		if attempt > 0 {
 			flag = "1"
 		}
 		attempt++
-		v, err := swapScript.Run(ctx, b.c, []string{key, tmp}, n, flag).Int64()
-		if err != nil {
-			if strings.HasPrefix(err.Error(), "FPDEDUP ") {
-				return permanent{errors.New(strings.TrimPrefix(err.Error(), "FPDEDUP "))}
-			}
+		err := swapScript.Run(ctx, b.c, []string{key, tmp}, n, flag, truth).Err()
+		if err == nil {
+			return nil
+		}
+		msg, ours := strings.CutPrefix(err.Error(), "FPDEDUP ")
+		if !ours {
 			return err
 		}
-		after = v
-		return nil
+		if have, short := strings.CutPrefix(msg, "short "); short {
+			n, _ := strconv.ParseInt(have, 10, 64)
+			return permanent{&RebuiltShortError{Key: tmp, Live: key, Bits: n, Truth: truth}}
+		}
+		return permanent{errors.New(msg)}
 	})
-	return after, err
 }
 
 // rebuildStopped is the error of a rebuild that stopped: once a shard was
 // swapped in, an interruption says how many were.
 func rebuildStopped(ctx context.Context, o *Options, st *RebuildStats, err error) error {
-	if ctx.Err() != nil && st.Rebuilt > 0 {
-		return &ApplyInterruptedError{Target: o.Target.Redacted, Rebuilt: st.Rebuilt, Rebuild: int64(len(st.Shards)),
+	if ctx.Err() != nil && st.Swapped > 0 {
+		return &ApplyInterruptedError{Target: o.Target.Redacted, Rebuilt: st.Swapped, Rebuild: int64(len(st.Shards)),
 			Cause: context.Cause(ctx), ctxErr: ctx.Err()}
 	}
 	if ctx.Err() != nil {

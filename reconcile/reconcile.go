@@ -228,8 +228,8 @@ func cancelled(ctx context.Context, o *Options, rep *Report, err error) error {
 	if errors.As(err, &ie) {
 		return err
 	}
-	if rs := rep.Rebuild; rs != nil && !o.DryRun && rs.Rebuilt > 0 {
-		return &ApplyInterruptedError{Target: o.Target.Redacted, Rebuilt: rs.Rebuilt, Rebuild: int64(len(rs.Shards)),
+	if rs := rep.Rebuild; rs != nil && !o.DryRun && rs.Swapped > 0 {
+		return &ApplyInterruptedError{Target: o.Target.Redacted, Rebuilt: rs.Swapped, Rebuild: int64(len(rs.Shards)),
 			Cause: context.Cause(ctx), ctxErr: ctx.Err()}
 	}
 	if as := rep.Apply; as != nil && !o.DryRun && as.Written > 0 {
@@ -312,7 +312,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 	// The shards a rebuild names are not audited: held once it is done,
 	// and, in a dry run, the work it would do.
 	pending := o.DryRun && len(o.Rebuild) > 0
-	rep.Agree = rep.Missing == 0 && rep.Counts.OnlyOnline <= 0 && rep.Online.Bad == 0 && !pending
+	rep.Agree = rep.Missing == 0 && rep.Counts.OnlyOnline <= 0 && rep.Online.Bad == 0 && !pending && rep.ReadBack.Holds()
 	return nil
 }
 

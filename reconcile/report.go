@@ -24,13 +24,53 @@ type Report struct {
 	Apply   *ApplyStats   `json:"apply,omitempty"`
 	Bloom   *BloomReport  `json:"bloom,omitempty"` // an audit of the L2 bloom
 	Rebuild *RebuildStats `json:"rebuild,omitempty"`
-	Missing int64         `json:"missing_online_after"` // only offline, after Apply
-	Agree   bool          `json:"agree"`
-	Timings Timings       `json:"timings"`
-	Memory  Memory        `json:"memory"`
+	// ReadBack is what was read online after the writes (Apply,
+	// Rebuild): once a run has written, Agree rests on it.
+	ReadBack *ReadBack `json:"read_back,omitempty"`
+	Missing  int64     `json:"missing_online_after"` // only offline, after Apply: as read back
+	Agree    bool      `json:"agree"`
+	Timings  Timings   `json:"timings"`
+	Memory   Memory    `json:"memory"`
 	// Warnings are what the run went on despite (records keyed otherwise
 	// than the index, under Options.RecordReading.Assume).
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ReadBack is what was read from the online side after the run wrote to
+// it, with read-only commands (EXISTS, SMISMEMBER, SELECT … IN, GETBIT;
+// a bloom shard's STRLEN and BITCOUNT), never taken from what the writes
+// answered (FAULTS.md row 23: a retried write answers "existed" for a key
+// it created).
+type ReadBack struct {
+	Keys    int64    `json:"keys_probed"`   // the keys written, probed after the writes
+	NotHeld int64    `json:"keys_not_held"` // of them, not found online
+	Samples []string `json:"not_held_samples"`
+	// Shards are the bloom shards written, each read back whole (its
+	// segments together); Short counts those that fall short.
+	Shards []ShardReadBack `json:"shards,omitempty"`
+	Short  int64           `json:"shards_short"`
+}
+
+// Holds reports whether what was read back holds what was written (a nil
+// ReadBack: nothing was written).
+func (r *ReadBack) Holds() bool { return r == nil || r.NotHeld == 0 && r.Short == 0 }
+
+// ShardReadBack is a bloom shard read back after the writes: its length
+// and the bits set in it, against what it must hold at least: the
+// truth's bits (a rebuild) or the bits the audit read before (--apply,
+// which only sets bits). Less is bits lost after they were written: the
+// shard deleted, flushed, or its server restarted without them.
+type ShardReadBack struct {
+	Shard     uint64 `json:"shard"`
+	Key       string `json:"key"`
+	Type      string `json:"type"` // "string"; "none": missing
+	Bytes     int64  `json:"bytes"`
+	WantBytes int64  `json:"want_bytes"`
+	Bits      int64  `json:"bits_set"`
+	WantBits  int64  `json:"want_bits"` // at least
+	// WantFrom says what WantBits is: "truth" or "audit".
+	WantFrom string `json:"want_from"`
+	Short    bool   `json:"short"`
 }
 
 // IndexInfo describes the truth index.

@@ -121,7 +121,12 @@ no reader sees half a shard (in a Cluster the shard number must be the keys'
 hash tag, as in l2:bf:{*}); rerunning it is harmless. The shards it names are
 not audited first, and may be missing or short, as after a flush or a failover
 without data: that is what it is for. The script holds the node for its
-BITOP OR, about 3 ms per MiB of shard here.
+BITOP OR, about 3 ms per MiB of shard here. What is written is read back: the
+new key's BITCOUNT must be the truth's (else it is written again whole: a
+server restarted during the write holds none of it), the script refuses to swap
+in one with fewer bits (both counts said), and a shard is "rebuilt" (exit 0)
+only if, read back after the swap, it is whole and holds at least the truth's
+bits; else exit 1, saying what was read.
 Where the online side holds whole 32-byte digests, --apply needs --records to
 compute them.
 
@@ -319,7 +324,7 @@ func finishReconcile(ctx context.Context, j *job, o *reconcileOptions, rep *reco
 	// Once --apply has written keys online the work is done: the outputs
 	// are published whatever signal comes now.
 	j.final = rep.Apply != nil && !rep.Apply.DryRun && rep.Apply.Written > 0 ||
-		rep.Rebuild != nil && !rep.Rebuild.DryRun && rep.Rebuild.Rebuilt > 0
+		rep.Rebuild != nil && !rep.Rebuild.DryRun && rep.Rebuild.Swapped > 0
 	reconcileSummary(j, rep)
 	figures := map[string]any{"reconcile": out}
 	if !rep.Agree {
@@ -408,8 +413,12 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 		if b.DryRun {
 			verb = "would be rebuilt"
 		}
-		j.summary("reconcile: %d of %d shards %s on %s from %d truth keys (%d bits), %s written, %d bits set after, %.2f s",
-			max(b.Rebuilt, int64(len(b.Shards))*boolInt(b.DryRun)), len(b.Shards), verb, b.Target, b.Keys, b.BitsTruth, units.FormatBytes(b.BytesWritten), b.BitsAfter, b.Seconds)
+		short := ""
+		if b.Swapped > b.Rebuilt {
+			short = fmt.Sprintf(" (%d more swapped in, short when read back)", b.Swapped-b.Rebuilt)
+		}
+		j.summary("reconcile: %d of %d shards %s%s on %s from %d truth keys (%d bits), %s written, %d bits set after, %.2f s",
+			max(b.Rebuilt, int64(len(b.Shards))*boolInt(b.DryRun)), len(b.Shards), verb, short, b.Target, b.Keys, b.BitsTruth, units.FormatBytes(b.BytesWritten), b.BitsAfter, b.Seconds)
 	}
 	if a := r.Apply; a != nil {
 		verb := "written"
@@ -419,10 +428,47 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 		j.summary("reconcile: %d keys %s to %s in %d batches, %.2f s, %s keys/s (%d retries, %d skipped by the checkpoint, %d without a record)",
 			a.Written, verb, a.Target, a.Batches, a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.SkippedCheckpoint, a.NotInRecords)
 	}
-	if r.Agree {
+	if rb := r.ReadBack; rb != nil {
+		readBackSummary(j, rb)
+	}
+	switch {
+	case r.Agree:
 		j.summary("reconcile: the sides agree")
-	} else {
+	case r.ReadBack != nil && r.ReadBack.Short > 0:
+		j.summary("reconcile: the sides differ (%d missing online after the run; %s short when read back)", r.Missing, counted(r.ReadBack.Short, "shard"))
+	default:
 		j.summary("reconcile: the sides differ (%d missing online after the run)", r.Missing)
+	}
+}
+
+// readBackSummary says what was read back after the writes: the keys
+// written not found, and the bloom shards that fall short.
+func readBackSummary(j *job, rb *reconcile.ReadBack) {
+	switch {
+	case rb.Keys > 0 && rb.NotHeld == 0:
+		j.summary("reconcile: read back: the %d keys written are online", rb.Keys)
+	case rb.Keys > 0:
+		j.summary("reconcile: read back: %d of the %d keys written are not online (deleted or expired since they were written?), e.g. %s",
+			rb.NotHeld, rb.Keys, strings.Join(rb.Samples[:min(3, len(rb.Samples))], ", "))
+	}
+	for _, sh := range rb.Shards {
+		if !sh.Short {
+			continue
+		}
+		found := fmt.Sprintf("is %d bytes with %d bits set", sh.Bytes, sh.Bits)
+		switch sh.Type {
+		case "none":
+			found = "does not exist"
+		case "string":
+		default:
+			found = "holds a " + sh.Type
+		}
+		from := "the truth's"
+		if sh.WantFrom == "audit" {
+			from = "those the audit read before the writes"
+		}
+		j.summary("reconcile: read back: shard %d (%s) %s, where it must be %d bytes with at least %d bits set (%s): bits were lost after they were written (the shard deleted or flushed, or its server restarted?)",
+			sh.Shard, sh.Key, found, sh.WantBytes, sh.WantBits, from)
 	}
 }
 
