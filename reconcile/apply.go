@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -63,7 +64,10 @@ func applyMissing(ctx context.Context, o *Options, rep *Report, src Source, x, m
 				Checkpoint: o.Checkpoint, CheckpointLast: ck.Last}
 		}
 		if !o.DryRun {
-			rep.Missing = missing - as.Written
+			if err := readBackApplied(ctx, o, rep, src, produce); err != nil {
+				return err
+			}
+			rep.Missing = as.NotInRecords + rep.ReadBack.NotHeld
 		}
 	}
 	if !o.DryRun && o.Checkpoint != "" {
@@ -241,6 +245,87 @@ func (a *applier) run(ctx context.Context, produce items) error {
 			return &UnsavedCheckpointError{Err: err, Save: serr}
 		}
 		return err
+	}
+	return nil
+}
+
+// readBackApplied probes every key produce gives (those this run wrote,
+// and those a checkpoint said an earlier run wrote) with the source's
+// read-only Held, on o.Conns connections at o.ReadRate: what is missing
+// after the run is what this finds, never what the writes answered. A
+// bloom's shards written are then read back whole (their length, and at
+// least the bits the audit read before: --apply only sets bits), which
+// also finds keys it did not write lost: a shard deleted or flushed
+// meanwhile.
+func readBackApplied(ctx context.Context, o *Options, rep *Report, src Source, produce items) error {
+	rb := &ReadBack{Samples: []string{}}
+	rep.ReadBack = rb
+	start := time.Now()
+	defer func() { rb.Seconds = time.Since(start).Seconds() }()
+	b, bloom := src.(*bloomSource)
+	var touched []bool
+	if bloom {
+		touched = make([]bool, b.layout.Shards)
+	}
+	pace := newPacer(o.ReadRate)
+	type batch struct {
+		items   []Item
+		present []bool
+	}
+	err := ordered(ctx, o.Conns,
+		func(ctx context.Context, send func(batch) bool) error {
+			return produce(func(its []Item) error {
+				for len(its) > 0 {
+					n := min(len(its), o.Batch)
+					if !send(batch{items: slices.Clone(its[:n]), present: make([]bool, n)}) {
+						return context.Cause(ctx)
+					}
+					its = its[n:]
+				}
+				return nil
+			})
+		},
+		func(ctx context.Context, j batch) error {
+			if err := pace.wait(ctx, len(j.items)); err != nil {
+				return err
+			}
+			return retry(ctx, o.Retries, o.Backoff, o.waiting("reading back from "+o.Target.Redacted, nil), func() error {
+				return src.Held(ctx, j.items, j.present)
+			})
+		},
+		func(j batch) error {
+			for i := range j.items {
+				rb.Keys++
+				if bloom {
+					touched[b.loc.Shard(j.items[i].FP.Hi)] = true
+				}
+				if !j.present[i] {
+					rb.NotHeld++
+					if len(rb.Samples) < o.Samples {
+						rb.Samples = append(rb.Samples, j.items[i].FP.String())
+					}
+				}
+			}
+			return nil
+		})
+	if err == nil && bloom {
+		for s, t := range touched {
+			if !t {
+				continue
+			}
+			sh := ShardReadBack{Shard: uint64(s), Key: b.layout.Key(b.keys, uint64(s), 0), WantBytes: b.layout.ShardBytes(), WantFrom: "audit"}
+			if br := rep.Bloom; br != nil {
+				sh.WantBits = br.Shards[s].SetBits
+			}
+			rb.Shards = append(rb.Shards, sh)
+		}
+		err = b.readBack(ctx, rb)
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return err // the interruption: applyMissing's caller says what was written
+	case err != nil:
+		return &ReadBackError{Target: o.Target.Redacted, Written: rep.Apply.Written, Probed: rb.Keys, Err: err}
 	}
 	return nil
 }

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +37,8 @@ type bloomSource struct {
 	// audited (their keys are all held once the rebuild is done), and
 	// their live keys may be missing or short, as a flushed shard's are.
 	rebuild []bool
+	// noBitfieldRO: the server does not know BITFIELD_RO (Probe).
+	noBitfieldRO atomic.Bool
 }
 
 // rebuilds reports whether shard s is being rebuilt.
@@ -194,25 +199,87 @@ func (b *bloomSource) eachBit(fp fpstore.Fingerprint, pos []uint64, fn func(key 
 	}
 }
 
-// Probe asks GETBIT of each fingerprint's K bits: present when all are set.
+// Probe asks for each fingerprint's K bits: present when all are set. The
+// bits of a batch are asked a key (a shard's segment) at a time, with one
+// BITFIELD_RO GET u1 … each, pipelined: a GETBIT a bit cost the client
+// more than the write that set it (1M keys, k=3, 16 shards: 4.0 s against
+// the SETBITs' 2.4 s). A server without BITFIELD_RO (Redis before 6.2) is
+// asked GETBIT a bit.
 func (b *bloomSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error {
 	k := b.layout.K
 	pos := make([]uint64, k)
+	if b.noBitfieldRO.Load() {
+		pipe := b.c.Pipeline()
+		cmds := make([]*redis.IntCmd, 0, len(fps)*k)
+		for _, fp := range fps {
+			b.eachBit(fp, pos, func(key string, off int64) { cmds = append(cmds, pipe.GetBit(ctx, key, off)) })
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		for i := range fps {
+			present[i] = true
+			for _, c := range cmds[i*k : (i+1)*k] {
+				present[i] = present[i] && c.Val() == 1
+			}
+		}
+		return nil
+	}
+	type keyBits struct {
+		args []any // "u1", offset, …
+		bits []int // the index (fingerprint·K + j) of each
+		cmd  *redis.IntSliceCmd
+	}
+	byKey := map[string]*keyBits{}
+	var order []*keyBits
+	for i, fp := range fps {
+		j := 0
+		b.eachBit(fp, pos, func(key string, off int64) {
+			kb := byKey[key]
+			if kb == nil {
+				kb = &keyBits{}
+				byKey[key] = kb
+				order = append(order, kb)
+			}
+			kb.args = append(kb.args, "u1", off)
+			kb.bits = append(kb.bits, i*k+j)
+			j++
+		})
+	}
 	pipe := b.c.Pipeline()
-	cmds := make([]*redis.IntCmd, 0, len(fps)*k)
-	for _, fp := range fps {
-		b.eachBit(fp, pos, func(key string, off int64) { cmds = append(cmds, pipe.GetBit(ctx, key, off)) })
+	for key, kb := range byKey {
+		kb.cmd = pipe.BitFieldRO(ctx, key, kb.args...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
+		if strings.Contains(err.Error(), "unknown command") {
+			b.noBitfieldRO.Store(true)
+			return b.Probe(ctx, fps, present)
+		}
 		return err
 	}
-	for i := range fps {
-		present[i] = true
-		for _, c := range cmds[i*k : (i+1)*k] {
-			present[i] = present[i] && c.Val() == 1
+	set := make([]bool, len(fps)*k)
+	for _, kb := range order {
+		v := kb.cmd.Val()
+		if len(v) != len(kb.bits) {
+			return fmt.Errorf("BITFIELD_RO answered %d of %d bits", len(v), len(kb.bits))
+		}
+		for n, at := range kb.bits {
+			set[at] = v[n] == 1
 		}
 	}
+	for i := range fps {
+		present[i] = !slices.Contains(set[i*k:(i+1)*k], false)
+	}
 	return nil
+}
+
+// Held asks GETBIT of each item's K bits (Probe).
+func (b *bloomSource) Held(ctx context.Context, items []Item, present []bool) error {
+	fps := make([]fpstore.Fingerprint, len(items))
+	for i := range items {
+		fps[i] = items[i].FP
+	}
+	return b.Probe(ctx, fps, present)
 }
 
 // Write sets each item's K bits with SETBIT, in one pipeline. Setting a

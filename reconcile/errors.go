@@ -380,6 +380,21 @@ func (e *ApplyInterruptedError) Error() string {
 	return msg
 }
 
+// ReadBackError is a read back after --apply's writes that failed: the
+// keys were written, but what the store holds after them is not known.
+type ReadBackError struct {
+	Target  string
+	Written int64 // keys written by the run
+	Probed  int64 // keys read back before the failure
+	Err     error
+}
+
+func (e *ReadBackError) Error() string {
+	return fmt.Sprintf("%d keys were written to %s, but reading them back failed after %d: %v; audit it again (writing nothing) to see what it holds", e.Written, e.Target, e.Probed, e.Err)
+}
+
+func (e *ReadBackError) Unwrap() error { return e.Err }
+
 // RebuiltShortError is a rebuilt segment that held fewer bits than the
 // truth sets in it when it was to be swapped in: what was written was lost
 // in part (its server restarted, or another client wrote to it). It was
@@ -392,8 +407,13 @@ type RebuiltShortError struct {
 }
 
 func (e *RebuiltShortError) Error() string {
-	return fmt.Sprintf("the rebuilt %s holds %d bits set where the truth sets %d: part of what was written to it is gone (its server restarted, or another client wrote to it), so it was not swapped in and %s is as it was; rerun the rebuild",
-		e.Key, e.Bits, e.Truth, e.Live)
+	return e.Say("rerun the rebuild")
+}
+
+// Say is the error's text ending with rerun, what to do.
+func (e *RebuiltShortError) Say(rerun string) string {
+	return fmt.Sprintf("the rebuilt %s holds %d bits set where the truth sets %d: part of what was written to it is gone (its server restarted, or another client wrote to it), so it was not swapped in and %s is as it was; %s",
+		e.Key, e.Bits, e.Truth, e.Live, rerun)
 }
 
 // RebuildRerun says what rerunning an interrupted rebuild does.

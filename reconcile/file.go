@@ -104,6 +104,10 @@ func (f *fileSource) Probe(context.Context, []fpstore.Fingerprint, []bool) error
 	return permanent{fmt.Errorf("%s is read whole: it cannot be probed", f.t.Redacted)}
 }
 
+func (f *fileSource) Held(context.Context, []Item, []bool) error {
+	return permanent{fmt.Errorf("%s is read whole: it cannot be probed", f.t.Redacted)}
+}
+
 func (f *fileSource) Write(context.Context, []Item) error {
 	return permanent{fmt.Errorf("%s is an export: keys are written to a Redis or MySQL target", f.t.Redacted)}
 }

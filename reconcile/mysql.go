@@ -548,6 +548,61 @@ func (m *mysqlSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 
 // Write inserts items with one multi-row INSERT IGNORE. Its affected-rows
 // count is not used: after a retry it would miss rows this run inserted.
+// Held asks which items the column holds, as Write wrote them: WHERE C
+// IN (…) on their exact values (whole digests on a 256-bit column), in
+// the URL's slice.
+func (m *mysqlSource) Held(ctx context.Context, items []Item, present []bool) error {
+	clear(present)
+	if len(items) == 0 {
+		return nil
+	}
+	q := make([]byte, 0, 64+len(items)*72)
+	q = append(q, "SELECT "+m.column+" FROM "+m.table+" WHERE "+m.column+" IN ("...)
+	for i := range items {
+		if i > 0 {
+			q = append(q, ',')
+		}
+		q = m.itemLiteral(q, &items[i])
+	}
+	q = append(q, ")"+m.where(true)...)
+	return m.onConn(ctx, func(c *sql.Conn) error {
+		rows, err := c.QueryContext(ctx, string(q))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var raw sql.RawBytes
+		var st ReadStats
+		for rows.Next() {
+			if err := rows.Scan(&raw); err != nil {
+				return err
+			}
+			fp, ok := m.parse(raw, &st)
+			if !ok {
+				continue
+			}
+			// Items with this fingerprint: one, but for whole digests that
+			// share their first 128 bits.
+			i, _ := slices.BinarySearchFunc(items, fp, func(it Item, fp fpstore.Fingerprint) int { return it.FP.Compare(fp) })
+			for ; i < len(items) && items[i].FP == fp; i++ {
+				present[i] = present[i] || !m.wide || sameDigest(raw, &items[i], m.binary)
+			}
+		}
+		return rows.Err()
+	})
+}
+
+// sameDigest reports whether raw, a value of a 256-bit column (32 bytes,
+// or 64 hex digits), is the item's whole digest.
+func sameDigest(raw []byte, it *Item, binary bool) bool {
+	if binary {
+		return string(raw) == string(it.Full[:])
+	}
+	var b [32]byte
+	_, err := hex.Decode(b[:], raw)
+	return err == nil && b == it.Full
+}
+
 func (m *mysqlSource) Write(ctx context.Context, items []Item) error {
 	if len(items) == 0 {
 		return nil

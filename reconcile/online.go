@@ -38,6 +38,11 @@ type Source interface {
 	Wide() (wide, known bool)
 	// Write writes items online, idempotently (SET NX, SADD, INSERT IGNORE).
 	Write(ctx context.Context, items []Item) error
+	// Held sets present[i] to whether items[i] (ascending) is online as
+	// Write names it, asking with read-only commands (EXISTS,
+	// SMISMEMBER, SELECT … IN, GETBIT): what makes a run that wrote say
+	// the sides agree.
+	Held(ctx context.Context, items []Item, present []bool) error
 	// Plan prints, one a line, the commands Write would send.
 	Plan(w io.Writer, items []Item) error
 	// Close releases the connections.

@@ -512,25 +512,67 @@ func (r *redisSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 	if wide, _ := r.Wide(); wide {
 		return permanent{&ProbeWideError{Target: r.t.Redacted}}
 	}
+	names := make([]string, len(fps))
+	for i, fp := range fps {
+		names[i] = fp.String()
+	}
+	return r.exists(ctx, names, present)
+}
+
+// Held asks for the items as Write names them, 64 digits where the names
+// are whole digests.
+func (r *redisSource) Held(ctx context.Context, items []Item, present []bool) error {
+	full, _ := r.Wide()
+	names := make([]string, len(items))
+	for i := range items {
+		names[i] = itemHex(&items[i], full)
+	}
+	return r.exists(ctx, names, present)
+}
+
+// exists asks whether each hex name is online: a member of the set
+// (SMISMEMBER), or the key PREFIX<name> (EXISTS). On one server one EXISTS
+// of all the keys answers how many exist: when all do, that is the
+// answer (a batch read back after --apply, 1M keys: 1.6 s in EXISTS a
+// key, pipelined); else each is asked.
+func (r *redisSource) exists(ctx context.Context, names []string, present []bool) error {
 	if r.t.Kind == RedisSet {
-		members := make([]any, len(fps))
-		for i, fp := range fps {
-			members[i] = fp.String()
+		members := make([]any, len(names))
+		for i, n := range names {
+			members[i] = n
 		}
 		res, err := r.c.SMIsMember(ctx, r.t.Set, members...).Result()
 		if err != nil {
 			return err
 		}
-		if len(res) != len(fps) {
-			return fmt.Errorf("SMISMEMBER answered %d of %d members", len(res), len(fps))
+		if len(res) != len(names) {
+			return fmt.Errorf("SMISMEMBER answered %d of %d members", len(res), len(names))
 		}
 		copy(present, res)
 		return nil
 	}
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = r.t.Prefix + n
+	}
+	if r.cc == nil && len(keys) > 1 {
+		// (The names are distinct, as the probes and the read back give
+		// them: a key named twice would be counted twice.)
+		n, err := r.c.Exists(ctx, keys...).Result()
+		if err != nil {
+			return err
+		}
+		if n == int64(len(keys)) {
+			for i := range present[:len(keys)] {
+				present[i] = true
+			}
+			return nil
+		}
+	}
 	pipe := r.c.Pipeline()
-	cmds := make([]*redis.IntCmd, len(fps))
-	for i, fp := range fps {
-		cmds[i] = pipe.Exists(ctx, r.t.Prefix+fp.String())
+	cmds := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Exists(ctx, k)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err

@@ -47,8 +47,9 @@ type ReadBack struct {
 	Samples []string `json:"not_held_samples"`
 	// Shards are the bloom shards written, each read back whole (its
 	// segments together); Short counts those that fall short.
-	Shards []ShardReadBack `json:"shards,omitempty"`
-	Short  int64           `json:"shards_short"`
+	Shards  []ShardReadBack `json:"shards,omitempty"`
+	Short   int64           `json:"shards_short"`
+	Seconds float64         `json:"seconds"`
 }
 
 // Holds reports whether what was read back holds what was written (a nil

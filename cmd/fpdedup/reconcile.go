@@ -95,7 +95,9 @@ shard's fill, its truth keys, its false-positive rate now (fill^K) beside the
 formula's for those keys, and what N shards would need for the truth's keys at
 --fpr. Every shard key must exist as a string of its full length (SETBIT KEY
 M-1 0 makes one): a missing key, another type or another length is an error
-naming it. --probe asks GETBIT of each key's bits instead, for a small index.
+naming it. --probe asks for each key's bits instead (BITFIELD_RO GET u1, a
+shard's bits of a batch in one command; GETBIT before Redis 6.2), for a small
+index.
 
 Outputs: the summary on stderr; --report FILE.json (counts, spec, source,
 timings, samples of each side); --missing and --extra as indexes; with
@@ -113,7 +115,12 @@ Nothing is written online without --apply: then the missing keys are written
 never clears one; MySQL INSERT IGNORE) in batches of
 --batch on --conns connections, at most --rate keys/s, retried with backoff;
 --checkpoint FILE records the last key written so an interrupted run resumes
-after it. --dry-run prints the commands instead. --rebuild-shard rewrites whole
+after it. Then every key that was missing is read back with read-only
+commands (EXISTS, SMISMEMBER, SELECT … IN, BITFIELD_RO; a bloom's shards written
+also by STRLEN and BITCOUNT, which must be whole and hold at least the bits
+the audit read): the sides agree only if all are there, never because the
+writes were answered; keys gone since (deleted, expired) are counted missing,
+exit 1. --dry-run prints the commands instead. --rebuild-shard rewrites whole
 bloom shards instead: the truth's bitmap of a shard is written beside it
 (KEY:rebuild, SETRANGE) and one Lua script on its node ORs the live shard into
 it and renames it over the live one, so no bit set online is ever cleared and
@@ -446,9 +453,9 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 func readBackSummary(j *job, rb *reconcile.ReadBack) {
 	switch {
 	case rb.Keys > 0 && rb.NotHeld == 0:
-		j.summary("reconcile: read back: the %d keys written are online", rb.Keys)
+		j.summary("reconcile: read back after the writes: the %d keys that were missing are online", rb.Keys)
 	case rb.Keys > 0:
-		j.summary("reconcile: read back: %d of the %d keys written are not online (deleted or expired since they were written?), e.g. %s",
+		j.summary("reconcile: read back after the writes: %d of the %d keys that were missing are not online (deleted or expired since they were written?), e.g. %s",
 			rb.NotHeld, rb.Keys, strings.Join(rb.Samples[:min(3, len(rb.Samples))], ", "))
 	}
 	for _, sh := range rb.Shards {
@@ -467,7 +474,7 @@ func readBackSummary(j *job, rb *reconcile.ReadBack) {
 		if sh.WantFrom == "audit" {
 			from = "those the audit read before the writes"
 		}
-		j.summary("reconcile: read back: shard %d (%s) %s, where it must be %d bytes with at least %d bits set (%s): bits were lost after they were written (the shard deleted or flushed, or its server restarted?)",
+		j.summary("reconcile: read back after the writes: shard %d (%s) %s, where it must be %d bytes with at least %d bits set (%s): bits were lost after they were written (the shard deleted or flushed, or its server restarted?)",
 			sh.Shard, sh.Key, found, sh.WantBytes, sh.WantBits, from)
 	}
 }

@@ -93,6 +93,10 @@ func sayReconcileTyped(err error) (string, bool) {
 		return e.Text(say(e.Err)), true
 	case *reconcile.ApplyInterruptedError:
 		return sayApplyInterrupted(e), true
+	case *reconcile.ReadBackError:
+		return fmt.Sprintf("--apply wrote %d keys to %s, but reading them back failed after %d: %s; rerun without --apply to see what it holds", e.Written, e.Target, e.Probed, say(e.Err)), true
+	case *reconcile.RebuiltShortError:
+		return e.Say("rerun --rebuild-shard"), true
 	}
 	return "", false
 }
