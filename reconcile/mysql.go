@@ -60,7 +60,7 @@ func openMySQL(ctx context.Context, t *Target, o *Options) (*mysqlSource, error)
 	cfg.Timeout = min(o.Timeout, 5*time.Second)
 	cfg.ReadTimeout, cfg.WriteTimeout = o.Timeout, o.Timeout
 	cfg.Logger = nopLogger{} // errors are returned, never printed by the driver
-	srv := newMySQLGuard(t, o.Timeout)
+	srv := newMySQLGuard(t, o.Timeout, o.hang)
 	cfg.DialFunc = srv.dial
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {

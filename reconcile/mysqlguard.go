@@ -164,10 +164,11 @@ type mysqlGuard struct {
 	bufSize      int
 	bad          atomic.Pointer[BadServerError]
 	conns        sync.Map // driver.Conn → *packetConn, for the source's life (a run opens a few)
+	hang         *hangup
 }
 
-func newMySQLGuard(t *Target, timeout time.Duration) *mysqlGuard {
-	return &mysqlGuard{target: t.Redacted, addr: t.Addr, timeout: timeout, maxPacket: maxServerPacket, bufSize: readBufferSize}
+func newMySQLGuard(t *Target, timeout time.Duration, h *hangup) *mysqlGuard {
+	return &mysqlGuard{target: t.Redacted, addr: t.Addr, timeout: timeout, maxPacket: maxServerPacket, bufSize: readBufferSize, hang: h}
 }
 
 type guardSlotKey struct{}
@@ -180,7 +181,7 @@ func (s *mysqlGuard) dial(ctx context.Context, network, addr string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	g := s.wrap(c)
+	g := s.wrap(s.hang.track(c))
 	if slot, ok := ctx.Value(guardSlotKey{}).(**packetConn); ok {
 		*slot = g
 	}

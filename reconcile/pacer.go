@@ -7,8 +7,11 @@ import (
 )
 
 // pacer limits a rate in keys per second across goroutines: a batch of n
-// keys reserves n/rate seconds of the schedule and waits for its turn.
-// Idle time is not saved up, so there are no bursts after a pause.
+// keys reserves the next n/rate seconds of the schedule and waits until
+// they have passed, so the rate holds from the first key (the first
+// batch too waits its n/rate: a whole bloom audit in one batch went
+// unpaced). Idle time is not saved up, so there are no bursts after a
+// pause.
 type pacer struct {
 	mu   sync.Mutex
 	rate float64
@@ -32,8 +35,8 @@ func (p *pacer) wait(ctx context.Context, n int) error {
 	if p.next.Before(now) {
 		p.next = now
 	}
-	at := p.next
 	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
+	at := p.next
 	p.mu.Unlock()
 	d := time.Until(at)
 	if d <= 0 {

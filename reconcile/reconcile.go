@@ -77,6 +77,8 @@ type Options struct {
 
 	Progress *ingest.Progress // Records: online values read (optional)
 	Version  string           // the tool's version, for the report
+
+	hang *hangup // Run's: its connections, closed when its context is done
 }
 
 func (o *Options) check() error {
@@ -200,7 +202,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		err = &OptionError{Rule: NoTarget}
 	}
 	if err == nil {
+		o.hang = newHangup(ctx)
 		err = run(ctx, &o, rep)
+		o.hang.stop()
 	}
 	if ctx.Err() != nil {
 		err = cancelled(ctx, &o, rep, err)

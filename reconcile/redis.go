@@ -60,7 +60,7 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 	// allocate more than maxReply, whatever its header says.
 	maxReply, streams := replyBudget(o.Mem)
 	r.streams = streams
-	dial := dialGuarded(min(o.Timeout, 5*time.Second), maxReply)
+	dial := dialGuarded(min(o.Timeout, 5*time.Second), maxReply, o.hang)
 	if t.Cluster {
 		r.cc = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                    t.Seeds,
@@ -95,7 +95,7 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 			MaxRetries:               1, // ours (retry) are on top, with their own backoff
 			Dialer:                   dial,
 		})
-		r.raw = newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns, maxReply)
+		r.raw = newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns, maxReply, o.hang)
 	}
 	c := r.c
 	err := retry(ctx, o.Retries, o.Backoff, o.waiting("reaching "+t.Redacted, nil), func() error { return c.Ping(ctx).Err() })

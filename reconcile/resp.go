@@ -25,6 +25,7 @@ type respPool struct {
 	timeout              time.Duration
 	maxReply             int64 // what one reply may declare (respguard.go)
 	idle                 chan *respConn
+	hang                 *hangup
 }
 
 type respConn struct {
@@ -32,8 +33,8 @@ type respConn struct {
 	br *bufio.Reader
 }
 
-func newRespPool(addr, user, password string, db int, timeout time.Duration, size int, maxReply int64) *respPool {
-	return &respPool{addr: addr, user: user, password: password, db: db, timeout: timeout, maxReply: maxReply, idle: make(chan *respConn, size)}
+func newRespPool(addr, user, password string, db int, timeout time.Duration, size int, maxReply int64, h *hangup) *respPool {
+	return &respPool{addr: addr, user: user, password: password, db: db, timeout: timeout, maxReply: maxReply, idle: make(chan *respConn, size), hang: h}
 }
 
 func (p *respPool) close() {
@@ -70,7 +71,7 @@ func (p *respPool) get(ctx context.Context) (*respConn, error) {
 	// Guarded, as go-redis's are: reply reads a declared count of replies
 	// and recurses into nested arrays, so a header must be bounded before
 	// it gets there.
-	nc := newGuardConn(tc, p.addr, p.maxReply)
+	nc := newGuardConn(p.hang.track(tc), p.addr, p.maxReply)
 	c := &respConn{c: nc, br: bufio.NewReaderSize(nc, 64<<10)}
 	var hello []byte
 	n := 0

@@ -138,8 +138,8 @@ Where the online side holds whole 32-byte digests, --apply needs --records to
 compute them.
 
 Exit codes: 0 the sides agree (after --apply); 1 they differ; 2 usage, I/O or
-server error (the report, if asked, says what); 130/143 interrupted: nothing
-is published, but once --apply has begun the message says how many keys were
+server error (the report, if asked, says what); 130/143 interrupted (at once, even
+while the server is silent: its connections are closed): nothing is published, but once --apply has begun the message says how many keys were
 written online and how to resume from --checkpoint.`,
 		Example: `  FPDEDUP_MYSQL_PASSWORD=… fpdedup reconcile --index truth.fpx \
       --online 'mysql://audit@db1:3306/dedup?table=events&column=fp' \
@@ -175,11 +175,11 @@ written online and how to resume from --checkpoint.`,
 	f.BoolVar(&o.dryRun, "dry-run", false, "print on stdout what --apply would write, write nothing")
 	f.DurationVar(&o.ttl, "ttl", 0, "with --apply to Redis keys: their time to live (e.g. 72h)")
 	f.StringVar(&o.rate, "rate", "0", "with --apply: at most this many keys/s written (e.g. 50k; 0: no limit)")
-	f.StringVar(&o.readRate, "read-rate", "0", "at most this many keys/s read or probed online, or truth keys tested in a bloom audit (0: no limit)")
+	f.StringVar(&o.readRate, "read-rate", "0", "at most this many keys/s read, probed or read back online, or truth keys tested in a bloom audit, from the first key (0: no limit)")
 	f.IntVar(&o.batch, "batch", 1000, "keys per pipeline, statement or probe")
 	f.IntVar(&o.conns, "conns", 8, "connections used at once by --probe and --apply")
 	f.IntVar(&o.retries, "retries", 5, "retries of a failed read, probe or write before giving up, after a backoff of 0.25 s doubling to 5 s: a silent server fails after (1 + N) × --timeout plus the backoffs, 3m8s with the defaults")
-	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "network timeout of one operation (each retry waits as long again)")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "network timeout of one operation, more than 0 (each retry waits as long again; SIGINT/SIGTERM do not wait for it)")
 	f.StringVar(&o.checkpoint, "checkpoint", "", "with --apply: resume from and record progress in `FILE`")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for sorted runs and temporary indexes")
 	f.IntVar(&o.samples, "samples", 20, "fingerprints of each side listed in the report")
@@ -268,6 +268,9 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 		if opts.Rebuild, err = parseShardList(o.rebuild, t.Bloom.Shards); err != nil {
 			return opts, err
 		}
+	}
+	if o.timeout <= 0 {
+		return opts, usageErrorf("--timeout must be more than 0 (such as 30s): it bounds each operation on the online side")
 	}
 	if o.batch < 1 || o.conns < 1 || o.retries < 0 || o.samples < 0 {
 		return opts, usageErrorf("--batch and --conns must be at least 1, --retries and --samples at least 0")
