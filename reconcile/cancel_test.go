@@ -90,7 +90,7 @@ func TestInterruptedErrors(t *testing.T) {
 
 	ie := &ApplyInterruptedError{Target: "redis://h:1/0?match=dd:*", Written: 1234, Checkpoint: "apply.ckpt", CheckpointSaved: true,
 		Cause: testSignal{"SIGTERM"}, ctxErr: context.Canceled}
-	var wrapped error = Scrubbed{err: ie, password: "pw"}
+	var wrapped error = Scrubbed{err: ie, forms: []string{"pw"}}
 	var got *ApplyInterruptedError
 	var sig testSignal
 	if !errors.As(wrapped, &got) || got.Written != 1234 || !errors.Is(wrapped, context.Canceled) || !errors.As(wrapped, &sig) || sig.name != "SIGTERM" {

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"encoding/hex"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,58 @@ func FuzzParseHex(f *testing.F) {
 		}
 		if ok && (fp.String() != strings.ToLower(s[:32]) || len(raw) != len(s)/2) {
 			t.Fatalf("%q: parsed %s", s, fp)
+		}
+	})
+}
+
+// FuzzURLPasswordNeverPrinted: a password written into an online URL in
+// any of the places a URL takes one (the user info, an addr='s user info,
+// a parameter), as it is or percent-encoded, is refused, and neither it
+// nor any of its encoded forms is in the error.
+//
+//	go test -run XXX -fuzz FuzzURLPasswordNeverPrinted -fuzztime 60s ./reconcile
+func FuzzURLPasswordNeverPrinted(f *testing.F) {
+	for _, pw := range []string{"hunter2", "p@ss/w rd#1", "a:b@c", "%41%zz", "S3cr3tPW", "ünï©ode"} {
+		f.Add(pw)
+	}
+	urls := []func(pw string) string{
+		func(pw string) string { return "redis://" + url.UserPassword("u", pw).String() + "@h:1/0?match=a*" },
+		func(pw string) string { return "redis://u%3A" + url.QueryEscape(pw) + "@h:1/0?match=a*" },
+		func(pw string) string { return "redis://h1:1/?match=a*&addr=%3A" + url.QueryEscape(pw) + "%40h2:2" },
+		func(pw string) string {
+			return "redis://h1:1/?match=a*&addr=u%3A" + url.QueryEscape(pw) + "%40h2:2&cluster=1"
+		},
+		func(pw string) string { return "redis://h1:1/?match=a*&addr=u:" + url.QueryEscape(pw) + "@h2:2" },
+		func(pw string) string { return "redis://h1:1/0?match=a*&password=" + url.QueryEscape(pw) },
+		func(pw string) string {
+			return "redis://h1:1," + url.UserPassword("u", pw).String() + "@h2:2/?match=a*"
+		},
+		func(pw string) string {
+			return "mysql://" + url.UserPassword("u", pw).String() + "@h:1/d?table=t&column=c"
+		},
+		func(pw string) string { return "mysql://u%3A" + url.QueryEscape(pw) + "@h:1/d?table=t&column=c" },
+	}
+	f.Fuzz(func(t *testing.T, pw string) {
+		if len(pw) < 4 || strings.ContainsAny(pw, "\x00\r\n") {
+			return
+		}
+		for _, mk := range urls {
+			s := mk(pw)
+			// The same URL with another password: what its error says
+			// whatever the password (the URL's own text, the xxxxx).
+			_, base := ParseURL(mk("Qz7Qz7Qz"))
+			if base == nil || strings.Contains(base.Error(), pw) {
+				continue
+			}
+			tg, err := ParseURL(s)
+			if err == nil {
+				t.Fatalf("%q: a password in the URL was accepted (%+v)", s, tg)
+			}
+			for _, form := range passwordForms(pw) {
+				if strings.Contains(err.Error(), form) {
+					t.Fatalf("%q: the error shows the password as %q: %v", s, form, err)
+				}
+			}
 		}
 	})
 }

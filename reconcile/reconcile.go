@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -406,21 +408,38 @@ func open(ctx context.Context, o *Options) (Source, error) {
 }
 
 // Scrub keeps the password out of err's text, and out of any saying of it
-// (Scrubbed.Scrub), keeping what errors.Is and errors.As see. keep (the
+// (Scrubbed.Scrub), as it is and in the forms a URL encodes it in (query,
+// path, user info), keeping what errors.Is and errors.As see. keep (the
 // redacted URL, which holds no password) is left as it is even if the
 // password happens to occur in it.
 func Scrub(err error, password, keep string) error {
-	if password == "" || !strings.Contains(err.Error(), password) {
+	if password == "" {
 		return err
 	}
-	return Scrubbed{err: err, password: password, keep: keep}
+	forms := passwordForms(password)
+	msg := err.Error()
+	if !slices.ContainsFunc(forms, func(f string) bool { return strings.Contains(msg, f) }) {
+		return err
+	}
+	return Scrubbed{err: err, forms: forms, keep: keep}
+}
+
+// passwordForms are the password as it is and percent-encoded as a URL's
+// query, path and user info encode it, longest first (so that no form is
+// left half replaced inside a longer one), each once.
+func passwordForms(pw string) []string {
+	user := strings.TrimPrefix(url.UserPassword("", pw).String(), ":") // the encoded password
+	forms := []string{pw, url.QueryEscape(pw), strings.ReplaceAll(url.QueryEscape(pw), "+", "%20"), url.PathEscape(pw), user}
+	slices.SortStableFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	return slices.Compact(forms)
 }
 
 // Scrubbed is an error whose text held the password: Error and Scrub say
-// it with the password replaced by *****.
+// it with the password, in every form, replaced by *****.
 type Scrubbed struct {
-	err            error
-	password, keep string
+	err   error
+	forms []string
+	keep  string
 }
 
 func (s Scrubbed) Error() string { return s.Scrub(s.err.Error()) }
@@ -432,7 +451,9 @@ func (s Scrubbed) Scrub(msg string) string {
 	if s.keep != "" {
 		msg = strings.ReplaceAll(msg, s.keep, mark)
 	}
-	msg = strings.ReplaceAll(msg, s.password, "*****")
+	for _, f := range s.forms {
+		msg = strings.ReplaceAll(msg, f, "*****")
+	}
 	if s.keep != "" {
 		msg = strings.ReplaceAll(msg, mark, s.keep)
 	}

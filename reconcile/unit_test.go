@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -79,12 +80,21 @@ func TestParseURL(t *testing.T) {
 		{"redis://h/x?match=a*", "database number"},
 		{"redis://h/0?match=a*&hex=40", "hex="},
 		{"redis://h/0?match=a*&cnt=4", `unknown parameter "cnt"`},
-		{"mysql://u@h/d?table=t;drop&column=c", "plain identifiers"},
+		{"mysql://u@h/d?table=t%3Bdrop&column=c", "plain identifiers"},
+		{"mysql://u@h/d?table=t;drop&column=c", "write it %3B"},
+		{"mysql://u@h/d?table=t&column=c&where=a=1;b=2", "write it %3B"},
 		{"mysql://h/d?table=t&column=c", "mysql://user@"},
 		{"postgres://u@h/d", "unknown scheme"},
 		{"file:", "needs a path"},
 		{"file:://u:hunter2@h/x", "not another URL"},
 		{"file:redis://u:hunter2@h/0", "not another URL"},
+		{"redis://h1:1/?match=a*&addr=%3Ahunter2%40h2:2", "holds a password"},
+		{"redis://h1:1/?match=a*&%61ddr=u%3Ahunter2%40h2:2", "holds a password"},
+		{"redis://u%3Ahunter2@h/0?match=a*", "holds a password"},
+		{"mysql://u%3Ahunter2@h/d?table=t&column=c", "holds a password"},
+		{"redis://h1:1/?match=a*&addr=%zzhunter2", "does not decode"},
+		{"redis://h1:1/?match=a*&addr=u:hun&ter2@h2:2", "redis://h1:1/?… holds a password"},
+		{"redis://h1:1/?match=a*;addr=h2:2", "write it %3B"},
 	}
 	for _, c := range bad {
 		_, err := ParseURL(c.in)
@@ -222,6 +232,14 @@ func TestScrub(t *testing.T) {
 	err := Scrub(base, "hunter2", "")
 	if strings.Contains(err.Error(), "hunter2") || !errors.Is(err, base) {
 		t.Fatalf("%v", err)
+	}
+	// Its percent-encoded forms too (as a URL's user info, path or query
+	// holds it).
+	const pw = "p@ss/w rd#1"
+	base = fmt.Errorf("dial redis://u:%s@h/0?x=%s&y=%s: refused (%s)", url.PathEscape(pw), url.QueryEscape(pw), url.UserPassword("u", pw).String(), pw)
+	if msg := Scrub(base, pw, "").Error(); strings.Contains(msg, pw) || strings.Contains(msg, url.PathEscape(pw)) ||
+		strings.Contains(msg, url.QueryEscape(pw)) || strings.Contains(msg, "p%40ss") || !strings.Contains(msg, "*****") {
+		t.Fatalf("%s", msg)
 	}
 	// A password that happens to occur in the redacted URL leaves the URL be.
 	url := "mysql://fpdedup@h:3306/fpdedup?table=t&column=c"

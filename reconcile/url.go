@@ -105,6 +105,9 @@ func (t *Target) PasswordEnv() string {
 
 var identRE = regexp.MustCompile(`^[A-Za-z0-9_$]+(\.[A-Za-z0-9_$]+)?$`)
 
+// hostRE is a host:port printed as it is in a query.
+var hostRE = regexp.MustCompile(`^[A-Za-z0-9._:\[\]-]*$`)
+
 // ParseURL reads the URL of an online side:
 //
 //	redis://[user@]host:port/db?match=PREFIX*[&count=N][&hex=32|64]
@@ -127,11 +130,25 @@ func ParseURL(s string) (*Target, error) {
 	}
 	redacted := redactURL(u, hostList)
 	if secretIn(u) {
-		return nil, &URLError{URL: redacted, PasswordEnv: map[string]string{"redis": RedisPasswordEnv, "mysql": MySQLPasswordEnv}[u.Scheme]}
+		// Its query is not shown at all: a password split at a '&'
+		// (addr=u:pw&rd@h) leaves a part of it in a value of ours.
+		shown, _, cut := strings.Cut(redacted, "?")
+		if cut {
+			shown += "?…"
+		}
+		return nil, &URLError{URL: shown, PasswordEnv: map[string]string{"redis": RedisPasswordEnv, "mysql": MySQLPasswordEnv}[u.Scheme]}
 	}
 	t := &Target{Redacted: redacted}
 	if u.Fragment != "" {
 		return nil, badURL(t, "a fragment (#…) means nothing in an online URL")
+	}
+	if _, err := url.ParseQuery(u.RawQuery); err != nil {
+		// u.Query() would drop the parameter: an addr= or a where= not
+		// read, without a word.
+		if strings.Contains(err.Error(), "semicolon") {
+			return nil, badURL(t, "a ';' separates nothing in the query: write it %%3B in a value")
+		}
+		return nil, badURL(t, "a parameter does not decode: a %% must be followed by two hex digits")
 	}
 	q := &params{q: u.Query(), known: map[string]bool{}}
 	switch u.Scheme {
@@ -382,23 +399,45 @@ var urlParams = map[string]bool{"match": true, "set": true, "count": true, "hex"
 	"bloom": true, "shards": true, "bits": true, "k": true}
 
 // redactURL is u as every message, report and figure prints it: the one
-// redaction. A password in the user info is left out, and so is a user
-// info in an addr= parameter; the value of a parameter that is not one of
-// ours (password=, pw=, …) is replaced by xxxxx.
+// redaction. A password in the user info is left out (and a user name
+// holding a ':', a password whose ':' was percent-encoded, is left out
+// whole), and so is a user info in an addr= parameter, its '@'
+// percent-encoded or not; the value of a parameter that is not one of
+// ours (password=, pw=, …) is replaced by xxxxx, as is one that does not
+// decode.
 func redactURL(u *url.URL, hostList string) string {
 	r := *u
 	if r.User != nil {
-		r.User = url.User(r.User.Username())
+		if name := r.User.Username(); strings.Contains(name, ":") {
+			r.User = nil
+		} else {
+			r.User = url.User(name)
+		}
 	}
 	parts := strings.Split(r.RawQuery, "&")
 	for i, part := range parts {
 		k, v, _ := strings.Cut(part, "=")
 		name, err := url.QueryUnescape(k)
 		switch {
-		case err != nil || !urlParams[name]:
+		case err != nil || strings.Contains(name, "@"):
+			parts[i] = "xxxxx=xxxxx" // an addr=u:pw&rd@h split at its '&'
+			continue
+		case !urlParams[name]:
 			parts[i] = k + "=xxxxx"
-		case name == "addr" && strings.Contains(v, "@"):
-			parts[i] = k + "=" + v[strings.LastIndex(v, "@")+1:]
+			continue
+		}
+		if name != "addr" {
+			continue
+		}
+		switch dv, err := url.QueryUnescape(v); {
+		case err != nil:
+			parts[i] = k + "=xxxxx"
+		case strings.Contains(dv, "@"):
+			host := dv[strings.LastIndex(dv, "@")+1:]
+			if !hostRE.MatchString(host) {
+				host = url.QueryEscape(host)
+			}
+			parts[i] = k + "=" + host
 		}
 	}
 	if r.RawQuery != "" {
@@ -409,12 +448,17 @@ func redactURL(u *url.URL, hostList string) string {
 }
 
 // secretIn reports a credential anywhere in u: a password in its user
-// info, a user info in an addr=, or a parameter that names one.
+// info (its ':' percent-encoded or not), a user info in an addr= (its '@'
+// percent-encoded or not), a parameter that names one, or a parameter
+// name holding an '@' (addr=u:pw&rd@h, split at the '&').
 func secretIn(u *url.URL) bool {
-	if _, has := u.User.Password(); has {
+	if _, has := u.User.Password(); has || strings.Contains(u.User.Username(), ":") {
 		return true
 	}
 	for k, vs := range u.Query() {
+		if strings.Contains(k, "@") {
+			return true
+		}
 		switch strings.ToLower(k) {
 		case "password", "pass", "passwd", "pw", "pwd", "secret", "token", "auth", "requirepass":
 			return true

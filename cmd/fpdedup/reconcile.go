@@ -77,7 +77,9 @@ Online sources (--online):
       their own function and cannot be read this way.
 Hex names of 64 digits (whole SHA-256 digests) are compared on their first
 128 bits. Passwords come from $FPDEDUP_REDIS_PASSWORD, $FPDEDUP_MYSQL_PASSWORD
-or --password-file, never from the URL, and are never printed.
+or --password-file, never from the URL (one holding a password anywhere, as
+it is or percent-encoded, is refused, its query not shown), and are never
+printed, in any of the forms a URL encodes them in.
 
 A MySQL column is read by one streamed SELECT … ORDER BY and merge-joined with
 the index in one pass; a lost connection resumes after the last value read

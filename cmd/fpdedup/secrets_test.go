@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,10 +11,16 @@ import (
 
 // TestURLSecretsNeverPrinted: a credential written anywhere into an
 // --online URL (the user info, a host list, addr=, a parameter, the
-// fragment) is refused, and appears in no output: stdout, stderr, the
-// report, --stats-json, --metrics, or any file the run leaves.
+// fragment), as it is or percent-encoded, is refused, and appears in no
+// output, in neither form: stdout, stderr, the report, --stats-json,
+// --metrics, or any file the run leaves. (An addr= whose '@' was encoded
+// was refused and printed, password and all.)
 func TestURLSecretsNeverPrinted(t *testing.T) {
 	const secret = "S3cr3tPW"
+	// One that URLs must encode: its encoded forms must not show either.
+	const secret2 = "Pw#4/x@y z"
+	q2, p2 := url.QueryEscape(secret2), url.PathEscape(secret2)
+	forms := []string{secret, secret2, q2, p2, strings.ReplaceAll(q2, "+", "%20")}
 	dir := t.TempDir()
 	records := filepath.Join(dir, "r.txt")
 	if err := os.WriteFile(records, []byte("a\nb\n"), 0o644); err != nil {
@@ -37,6 +44,16 @@ func TestURLSecretsNeverPrinted(t *testing.T) {
 		"mysql://audit:" + secret + "@127.0.0.1:1/db?table=t&column=c",
 		"mysql://audit@127.0.0.1:1/db?table=t&column=c&password=" + secret,
 		"mysql://audit@127.0.0.1:1/db?table=t&column=c&tls=" + secret,
+		"redis://127.0.0.1:1/?match=dd:*&addr=%3A" + secret + "%40127.0.0.1:2",
+		"redis://127.0.0.1:1/?match=dd:*&addr=u%3A" + secret + "%40127.0.0.1:2&cluster=1",
+		"redis://127.0.0.1:1/?match=dd:*&%61ddr=%3A" + secret + "%40127.0.0.1:2",
+		"redis://127.0.0.1:1/?match=dd:*&addr=%3A" + q2 + "%40127.0.0.1:2",
+		"redis://127.0.0.1:1/?match=dd:*&addr=u:" + q2 + "@127.0.0.1:2",
+		"redis://u%3A" + secret + "@127.0.0.1:1/0?match=dd:*",
+		"redis://u:" + p2 + "@127.0.0.1:1/0?match=dd:*",
+		"redis://127.0.0.1:1,u:" + p2 + "@127.0.0.1:2/?match=dd:*",
+		"mysql://audit:" + p2 + "@127.0.0.1:1/db?table=t&column=c",
+		"mysql://audit%3A" + secret + "@127.0.0.1:1/db?table=t&column=c",
 	} {
 		t.Run(url, func(t *testing.T) {
 			out := t.TempDir()
@@ -45,8 +62,10 @@ func TestURLSecretsNeverPrinted(t *testing.T) {
 			if code != 2 {
 				t.Errorf("exit %d, want 2 (refused)", code)
 			}
-			if strings.Contains(stdout+stderr, secret) {
-				t.Errorf("the secret is printed:\n%s%s", stdout, stderr)
+			for _, f := range forms {
+				if strings.Contains(stdout+stderr, f) {
+					t.Errorf("the secret is printed (as %q):\n%s%s", f, stdout, stderr)
+				}
 			}
 			if !strings.Contains(stderr, "--online") {
 				t.Errorf("stderr does not name --online: %s", stderr)
@@ -54,8 +73,10 @@ func TestURLSecretsNeverPrinted(t *testing.T) {
 			entries, _ := os.ReadDir(out)
 			for _, e := range entries {
 				b, _ := os.ReadFile(filepath.Join(out, e.Name()))
-				if strings.Contains(string(b), secret) {
-					t.Errorf("%s holds the secret:\n%s", e.Name(), b)
+				for _, f := range forms {
+					if strings.Contains(string(b), f) {
+						t.Errorf("%s holds the secret (as %q):\n%s", e.Name(), f, b)
+					}
 				}
 			}
 		})
