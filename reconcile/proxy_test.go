@@ -46,8 +46,7 @@ type tcpProxy struct {
 // trigger, before the server sees it.
 func newHoldProxy(t *testing.T, target string, trigger string, after int64) *tcpProxy {
 	t.Helper()
-	p := newTCPProxy(t, target, trigger, after, 0)
-	p.hold, p.held, p.released = true, make(chan struct{}), make(chan struct{})
+	p := startProxy(t, target, trigger, after, 0, true)
 	t.Cleanup(p.release)
 	return p
 }
@@ -65,12 +64,18 @@ func (p *tcpProxy) release() {
 
 func newTCPProxy(t *testing.T, target string, trigger string, after int64, reopen time.Duration) *tcpProxy {
 	t.Helper()
+	return startProxy(t, target, trigger, after, reopen, false)
+}
+
+func startProxy(t *testing.T, target string, trigger string, after int64, reopen time.Duration, hold bool) *tcpProxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &tcpProxy{t: t, target: target, addr: ln.Addr().String(), trigger: []byte(trigger), after: after, reopen: reopen,
-		ln: ln, conns: map[net.Conn]struct{}{}, shut: make(chan struct{}), opened: make(chan struct{})}
+		ln: ln, conns: map[net.Conn]struct{}{}, shut: make(chan struct{}), opened: make(chan struct{}),
+		hold: hold, held: make(chan struct{}), released: make(chan struct{})}
 	p.wg.Add(1)
 	go p.serve(ln)
 	t.Cleanup(p.close)
