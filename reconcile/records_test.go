@@ -113,15 +113,21 @@ func TestRecordsCSVRedis(t *testing.T) {
 		t.Fatalf("the backfill holds %d fingerprints, want %d", len(got), len(d.missingFPs()))
 	}
 
-	// The same recipe given explicitly (by column numbers) is another
-	// recipe for the index: refused, unless --assume-recipe.
-	explicit := append(args[:len(args):len(args)], "--format", "csv", "--header", "--key", "2,3,4")
-	r := fpdedup(t, d.dir, nil, explicit...).want(t, 2)
+	// The same columns spelled by number are the index's recipe, as the
+	// header resolves them: the same backfill.
+	explicit := append(args[:len(args):len(args)], "--format", "csv", "--header", "--key", "2,3,4", "--backfill", "bf2.csv")
+	fpdedup(t, d.dir, nil, explicit...).want(t, 1)
+	if string(must(os.ReadFile(filepath.Join(d.dir, "bf2.csv")))) != want {
+		t.Fatal("--key 2,3,4: another backfill than --key user_id,device_id,timestamp_ms")
+	}
+	// Other columns are another recipe: refused, unless --assume-recipe.
+	other := append(args[:len(args):len(args)], "--format", "csv", "--header", "--key", "2,3,5")
+	r := fpdedup(t, d.dir, nil, other...).want(t, 2)
 	if !strings.Contains(r.stderr, "--assume-recipe") {
 		t.Fatalf("stderr: %s", r.stderr)
 	}
-	r = fpdedup(t, d.dir, nil, append(explicit, "--assume-recipe", "--backfill", "bf2.csv")...).want(t, 1)
-	if !strings.Contains(r.stderr, "warning") || string(must(os.ReadFile(filepath.Join(d.dir, "bf2.csv")))) != want {
+	r = fpdedup(t, d.dir, nil, append(other, "--assume-recipe", "--backfill", "bf3.csv")...).want(t, 1)
+	if !strings.Contains(r.stderr, "warning") {
 		t.Fatalf("--assume-recipe: %s", r.stderr)
 	}
 	// Lines are not the index's records.
