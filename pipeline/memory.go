@@ -46,7 +46,12 @@ func parquetHeap(r ingest.RecordOptions) int64 {
 func (o CountOptions) HeapLimit() int64 { return max(o.Mem/4, minHeap) + parquetHeap(o.Records) }
 
 // HeapLimit is the Go heap's share of o.Mem while Replay runs: a quarter
-// of what the simulated blooms leave, as the exact seen-set shares it.
+// of what the simulated blooms leave, as the exact seen-set shares it,
+// and the RedisBloom filters' share (they live on the Go heap).
 func (o ReplayOptions) HeapLimit() int64 {
-	return max((o.Mem-ReplayBloomBytes(o))/4, minHeap)
+	h := max((o.Mem-ReplayBloomBytes(o))/4, minHeap)
+	if o.RedisBloom != nil {
+		h += replayFilterShare(o)
+	}
+	return h
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/rbloom"
 )
 
 // Replay simulates, offline and exactly, what an online dedup of two
@@ -98,6 +99,28 @@ type ReplayL2 struct {
 	K      int      // bits a key
 }
 
+// ReplayRedisBloom is L2 as RedisBloom filters (package rbloom's model):
+// one filter a shard, made by BF.RESERVE with these parameters, each
+// event's item added to its shard's filter with BF.ADD, whose answer (0:
+// already present) is the tier's "seen".
+type ReplayRedisBloom struct {
+	// Capacity is BF.RESERVE's; more than one: a sweep, Capacity[0] the
+	// primary.
+	Capacity   []uint64
+	Error      float64
+	Expansion  uint32 // 0: the module's default
+	NonScaling bool
+	// Router sends an event's key text to a shard; it may not be RouteAll
+	// (an add's answer depends on the one filter it met).
+	Router *rbloom.Router
+	Item   rbloom.Item
+}
+
+// params are BF.RESERVE's for the system of capacity c.
+func (rb *ReplayRedisBloom) params(c uint64) rbloom.Params {
+	return rbloom.Params{Capacity: c, Error: rb.Error, Expansion: rb.Expansion, NonScaling: rb.NonScaling}
+}
+
 // ReplayOptions configure Replay.
 type ReplayOptions struct {
 	Inputs  []string // none: stdin
@@ -116,6 +139,8 @@ type ReplayOptions struct {
 	Arrival bool
 	L1      *ReplayL1
 	L2      *ReplayL2
+	// RedisBloom is L2 as RedisBloom filters, instead of L2's bitmaps.
+	RedisBloom *ReplayRedisBloom
 	// Lost, when set, gets the first occurrences the primary system
 	// dropped, bytes unchanged, in input order; a csv/tsv header first.
 	Lost     io.Writer
@@ -128,8 +153,10 @@ type ReplayOptions struct {
 
 func (o *ReplayOptions) check() error {
 	switch {
-	case o.L1 == nil && o.L2 == nil:
+	case o.L1 == nil && o.L2 == nil && o.RedisBloom == nil:
 		return errors.New("replay: no tier to simulate")
+	case o.L2 != nil && o.RedisBloom != nil:
+		return errors.New("replay: L2 is either bitmaps or RedisBloom filters, not both")
 	case o.L1 != nil && (o.L1.Bits == 0 || o.L1.TTL <= 0):
 		return errors.New("replay: L1 needs bits and a TTL")
 	case o.L2 != nil && (o.L2.Shards == 0 || len(o.L2.Bits) == 0 || o.L2.K < 1 || o.L2.K > maxReplayK):
@@ -144,6 +171,11 @@ func (o *ReplayOptions) check() error {
 			}
 		}
 	}
+	if rb := o.RedisBloom; rb != nil {
+		if err := rb.Check(); err != nil {
+			return err
+		}
+	}
 	if o.TimeUnit <= 0 {
 		o.TimeUnit = time.Millisecond
 	}
@@ -154,20 +186,55 @@ func (o *ReplayOptions) check() error {
 const maxReplayK = 32
 
 // ReplayBloomBytes is the memory the simulated blooms of opts take: every
-// system of a sweep has its own L1 and L2.
+// system of a sweep has its own L1 and L2. RedisBloom filters grow as
+// they fill: theirs is the share of Mem they may grow to
+// (replayFilterShare).
 func ReplayBloomBytes(opts ReplayOptions) int64 {
-	var n int64
-	systems := 1
+	n := replayL1Bytes(opts)
 	if opts.L2 != nil {
-		systems = len(opts.L2.Bits)
 		for _, b := range opts.L2.Bits {
 			n += l2Bytes(opts.L2.Shards, b)
 		}
 	}
-	if opts.L1 != nil {
-		n += int64(systems) * int64((opts.L1.Bits+63)/64*8)
+	if opts.RedisBloom != nil {
+		n += replayFilterShare(opts)
 	}
 	return n
+}
+
+// replayL1Bytes is the memory of every system's L1.
+func replayL1Bytes(opts ReplayOptions) int64 {
+	if opts.L1 == nil {
+		return 0
+	}
+	return int64(replaySystems(opts)) * int64((opts.L1.Bits+63)/64*8)
+}
+
+// replaySystems is the number of simulated systems: one, or one a size of
+// a sweep.
+func replaySystems(opts ReplayOptions) int {
+	switch {
+	case opts.L2 != nil:
+		return len(opts.L2.Bits)
+	case opts.RedisBloom != nil:
+		return len(opts.RedisBloom.Capacity)
+	}
+	return 1
+}
+
+// replayMinRest is the least of Mem the blooms must leave: the exact
+// seen-set and the fixed buffers (chunks in flight, a run being written,
+// the runtime: ~60 MiB).
+const replayMinRest = 64 << 20
+
+// ReplayMemNeeded is the least Mem that holds the blooms of opts as they
+// are before the first event (RedisBloom filters as BF.RESERVE makes
+// them) and replayMinRest beside them.
+func ReplayMemNeeded(opts ReplayOptions) int64 {
+	if opts.RedisBloom != nil {
+		return replayFilterMem(opts, ReplayReservedBytes(opts))
+	}
+	return ReplayBloomBytes(opts) + replayMinRest
 }
 
 // ReplayStats are the figures of a Replay run.
@@ -198,7 +265,8 @@ type ReplayStats struct {
 // ReplaySystem is what one simulated system did.
 type ReplaySystem struct {
 	L2Bits     uint64 `json:"l2_bits_per_shard,omitempty"`
-	BloomBytes int64  `json:"bloom_bytes"` // its L1 and L2
+	L2Capacity uint64 `json:"l2_capacity,omitempty"` // RedisBloom: BF.RESERVE's
+	BloomBytes int64  `json:"bloom_bytes"`           // its L1 and L2
 	Accepted   int64  `json:"accepted"`
 	Dropped    int64  `json:"dropped"`
 	// Lost: first occurrences dropped (the tiers' false drops together);
@@ -225,9 +293,32 @@ type ReplayTier struct {
 	// FPRFinal is the formula at the end: L2, the final fill (mean over
 	// the shards); L1, the fullest window's. Keys is what it is for: L2,
 	// the keys it holds; L1, the fullest window's.
+	// RedisBloom filters: from the bits set in every sub-filter
+	// (rbloom.Header.FPR), the rate now, not a formula.
 	FPRFinal float64 `json:"fpr_formula_final"`
 	Keys     uint64  `json:"keys"`
-	expected float64 // the sum behind FPRFormula
+	// Refused: RedisBloom, NONSCALING, adds of new items to a full filter,
+	// which the module refuses (the event passes, its item not added).
+	Refused  int64         `json:"refused,omitempty"`
+	Shards   []ReplayShard `json:"shards,omitempty"` // RedisBloom: each filter
+	expected float64       // the sum behind FPRFormula
+}
+
+// ReplayShard is one RedisBloom filter at the end, as BF.INFO would show
+// it, and what it decided.
+type ReplayShard struct {
+	Name       string  `json:"name"`        // the router's name of the shard
+	Items      uint64  `json:"items"`       // BF.INFO "Number of items inserted": adds answered 1
+	SubFilters int     `json:"sub_filters"` // BF.INFO "Number of filters"
+	Capacity   uint64  `json:"capacity"`    // BF.INFO "Capacity"
+	Bytes      int64   `json:"bytes"`       // BF.INFO "Size"
+	Fill       float64 `json:"fill"`        // bits set, of every sub-filter's bits
+	FPRNow     float64 `json:"fpr_now"`     // rbloom.Header.FPR: from each sub-filter's bits set
+	Reached    int64   `json:"reached"`
+	Dropped    int64   `json:"dropped"` // adds answered 0
+	FalseDrops int64   `json:"false_drops"`
+	DupsPassed int64   `json:"duplicates_passed"`
+	Refused    int64   `json:"refused,omitempty"`
 }
 
 // ReplayOrderError is an event earlier than the one before it, when
@@ -259,11 +350,20 @@ type replayEvent struct {
 	t            int64
 	line, record int64
 	rec          []byte // the record's bytes, with Lost only
+	// RedisBloom: the item's hash pair and the key's shard, computed by
+	// the parsers (MD5 and two MurmurHash64A an event, in parallel).
+	rb      rbloom.Hash
+	rbShard int
 }
 
 // replayEventBytes is an event's fixed part in a chunk's output: hi, lo,
-// time, line, record, and the length of the record bytes that follow.
-const replayEventBytes = 5*8 + 4
+// time, line, record, and the length of the record bytes that follow;
+// with RedisBloom, replayRBBytes more (the hash pair and the shard)
+// before them.
+const (
+	replayEventBytes = 5*8 + 4
+	replayRBBytes    = 2*8 + 4
+)
 
 // newWork is the parsers' work: each chunk's events, keyed, hashed and
 // timed, as bytes: the input's name, then the events.
@@ -272,8 +372,9 @@ func (r *replayer) newWork(headers *Headers) func() chunkWork {
 }
 
 // decode reads a chunk's output back into events (their rec aliases b),
-// with the input's name and the row group + 1 of a Parquet chunk's rows.
-func decodeReplayChunk(b []byte, evs []replayEvent) (string, int, []replayEvent) {
+// with the input's name and the row group + 1 of a Parquet chunk's rows;
+// rb: the events carry RedisBloom's hash and shard.
+func decodeReplayChunk(b []byte, evs []replayEvent, rb bool) (string, int, []replayEvent) {
 	n := binary.LittleEndian.Uint32(b)
 	name := string(b[4 : 4+n])
 	rowGroup := int(binary.LittleEndian.Uint32(b[4+n:]))
@@ -288,6 +389,11 @@ func decodeReplayChunk(b []byte, evs []replayEvent) (string, int, []replayEvent)
 		}
 		l := int(binary.LittleEndian.Uint32(b[40:]))
 		b = b[replayEventBytes:]
+		if rb {
+			e.rb = rbloom.Hash{A: binary.LittleEndian.Uint64(b), B: binary.LittleEndian.Uint64(b[8:])}
+			e.rbShard = int(binary.LittleEndian.Uint32(b[16:]))
+			b = b[replayRBBytes:]
+		}
 		if l > 0 {
 			e.rec, b = b[:l:l], b[l:]
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/rbloom"
 )
 
 // replayParser keys, hashes and times the records of chunks for Replay;
@@ -25,6 +26,7 @@ type replayParser struct {
 	timeAt  int           // the time field's index among them; -1: no time
 	appends bool          // the time field is keyer's last, after the key's
 	sepLen  int           // the key separator's length
+	item    []byte        // RedisBloom: the item being hashed
 }
 
 func newReplayParser(opts *ReplayOptions, headers *Headers) *replayParser {
@@ -97,6 +99,27 @@ func (p *replayParser) fingerprintTime(rec []byte, first, simple bool) (fp fpsto
 	return fp, tf, err
 }
 
+// redisBloom is fingerprintTime for the RedisBloom model, which needs the
+// key text itself: the router hashes it, and the item is made from it
+// (or from the fingerprint).
+func (p *replayParser) redisBloom(rec []byte, first, simple bool) (fp fpstore.Fingerprint, tf []byte, h rbloom.Hash, shard int, err error) {
+	key, tf, err := p.keyTime(rec, first, simple)
+	if err != nil {
+		return fp, tf, h, 0, err
+	}
+	rb := p.opts.RedisBloom
+	fp = p.opts.Records.Hash.Sum(key)
+	if rb.Item == rbloom.ItemFP {
+		p.item = rbloom.AppendFP(p.item[:0], fp.Hi, fp.Lo)
+	} else {
+		p.item = rb.Item.AppendKeyItem(p.item[:0], key)
+	}
+	// Every filter BF.RESERVE makes hashes with MurmurHash64A
+	// (OptForce64); TestReplayRedisBloomModule checks it against the
+	// module's answers.
+	return fp, tf, rbloom.HashItem(rbloom.OptForce64, p.item), rb.Router.Shard(key), nil
+}
+
 // parse appends the chunk's events to buf: the input's name and its
 // row group + 1 (0 in a text format), then each event (replayEventBytes
 // and, with Lost, the record's bytes).
@@ -112,13 +135,23 @@ func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
 	opts := p.opts
 	spec := opts.Records.Spec
 	keepRec := opts.Lost != nil
+	rb := opts.RedisBloom != nil
 	c := job.chunk
 	data, line, recNo := job.records()
 	var n int64
 	var err error
 	c.Split(data, spec.Format, spec.Term, func(rec []byte, simple bool) bool {
 		first := c.FirstRecord == 1 && recNo == 1 && !job.header
-		fp, tf, kerr := p.fingerprintTime(rec, first, simple)
+		var fp fpstore.Fingerprint
+		var tf []byte
+		var kerr error
+		var h rbloom.Hash
+		var shard int
+		if rb {
+			fp, tf, h, shard, kerr = p.redisBloom(rec, first, simple)
+		} else {
+			fp, tf, kerr = p.fingerprintTime(rec, first, simple)
+		}
 		var t int64
 		if kerr == nil {
 			if p.timeAt >= 0 {
@@ -137,6 +170,13 @@ func (p *replayParser) parse(job chunkJob, buf []byte) ([]byte, error) {
 				binary.LittleEndian.PutUint64(e[32:], uint64(recNo))
 				if keepRec {
 					binary.LittleEndian.PutUint32(e[40:], uint32(len(rec)))
+				}
+				if rb {
+					buf = binary.LittleEndian.AppendUint64(buf, h.A)
+					buf = binary.LittleEndian.AppendUint64(buf, h.B)
+					buf = binary.LittleEndian.AppendUint32(buf, uint32(shard))
+				}
+				if keepRec {
 					buf = append(buf, rec...)
 				}
 				n++

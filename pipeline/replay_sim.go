@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -9,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/prefetch"
+	"github.com/fpdedup/fpdedup/internal/rbloom"
 )
 
 // replayer is Replay's simulation: the exact seen-set, the clock and the
@@ -43,6 +44,7 @@ type replayer struct {
 type replaySystem struct {
 	l1       *l1Bloom
 	l2       *l2Bloom
+	rb       *rbTier  // L2 as RedisBloom filters, instead of l2
 	pos      []uint64 // the chunk's L2 bits, K an event
 	shard    []uint64 // the chunk's L2 shards
 	st       ReplaySystem
@@ -61,12 +63,9 @@ func newReplayer(opts *ReplayOptions) (*replayer, error) {
 	if opts.L1 != nil {
 		r.ttl = int64(opts.L1.TTL)
 	}
-	sizes := []uint64{0}
-	if opts.L2 != nil {
-		sizes = opts.L2.Bits
-	}
-	for _, bits := range sizes {
-		s := &replaySystem{st: ReplaySystem{L2Bits: bits}}
+	budget := &filterBudget{share: replayFilterShare(*opts), opts: opts}
+	for i := range replaySystems(*opts) {
+		s := &replaySystem{}
 		r.systems = append(r.systems, s)
 		var err error
 		if opts.L1 != nil {
@@ -75,7 +74,14 @@ func newReplayer(opts *ReplayOptions) (*replayer, error) {
 			}
 		}
 		if opts.L2 != nil {
-			if s.l2, err = newL2Bloom(opts.L2.Shards, bits, opts.L2.K); err != nil {
+			s.st.L2Bits = opts.L2.Bits[i]
+			if s.l2, err = newL2Bloom(opts.L2.Shards, s.st.L2Bits, opts.L2.K); err != nil {
+				return r, err
+			}
+		}
+		if rb := opts.RedisBloom; rb != nil {
+			s.st.L2Capacity = rb.Capacity[i]
+			if s.rb, err = newRBTier(rb, s.st.L2Capacity, budget); err != nil {
 				return r, err
 			}
 		}
@@ -115,6 +121,9 @@ func (r *replayer) prefault() {
 		if s.l2 != nil {
 			mems = append(mems, s.l2.mem)
 		}
+		if s.rb != nil {
+			mems = append(mems, s.rb.mems()...)
+		}
 	}
 	var wg sync.WaitGroup
 	threads := max(r.opts.Threads, 1)
@@ -148,7 +157,7 @@ func (r *replayer) free() {
 
 // consume replays one chunk's events, in input order.
 func (r *replayer) consume(out []byte) error {
-	name, rowGroup, evs := decodeReplayChunk(out, r.evs)
+	name, rowGroup, evs := decodeReplayChunk(out, r.evs, r.opts.RedisBloom != nil)
 	r.evs = evs
 	if err := r.header(); err != nil {
 		return err
@@ -282,7 +291,11 @@ func (r *replayer) step(name string, rowGroup int, e *replayEvent, i int) error 
 		r.dups++
 	}
 	for k, s := range r.systems {
-		if s.step(e.fp, i, first) && k == 0 && r.opts.Lost != nil {
+		lost, err := s.step(e, i, first)
+		if err != nil {
+			return err
+		}
+		if lost && k == 0 && r.opts.Lost != nil {
 			if _, err := r.opts.Lost.Write(e.rec); err != nil {
 				return err
 			}
@@ -291,10 +304,11 @@ func (r *replayer) step(name string, rowGroup int, e *replayEvent, i int) error 
 	return nil
 }
 
-// step is the online decision for the i-th event of the chunk, with key
-// fp, a first occurrence or not; it reports whether the event was lost (a
-// first occurrence dropped).
-func (s *replaySystem) step(fp fpstore.Fingerprint, i int, first bool) bool {
+// step is the online decision for event e, the i-th of the chunk, a
+// first occurrence or not; it reports whether the event was lost (a first
+// occurrence dropped).
+func (s *replaySystem) step(e *replayEvent, i int, first bool) (bool, error) {
+	fp := e.fp
 	var w, mask uint64
 	if l1 := s.l1; l1 != nil {
 		t := &s.l1t
@@ -311,10 +325,15 @@ func (s *replaySystem) step(fp fpstore.Fingerprint, i int, first bool) bool {
 				t.FalseDrops++
 				s.st.Lost++
 			}
-			return first
+			return first, nil
 		}
 		if !first {
 			t.DupsPassed++
+		}
+	}
+	if s.rb != nil {
+		if dropped, err := s.stepRB(e, first); dropped || err != nil {
+			return first && dropped, err
 		}
 	}
 	if l2 := s.l2; l2 != nil {
@@ -332,7 +351,7 @@ func (s *replaySystem) step(fp fpstore.Fingerprint, i int, first bool) bool {
 				t.FalseDrops++
 				s.st.Lost++
 			}
-			return first
+			return first, nil
 		}
 		l2.n[shard]++
 		l2.rates[shard].add()
@@ -347,7 +366,44 @@ func (s *replaySystem) step(fp fpstore.Fingerprint, i int, first bool) bool {
 	if s.l1 != nil {
 		s.l1.set(w, mask)
 	}
-	return false
+	return false, nil
+}
+
+// stepRB is L2's decision as RedisBloom filters: BF.ADD of e's item to its
+// shard's filter; an answer of 0 drops the event. An add the module
+// refuses (a NONSCALING filter full) lets the event pass, its item not
+// added: the online side got an error, not "seen".
+func (s *replaySystem) stepRB(e *replayEvent, first bool) (dropped bool, err error) {
+	t, sh := &s.l2t, &s.rb.shards[e.rbShard].st
+	t.Reached++
+	sh.Reached++
+	if first {
+		t.FirstsReached++
+		t.expected += s.rb.rate(e.rbShard)
+	}
+	a, err := s.rb.add(e.rbShard, e.rb)
+	switch {
+	case errors.Is(err, rbloom.ErrFull):
+		t.Refused++
+		sh.Refused++
+	case err != nil:
+		return false, err
+	case !a.New:
+		t.Dropped++
+		sh.Dropped++
+		s.st.Dropped++
+		if first {
+			t.FalseDrops++
+			sh.FalseDrops++
+			s.st.Lost++
+		}
+		return true, nil
+	}
+	if !first {
+		t.DupsPassed++
+		sh.DupsPassed++
+	}
+	return false, nil
 }
 
 // stats fills in the figures.
@@ -373,6 +429,13 @@ func (r *replayer) stats(st *ReplayStats) {
 			t.FPRFinal = BloomFormula(float64(l1.peak), float64(l1.mod.M()), 1)
 			t.rates()
 			sys.L1 = &t
+			sys.BloomBytes += t.Bytes
+		}
+		if s.rb != nil {
+			t := s.l2t
+			s.rb.stats(&t)
+			t.rates()
+			sys.L2 = &t
 			sys.BloomBytes += t.Bytes
 		}
 		if l2 := s.l2; l2 != nil {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
+	"github.com/fpdedup/fpdedup/internal/rbloom"
 	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
@@ -146,6 +150,10 @@ func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []str
 		if oe := (*pipeline.ReplayOrderError)(nil); errors.As(err, &oe) {
 			return nil, fmt.Errorf("%w\n  hint: %s", err, replayOrderHint(oe, opts.TimeField))
 		}
+		if me := (*pipeline.ReplayMemError)(nil); errors.As(err, &me) {
+			return nil, fmt.Errorf("%w (three quarters of what L1 leaves of --mem %s)\n  hint: give --mem %s or more: what the filters have grown to so far; the rest of the day may need more",
+				err, memText(inv), mebibytes(me.Need))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -172,13 +180,17 @@ func replaySummary(j *job, opts pipeline.ReplayOptions, st pipeline.ReplayStats)
 		truth += fmt.Sprintf(", spilled: %d runs", st.TruthRuns)
 	}
 	p := st.Systems[0]
+	var blooms int64
+	for _, s := range st.Systems {
+		blooms += s.BloomBytes
+	}
 	// Both rates: the set-up (the first touch of the blooms and the
 	// seen-set's table, the kernel zeroing them) is paid once a run,
 	// however many events follow it.
 	j.summary("replay: %s, %d first occurrences, %d duplicates, %d lost, %d let through, %s, %s read, %.2f s, %s events/s, %s events/s after the set-up (%.2f s: the blooms' and the seen-set's first touch; seen-set %s; blooms %s)",
 		counted(st.Events, "event"), st.FirstOccurrences, st.Duplicates, p.Lost, p.LetThrough, badSummary(opts.Records.OnBad), units.FormatBytes(st.Bytes), st.Seconds,
 		humanRate(float64(st.Events)/max(st.Seconds, 1e-9)), humanRate(float64(st.Events)/max(st.Seconds-st.SetupSeconds, 1e-9)),
-		st.SetupSeconds, truth, units.FormatBytes(pipeline.ReplayBloomBytes(opts)))
+		st.SetupSeconds, truth, units.FormatBytes(blooms))
 }
 
 // replayConfig checks the flags and makes the pipeline's options (all but
@@ -195,12 +207,17 @@ func replayConfig(j *job, o *replayOptions) (pipeline.ReplayOptions, error) {
 			return opts, err
 		}
 	}
-	if o.l2 != "" {
+	switch {
+	case isRedisBloom(o.l2):
+		if opts.RedisBloom, err = parseRedisBloom(o.l2, o.sweep); err != nil {
+			return opts, err
+		}
+	case o.l2 != "":
 		if opts.L2, err = parseL2(o.l2, o.sweep); err != nil {
 			return opts, err
 		}
-	} else if o.sweep != "" {
-		return opts, usageErrorf("--sweep varies the L2 size: it needs --l2 shards=N,k=K")
+	case o.sweep != "":
+		return opts, usageErrorf("--sweep varies the L2 size: it needs --l2 shards=N,k=K (bits=) or --l2 redisbloom,… (capacity=)")
 	}
 	switch o.order {
 	case "time":
@@ -243,17 +260,27 @@ func replayConfig(j *job, o *replayOptions) (pipeline.ReplayOptions, error) {
 	}
 	// Beyond the blooms, the exact seen-set and the fixed buffers (chunks,
 	// a run being written, the runtime: ~60 MiB) need 64 MiB at least.
-	need := pipeline.ReplayBloomBytes(opts)
-	if need+64<<20 > inv.mem {
-		mem := inv.memText
-		if mem == "" {
-			mem = units.FormatBytes(inv.mem) + " (the default)"
+	if need := pipeline.ReplayMemNeeded(opts); need > inv.mem {
+		if opts.RedisBloom != nil {
+			return opts, usageErrorf("the RedisBloom filters BF.RESERVE makes take %s (every shard's first sub-filter), and --mem %s must hold them within the three quarters of it they may grow to, leaving 64 MiB for the exact seen-set and the buffers: give --mem %s or more",
+				units.FormatBytes(pipeline.ReplayReservedBytes(opts)), memText(inv), mebibytes(need))
 		}
-		return opts, usageErrorf("the simulated blooms take %s, and --mem %s must hold them and 64 MiB more for the exact seen-set and the buffers: give --mem %dMiB or more",
-			units.FormatBytes(need), mem, (need+64<<20+1<<20-1)>>20)
+		return opts, usageErrorf("the simulated blooms take %s, and --mem %s must hold them and 64 MiB more for the exact seen-set and the buffers: give --mem %s or more",
+			units.FormatBytes(pipeline.ReplayBloomBytes(opts)), memText(inv), mebibytes(need))
 	}
 	return opts, nil
 }
+
+// memText is --mem as given, or the default's size.
+func memText(inv *invocation) string {
+	if inv.memText == "" {
+		return units.FormatBytes(inv.mem) + " (the default)"
+	}
+	return inv.memText
+}
+
+// mebibytes writes a --mem of at least n bytes, in whole MiB.
+func mebibytes(n int64) string { return strconv.FormatInt((n+1<<20-1)>>20, 10) + "MiB" }
 
 // parseL1 reads --l1 SIZE,ttl=DUR.
 func parseL1(s string) (*pipeline.ReplayL1, error) {
@@ -342,6 +369,14 @@ func replayJSONConfig(o *replayOptions, opts pipeline.ReplayOptions) map[string]
 	if opts.L2 != nil {
 		c["l2"] = map[string]any{"shards": opts.L2.Shards, "bits": opts.L2.Bits, "k": opts.L2.K}
 	}
+	if rb := opts.RedisBloom; rb != nil {
+		l2 := map[string]any{"model": redisBloomModel, "capacity": rb.Capacity, "error": rb.Error, "nonscaling": rb.NonScaling,
+			"shards": rb.Router.Shards(), "route": rb.Router.Route(), "item": rb.Item.String()}
+		if !rb.NonScaling {
+			l2["expansion"] = cmp.Or(rb.Expansion, rbloom.DefaultExpansion)
+		}
+		c["l2"] = l2
+	}
 	return c
 }
 
@@ -353,4 +388,149 @@ func replayOrderHint(oe *pipeline.ReplayOrderError, timeField string) string {
 		return fmt.Sprintf(`sort the rows by their time column first, ties kept in file order (e.g. duckdb -c "COPY (SELECT * EXCLUDE (file_row_number) FROM read_parquet('in.parquet', file_row_number = true) ORDER BY %s, file_row_number) TO 'sorted.parquet'"), or give --order arrival if they are in arrival order`, timeField)
 	}
 	return "sort the input by its time field first (a stable sort, e.g. sort -s -t, -k3,3n when it is the third csv column, the header kept first), or give --order arrival if it is in arrival order"
+}
+
+// redisBloomModel is the first word of --l2 for L2 as RedisBloom filters.
+const redisBloomModel = "redisbloom"
+
+func isRedisBloom(l2 string) bool {
+	return l2 == redisBloomModel || strings.HasPrefix(l2, redisBloomModel+",")
+}
+
+// redisBloomUsage is the spelling of --l2 for RedisBloom, in errors.
+const redisBloomUsage = "redisbloom,capacity=C,error=E[,expansion=X|,nonscaling],shards=N,route=mod-md5|ring,item=key|sha256|fp (ring: vnodes=V,nodes=A,B,… last)"
+
+// parseRedisBloom reads --l2 redisbloom,… and --sweep capacity=A,B,…: the
+// parameters of BF.RESERVE (capacity, error, expansion, nonscaling) and
+// those of reconcile's RedisBloom URL (shards, route, nodes, vnodes, item),
+// in any order but nodes=, which takes the rest (its names are separated by
+// commas, as in the URL). The primary capacity first (--l2's, else the
+// first of --sweep), then the others of --sweep.
+func parseRedisBloom(s, sweep string) (*pipeline.ReplayRedisBloom, error) {
+	rb := &pipeline.ReplayRedisBloom{}
+	var spec rbloom.RouterSpec
+	var item string
+	seen := map[string]bool{}
+	rest := strings.TrimPrefix(strings.TrimPrefix(s, redisBloomModel), ",")
+	for rest != "" {
+		var param string
+		if strings.HasPrefix(rest, "nodes=") {
+			param, rest = rest, ""
+		} else {
+			param, rest, _ = strings.Cut(rest, ",")
+		}
+		k, v, hasValue := strings.Cut(param, "=")
+		if seen[k] {
+			return nil, usageErrorf("--l2: %s given twice", k)
+		}
+		seen[k] = true
+		if k == "nonscaling" {
+			if hasValue {
+				return nil, usageErrorf("--l2: nonscaling takes no value (BF.RESERVE's NONSCALING)")
+			}
+			rb.NonScaling = true
+			continue
+		}
+		if !hasValue || v == "" {
+			return nil, usageErrorf("--l2: %q: want %s", param, redisBloomUsage)
+		}
+		var err error
+		switch k {
+		case "capacity":
+			var c uint64
+			if c, err = parseCapacity(v); err != nil {
+				return nil, usageErrorf("--l2: %v", err)
+			}
+			rb.Capacity = []uint64{c}
+		case "error":
+			e, perr := strconv.ParseFloat(v, 64)
+			if perr != nil || !(e > 0 && e < 1) {
+				return nil, usageErrorf("--l2: error=%s: want a false-positive rate between 0 and 1 (0.01)", v)
+			}
+			rb.Error = e
+		case "expansion":
+			x, perr := strconv.ParseUint(v, 10, 32)
+			if perr != nil || x < 1 {
+				return nil, usageErrorf("--l2: expansion=%s: want 1 to %d (BF.RESERVE's EXPANSION; the module's default is %d)", v, uint32(math.MaxUint32), rbloom.DefaultExpansion)
+			}
+			rb.Expansion = uint32(x)
+		case "shards":
+			n, perr := strconv.Atoi(v)
+			if perr != nil || n < 1 {
+				return nil, usageErrorf("--l2: shards=%s: want 1 to %d", v, l2bloom.MaxShards)
+			}
+			spec.Shards = n
+		case "route":
+			spec.Route = v
+		case "vnodes":
+			n, perr := strconv.Atoi(v)
+			if perr != nil {
+				return nil, usageErrorf("--l2: vnodes=%s: want 1 to %d", v, rbloom.MaxVNodes)
+			}
+			spec.VNodes = n
+		case "nodes":
+			spec.Nodes = strings.Split(v, ",")
+		case "item":
+			if rb.Item, err = rbloom.ParseItem(v); err != nil {
+				return nil, usageErrorf("--l2: %v", err)
+			}
+			item = v
+		default:
+			return nil, usageErrorf("--l2: unknown %q: want %s", param, redisBloomUsage)
+		}
+	}
+	if sweep != "" {
+		list, ok := strings.CutPrefix(sweep, "capacity=")
+		if !ok {
+			return nil, usageErrorf("--sweep %s: with --l2 redisbloom,… want capacity=A,B,… (BF.RESERVE's capacity a shard)", sweep)
+		}
+		for _, v := range strings.Split(list, ",") {
+			c, err := parseCapacity(v)
+			if err != nil {
+				return nil, usageErrorf("--sweep: %v", err)
+			}
+			if !slices.Contains(rb.Capacity, c) {
+				rb.Capacity = append(rb.Capacity, c)
+			}
+		}
+	}
+	for _, need := range []struct {
+		name string
+		ok   bool
+	}{
+		{"capacity=C (or --sweep capacity=A,B,…)", len(rb.Capacity) > 0},
+		{"error=E", rb.Error > 0},
+		{"route=mod-md5|ring", spec.Route != ""},
+		{"shards=N", spec.Shards > 0 || spec.Route == rbloom.RouteRing},
+		{"vnodes=V (route=ring)", spec.Route != rbloom.RouteRing || seen["vnodes"]},
+		{"nodes=A,B,… (route=ring; last)", spec.Route != rbloom.RouteRing || len(spec.Nodes) > 0},
+		{"item=key|sha256|fp", item != ""},
+	} {
+		if !need.ok {
+			return nil, usageErrorf("--l2 %s: missing %s; want %s", s, need.name, redisBloomUsage)
+		}
+	}
+	if rb.NonScaling && rb.Expansion != 0 {
+		return nil, usageErrorf("--l2: expansion=%d and nonscaling: a NONSCALING filter never expands (BF.RESERVE refuses both)", rb.Expansion)
+	}
+	if spec.Route == rbloom.RouteAll {
+		return nil, usageErrorf("--l2: route=all cannot be replayed: each BF.ADD's answer is that of the one shard's filter the item met, which depends on every item routed there before; with the router unknown there is no answer to replay, not even a bound. Give the online side's router: route=mod-md5 or route=ring")
+	}
+	var err error
+	if rb.Router, err = rbloom.NewRouter(spec); err != nil {
+		return nil, usageErrorf("--l2: %v", err)
+	}
+	if err := rb.Check(); err != nil {
+		return nil, usageErrorf("--l2: %v", err)
+	}
+	return rb, nil
+}
+
+// parseCapacity reads capacity=: a count of items (1000, 10k, 10M).
+func parseCapacity(v string) (uint64, error) {
+	n, err := units.ParseCount(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("capacity=%s: want a number of items a shard's first sub-filter holds (1000, 10k, 10M)", v)
+	}
+	return uint64(n), nil
 }

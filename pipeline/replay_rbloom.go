@@ -1,0 +1,218 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fpdedup/fpdedup/internal/rbloom"
+)
+
+// L2 as RedisBloom filters (ReplayOptions.RedisBloom): one rbloom.Filter a
+// shard, each event's item added as BF.ADD adds it, so that every answer,
+// every sub-filter appended and every bit is the module's
+// (TestReplayRedisBloomModule holds it to the real module, event by event
+// and byte by byte).
+//
+// Where an event goes: the router hashes the key text (the --key fields
+// joined, as the index's recipe makes it) to a shard, whatever the item;
+// the item (the key text, its SHA-256 hex or the fingerprint's 32 hex) is
+// what BF.ADD is given, hashed by the module's MurmurHash64A pair. Both are
+// computed by the parsers, in parallel; the simulation only adds.
+
+// Check refuses parameters BF.RESERVE would refuse, a router a replay
+// cannot follow, and filters whose first sub-filter fpdedup cannot make.
+func (rb *ReplayRedisBloom) Check() error {
+	switch {
+	case len(rb.Capacity) == 0:
+		return errors.New("replay: RedisBloom needs a capacity")
+	case rb.Router == nil:
+		return errors.New("replay: RedisBloom needs a router")
+	case rb.Router.All():
+		return ErrReplayRouteAll
+	}
+	for _, c := range rb.Capacity {
+		if _, err := rb.params(c).Memory(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ErrReplayRouteAll refuses route=all in a replay: BF.ADD's answer is the
+// one filter's that the item met, which depends on which items were routed
+// there before; with the router unknown there is no answer to replay, not
+// even a bound (an event is lost in one shard and new in another).
+var ErrReplayRouteAll = errors.New("replay: the router must be known (route=all is for an audit): an add's answer depends on the one shard's filter it meets")
+
+// ReplayMemError is a RedisBloom filter that would grow past the share of
+// Mem the filters may take (replayFilterShare).
+type ReplayMemError struct {
+	Shard     string // the router's name of the shard
+	SubFilter int    // the sub-filter it would append, counting from 1
+	Bytes     uint64 // its bits' bytes
+	Used      int64  // the bytes of every filter's sub-filters so far
+	Share     int64  // what they may take
+	Need      int64  // the least Mem whose share holds them with it
+}
+
+func (e *ReplayMemError) Error() string {
+	return fmt.Sprintf("replay: the RedisBloom filters outgrew their share of memory: shard %s's sub-filter %d (%d bytes) would take them to %d bytes, beyond the %d bytes they may take",
+		e.Shard, e.SubFilter, e.Bytes, e.Used+int64(e.Bytes), e.Share)
+}
+
+// replayFilterShare is what RedisBloom filters (all of a sweep's) may grow
+// to: three quarters of what the L1s leave of Mem, and never so much that
+// less than replayMinRest is left; the exact seen-set spills beyond the
+// rest.
+func replayFilterShare(opts ReplayOptions) int64 {
+	rest := opts.Mem - replayL1Bytes(opts)
+	return max(min(rest/4*3, rest-replayMinRest), 0)
+}
+
+// replayFilterMem is the least Mem whose share (replayFilterShare) holds
+// n bytes of filters.
+func replayFilterMem(opts ReplayOptions, n int64) int64 {
+	return replayL1Bytes(opts) + max(n+replayMinRest, 4*((n+2)/3))
+}
+
+// ReplayReservedBytes is what the RedisBloom filters BF.RESERVE makes
+// take (BF.INFO "Size"), every shard of every system of a sweep; 0
+// without them.
+func ReplayReservedBytes(opts ReplayOptions) int64 {
+	rb := opts.RedisBloom
+	if rb == nil {
+		return 0
+	}
+	var n int64
+	for _, c := range rb.Capacity {
+		m, _ := rb.params(c).Memory() // Check refuses those in error
+		n += int64(m) * int64(rb.Router.Shards())
+	}
+	return n
+}
+
+// filterBudget is the filters' share of Mem, shared by every system.
+type filterBudget struct {
+	used, share int64
+	opts        *ReplayOptions
+}
+
+// rbTier is one system's L2 as RedisBloom filters.
+type rbTier struct {
+	router  *rbloom.Router
+	filters []*rbloom.Filter
+	shards  []rbShard
+	budget  *filterBudget
+}
+
+// rbShard is what a shard's filter decided, and its formula rate as it
+// fills: 1 - miss·(1 - last.rate()), miss the product of (1 - rate) of
+// the full sub-filters.
+type rbShard struct {
+	st   ReplayShard
+	miss float64
+	last fillRate
+}
+
+func newRBTier(rb *ReplayRedisBloom, capacity uint64, budget *filterBudget) (*rbTier, error) {
+	t := &rbTier{router: rb.Router, budget: budget, shards: make([]rbShard, rb.Router.Shards())}
+	p := rb.params(capacity)
+	mem, err := p.Memory()
+	if err != nil {
+		return nil, err
+	}
+	for s := range t.shards {
+		if budget.used+int64(mem) > budget.share {
+			return nil, &ReplayMemError{Shard: rb.Router.Name(s), SubFilter: 1, Bytes: mem, Used: budget.used, Share: budget.share,
+				Need: replayFilterMem(*budget.opts, ReplayReservedBytes(*budget.opts))}
+		}
+		f, err := rbloom.NewFilter(p, budget.share)
+		if err != nil {
+			return nil, err
+		}
+		budget.used += int64(f.Header().Bytes())
+		t.filters = append(t.filters, f)
+		l := &f.Header().Links[0]
+		t.shards[s] = rbShard{st: ReplayShard{Name: rb.Router.Name(s)}, miss: 1, last: newFillRate(l.Modulus(), int(l.Hashes))}
+	}
+	return t, nil
+}
+
+// rate is the formula's false-positive rate of shard s's filter now.
+func (t *rbTier) rate(s int) float64 {
+	sh := &t.shards[s]
+	return 1 - sh.miss*(1-sh.last.rate())
+}
+
+// add is BF.ADD of the item of hash h to shard s's filter, within the
+// filters' share of memory.
+func (t *rbTier) add(s int, h rbloom.Hash) (rbloom.Added, error) {
+	f := t.filters[s]
+	hd := f.Header()
+	if hd.Room() == 0 && hd.Scaling() && !f.ExistsHash(h) {
+		next, err := hd.Next()
+		if err != nil {
+			return rbloom.Added{}, fmt.Errorf("replay: shard %s: %w", t.router.Name(s), err)
+		}
+		b := t.budget
+		if b.used+int64(next.Bytes) > b.share {
+			return rbloom.Added{}, &ReplayMemError{Shard: t.router.Name(s), SubFilter: len(hd.Links) + 1, Bytes: next.Bytes, Used: b.used, Share: b.share,
+				Need: replayFilterMem(*b.opts, b.used+int64(next.Bytes))}
+		}
+	}
+	a, err := f.AddHash(h)
+	if err != nil {
+		if errors.Is(err, rbloom.ErrFull) {
+			return a, err
+		}
+		return a, fmt.Errorf("replay: shard %s: %w", t.router.Name(s), err)
+	}
+	if a.New {
+		sh := &t.shards[s]
+		if a.Grew {
+			l := &hd.Links[a.Link]
+			t.budget.used += int64(l.Bytes)
+			sh.miss *= 1 - sh.last.rate()
+			sh.last = newFillRate(l.Modulus(), int(l.Hashes))
+		}
+		sh.last.add()
+	}
+	return a, nil
+}
+
+// mems are the filters' bit arrays, for prefault.
+func (t *rbTier) mems() [][]byte {
+	var m [][]byte
+	for _, f := range t.filters {
+		for it, b := range f.Chunks() {
+			if it > 1 {
+				m = append(m, b)
+			}
+		}
+	}
+	return m
+}
+
+// stats fills in the tier's figures from the filters as they are now.
+func (t *rbTier) stats(tier *ReplayTier) {
+	var rates float64
+	for s, f := range t.filters {
+		hd := f.Header()
+		st := t.shards[s].st
+		fill := f.Fill()
+		var set, bits uint64
+		for i := range hd.Links {
+			set += fill[i]
+			bits += hd.Links[i].Modulus()
+		}
+		st.Items, st.SubFilters, st.Capacity = hd.Size, len(hd.Links), hd.Capacity()
+		st.Bytes = int64(hd.Memory())
+		st.Fill = float64(set) / float64(bits)
+		st.FPRNow = hd.FPR(fill)
+		tier.Bytes += st.Bytes
+		tier.Keys += st.Items
+		rates += st.FPRNow
+		tier.Shards = append(tier.Shards, st)
+	}
+	tier.FPRFinal = rates / float64(len(t.filters))
+}
