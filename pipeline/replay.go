@@ -149,6 +149,9 @@ type ReplayOptions struct {
 	TmpDir   string
 	Progress *ingest.Progress
 	Stdin    io.Reader // read for "-" instead of the process's stdin (tests)
+	// decided, when set, is told the primary system's decision on each
+	// event, numbered from 0 in the order taken (tests).
+	decided func(event int64, d replayDecision)
 }
 
 func (o *ReplayOptions) check() error {

@@ -49,7 +49,20 @@ type replaySystem struct {
 	shard    []uint64 // the chunk's L2 shards
 	st       ReplaySystem
 	l1t, l2t ReplayTier
+	decision replayDecision // the last event's
 }
+
+// replayDecision is what a system did with an event, told to
+// ReplayOptions.decided (the tests that hold each decision to the real
+// module's answer).
+type replayDecision uint8
+
+const (
+	decidedNew     replayDecision = iota // accepted: L2 answered "new" (BF.ADD 1), or there is no L2
+	decidedL1                            // dropped by L1
+	decidedSeen                          // dropped by L2 (BF.ADD 0)
+	decidedRefused                       // accepted, L2 refused the add (a NONSCALING filter full)
+)
 
 // replayGroup is how many events are prefetched together, one group ahead
 // of the events being decided: 8 events are 40 lines (table, L1, 3 L2
@@ -295,6 +308,9 @@ func (r *replayer) step(name string, rowGroup int, e *replayEvent, i int) error 
 		if err != nil {
 			return err
 		}
+		if k == 0 && r.opts.decided != nil {
+			r.opts.decided(r.events-1, s.decision)
+		}
 		if lost && k == 0 && r.opts.Lost != nil {
 			if _, err := r.opts.Lost.Write(e.rec); err != nil {
 				return err
@@ -310,6 +326,7 @@ func (r *replayer) step(name string, rowGroup int, e *replayEvent, i int) error 
 func (s *replaySystem) step(e *replayEvent, i int, first bool) (bool, error) {
 	fp := e.fp
 	var w, mask uint64
+	s.decision = decidedNew
 	if l1 := s.l1; l1 != nil {
 		t := &s.l1t
 		t.Reached++
@@ -319,6 +336,7 @@ func (s *replaySystem) step(e *replayEvent, i int, first bool) (bool, error) {
 			t.expected += l1.rate.rate()
 		}
 		if l1.words[w]&mask != 0 {
+			s.decision = decidedL1
 			t.Dropped++
 			s.st.Dropped++
 			if first {
@@ -345,6 +363,7 @@ func (s *replaySystem) step(e *replayEvent, i int, first bool) (bool, error) {
 			t.expected += l2.rates[shard].rate()
 		}
 		if l2.testAndSet(s.pos[i*l2.k : i*l2.k+l2.k]) {
+			s.decision = decidedSeen
 			t.Dropped++
 			s.st.Dropped++
 			if first {
@@ -384,11 +403,13 @@ func (s *replaySystem) stepRB(e *replayEvent, first bool) (dropped bool, err err
 	a, err := s.rb.add(e.rbShard, e.rb)
 	switch {
 	case errors.Is(err, rbloom.ErrFull):
+		s.decision = decidedRefused
 		t.Refused++
 		sh.Refused++
 	case err != nil:
 		return false, err
 	case !a.New:
+		s.decision = decidedSeen
 		t.Dropped++
 		sh.Dropped++
 		s.st.Dropped++
