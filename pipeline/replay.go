@@ -296,9 +296,11 @@ type ReplayTier struct {
 	// FPRFinal is the formula at the end: L2, the final fill (mean over
 	// the shards); L1, the fullest window's. Keys is what it is for: L2,
 	// the keys it holds; L1, the fullest window's.
-	// RedisBloom filters: from the bits set in every sub-filter
-	// (rbloom.Header.FPR), the rate now, not a formula.
+	// RedisBloom filters: 1 - Π (1 - the formula) over each shard's
+	// sub-filters, mean over the shards; FPRNow is the rate their bits set
+	// give (rbloom.Header.FPR), mean over the shards.
 	FPRFinal float64 `json:"fpr_formula_final"`
+	FPRNow   float64 `json:"fpr_now,omitempty"`
 	Keys     uint64  `json:"keys"`
 	// Refused: RedisBloom, NONSCALING, adds of new items to a full filter,
 	// which the module refuses (the event passes, its item not added).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fpdedup/fpdedup/internal/rbloom"
+	"github.com/fpdedup/fpdedup/internal/units"
 )
 
 // L2 as RedisBloom filters (ReplayOptions.RedisBloom): one rbloom.Filter a
@@ -56,8 +57,8 @@ type ReplayMemError struct {
 }
 
 func (e *ReplayMemError) Error() string {
-	return fmt.Sprintf("replay: the RedisBloom filters outgrew their share of memory: shard %s's sub-filter %d (%d bytes) would take them to %d bytes, beyond the %d bytes they may take",
-		e.Shard, e.SubFilter, e.Bytes, e.Used+int64(e.Bytes), e.Share)
+	return fmt.Sprintf("replay: the RedisBloom filters outgrew their share of memory: shard %s's sub-filter %d (%s) would take them to %s, beyond the %s they may take",
+		e.Shard, e.SubFilter, units.FormatBytes(int64(e.Bytes)), units.FormatBytes(e.Used+int64(e.Bytes)), units.FormatBytes(e.Share))
 }
 
 // replayFilterShare is what RedisBloom filters (all of a sweep's) may grow
@@ -195,7 +196,7 @@ func (t *rbTier) mems() [][]byte {
 
 // stats fills in the tier's figures from the filters as they are now.
 func (t *rbTier) stats(tier *ReplayTier) {
-	var rates float64
+	var now, formula float64
 	for s, f := range t.filters {
 		hd := f.Header()
 		st := t.shards[s].st
@@ -211,8 +212,10 @@ func (t *rbTier) stats(tier *ReplayTier) {
 		st.FPRNow = hd.FPR(fill)
 		tier.Bytes += st.Bytes
 		tier.Keys += st.Items
-		rates += st.FPRNow
+		now += st.FPRNow
+		formula += t.rate(s)
 		tier.Shards = append(tier.Shards, st)
 	}
-	tier.FPRFinal = rates / float64(len(t.filters))
+	tier.FPRNow = now / float64(len(t.filters))
+	tier.FPRFinal = formula / float64(len(t.filters))
 }

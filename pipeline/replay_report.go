@@ -82,7 +82,7 @@ func (st ReplayStats) WriteReport(w io.Writer, opts ReplayOptions) error {
 		case tiers[i] == p.L1:
 			return fmt.Sprintf("%d keys in the fullest window: formula %s", t.Keys, percent(t.FPRFinal))
 		case opts.RedisBloom != nil:
-			return fmt.Sprintf("%d items at the end: fp rate now %s (from the bits set; mean of the shards)", t.Keys, percent(t.FPRFinal))
+			return fmt.Sprintf("%d items at the end: fp rate now %s from the bits set, formula %s (mean of the shards)", t.Keys, percent(t.FPRNow), percent(t.FPRFinal))
 		}
 		return fmt.Sprintf("%d keys at the end: formula %s", t.Keys, percent(t.FPRFinal))
 	})
@@ -200,7 +200,7 @@ func writeRBSweep(b *strings.Builder, rb *ReplayRedisBloom, systems []ReplaySyst
 			links += "-" + strconv.Itoa(hi)
 		}
 		fmt.Fprintf(tw, "%d%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", s.L2Capacity, mark, units.FormatBytes(s.L2.Bytes), links,
-			s.Lost, s.L2.FalseDrops, s.LetThrough, percent(s.L2.FPRMeasured), percent(s.L2.FPRFormula), percent(s.L2.FPRFinal))
+			s.Lost, s.L2.FalseDrops, s.LetThrough, percent(s.L2.FPRMeasured), percent(s.L2.FPRFormula), percent(s.L2.FPRNow))
 	}
 	return tw.Flush()
 }

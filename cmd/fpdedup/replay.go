@@ -39,7 +39,7 @@ type replayOptions struct {
 func newReplayCommand(inv *invocation) *cobra.Command {
 	o := &replayOptions{}
 	cmd := &cobra.Command{
-		Use:   "replay --l1 SIZE,ttl=DUR --l2 shards=N,bits=M,k=K [FILE...]",
+		Use:   "replay --l1 SIZE,ttl=DUR --l2 shards=N,bits=M,k=K|redisbloom,... [FILE...]",
 		Short: "Replay an online dedup's bloom tiers over the day's events, against the exact truth",
 		Long: `Replay simulates, offline, what an online dedup of two bloom tiers did with the
 day's events in the FILEs (none or "-": stdin; plain, gzip or zstd), and
@@ -55,31 +55,73 @@ and for each:
      shard holding its K bits, is asked: if all K are set, it is dropped by L2.
   3. Otherwise it is accepted and its key added to both tiers. A dropped event
      sets no bit.
-Either tier may be left out. The truth is exact: an event is a first
-occurrence when no earlier event has its key (dedup's seen-set, within --mem).
-Per tier: false drops (first occurrences the tier dropped: its bloom's false
-positives, events the online system lost), duplicates passed (duplicates it did
-not catch; for L1, TTL expiry), and its false-positive rate measured on the
-first occurrences that reached it, next to the bloom formula
-(1 - e^(-k*n/m))^k averaged over them at the fill each met (L1: the keys
-accepted in its window so far; L2: in the shard so far). --lost FILE writes the
-lost events, bytes unchanged, in input order (a csv/tsv header first): the
-backfill list.
+Either tier may be left out.
+
+L2 as RedisBloom filters (--l2 redisbloom,...): one BF.* scalable filter a
+shard, as Redis Stack, Redis 8 and managed "Redis with bloom" run it. Step 2
+is then BF.ADD of the event's item to its shard's filter, exactly as the
+module answers it: 0 (present in some sub-filter: dropped by L2) or 1 (added,
+to the last sub-filter, after appending one of EXPANSION times its capacity
+and half its error rate when the last is full). Its parameters are
+BF.RESERVE's and those of reconcile's RedisBloom URL:
+  capacity=C      BF.RESERVE's capacity, each shard's first sub-filter (1000, 10k)
+  error=E         BF.RESERVE's error rate (0.01)
+  expansion=X     BF.RESERVE's EXPANSION (default 2), or
+  nonscaling      NONSCALING: a full filter refuses new items (the module's
+                  error; the event passes, its item not added: "refused")
+  shards=N        the number of filters (route=ring: the nodes')
+  route=R         the online side's router, a function of the key text:
+                    mod-md5  int(first 4 bytes of MD5(key), big-endian) mod N;
+                             shards named 0..N-1
+                    ring     a consistent-hash ring: node A's points are the
+                             first 4 bytes of MD5("A#i"), i < V; a key goes
+                             to the first point at or after its own, wrapping;
+                             a shard is named by its node. With vnodes=V and
+                             nodes=A,B,C, which comes last (its commas are
+                             its own)
+                  route=all (an unknown router, for an audit) cannot be
+                  replayed: an add's answer is that of the one filter the
+                  item met, which depends on every item routed there before.
+  item=I          what BF.ADD is given: key (the key text), sha256 (its
+                  lowercase hex SHA-256), fp (the --hash fingerprint as 32 hex)
+The router always hashes the key text, whatever the item. The report adds,
+per shard, the filter at the end (items, sub-filters, capacity and memory as
+BF.INFO shows them; the bits set and the false-positive rate they give now)
+and its decisions. The filters take the memory the module's do, and grow as
+they fill, within three quarters of what L1 leaves of --mem: the filters
+BF.RESERVE makes must fit in it (else a usage error naming the --mem that
+does), and a filter that would outgrow it stops the run (exit 2, naming the
+--mem its growth so far needs).
+
+The truth is exact: an event is a first occurrence when no earlier event has
+its key (dedup's seen-set, within --mem). Per tier: false drops (first
+occurrences the tier dropped: its bloom's false positives, events the online
+system lost), duplicates passed (duplicates it did not catch; for L1, TTL
+expiry), and its false-positive rate measured on the first occurrences that
+reached it, next to the bloom formula (1 - e^(-k*n/m))^k averaged over them at
+the fill each met (L1: the keys accepted in its window so far; L2: in the shard
+so far; RedisBloom: 1 - the product of (1 - the formula) over the shard's
+sub-filters). --lost FILE writes the lost events, bytes unchanged, in input
+order (a csv/tsv header first): the backfill list.
 
 --sweep bits=A,B,... replays with each L2 size too, in the same pass (each size
 a whole system: what L1 holds depends on L2's answers), and prints the table a
 team sizes its blooms with: per size, its memory, bits per key, the events lost
-in the day and the rates.
+in the day and the rates. With RedisBloom filters, --sweep capacity=A,B,...
+varies BF.RESERVE's capacity (per capacity: the filters' memory at the end,
+their sub-filters, the events lost and the rates).
 
-Hashes (name: fp128-km). Every position comes from the key's 128-bit
-fingerprint (hi, lo): XXH3-128 of the key bytes (printf %s KEY | xxh128sum
-prints hi then lo, 16 hex digits each), or with --hash sha256 the first 128
-bits of SHA-256. The key is the --key fields joined by --key-sep, as in dedup.
+Hashes (name: fp128-km). Every position of L1 and of L2's bitmaps comes from
+the key's 128-bit fingerprint (hi, lo): XXH3-128 of the key bytes (printf %s KEY
+| xxh128sum prints hi then lo, 16 hex digits each), or with --hash sha256 the
+first 128 bits of SHA-256. The key is the --key fields joined by --key-sep, as
+in dedup.
   L1 bit         lo mod SIZE
   L2 shard       hi mod N
   L2 bit j       (lo + j*hi) mod 2^64 mod M, j = 0..K-1, in the shard
 (Kirsch-Mitzenmacher double hashing, as Guava's MURMUR128_MITZ_64 with its
-own 128-bit hash.)
+own 128-bit hash.) RedisBloom filters hash the item as the module does
+(MurmurHash64A; its shard by route=).
 
 Time: the --time-field (a csv/tsv column number or header name, or a jsonl
 path), by default the key field named timestamp_ms: an integer or decimal number
@@ -101,7 +143,13 @@ among them); 130/143 interrupted (nothing published).`,
 		Example: `  fpdedup replay --format csv --key 1,2,3 --time-field 3 --order arrival \
       --l1 1M,ttl=1s --l2 shards=16,bits=2^29,k=3 --lost lost.csv events.txt
   fpdedup replay --format csv --header --key user_id,device_id,timestamp_ms \
-      --l1 2^20,ttl=1s --l2 shards=16,k=3 --sweep bits=2^24,2^26,2^28,2^30 day.csv.zst`,
+      --l1 2^20,ttl=1s --l2 shards=16,k=3 --sweep bits=2^24,2^26,2^28,2^30 day.csv.zst
+  fpdedup replay --format csv --header --key user_id,device_id,timestamp_ms --mem 24GiB \
+      --l1 1M,ttl=1s --l2 redisbloom,capacity=100M,error=0.001,expansion=2,shards=16,route=mod-md5,item=sha256 \
+      --lost lost.csv day.csv.zst
+  fpdedup replay --format csv --key 1,2,3 --time-field 3 --order arrival \
+      --l2 redisbloom,capacity=1M,error=0.01,route=ring,item=key,vnodes=100,nodes=redis-1:6379,redis-2:6379,redis-3:6379 \
+      --sweep capacity=100k,10M events.txt`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplay(cmd, inv, o, args)
 		},
@@ -112,8 +160,8 @@ among them); 130/143 interrupted (nothing published).`,
 	f.StringVar(&o.files0From, "files0-from", "", "read NUL-separated input file names from `F` (- for stdin)")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for the exact seen-set's runs beyond --mem")
 	f.StringVar(&o.l1, "l1", "", "the per-process bloom: `SIZE,ttl=DUR` (SIZE bits, one hash, emptied every DUR)")
-	f.StringVar(&o.l2, "l2", "", "the sharded bloom: `shards=N,bits=M,k=K` (bits may come from --sweep)")
-	f.StringVar(&o.sweep, "sweep", "", "replay with each L2 size too, in one pass, and print the sizing table: `bits=A,B,...`")
+	f.StringVar(&o.l2, "l2", "", "the sharded bloom: `shards=N,bits=M,k=K` (bits may come from --sweep), or RedisBloom filters: redisbloom,capacity=C,error=E[,expansion=X|,nonscaling],shards=N,route=mod-md5|ring,item=key|sha256|fp (ring: vnodes=V,nodes=A,B,... last)")
+	f.StringVar(&o.sweep, "sweep", "", "replay with each L2 size too, in one pass, and print the sizing table: `bits=A,B,...` (RedisBloom: capacity=A,B,...)")
 	f.StringVar(&o.timeField, "time-field", "", "the field holding the event time (default: the key field timestamp_ms)")
 	f.StringVar(&o.timeUnit, "time-unit", "ms", "unit of a numeric time: s, ms, us or ns")
 	f.StringVar(&o.order, "order", "time", "time (events must be in time order) or arrival (input order, the clock the latest time seen)")
@@ -151,7 +199,7 @@ func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []str
 			return nil, fmt.Errorf("%w\n  hint: %s", err, replayOrderHint(oe, opts.TimeField))
 		}
 		if me := (*pipeline.ReplayMemError)(nil); errors.As(err, &me) {
-			return nil, fmt.Errorf("%w (three quarters of what L1 leaves of --mem %s)\n  hint: give --mem %s or more: what the filters have grown to so far; the rest of the day may need more",
+			return nil, fmt.Errorf("%w of --mem %s (three quarters of what L1 leaves, and all but 64 MiB at most)\n  hint: give --mem %s or more for what the filters have grown to so far; the rest of the day may need more",
 				err, memText(inv), mebibytes(me.Need))
 		}
 		if err != nil {
@@ -200,7 +248,7 @@ func replayConfig(j *job, o *replayOptions) (pipeline.ReplayOptions, error) {
 	opts := pipeline.ReplayOptions{Threads: inv.threads, Mem: inv.mem, TmpDir: o.tmpDir, Progress: &ingest.Progress{}}
 	var err error
 	if o.l1 == "" && o.l2 == "" {
-		return opts, usageErrorf("replay needs a tier to simulate: --l1 SIZE,ttl=DUR, --l2 shards=N,bits=M,k=K, or both")
+		return opts, usageErrorf("replay needs a tier to simulate: --l1 SIZE,ttl=DUR, --l2 shards=N,bits=M,k=K (or redisbloom,…), or both")
 	}
 	if o.l1 != "" {
 		if opts.L1, err = parseL1(o.l1); err != nil {
@@ -470,6 +518,11 @@ func parseRedisBloom(s, sweep string) (*pipeline.ReplayRedisBloom, error) {
 			spec.VNodes = n
 		case "nodes":
 			spec.Nodes = strings.Split(v, ",")
+			for _, n := range spec.Nodes {
+				if strings.Contains(n, "=") {
+					return nil, usageErrorf("--l2: nodes=%s: %q is a parameter, not a node: nodes= comes last (it takes the rest, commas and all)", v, n)
+				}
+			}
 		case "item":
 			if rb.Item, err = rbloom.ParseItem(v); err != nil {
 				return nil, usageErrorf("--l2: %v", err)
