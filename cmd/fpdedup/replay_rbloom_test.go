@@ -7,9 +7,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,4 +142,41 @@ func TestReplayRedisBloomCLI(t *testing.T) {
 	if l2.FalseDrops == 0 || most < 3 {
 		t.Errorf("L2 false drops %d, sub-filters %d at most: the data cannot tell a wrong answer", l2.FalseDrops, most)
 	}
+}
+
+// FuzzParseRedisBloom: any --l2 redisbloom,… and --sweep text is either a
+// usage error naming the flag, or filters BF.RESERVE would make, routed by
+// a router replay can follow.
+func FuzzParseRedisBloom(f *testing.F) {
+	for _, s := range [][2]string{
+		{"redisbloom,capacity=1k,error=0.01,shards=16,route=mod-md5,item=key", ""},
+		{"redisbloom,capacity=10,error=0.5,nonscaling,shards=2,route=mod-md5,item=sha256", "capacity=1,2,3"},
+		{"redisbloom,error=0.01,expansion=4,route=ring,item=fp,vnodes=100,nodes=a:1,b:2,c:3", "capacity=10M,1k"},
+		{"redisbloom,capacity=1,error=0.1,shards=3,route=all,item=key", ""},
+		{"redisbloom,capacity=1,error=0.1,route=ring,vnodes=2,nodes=a,,a", ""},
+		{"redisbloom,nodes=", "capacity="},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, l2, sweep string) {
+		rb, err := parseRedisBloom(l2, sweep)
+		if err != nil {
+			var ue usageError
+			if !errors.As(err, &ue) || !strings.HasPrefix(err.Error(), "--") {
+				t.Fatalf("%q %q: %v: not a usage error naming the flag", l2, sweep, err)
+			}
+			return
+		}
+		if err := rb.Check(); err != nil {
+			t.Fatalf("%q %q: parsed, but %v", l2, sweep, err)
+		}
+		if rb.Router.All() || len(rb.Capacity) == 0 || !(rb.Error > 0 && rb.Error < 1) || (rb.NonScaling && rb.Expansion != 0) {
+			t.Fatalf("%q %q: parsed to %+v", l2, sweep, rb)
+		}
+		for i, c := range rb.Capacity {
+			if c == 0 || slices.Contains(rb.Capacity[:i], c) {
+				t.Fatalf("%q %q: capacities %v", l2, sweep, rb.Capacity)
+			}
+		}
+	})
 }
