@@ -3,7 +3,9 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
+	"github.com/fpdedup/fpdedup/internal/l2bloom"
 	"github.com/fpdedup/fpdedup/internal/rbloom"
 	"github.com/fpdedup/fpdedup/internal/units"
 )
@@ -110,9 +112,70 @@ type rbTier struct {
 // fills: 1 - miss·(1 - last.rate()), miss the product of (1 - rate) of
 // the full sub-filters.
 type rbShard struct {
-	st   ReplayShard
-	miss float64
-	last fillRate
+	st    ReplayShard
+	miss  float64
+	last  fillRate
+	links []rbLink // for prefetch
+}
+
+// rbLink is where a sub-filter's bits are, to prefetch an item's: its
+// modulus as the module probes it (rbloom.Hash.Bit), how many of the
+// item's bits to prefetch, and its first byte's address. The address comes
+// from Filter.Chunks, which promises it only until the next add; a
+// sub-filter's bytes never move in fact, and a prefetch of a stale address
+// would cost a wasted load, never a wrong answer.
+type rbLink struct {
+	mod    l2bloom.Modulo
+	probes uint32
+	base   uintptr
+}
+
+// rbPrefetchBytes is the least sub-filter whose bits are prefetched: a
+// smaller one is mostly in the core's caches, and its positions (a 64-bit
+// division each) cost more than the loads they would start.
+// BenchmarkReplaySimL2: prefetching made 16 filters of one 64 MiB
+// sub-filter 1.8x faster (1.2-1.7M to 2.1-3.1M events/cpu-s) and 16 of 4
+// sub-filters of 28-224 KiB 25% slower.
+const rbPrefetchBytes = 1 << 20
+
+// locate finds the filter's large sub-filters' bits, after each growth:
+// every bit of the last sub-filter (all tested, then set for a new item)
+// and the first of each other one (a bit there is clear for most items,
+// which ends its test).
+func (sh *rbShard) locate(f *rbloom.Filter) {
+	hd := f.Header()
+	sh.links = sh.links[:0]
+	var off, next uint64 // the filter's bytes read, and where the next sub-filter starts
+	i := 0
+	for it, b := range f.Chunks() {
+		if it == 1 {
+			continue
+		}
+		if off == next && i < len(hd.Links) {
+			l := &hd.Links[i]
+			if l.Bytes >= rbPrefetchBytes {
+				k := uint32(1)
+				if i == len(hd.Links)-1 {
+					k = l.Hashes
+				}
+				sh.links = append(sh.links, rbLink{mod: l2bloom.NewModulo(l.Modulus()), probes: k, base: uintptr(unsafe.Pointer(&b[0]))})
+			}
+			next += l.Bytes
+			i++
+		}
+		off += uint64(len(b))
+	}
+}
+
+// prefetchLines appends the addresses BF.ADD of h is likeliest to touch
+// in the large sub-filters.
+func (sh *rbShard) prefetchLines(a []uintptr, h rbloom.Hash) []uintptr {
+	for _, l := range sh.links {
+		for j := range l.probes {
+			a = append(a, l.base+uintptr(l.mod.Of(h.A+uint64(j)*h.B)>>3))
+		}
+	}
+	return a
 }
 
 func newRBTier(rb *ReplayRedisBloom, capacity uint64, budget *filterBudget) (*rbTier, error) {
@@ -135,6 +198,7 @@ func newRBTier(rb *ReplayRedisBloom, capacity uint64, budget *filterBudget) (*rb
 		t.filters = append(t.filters, f)
 		l := &f.Header().Links[0]
 		t.shards[s] = rbShard{st: ReplayShard{Name: rb.Router.Name(s)}, miss: 1, last: newFillRate(l.Modulus(), int(l.Hashes))}
+		t.shards[s].locate(f)
 	}
 	return t, nil
 }
@@ -175,6 +239,7 @@ func (t *rbTier) add(s int, h rbloom.Hash) (rbloom.Added, error) {
 			t.budget.used += int64(l.Bytes)
 			sh.miss *= 1 - sh.last.rate()
 			sh.last = newFillRate(l.Modulus(), int(l.Hashes))
+			sh.locate(f)
 		}
 		sh.last.add()
 	}

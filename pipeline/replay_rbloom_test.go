@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/zeebo/xxh3"
 
@@ -272,4 +273,48 @@ func scanDump(t *testing.T, srv *rbloomtest.Server, key string) *rbloom.Filter {
 		}
 	}
 	return l.Filter()
+}
+
+// TestReplayRBPrefetch: the prefetch addresses are those of the bits BF.ADD
+// tests, in the large sub-filters only, wherever a sub-filter's chunks are
+// cut (a second sub-filter of 27 MiB is two chunks of BF.SCANDUMP).
+func TestReplayRBPrefetch(t *testing.T) {
+	f, err := rbloom.NewFilter(rbloom.Params{Capacity: 1, Error: 0.01, Expansion: 20_000_000}, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, item := range []string{"a", "b"} {
+		if _, err := f.Add([]byte(item)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hd := f.Header()
+	if len(hd.Links) != 2 || hd.Links[1].Bytes <= rbloom.MaxChunk {
+		t.Fatalf("sub-filters %+v: want a second one of more than a chunk", hd.Links)
+	}
+	var sh rbShard
+	sh.locate(f)
+	var off, link1 uint64 // bytes read, and those of the second sub-filter
+
+	for it, b := range f.Chunks() {
+		if it > 1 {
+			if off >= hd.Links[0].Bytes {
+				link1 += uint64(len(b))
+				if off == hd.Links[0].Bytes && sh.links[0].base != uintptr(unsafe.Pointer(&b[0])) {
+					t.Error("the second sub-filter's base is not its first chunk's")
+				}
+			}
+			off += uint64(len(b))
+		}
+	}
+	if len(sh.links) != 1 || sh.links[0].probes != hd.Links[1].Hashes || link1 != hd.Links[1].Bytes {
+		t.Fatalf("prefetch links %+v, want the second sub-filter's %d hashes", sh.links, hd.Links[1].Hashes)
+	}
+	h := hd.Hash([]byte("c"))
+	a := sh.prefetchLines(nil, h)
+	for j, p := range a {
+		if want := sh.links[0].base + uintptr(h.Bit(uint32(j), hd.Links[1].Modulus())/8); p != want {
+			t.Errorf("bit %d: address %#x, want %#x", j, p, want)
+		}
+	}
 }

@@ -254,6 +254,11 @@ func (r *replayer) prefetchRange(evs []replayEvent, from, to int) {
 				a = append(a, uintptr(unsafe.Pointer(&words[x>>6])))
 			}
 		}
+		if rb := sys.rb; rb != nil {
+			for i := from; i < to; i++ {
+				a = rb.shards[evs[i].rbShard].prefetchLines(a, evs[i].rb)
+			}
+		}
 		if l1 := sys.l1; l1 != nil {
 			for i := from; i < to; i++ {
 				w, _ := l1.bit(evs[i].fp)
