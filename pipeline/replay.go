@@ -32,6 +32,12 @@ import (
 //     bit and its K L2 bits are set. Nothing else adds: a dropped event
 //     changes no bit.
 //
+// With RedisBloom (ReplayOptions.RedisBloom) steps 2 and 3 of L2 are one
+// BF.ADD of the event's item to its shard's filter, as the module answers
+// it (replay_rbloom.go): 0 drops the event, 1 accepts it (added, the
+// filter grown by a sub-filter if its last was full); a refusal (a full
+// NONSCALING filter) accepts it without adding it.
+//
 // Either tier may be absent (L1 nil or L2 nil), not both. (hi, lo) is the
 // key's fingerprint (ReplayHashScheme). The truth is exact: an event is a
 // first occurrence when no earlier event (in the same order) has its key;
