@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -316,5 +317,52 @@ func TestReplayRBPrefetch(t *testing.T) {
 		if want := sh.links[0].base + uintptr(h.Bit(uint32(j), hd.Links[1].Modulus())/8); p != want {
 			t.Errorf("bit %d: address %#x, want %#x", j, p, want)
 		}
+	}
+}
+
+// TestReplayRedisBloomSweep: each system of a sweep of capacities (all fed
+// in one pass, sharing the filters' share of memory) is what a replay of
+// its capacity alone reports, figure for figure, and --lost is the
+// primary's.
+func TestReplayRedisBloomSweep(t *testing.T) {
+	_, path := genDay(t, 5000, 11, true)
+	router, err := rbloom.NewRouter(rbloom.RouterSpec{Route: rbloom.RouteModMD5, Shards: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(capacities ...uint64) (ReplayStats, string) {
+		var lost bytes.Buffer
+		st, err := Replay(context.Background(), ReplayOptions{
+			Inputs: []string{path}, Records: csvRecords(t, true, "1", "2", "3"), TimeField: "3", Arrival: true,
+			L1:         &ReplayL1{Bits: 1 << 9, TTL: time.Second},
+			RedisBloom: &ReplayRedisBloom{Capacity: capacities, Error: 0.05, Expansion: 3, Router: router, Item: rbloom.ItemSHA256},
+			Lost:       &lost, Threads: 2, Mem: 256 << 20, TmpDir: t.TempDir(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, lost.String()
+	}
+	sweep := []uint64{40, 10, 300}
+	all, lost := run(sweep...)
+	if len(all.Systems) != len(sweep) {
+		t.Fatalf("%d systems, want %d", len(all.Systems), len(sweep))
+	}
+	for i, c := range sweep {
+		one, oneLost := run(c)
+		got, want := all.Systems[i], one.Systems[0]
+		if !reflect.DeepEqual(*got.L1, *want.L1) || !reflect.DeepEqual(*got.L2, *want.L2) {
+			t.Errorf("capacity %d: in the sweep %+v %+v, alone %+v %+v", c, *got.L1, *got.L2, *want.L1, *want.L2)
+		}
+		got.L1, got.L2, want.L1, want.L2 = nil, nil, nil, nil
+		if got != want {
+			t.Errorf("capacity %d: in the sweep %+v, alone %+v", c, got, want)
+		}
+		if i == 0 && lost != oneLost {
+			t.Error("--lost of the sweep is not its primary's")
+		}
+	}
+	if all.Systems[0].Lost == all.Systems[1].Lost {
+		t.Error("capacities 40 and 10 lost as many: the sweep cannot tell its systems apart")
 	}
 }
