@@ -418,7 +418,7 @@ func replayJSONConfig(o *replayOptions, opts pipeline.ReplayOptions) map[string]
 		c["l2"] = map[string]any{"shards": opts.L2.Shards, "bits": opts.L2.Bits, "k": opts.L2.K}
 	}
 	if rb := opts.RedisBloom; rb != nil {
-		l2 := map[string]any{"model": redisBloomModel, "capacity": rb.Capacity, "error": rb.Error, "nonscaling": rb.NonScaling,
+		l2 := map[string]any{"model": redisBloomModel, "spec": o.l2, "capacity": rb.Capacity, "error": rb.Error, "nonscaling": rb.NonScaling,
 			"shards": rb.Router.Shards(), "route": rb.Router.Route(), "item": rb.Item.String()}
 		if !rb.NonScaling {
 			l2["expansion"] = cmp.Or(rb.Expansion, rbloom.DefaultExpansion)
