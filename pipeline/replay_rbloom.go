@@ -53,7 +53,7 @@ type ReplayMemError struct {
 	Shard     string // the router's name of the shard
 	SubFilter int    // the sub-filter it would append, counting from 1
 	Bytes     uint64 // its bits' bytes
-	Used      int64  // the bytes of every filter's sub-filters so far
+	Used      int64  // the bytes of every filter so far (bits and bookkeeping)
 	Share     int64  // what they may take
 	Need      int64  // the least Mem whose share holds them with it
 }
@@ -78,9 +78,21 @@ func replayFilterMem(opts ReplayOptions, n int64) int64 {
 	return replayL1Bytes(opts) + max(n+replayMinRest, 4*((n+2)/3))
 }
 
+// The Go heap a shard takes beside its filter's bits, counted in the
+// filters' share so that a replay of a million small shards stays within
+// --mem too: its Filter, header and slices and its rbShard (409 bytes
+// measured on amd64) and its figures in the reports at the end (the table,
+// --json, --stats-json: about 3 KiB measured at 262144 shards); and each
+// sub-filter appended (its Link, slice headers, probe and rbLink: about
+// 150 bytes).
+const (
+	rbShardBytes = 4096
+	rbLinkBytes  = 192
+)
+
 // ReplayReservedBytes is what the RedisBloom filters BF.RESERVE makes
-// take (BF.INFO "Size"), every shard of every system of a sweep; 0
-// without them.
+// take in replay (BF.INFO "Size", and rbShardBytes), every shard of every
+// system of a sweep; 0 without them.
 func ReplayReservedBytes(opts ReplayOptions) int64 {
 	rb := opts.RedisBloom
 	if rb == nil {
@@ -89,7 +101,7 @@ func ReplayReservedBytes(opts ReplayOptions) int64 {
 	var n int64
 	for _, c := range rb.Capacity {
 		m, _ := rb.params(c).Memory() // Check refuses those in error
-		n += int64(m) * int64(rb.Router.Shards())
+		n += (int64(m) + rbShardBytes) * int64(rb.Router.Shards())
 	}
 	return n
 }
@@ -186,7 +198,7 @@ func newRBTier(rb *ReplayRedisBloom, capacity uint64, budget *filterBudget) (*rb
 		return nil, err
 	}
 	for s := range t.shards {
-		if budget.used+int64(mem) > budget.share {
+		if budget.used+int64(mem)+rbShardBytes > budget.share {
 			return nil, &ReplayMemError{Shard: rb.Router.Name(s), SubFilter: 1, Bytes: mem, Used: budget.used, Share: budget.share,
 				Need: replayFilterMem(*budget.opts, ReplayReservedBytes(*budget.opts))}
 		}
@@ -194,7 +206,7 @@ func newRBTier(rb *ReplayRedisBloom, capacity uint64, budget *filterBudget) (*rb
 		if err != nil {
 			return nil, err
 		}
-		budget.used += int64(f.Header().Bytes())
+		budget.used += int64(f.Header().Bytes()) + rbShardBytes
 		t.filters = append(t.filters, f)
 		l := &f.Header().Links[0]
 		t.shards[s] = rbShard{st: ReplayShard{Name: rb.Router.Name(s)}, miss: 1, last: newFillRate(l.Modulus(), int(l.Hashes))}
@@ -219,10 +231,10 @@ func (t *rbTier) add(s int, h rbloom.Hash) (rbloom.Added, error) {
 		if err != nil {
 			return rbloom.Added{}, fmt.Errorf("replay: shard %s: %w", t.router.Name(s), err)
 		}
-		b := t.budget
-		if b.used+int64(next.Bytes) > b.share {
+		b, need := t.budget, int64(next.Bytes)+rbLinkBytes
+		if b.used+need > b.share {
 			return rbloom.Added{}, &ReplayMemError{Shard: t.router.Name(s), SubFilter: len(hd.Links) + 1, Bytes: next.Bytes, Used: b.used, Share: b.share,
-				Need: replayFilterMem(*b.opts, b.used+int64(next.Bytes))}
+				Need: replayFilterMem(*b.opts, b.used+need)}
 		}
 	}
 	a, err := f.AddHash(h)
@@ -236,7 +248,7 @@ func (t *rbTier) add(s int, h rbloom.Hash) (rbloom.Added, error) {
 		sh := &t.shards[s]
 		if a.Grew {
 			l := &hd.Links[a.Link]
-			t.budget.used += int64(l.Bytes)
+			t.budget.used += int64(l.Bytes) + rbLinkBytes
 			sh.miss *= 1 - sh.last.rate()
 			sh.last = newFillRate(l.Modulus(), int(l.Hashes))
 			sh.locate(f)

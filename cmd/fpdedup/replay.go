@@ -217,8 +217,14 @@ func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []str
 		}
 		replaySummary(j, opts, st)
 		// "online" is the primary system again, for --metrics (which
-		// keeps the scalars: lost, let through, the rates).
-		return map[string]any{"config": config, "replay": st, "online": st.Systems[0], "threads": inv.threads}, nil
+		// keeps the scalars: lost, let through, the rates; not the
+		// RedisBloom shards, in "replay" already).
+		online := st.Systems[0]
+		if online.L2 != nil && online.L2.Shards != nil {
+			l2 := *online.L2
+			l2.Shards, online.L2 = nil, &l2
+		}
+		return map[string]any{"config": config, "replay": st, "online": online, "threads": inv.threads}, nil
 	})
 }
 
@@ -310,7 +316,7 @@ func replayConfig(j *job, o *replayOptions) (pipeline.ReplayOptions, error) {
 	// a run being written, the runtime: ~60 MiB) need 64 MiB at least.
 	if need := pipeline.ReplayMemNeeded(opts); need > inv.mem {
 		if opts.RedisBloom != nil {
-			return opts, usageErrorf("the RedisBloom filters BF.RESERVE makes take %s (every shard's first sub-filter), and --mem %s must hold them within the three quarters of it they may grow to, leaving 64 MiB for the exact seen-set and the buffers: give --mem %s or more",
+			return opts, usageErrorf("the RedisBloom filters BF.RESERVE makes take %s (every shard's first sub-filter and its bookkeeping), and --mem %s must hold them within the three quarters of it they may grow to, leaving 64 MiB for the exact seen-set and the buffers: give --mem %s or more",
 				units.FormatBytes(pipeline.ReplayReservedBytes(opts)), memText(inv), mebibytes(need))
 		}
 		return opts, usageErrorf("the simulated blooms take %s, and --mem %s must hold them and 64 MiB more for the exact seen-set and the buffers: give --mem %s or more",
