@@ -203,7 +203,7 @@ func (p *BadPolicy) writeRows() (err error) {
 	}
 	p.file = f
 	bw := bufio.NewWriterSize(f, 1<<20)
-	w := NewRowWriter(bw, p.rows.format)
+	w := NewRowWriter(ReadBackWriter{bw, f}, p.rows.format)
 	defer w.Abort()
 	for len(places) > 0 {
 		in := places[0].in

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/fpdedup/fpdedup/internal/pqcraft"
 )
 
 // FuzzOpen feeds arbitrary bytes to NewInput: it must never panic, a plain
@@ -48,27 +50,66 @@ func FuzzOpen(f *testing.F) {
 
 // FuzzParquet: any bytes, read as a Parquet file for the keys of every
 // column (readParquetKeys, under a 256 KiB limit: a few thousand rows a
-// row group), give keys or a
-// *ParquetError: never a panic, nor another error.
+// row group) and copied whole, every column's pages decoded as dedup
+// copies them (copyParquetTo), give keys or a *ParquetError: never a
+// panic, nor another error. A copy that succeeds reads back whole, every
+// key column, with the input's rows: no output from pages that lie.
 func FuzzParquet(f *testing.F) {
+	var seeds [][]byte
 	for _, name := range []string{"small.parquet"} {
 		b, err := os.ReadFile(filepath.Join("..", "testdata", "parquet", name))
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(b)
+		seeds = append(seeds, b)
 	}
 	// Files of the Go library: every key type in each encoding it writes,
 	// v1 and v2 pages, CRCs (what chunkText decodes, and what it leaves to
 	// the library).
-	f.Add(goFile(f, 120, 1, &parquet.Uncompressed, 400))
-	f.Add(goFile(f, 120, 2, &parquet.Snappy, 400))
+	seeds = append(seeds, goFile(f, 120, 1, &parquet.Uncompressed, 400), goFile(f, 120, 2, &parquet.Snappy, 400))
+	for _, b := range seeds {
+		f.Add(b)
+		// Cut short (the footer then lost, and found again by the
+		// fuzzer's edits), and a page of a column that is no key, and
+		// of one that is, flipped to say a value less.
+		f.Add(b[:len(b)/2])
+		f.Add(b[:len(b)-9])
+		for _, col := range []string{"s", "l.list.element", "opts", "optf"} {
+			lie := bytes.Clone(b)
+			if pqcraft.DataPageValues(lie, col, 0, -1) == nil {
+				f.Add(lie)
+			}
+		}
+		if lie, err := pqcraft.RowGroupRows(b, 0, 1); err == nil {
+			f.Add(lie)
+		}
+	}
 	f.Add([]byte("PAR1\x00\x00\x00\x00PAR1"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		err := readParquetKeys(b, 256<<10)
+		const limit = 256 << 10
+		err := readParquetKeys(b, limit)
 		var pe *ParquetError
 		if err != nil && !errors.As(err, &pe) {
 			t.Fatalf("%T: %v", err, err)
+		}
+		var out bytes.Buffer
+		rows, err := copyParquetTo(&out, b, limit)
+		if err != nil {
+			if !errors.As(err, &pe) {
+				t.Fatalf("the copy: %T: %v", err, err)
+			}
+			return
+		}
+		p, err := OpenParquet("out.parquet", bytes.NewReader(out.Bytes()), int64(out.Len()), limit)
+		if err != nil {
+			t.Fatalf("the copy does not read back: %v", err)
+		}
+		defer p.Close()
+		if p.Rows() != rows {
+			t.Fatalf("the copy has %d rows of %d", p.Rows(), rows)
+		}
+		if err := readParquetKeys(out.Bytes(), limit); err != nil {
+			t.Fatalf("the copy's keys do not read back: %v", err)
 		}
 	})
 }

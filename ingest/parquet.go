@@ -642,7 +642,8 @@ func (p *ParquetFile) keyColumns(g int, cols []int, n int64) ([]keyText, error) 
 // checkPages walks the page headers of row group g's chunk of column c
 // before the library reads them: each must parse within the chunk, its
 // page must end inside the chunk, and no page may be larger, compressed or
-// not, than the limit.
+// not, than the limit; each page's counts must hold (checkPageData), and
+// the pages exactly the row group's rows.
 func (p *ParquetFile) checkPages(g, c int, sc *pageScratch, dec *chunkText) error {
 	md := p.file.Metadata()
 	if g >= len(md.RowGroups) || c >= len(md.RowGroups[g].Columns) {
@@ -664,6 +665,7 @@ func (p *ParquetFile) checkPages(g, c int, sc *pageScratch, dec *chunkText) erro
 		return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetUnsupported, Detail: err.Error()}
 	}
 	rows := md.RowGroups[g].NumRows
+	counts := newPageCounts(rows)
 	col := &p.columns[c]
 	buf := make([]byte, min(64<<10, end-start))
 	for at := start; at < end; {
@@ -715,7 +717,7 @@ func (p *ParquetFile) checkPages(g, c int, sc *pageScratch, dec *chunkText) erro
 		if h.hasCRC && uint32(h.crc) != crc32.ChecksumIEEE(page) {
 			return bad("the page at %d fails its CRC", at)
 		}
-		if err := checkPageData(col, &h, page[:levels], values, &rows, p.limit); err != nil {
+		if err := checkPageData(col, &h, page[:levels], values, &counts, p.limit); err != nil {
 			if errors.Is(err, errDeltaInt32) {
 				return &ParquetError{Name: p.name, Column: col.Path, Err: ErrParquetUnreadable, Detail: fmt.Sprintf("row group %d: the page at %d: %v", g, at, err)}
 			}
@@ -731,6 +733,9 @@ func (p *ParquetFile) checkPages(g, c int, sc *pageScratch, dec *chunkText) erro
 			}
 		}
 		at += int64(n) + h.compressed
+	}
+	if err := counts.end(rows); err != nil {
+		return bad("%v", err)
 	}
 	return nil
 }

@@ -22,15 +22,22 @@ var raceBuild bool
 // copyParquet copies every row of b, every column decoded, as a dedup
 // that keeps them all does.
 func copyParquet(b []byte, limit int64) error {
+	_, err := copyParquetTo(io.Discard, b, limit)
+	return err
+}
+
+// copyParquetTo is copyParquet writing to out; it returns the rows the
+// input declares.
+func copyParquetTo(out io.Writer, b []byte, limit int64) (int64, error) {
 	p, err := OpenParquet("f.parquet", bytes.NewReader(b), int64(len(b)), limit)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer p.Close()
-	w := NewRowWriter(io.Discard, RowsAsRead)
+	w := NewRowWriter(out, RowsAsRead)
 	defer w.Abort()
 	if err := w.Schema(p); err != nil {
-		return err
+		return 0, err
 	}
 	row := int64(1)
 	for g := range p.RowGroups() {
@@ -40,10 +47,10 @@ func copyParquet(b []byte, limit int64) error {
 			row++
 		}
 		if err := w.Write(p, g, rows); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return w.Close()
+	return p.Rows(), w.Close()
 }
 
 // TestParquetDamagedKnown reads the damaged files of

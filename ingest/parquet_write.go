@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
@@ -38,6 +39,7 @@ type RowWriter struct {
 	cur     *groupRows
 	copying *groupCopy
 	wrote   int64          // rows written
+	groups  []int64        // the rows of each row group committed to the output
 	free    []*pageScratch // the scratch of row groups done with
 	aborted bool
 	err     error // the first failure: the output is not written after it
@@ -170,6 +172,7 @@ func (pw *RowWriter) Write(p *ParquetFile, g int, rows []int64) (err error) {
 	select {
 	case c.jobs <- slices.Clone(rows):
 		pw.wrote += int64(len(rows))
+		c.rows += int64(len(rows))
 		return nil
 	case err := <-c.done: // it failed (its rows are not all here yet), and reads no more
 		c.done <- err
@@ -270,6 +273,7 @@ type groupCopy struct {
 	done  chan error   // the copy's end (buffered: whoever reads it puts it back)
 	rg    *parquet.ConcurrentRowGroupWriter
 	prev  *groupCopy // the group before, not yet committed
+	rows  int64      // the rows handed to the copy
 }
 
 // startCopy starts the copy of row group g of p.
@@ -328,7 +332,9 @@ func (pw *RowWriter) commit(c *groupCopy) (err error) {
 	}
 	c.done <- nil
 	defer recoverParquet(c.p.name, &err)
-	_, err = c.rg.Commit()
+	if _, err = c.rg.Commit(); err == nil {
+		pw.groups = append(pw.groups, c.rows)
+	}
 	return err
 }
 
@@ -433,7 +439,72 @@ func (pw *RowWriter) Close() (err error) {
 	if err := pw.finishCopies(); err != nil {
 		return err
 	}
-	return pw.w.Close()
+	if err := pw.w.Close(); err != nil {
+		return err
+	}
+	if rb, ok := pw.out.(ReadBacker); ok {
+		rb.ReadBack(pw.readBack(rb.Path()))
+	}
+	return nil
+}
+
+// ErrParquetOutput is a Parquet output that, read back as written, is not
+// what was written to it.
+var ErrParquetOutput = errors.New("the Parquet output does not read back as written")
+
+// ReadBacker is an output that has its bytes checked as written before it
+// is published (atomicfile.File): a Parquet output is then read back as
+// fpdedup reads its inputs.
+type ReadBacker interface {
+	Path() string
+	ReadBack(check func(r io.ReaderAt, size int64) error)
+}
+
+// ReadBackWriter is a buffer over an output that can be read back: the
+// RowWriter writing into the buffer asks the output beneath it.
+type ReadBackWriter struct {
+	io.Writer
+	Output ReadBacker
+}
+
+func (w ReadBackWriter) Path() string { return w.Output.Path() }
+
+func (w ReadBackWriter) ReadBack(check func(r io.ReaderAt, size int64) error) {
+	w.Output.ReadBack(check)
+}
+
+// readBack is the check of a Parquet output as written to name: its
+// footer parses within the first input's limit, its schema is the first
+// input's, and its row groups hold the rows committed to each, in order.
+func (pw *RowWriter) readBack(name string) func(r io.ReaderAt, size int64) error {
+	return func(r io.ReaderAt, size int64) error {
+		bad := func(format string, a ...any) error {
+			return &ParquetError{Name: name, Err: ErrParquetOutput, Detail: fmt.Sprintf(format, a...)}
+		}
+		p, err := OpenParquet(name, r, size, pw.first.limit)
+		if err != nil {
+			return bad("%s", strings.TrimPrefix(err.Error(), name+": "))
+		}
+		defer p.Close()
+		if err := sameSchema(pw.first, p); err != nil {
+			return bad("%v", err)
+		}
+		rgs := p.file.Metadata().RowGroups
+		if len(rgs) != len(pw.groups) || p.Rows() != pw.wrote {
+			return bad("%d rows in %d row groups, where %d rows were written in %d", p.Rows(), len(rgs), pw.wrote, len(pw.groups))
+		}
+		for g, rg := range rgs {
+			if rg.NumRows != pw.groups[g] {
+				return bad("row group %d has %d rows, where %d were written to it", g, rg.NumRows, pw.groups[g])
+			}
+			for c, cc := range rg.Columns {
+				if c < len(p.columns) && p.columns[c].maxRep == 0 && cc.MetaData.NumValues != rg.NumRows {
+					return bad("row group %d: column %s has %d values for %d rows", g, p.columns[c].Path, cc.MetaData.NumValues, rg.NumRows)
+				}
+			}
+		}
+		return nil
+	}
 }
 
 // stick keeps the first failure: a Write, Commit or Close after it

@@ -88,7 +88,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	if bf != nil {
 		r.backfill = bufio.NewWriterSize(bf, 1<<20)
 		if ro.Spec.Format == ingest.FormatParquet {
-			r.rows = ingest.NewRowWriter(r.backfill, o.BackfillFormat)
+			r.rows = ingest.NewRowWriter(ingest.ReadBackWriter{Writer: r.backfill, Output: bf}, o.BackfillFormat)
 			defer r.rows.Abort() // a failed run's copies stop; after Close, nothing
 		}
 	}

@@ -135,10 +135,10 @@ func runDedup(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []strin
 	return j.run(func(ctx context.Context) (map[string]any, error) {
 		w := io.Writer(io.Discard)
 		if out != nil {
-			w = out.w
+			w = out.writer()
 		}
 		if dups != nil {
-			opts.Duplicates = dups.w
+			opts.Duplicates = dups.writer()
 		}
 		if o.check {
 			done, err := spoolStdinForCheck(&opts)

@@ -61,6 +61,16 @@ type stream struct {
 	file       *atomicfile.File
 }
 
+// writer is the stream's writer for a library that writes records: a
+// file's also lets a Parquet output be read back as written before it is
+// published (ingest.ReadBacker).
+func (s *stream) writer() io.Writer {
+	if s.file != nil {
+		return ingest.ReadBackWriter{Writer: s.w, Output: s.file}
+	}
+	return s.w
+}
+
 // job starts declaring the run of cmd. Every command that does work goes
 // through one (adopt checks it).
 func (inv *invocation) job(cmd *cobra.Command) *job {

@@ -70,6 +70,7 @@ type File struct {
 	state   state
 	written int64 // bytes written
 	started int64 // bytes whose writeback was started
+	checks  []func(r io.ReaderAt, size int64) error
 }
 
 // writebackEvery: a temp file's writeback is started (sync_file_range
@@ -324,12 +325,29 @@ func (a *File) Through() bool { return a.through }
 // Done reports whether the file was published or aborted.
 func (a *File) Done() bool { return a.state == done }
 
+// ReadBack has check read the file as written, from its start, before
+// Prepare makes it durable: a writer's claim that its output is whole is
+// checked on the bytes that will be published, and a failed check
+// publishes nothing. A file written through (a pipe, a descriptor) is not
+// read back.
+func (a *File) ReadBack(check func(r io.ReaderAt, size int64) error) {
+	a.checks = append(a.checks, check)
+}
+
 // Prepare makes the written bytes durable (fsync, close) without
 // publishing them. Errors from Sync and Close count: a write-back failure
 // must not publish a torn file. On error the file is aborted.
 func (a *File) Prepare() error {
 	if a.state != writing {
 		return errors.New("BUG: atomic file prepared twice")
+	}
+	if !a.through {
+		for _, check := range a.checks {
+			if err := check(a.f, a.written); err != nil {
+				a.Abort()
+				return err
+			}
+		}
 	}
 	if a.scratch {
 		err := failpoint.Hit(failpoint.Close, a.Name())

@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -259,5 +260,75 @@ func TestDescriptor(t *testing.T) {
 		if fd != c.fd || ok != c.ok {
 			t.Errorf("Descriptor(%q) = %d, %v; want %d, %v", c.path, fd, ok, c.fd, c.ok)
 		}
+	}
+}
+
+// TestReadBack: a file's checks read what was written, every byte, before
+// it is made durable; a check that fails leaves the old target and no
+// debris, and returns its error. A file written through is not read back.
+func TestReadBack(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refuse := errors.New("not what was written")
+	for _, tc := range []struct {
+		name string
+		want error
+	}{{"read back", nil}, {"refused", refuse}} {
+		f, err := Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, f, "new bytes")
+		var got string
+		f.ReadBack(func(r io.ReaderAt, size int64) error {
+			b := make([]byte, size)
+			if _, err := r.ReadAt(b, 0); err != nil {
+				return err
+			}
+			got = string(b)
+			return tc.want
+		})
+		var g Group
+		if err := g.Finish(f); !errors.Is(err, tc.want) {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got != "new bytes" {
+			t.Fatalf("%s: the check read %q", tc.name, got)
+		}
+		if err := g.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[error]string{nil: "new bytes", refuse: "old"}[tc.want]; read(t, path) != want {
+			t.Fatalf("%s: the target holds %q", tc.name, read(t, path))
+		}
+		if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		noDebris(t, dir)
+	}
+	// Written through (a FIFO's reader could not read it back): not read.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []byte)
+	go func() {
+		b, _ := os.ReadFile(fifo)
+		done <- b
+	}()
+	f, err := Create(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, f, "through")
+	f.ReadBack(func(io.ReaderAt, int64) error { return refuse })
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-done; string(b) != "through" {
+		t.Fatalf("the FIFO read %q", b)
 	}
 }
