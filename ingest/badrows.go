@@ -216,7 +216,7 @@ func (p *BadPolicy) writeRows() (err error) {
 		if err != nil {
 			return &QuarantineError{Path: p.path, Err: fmt.Errorf("%s: %w", src.name, err)}
 		}
-		pf, err := OpenParquet(src.name, f, src.size, src.limit)
+		pf, err := OpenParquetRows(src.name, f, src.size, src.limit)
 		if err != nil {
 			src.close()
 			return err

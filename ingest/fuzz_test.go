@@ -51,8 +51,8 @@ func FuzzOpen(f *testing.F) {
 // FuzzParquet: any bytes, read as a Parquet file for the keys of every
 // column (readParquetKeys, under a 256 KiB limit: a few thousand rows a
 // row group) and copied whole, every column's pages decoded as dedup
-// copies them (copyParquetTo), give keys or a *ParquetError: never a
-// panic, nor another error. A copy that succeeds reads back whole, every
+// copies them (copyParquetTo), give keys or a *ParquetError (or
+// *ParquetMemError): never a panic, nor another error. A copy that succeeds reads back whole, every
 // key column, with the input's rows: no output from pages that lie.
 func FuzzParquet(f *testing.F) {
 	var seeds [][]byte
@@ -88,19 +88,21 @@ func FuzzParquet(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		const limit = 256 << 10
 		err := readParquetKeys(b, limit)
-		var pe *ParquetError
-		if err != nil && !errors.As(err, &pe) {
+		if err != nil && !isParquetError(err) {
 			t.Fatalf("%T: %v", err, err)
 		}
+		// A copy holds ~48 KiB a column (parquetCopyColumnBytes): 4 MiB
+		// copies the seeds' 23 columns.
+		const copyLimit = 4 << 20
 		var out bytes.Buffer
-		rows, err := copyParquetTo(&out, b, limit)
+		rows, err := copyParquetTo(&out, b, copyLimit)
 		if err != nil {
-			if !errors.As(err, &pe) {
+			if !isParquetError(err) {
 				t.Fatalf("the copy: %T: %v", err, err)
 			}
 			return
 		}
-		p, err := OpenParquet("out.parquet", bytes.NewReader(out.Bytes()), int64(out.Len()), limit)
+		p, err := OpenParquet("out.parquet", bytes.NewReader(out.Bytes()), int64(out.Len()), copyLimit)
 		if err != nil {
 			t.Fatalf("the copy does not read back: %v", err)
 		}
@@ -108,8 +110,17 @@ func FuzzParquet(f *testing.F) {
 		if p.Rows() != rows {
 			t.Fatalf("the copy has %d rows of %d", p.Rows(), rows)
 		}
-		if err := readParquetKeys(out.Bytes(), limit); err != nil {
+		if err := readParquetKeys(out.Bytes(), copyLimit); err != nil {
 			t.Fatalf("the copy's keys do not read back: %v", err)
 		}
 	})
+}
+
+// isParquetError reports whether err is what a Parquet file that cannot be
+// read is: a *ParquetError, or a *ParquetMemError for one that needs more
+// than the limit.
+func isParquetError(err error) bool {
+	var pe *ParquetError
+	var me *ParquetMemError
+	return errors.As(err, &pe) || errors.As(err, &me)
 }

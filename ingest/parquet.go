@@ -129,6 +129,9 @@ type ParquetFile struct {
 	// nodes are the schema's nodes, when file is not kept (schemaNodes).
 	nodes []schemaNode
 
+	starts     []int64 // each row group's first row, 1-based in the file
+	footerCost int64   // what the footer's parse holds (scanFooter)
+
 	stop      atomic.Bool // Close: a decoding ahead gives up at its next page
 	checkedMu sync.Mutex
 	checked   map[[2]int]bool // the row groups' columns whose pages are checked (checkPages)
@@ -161,8 +164,14 @@ const parquetValueBytes = 24
 // any page, and the key values of a row group (Keys). The library it reads
 // with trusts the lengths a file declares and can panic on a crafted
 // footer, so every structure is walked first (thriftscan) and a panic is a
-// damaged file here, never a crash.
+// damaged file here, never a crash; what its parse will hold is counted
+// from that walk, and refused past the limit before it is spent.
 func OpenParquet(name string, r io.ReaderAt, size, limit int64) (p *ParquetFile, err error) {
+	return openParquet(name, r, size, limit, false)
+}
+
+// openParquet is OpenParquet, and OpenParquetRows when rows is set.
+func openParquet(name string, r io.ReaderAt, size, limit int64, rows bool) (p *ParquetFile, err error) {
 	defer recoverParquet(name, &err)
 	var head, tail [8]byte
 	if size < 12 {
@@ -187,20 +196,24 @@ func OpenParquet(name string, r io.ReaderAt, size, limit int64) (p *ParquetFile,
 	case footer < 1 || footer > size-12:
 		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("a footer of %d bytes in a file of %d", footer, size)}
 	case footer > limit:
-		return nil, &ParquetError{Name: name, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("a footer of %d bytes", footer)}
+		return nil, &ParquetMemError{Name: name, What: fmt.Sprintf("a footer of %d bytes, parsed,", footer), Need: 2 * footer, Limit: limit, AtLeast: true}
 	}
 	fb := make([]byte, footer)
 	if _, err := r.ReadAt(fb, size-8-footer); err != nil {
 		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: err.Error()}
 	}
-	if n, err := thriftscan.Struct(fb, nil); err != nil || n != len(fb) {
+	shape, err := scanFooter(fb)
+	if n := shape.length; err != nil || n != len(fb) {
 		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("the footer does not parse (%v, %d of %d bytes)", err, n, len(fb))}
 	}
-	f, err := parquet.OpenFile(r, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err := shape.check(name, limit, rows); err != nil {
+		return nil, err
+	}
+	f, err := parquet.OpenFile(r, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.ReadBufferSize(readBufferSize(limit, shape.elements)))
 	if err != nil {
 		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: err.Error()}
 	}
-	p = &ParquetFile{name: name, r: r, size: size, limit: limit, file: f}
+	p = &ParquetFile{name: name, r: r, size: size, limit: limit, file: f, footerCost: shape.cost, starts: rowGroupStarts(f.RowGroups())}
 	if err := p.readSchema(); err != nil {
 		return nil, err
 	}
@@ -547,15 +560,14 @@ func (p *ParquetFile) Frames(g int, cols []int, size int, fn func(first int64, n
 	if g < 0 || g >= len(rgs) {
 		return fmt.Errorf("%s: no row group %d", p.name, g)
 	}
-	var first int64 // the row group's first row in the file, from 1
-	for _, rg := range rgs[:g] {
-		first += rg.NumRows()
-	}
-	first++
-	rg := rgs[g]
-	n := rg.NumRows()
-	if n < 0 || n > p.limit/parquetValueBytes/int64(len(cols)) {
-		return &ParquetError{Name: p.name, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("row group %d: %d rows of %d key columns", g, n, len(cols))}
+	first := p.starts[g]
+	n := rgs[g].NumRows()
+	switch {
+	case n < 0:
+		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d: %d rows", g, n)}
+	case n > p.limit/parquetValueBytes/int64(len(cols)):
+		return &ParquetMemError{Name: p.name, What: fmt.Sprintf("row group %d: %d rows of %d key columns, decoded,", g, n, len(cols)),
+			Need: n * int64(len(cols)) * parquetValueBytes, Limit: p.limit, Remedy: "or write the file in smaller row groups"}
 	}
 	texts, err := p.keyColumns(g, cols, n)
 	if err != nil {
@@ -689,7 +701,8 @@ func (p *ParquetFile) checkPages(g, c int, sc *pageScratch, dec *chunkText) erro
 		case h.compressed < 0 || h.uncompressed < 0:
 			return bad("a page header at %d without its sizes", at)
 		case h.compressed > p.limit || h.uncompressed > p.limit:
-			return &ParquetError{Name: p.name, Column: col.Path, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("row group %d: a page of %d bytes (%d compressed)", g, h.uncompressed, h.compressed)}
+			return &ParquetMemError{Name: p.name, Column: col.Path, What: fmt.Sprintf("row group %d: a page of %d bytes (%d compressed)", g, h.uncompressed, h.compressed),
+				Need: max(h.compressed, h.uncompressed), Limit: p.limit, Remedy: "or write the file with smaller pages"}
 		case h.compressed > end-at-int64(n):
 			return bad("a page at %d of %d bytes runs past its column chunk", at, h.compressed)
 		case levels > h.compressed || levels > h.uncompressed:

@@ -52,8 +52,12 @@ func NewRowWriter(out io.Writer, format RowFormat) *RowWriter {
 
 // Schema tells the writer of an input, in input order, before its rows
 // come: the first one's schema is the output's; another schema is an
-// error. It may be called from another goroutine than the writes.
+// error, and so is an input whose copy would hold more than its limit
+// (checkCopyCost). It may be called from another goroutine than the writes.
 func (pw *RowWriter) Schema(p *ParquetFile) error {
+	if err := p.checkCopyCost(); err != nil {
+		return err
+	}
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
 	if pw.first == nil {
@@ -102,6 +106,12 @@ func (pw *RowWriter) start(p *ParquetFile) error {
 	}
 	md := first.file.Metadata()
 	opts := []parquet.WriterOption{first.file.Schema()}
+	// The library buffers each column's pages of a row group until it is
+	// committed, in chunks of 32 KiB a column, and flushes a page at 256
+	// KiB: 20,000 columns took 640 MiB a row group before a byte of data.
+	// A wide schema gets chunks and pages that fit the limit.
+	chunk, page := first.copyBuffers()
+	opts = append(opts, parquet.ColumnPageBuffers(parquet.NewChunkBufferPool(int(chunk))), parquet.PageBufferSize(int(page)))
 	for _, kv := range md.KeyValueMetadata {
 		opts = append(opts, parquet.KeyValueMetadata(kv.Key, kv.Value))
 	}
@@ -223,9 +233,10 @@ func (gr *groupRows) take(rows []int64, fn func(kept []parquet.Row, nums []int64
 		}
 		// Read rows [next, last): up to the last row asked for, which a
 		// later call must find still ahead.
-		last := min(gr.next+parquetCopyBatch, rows[len(rows)-1]-gr.base+1, gr.total)
-		if cap(gr.buf) < parquetCopyBatch {
-			gr.buf = make([]parquet.Row, parquetCopyBatch)
+		batch := gr.p.copyBatch()
+		last := min(gr.next+batch, rows[len(rows)-1]-gr.base+1, gr.total)
+		if int64(cap(gr.buf)) < batch {
+			gr.buf = make([]parquet.Row, batch)
 		}
 		buf := gr.buf[:last-gr.next]
 		got, err := gr.rows.ReadRows(buf)
@@ -261,8 +272,27 @@ func (gr *groupRows) close() {
 	pw.mu.Unlock()
 }
 
-// parquetCopyBatch is how many rows a copy reads at once.
+// parquetCopyBatch is how many rows a copy reads at once, at most.
 const parquetCopyBatch = 1024
+
+// copyBuffers is the size of the chunks in which an output of p's schema
+// buffers each column's pages, and the size at which it flushes a page:
+// the library's (32 KiB and 256 KiB) unless their sum over p's columns
+// would pass an eighth of the limit, down to 1 KiB and 4 KiB.
+func (p *ParquetFile) copyBuffers() (chunk, page int64) {
+	per := p.limit / 8 / int64(max(len(p.columns), 1))
+	return min(max(per, 1<<10), 32<<10), min(max(per*4, 4<<10), 256<<10)
+}
+
+// copyBatch is how many rows a copy of p reads at once: fewer than
+// parquetCopyBatch when their values (a value of parquetValueBytes a leaf
+// column at least) would take more than 4 MiB. A batch of 1024 rows of
+// 20,000 columns held 470 MiB.
+func (p *ParquetFile) copyBatch() int64 { return copyBatch(int64(len(p.columns))) }
+
+func copyBatch(cols int64) int64 {
+	return max(1, min(parquetCopyBatch, 4<<20/(parquetValueBytes*max(cols, 1))))
+}
 
 // groupCopy is a row group being copied by its own goroutine.
 type groupCopy struct {
@@ -519,13 +549,7 @@ func (pw *RowWriter) stick(err *error) {
 func (pw *RowWriter) Rows() int64 { return pw.wrote }
 
 // groupStart is the first row of row group g, 1-based in the file.
-func (p *ParquetFile) groupStart(g int) int64 {
-	var n int64
-	for _, rg := range p.file.RowGroups()[:g] {
-		n += rg.NumRows()
-	}
-	return n + 1
-}
+func (p *ParquetFile) groupStart(g int) int64 { return p.starts[g] }
 
 // checkGroup walks every page of every column of row group g (checkPages)
 // before a copy of its rows decodes all of them, but for the columns the

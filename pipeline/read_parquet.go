@@ -28,7 +28,11 @@ func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs
 	// has in the text formats, four times (the default --max-record, 64
 	// MiB, gives 256 MiB).
 	limit := 4 * int64(opts.Records.MaxRecord)
-	p, err := ingest.OpenParquet(name, f, size, limit)
+	open := ingest.OpenParquet
+	if opts.Rows != nil || opts.Records.OnBad.Quarantines() {
+		open = ingest.OpenParquetRows // its rows are copied: counted up front
+	}
+	p, err := open(name, f, size, limit)
 	if err != nil {
 		f.Close()
 		return err
@@ -94,16 +98,16 @@ func (opts readOptions) openParquet(name string) (*os.File, int64, error) {
 
 // estimateRows is the rows the footers of Parquet inputs declare (2^20
 // for one that is not a regular file, or whose footer does not read: the
-// reading says what is wrong with it).
+// reading says what is wrong with it), read without parsing them: a
+// footer parsed here as well as by the reading took its memory twice.
 func estimateRows(inputs []string) int64 {
 	var total int64
 	for _, name := range inputs {
 		n := int64(1 << 20)
 		if f, err := os.Open(name); err == nil {
 			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-				if p, err := ingest.OpenParquet(name, f, st.Size(), 64<<20); err == nil {
-					n = max(p.Rows(), 1<<10)
-					p.Close()
+				if rows, err := ingest.ParquetRows(f, st.Size(), 64<<20); err == nil {
+					n = max(rows, 1<<10)
 				}
 			}
 			f.Close()

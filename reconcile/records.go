@@ -234,7 +234,11 @@ func (r *recordsReader) readParquet(ctx context.Context, name string) (err error
 	}
 	defer f.Close()
 	limit := 4 * int64(r.maxRecord)
-	p, err := ingest.OpenParquet(name, f, size, limit)
+	open := ingest.OpenParquet
+	if r.rows != nil || r.bad.Quarantines() {
+		open = ingest.OpenParquetRows // its rows are copied: counted up front
+	}
+	p, err := open(name, f, size, limit)
 	if err != nil {
 		return err
 	}
@@ -302,10 +306,12 @@ func (r *recordsReader) readParquet(ctx context.Context, name string) (err error
 }
 
 // backfillError is a failure of the Parquet backfill's writing: a damaged
-// input's row (a *ingest.ParquetError, kept as it is) or the output's.
+// input's row or one past the memory allowed (a *ingest.ParquetError or
+// *ingest.ParquetMemError, kept as it is) or the output's.
 func backfillError(err error) error {
 	var pe *ingest.ParquetError
-	if errors.As(err, &pe) {
+	var me *ingest.ParquetMemError
+	if errors.As(err, &pe) || errors.As(err, &me) {
 		return err
 	}
 	return &FileError{Op: "write", File: BackfillFile, Err: err}

@@ -44,6 +44,8 @@ func sayTyped(err error) (string, bool) {
 		return e.Say(flagWords), true
 	case *ingest.OnBadError:
 		return fmt.Sprintf("--on-bad must be fail, skip or quarantine=FILE, not %q", e.Value), true
+	case *ingest.ParquetMemError:
+		return sayParquetMem(e), true
 	case *ingest.QuarantineError:
 		if e.Writing {
 			return fmt.Sprintf("--on-bad quarantine: cannot write %s: %v", e.Path, e.Err), true
@@ -67,4 +69,24 @@ func sayTyped(err error) (string, bool) {
 		return fmt.Sprintf("--tmpdir %s: %s", e.Dir, say(e.Err)), true
 	}
 	return "", false
+}
+
+// sayParquetMem names the flags under which a Parquet input's need fits.
+// A Parquet reader holds its footer, a page, a row group's key values and
+// a copy's buffers within four times --max-record (read_parquet.go), and
+// --max-record is an eighth of --mem unless given, 64MiB at most by
+// default: so --mem twice the need, and --max-record a quarter of it when
+// that is past its default.
+func sayParquetMem(e *ingest.ParquetMemError) string {
+	const defaultMaxRecord = 64 << 20 // --max-record's default
+	mib := func(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
+	maxRecord := (e.Need + 3) / 4
+	fix := fmt.Sprintf("give --mem %dMiB or more", max(mib(8*maxRecord), 16))
+	if maxRecord > defaultMaxRecord {
+		fix = fmt.Sprintf("give --mem %dMiB and --max-record %dMiB or more", 8*mib(maxRecord), mib(maxRecord))
+	}
+	if e.Remedy != "" {
+		fix += ", " + e.Remedy
+	}
+	return fmt.Sprintf("%s (a Parquet input is read within four times --max-record, an eighth of --mem unless given): %s", e.Error(), fix)
 }

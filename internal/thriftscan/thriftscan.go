@@ -39,6 +39,10 @@ const (
 type walker struct {
 	b  []byte
 	at int
+	// lists, when set, is told of each list, set and map and its count;
+	// path is the field ids from the top struct down to it.
+	lists func(path []int16, n uint64)
+	path  []int16
 }
 
 func (w *walker) fail(format string, a ...any) error {
@@ -122,6 +126,9 @@ func (w *walker) value(t byte, depth int) (int64, error) {
 		if err := w.count(n); err != nil {
 			return 0, err
 		}
+		if w.lists != nil {
+			w.lists(w.path, n)
+		}
 		return 0, w.elements(n, et, depth)
 	case tMap:
 		n, err := w.uvarint()
@@ -134,6 +141,9 @@ func (w *walker) value(t byte, depth int) (int64, error) {
 		}
 		if err := w.count(n); err != nil {
 			return 0, err
+		}
+		if w.lists != nil {
+			w.lists(w.path, n)
 		}
 		for range n {
 			if _, err := w.value(kv>>4, depth+1); err != nil {
@@ -195,9 +205,15 @@ func (w *walker) structure(depth int, ints func(outer, id int16, v int64), outer
 			}
 			continue
 		}
+		if w.lists != nil {
+			w.path = append(w.path, id)
+		}
 		v, err := w.value(t, depth)
 		if err != nil {
 			return err
+		}
+		if w.lists != nil {
+			w.path = w.path[:len(w.path)-1]
 		}
 		switch {
 		case ints == nil:
@@ -220,5 +236,17 @@ func (w *walker) structure(depth int, ints func(outer, id int16, v int64), outer
 func Struct(b []byte, ints func(outer, id int16, v int64)) (int, error) {
 	w := walker{b: b}
 	err := w.structure(0, ints, 0)
+	return w.at, err
+}
+
+// Lists walks the struct at the start of b as Struct does, and calls list
+// with each list, set and map in it and its count of elements; path is the
+// ids of the fields from the top struct down to it (the elements of a list
+// of structs add none), valid during the call only. A Parquet footer's
+// row groups are the list at [4], their column chunks the lists at [4 1]:
+// what a parser of the footer will allocate is known before it runs.
+func Lists(b []byte, list func(path []int16, n uint64)) (int, error) {
+	w := walker{b: b, lists: list}
+	err := w.structure(0, nil, 0)
 	return w.at, err
 }

@@ -2,6 +2,7 @@ package thriftscan
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -83,4 +84,29 @@ func FuzzStruct(f *testing.F) {
 			t.Fatal("two answers")
 		}
 	})
+}
+
+// TestLists: the lists of a nested struct, each with the path of field
+// ids that leads to it and its count, in order; a list of structs' lists
+// under the list's field.
+func TestLists(t *testing.T) {
+	b := []byte{
+		0x19, 0x25, 0x02, 0x04, // field 1, list of 2 i32
+		0x29, 0x2c, // field 3, list of 2 structs:
+		0x19, 0x15, 0x02, 0x00, //   {field 1: list of 1 i32}
+		0x19, 0x05, 0x00, //   {field 1: list of 0 i32}
+		0x1c, 0x1b, 0x01, 0x55, 0x02, 0x04, 0x00, // field 4, struct {field 1: map of 1}
+		0x00,
+	}
+	var got []string
+	n, err := Lists(b, func(path []int16, n uint64) {
+		got = append(got, fmt.Sprint(path, n))
+	})
+	if err != nil || n != len(b) {
+		t.Fatalf("%d bytes of %d, %v", n, len(b), err)
+	}
+	want := []string{"[1] 2", "[3] 2", "[3 1] 1", "[3 1] 0", "[4 1] 1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("lists %v, want %v", got, want)
+	}
 }
