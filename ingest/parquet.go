@@ -213,7 +213,11 @@ func openParquet(name string, r io.ReaderAt, size, limit int64, rows bool) (p *P
 	if err != nil {
 		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: err.Error()}
 	}
-	p = &ParquetFile{name: name, r: r, size: size, limit: limit, file: f, footerCost: shape.cost, starts: rowGroupStarts(f.RowGroups())}
+	starts, err := rowGroupStarts(f)
+	if err != nil {
+		return nil, &ParquetError{Name: name, Err: ErrParquetDamaged, Detail: err.Error()}
+	}
+	p = &ParquetFile{name: name, r: r, size: size, limit: limit, file: f, footerCost: shape.cost, starts: starts}
 	if err := p.readSchema(); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -159,15 +160,24 @@ func (p *ParquetFile) checkCopyCost() error {
 
 // rowGroupStarts is the first row of each row group, 1-based in the file:
 // computed once, as summing the groups before each one for each took 148 s
-// for 100,000 one-row groups.
-func rowGroupStarts(rgs []parquet.RowGroup) []int64 {
+// for 100,000 one-row groups. Row groups that do not sum to the rows the
+// footer declares, or say fewer than none, are damage.
+func rowGroupStarts(f *parquet.File) ([]int64, error) {
+	rgs := f.RowGroups()
 	starts := make([]int64, len(rgs))
 	next := int64(1)
 	for g, rg := range rgs {
+		n := rg.NumRows()
+		if n < 0 || n > math.MaxInt64/2-next {
+			return nil, fmt.Errorf("row group %d has %d rows", g, n)
+		}
 		starts[g] = next
-		next += rg.NumRows()
+		next += n
 	}
-	return starts
+	if next-1 != f.NumRows() {
+		return nil, fmt.Errorf("the footer says %d rows, its row groups hold %d", f.NumRows(), next-1)
+	}
+	return starts, nil
 }
 
 // ParquetRows is the rows the footer of the Parquet file r of size bytes

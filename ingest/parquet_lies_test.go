@@ -117,3 +117,23 @@ func TestParquetPagesLie(t *testing.T) {
 		})
 	}
 }
+
+// TestParquetFooterRows: a footer whose row groups do not sum to the rows
+// it declares (found by FuzzParquet: a copy wrote 0 rows of the 13
+// declared, exit 0) is damage, refused when the file opens.
+func TestParquetFooterRows(t *testing.T) {
+	b := goFile(t, 120, 1, &parquet.Snappy, 400)
+	md, err := pqcraft.Footer(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md.NumRows++
+	lie, err := pqcraft.WithFooter(b, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenParquet("f.parquet", bytes.NewReader(lie), int64(len(lie)), 64<<20)
+	if !errors.Is(err, ErrParquetDamaged) || !strings.Contains(err.Error(), "the footer says 121 rows, its row groups hold 120") {
+		t.Fatalf("%v", err)
+	}
+}
