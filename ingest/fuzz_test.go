@@ -66,7 +66,7 @@ func FuzzParquet(f *testing.F) {
 	// Files of the Go library: every key type in each encoding it writes,
 	// v1 and v2 pages, CRCs (what chunkText decodes, and what it leaves to
 	// the library).
-	seeds = append(seeds, goFile(f, 120, 1, &parquet.Uncompressed, 400), goFile(f, 120, 2, &parquet.Snappy, 400))
+	seeds = append(seeds, goFile(f, 120, 1, &parquet.Uncompressed, 400), goFile(f, 120, 2, &parquet.Snappy, 400), goFile(f, 120, 1, &parquet.Brotli, 400))
 	for _, b := range seeds {
 		f.Add(b)
 		// Cut short (the footer then lost, and found again by the

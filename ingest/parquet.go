@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/snappy"
 	"github.com/klauspost/compress/zstd"
@@ -678,7 +679,7 @@ func (p *ParquetFile) checkPages(g, c int, sc *pageScratch, dec *chunkText) erro
 		return bad("a column chunk at %d of %d bytes in a file of %d", start, m.TotalCompressedSize, p.size)
 	}
 	if err := codecSupported(m.Codec); err != nil {
-		return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetUnsupported, Detail: err.Error()}
+		return &ParquetError{Name: p.name, Column: p.columns[c].Path, Err: ErrParquetUnreadable, Detail: err.Error()}
 	}
 	rows := md.RowGroups[g].NumRows
 	counts := newPageCounts(rows)
@@ -990,15 +991,14 @@ func appendDecimal(b []byte, unscaled *big.Int, scale int) []byte {
 	return append(b, digits[len(digits)-scale:]...)
 }
 
-// codecSupported refuses the codecs the library does not read (LZO, and
-// the Hadoop-framed LZ4 that LZ4_RAW replaced) and BROTLI, whose pages are
-// not bounded here.
+// codecSupported refuses the codecs the library does not read: LZO, and
+// the Hadoop-framed LZ4 that LZ4_RAW replaced.
 func codecSupported(c pformat.CompressionCodec) error {
 	switch c {
-	case pformat.Uncompressed, pformat.Snappy, pformat.Gzip, pformat.Zstd, pformat.Lz4Raw:
+	case pformat.Uncompressed, pformat.Snappy, pformat.Gzip, pformat.Zstd, pformat.Lz4Raw, pformat.Brotli:
 		return nil
 	}
-	return fmt.Errorf("the %s codec", c)
+	return fmt.Errorf("the %s codec (fpdedup reads UNCOMPRESSED, SNAPPY, GZIP, ZSTD, LZ4_RAW and BROTLI)", c)
 }
 
 // expander expands a compressed page into at most a given size, to prove
@@ -1059,14 +1059,27 @@ func (x *expander) expand(codec pformat.CompressionCodec, src []byte, size int64
 		if err != nil {
 			return nil, err
 		}
-		n, err := io.ReadFull(z, dst)
-		if err != nil {
-			return nil, fmt.Errorf("gzip data of %d bytes: %w", n, err)
+		if err := readExactly(z, dst, "gzip"); err != nil {
+			return nil, err
 		}
-		var one [1]byte
-		if k, _ := z.Read(one[:]); k > 0 {
-			return nil, errPageBomb
+	case pformat.Brotli:
+		if err := readExactly(brotli.NewReader(bytes.NewReader(src)), dst, "brotli"); err != nil {
+			return nil, err
 		}
 	}
 	return dst, nil
+}
+
+// readExactly reads a stream's expansion into dst, which it must fill and
+// not pass: the stream's own framing is not trusted with a size.
+func readExactly(r io.Reader, dst []byte, codec string) error {
+	n, err := io.ReadFull(r, dst)
+	if err != nil {
+		return fmt.Errorf("%s data of %d bytes: %w", codec, n, err)
+	}
+	var one [1]byte
+	if k, _ := r.Read(one[:]); k > 0 {
+		return errPageBomb
+	}
+	return nil
 }

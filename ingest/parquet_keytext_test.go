@@ -93,7 +93,7 @@ func TestChunkTextMatchesLibrary(t *testing.T) {
 		files[name] = b
 	}
 	for _, v := range []int{1, 2} {
-		for _, c := range []compress.Codec{&parquet.Uncompressed, &parquet.Snappy, &parquet.Zstd, &parquet.Gzip, &parquet.Lz4Raw} {
+		for _, c := range []compress.Codec{&parquet.Uncompressed, &parquet.Snappy, &parquet.Zstd, &parquet.Gzip, &parquet.Lz4Raw, &parquet.Brotli} {
 			files[fmt.Sprintf("go-v%d-%s", v, c.CompressionCodec())] = goFile(t, 3000, v, c, 1500)
 		}
 	}

@@ -72,9 +72,17 @@ func keysOf(t *testing.T, p *ParquetFile, items ...string) []string {
 // TestParquetKeyText: the key text of every type DuckDB writes, column by
 // column, against the golden DuckDB computed from DESIGN's rules
 // (types.golden.tsv.gz: hex for strings and blobs, floats with 17 digits,
-// formatted here as Go's shortest round-trip text).
+// formatted here as Go's shortest round-trip text); the same rows written
+// with BROTLI (types-brotli.parquet, refused before as "unsupported") key
+// the same.
 func TestParquetKeyText(t *testing.T) {
-	p := openFixture(t, "types.parquet")
+	for _, file := range []string{"types.parquet", "types-brotli.parquet"} {
+		t.Run(file, func(t *testing.T) { parquetKeyText(t, file) })
+	}
+}
+
+func parquetKeyText(t *testing.T, file string) {
+	p := openFixture(t, file)
 	if p.RowGroups() != 3 || p.Rows() != 4200 {
 		t.Fatalf("%d row groups, %d rows", p.RowGroups(), p.Rows())
 	}
@@ -120,7 +128,7 @@ func TestParquetKeyText(t *testing.T) {
 				w = strconv.FormatFloat(v, 'g', -1, bits)
 			case "n":
 				if w == `\N` {
-					w = "BAD types.parquet: row group " + strconv.Itoa(r/2048) + ", row " + strconv.Itoa(r+1) + ": column n is null"
+					w = "BAD " + file + ": row group " + strconv.Itoa(r/2048) + ", row " + strconv.Itoa(r+1) + ": column n is null"
 				}
 			}
 			if got[r] != w {

@@ -96,9 +96,9 @@ async function sameShape(name, check, input, out) {
 }
 
 const files = [];
-for (const codec of ['zstd', 'snappy', 'gzip', 'uncompressed']) {
+for (const codec of ['zstd', 'snappy', 'gzip', 'brotli', 'uncompressed']) {
   for (const [rg, version] of [[4096, 'V1'], [null, 'V1'], [4096, 'V2']]) {
-    if (version === 'V2' && codec !== 'zstd' && codec !== 'snappy') continue;
+    if (version === 'V2' && codec !== 'zstd' && codec !== 'snappy' && codec !== 'brotli') continue;
     const name = `ev-${codec}-${rg ?? 'default'}-${version}.parquet`;
     const opts = [`FORMAT parquet`, `COMPRESSION ${codec}`, `PARQUET_VERSION ${version}`];
     if (rg) opts.push(`ROW_GROUP_SIZE ${rg}`);

@@ -41,6 +41,9 @@ await con.run(`CREATE TABLE t AS SELECT
   [i, i + 1] AS l
   FROM range(4200) r(i)`);
 await con.run(`COPY t TO '${dir}/types.parquet' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 2048)`);
+// The same rows in BROTLI, which DuckDB, Arrow and Polars read and write:
+// the same golden.
+await con.run(`COPY t TO '${dir}/types-brotli.parquet' (FORMAT parquet, COMPRESSION brotli, ROW_GROUP_SIZE 2048)`);
 // A small file, the fuzz targets' seed: every kind of value in a few rows.
 await con.run(`COPY (SELECT * FROM t WHERE id < 12) TO '${dir}/small.parquet' (FORMAT parquet, COMPRESSION snappy)`);
 const golden = await con.runAndReadAll(`SELECT
@@ -98,4 +101,4 @@ for (const name of ['events', 'events-nested']) {
 // which the Parquet library refuses for an INT32 column (ErrParquetUnreadable).
 await one.run(`COPY (SELECT i AS id, (4000000000 + i)::UINTEGER AS u32 FROM range(100) t(i))
   TO '${dir}/uint32-v2.parquet' (FORMAT parquet, PARQUET_VERSION V2, COMPRESSION zstd)`);
-console.log(`${dir}/events.parquet, ${dir}/events-nested.parquet: 3000 rows each, and their keys (*.keys.txt.gz); ${dir}/uint32-v2.parquet`);
+console.log(`${dir}/types.parquet, ${dir}/types-brotli.parquet, ${dir}/events.parquet, ${dir}/events-nested.parquet: 3000 rows each, and their keys (*.keys.txt.gz); ${dir}/uint32-v2.parquet`);
