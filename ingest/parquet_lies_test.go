@@ -66,30 +66,33 @@ func TestParquetPagesLie(t *testing.T) {
 		lie  func([]byte) ([]byte, error)
 		col  string // the column the error names
 		key  bool   // the column can be a key: its key pass refuses it too
+		// every row group lies (a footer's type or repetition): a copy
+		// has two row groups in flight, either may be named
+		every bool
 	}{
-		{"duckdb, a DOUBLE page one value short", duck, values("d"), "d", true},
-		{"duckdb, a string page one value short", duck, values("s"), "s", true},
-		{"duckdb, a nullable page one value short", duck, values("n"), "n", true},
-		{"duckdb, a list's page one value short", duck, values("l.list.element"), "l.list.element", false},
-		{"duckdb, a struct member's page one value short", duck, values("st.b"), "st.b", true},
-		{"duckdb, a nullable INT64 said REQUIRED", duck, required("n"), "n", true},
-		{"duckdb, a nullable string said REQUIRED", duck, required("s"), "s", true},
-		{"duckdb, INT64 said INT32", duck, int32s("i64"), "i64", true},
-		{"duckdb, a row group a row more", duck, moreRows, "id", true},
-		{"parquet-go v1, a plain string page one value short", go1, values("s"), "s", true},
-		{"parquet-go v1, a dictionary page one value short", go1, values("sdict"), "sdict", true},
-		{"parquet-go v1, a delta page one value short", go1, values("i64delta"), "i64delta", true},
-		{"parquet-go v1, a boolean page one value short", go1, values("b"), "b", true},
-		{"parquet-go v1, an optional plain INT64 said REQUIRED", go1, required("opti"), "opti", true},
-		{"parquet-go v1, an optional dictionary INT64 said REQUIRED", go1, required("optid"), "optid", true},
-		{"parquet-go v1, an optional string said REQUIRED", go1, required("opts"), "opts", true},
-		{"parquet-go v1, a plain INT64 said INT32", go1, int32s("i64plain"), "i64plain", true},
-		{"parquet-go v1, a dictionary INT64 said INT32", go1, int32s("i64dict"), "i64dict", true},
-		{"parquet-go v2, a plain string page one value short", go2, values("s"), "s", true},
-		{"parquet-go v2, a nullable page one value short", go2, values("optf"), "optf", true},
-		{"parquet-go v2, an optional INT64 said REQUIRED", go2, required("opti"), "opti", true},
-		{"parquet-go v2, a dictionary INT64 said INT32", go2, int32s("i64dict"), "i64dict", true},
-		{"parquet-go v2, a row group a row more", go2, moreRows, "i64", true},
+		{"duckdb, a DOUBLE page one value short", duck, values("d"), "d", true, false},
+		{"duckdb, a string page one value short", duck, values("s"), "s", true, false},
+		{"duckdb, a nullable page one value short", duck, values("n"), "n", true, false},
+		{"duckdb, a list's page one value short", duck, values("l.list.element"), "l.list.element", false, false},
+		{"duckdb, a struct member's page one value short", duck, values("st.b"), "st.b", true, false},
+		{"duckdb, a nullable INT64 said REQUIRED", duck, required("n"), "n", true, true},
+		{"duckdb, a nullable string said REQUIRED", duck, required("s"), "s", true, true},
+		{"duckdb, INT64 said INT32", duck, int32s("i64"), "i64", true, true},
+		{"duckdb, a row group a row more", duck, moreRows, "id", true, false},
+		{"parquet-go v1, a plain string page one value short", go1, values("s"), "s", true, false},
+		{"parquet-go v1, a dictionary page one value short", go1, values("sdict"), "sdict", true, false},
+		{"parquet-go v1, a delta page one value short", go1, values("i64delta"), "i64delta", true, false},
+		{"parquet-go v1, a boolean page one value short", go1, values("b"), "b", true, false},
+		{"parquet-go v1, an optional plain INT64 said REQUIRED", go1, required("opti"), "opti", true, true},
+		{"parquet-go v1, an optional dictionary INT64 said REQUIRED", go1, required("optid"), "optid", true, true},
+		{"parquet-go v1, an optional string said REQUIRED", go1, required("opts"), "opts", true, true},
+		{"parquet-go v1, a plain INT64 said INT32", go1, int32s("i64plain"), "i64plain", true, true},
+		{"parquet-go v1, a dictionary INT64 said INT32", go1, int32s("i64dict"), "i64dict", true, true},
+		{"parquet-go v2, a plain string page one value short", go2, values("s"), "s", true, false},
+		{"parquet-go v2, a nullable page one value short", go2, values("optf"), "optf", true, false},
+		{"parquet-go v2, an optional INT64 said REQUIRED", go2, required("opti"), "opti", true, true},
+		{"parquet-go v2, a dictionary INT64 said INT32", go2, int32s("i64dict"), "i64dict", true, true},
+		{"parquet-go v2, a row group a row more", go2, moreRows, "i64", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := tc.lie(bytes.Clone(tc.file))
@@ -105,7 +108,7 @@ func TestParquetPagesLie(t *testing.T) {
 					t.Fatalf("%s: no error", what)
 				case !errors.As(err, &pe) || !errors.Is(err, ErrParquetDamaged):
 					t.Fatalf("%s: not a damaged file: %T %v", what, err, err)
-				case pe.Column != tc.col || !strings.Contains(err.Error(), "row group 0"):
+				case pe.Column != tc.col || !strings.Contains(err.Error(), "row group 0") && !tc.every:
 					t.Fatalf("%s: %v: not column %s, row group 0", what, err, tc.col)
 				}
 				t.Logf("%s: %v", what, err)

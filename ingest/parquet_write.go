@@ -499,6 +499,15 @@ type ReadBackWriter struct {
 
 func (w ReadBackWriter) Path() string { return w.Output.Path() }
 
+// Flush flushes the buffer, as what a stalled input decided is flushed
+// (pipeline's flushAll): the output stays a buffered writer to its users.
+func (w ReadBackWriter) Flush() error {
+	if f, ok := w.Writer.(interface{ Flush() error }); ok {
+		return f.Flush()
+	}
+	return nil
+}
+
 func (w ReadBackWriter) ReadBack(check func(r io.ReaderAt, size int64) error) {
 	w.Output.ReadBack(check)
 }
