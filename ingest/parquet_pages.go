@@ -175,7 +175,7 @@ func checkPageData(c *ParquetColumn, h *pageHeader, levels, values []byte, pc *p
 	default:
 		if c.maxRep > 0 {
 			if h.repEncoding != int64(pformat.RLE) {
-				return fmt.Errorf("repetition levels in encoding %d", h.repEncoding)
+				return fmt.Errorf("repetition levels in encoding %s", encodingName(h.repEncoding))
 			}
 			v, err := lengthPrefixed(values)
 			if err != nil {
@@ -198,7 +198,7 @@ func checkPageData(c *ParquetColumn, h *pageHeader, levels, values []byte, pc *p
 			}
 			values, legacyDefs = values[skip:], true
 		default:
-			return fmt.Errorf("definition levels in encoding %d", h.defEncoding)
+			return fmt.Errorf("definition levels in encoding %s", encodingName(h.defEncoding))
 		}
 	}
 	rows, present := n, n

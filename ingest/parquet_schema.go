@@ -246,6 +246,15 @@ func typeName(t pformat.Type) string {
 	return fmt.Sprintf("unknown physical type %d", t)
 }
 
+// encodingName is a page encoding's name, or its number when the spec
+// names none (the library says "Encoding(?)").
+func encodingName(e int64) string {
+	if e >= int64(pformat.Plain) && e <= int64(pformat.ByteStreamSplit) && e != 1 {
+		return pformat.Encoding(e).String()
+	}
+	return fmt.Sprintf("unknown encoding %d", e)
+}
+
 // repetitionName is REQUIRED, OPTIONAL or REPEATED.
 func repetitionName(r pformat.FieldRepetitionType) string {
 	if r >= pformat.Required && r <= pformat.Repeated {

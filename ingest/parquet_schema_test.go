@@ -266,3 +266,16 @@ func FuzzParquetSchema(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodingName: page encodings in errors by the spec's names, never a
+// Thrift number or the library's "Encoding(?)".
+func TestEncodingName(t *testing.T) {
+	for e, want := range map[int64]string{
+		0: "PLAIN", 1: "unknown encoding 1", 2: "PLAIN_DICTIONARY", 3: "RLE", 4: "BIT_PACKED",
+		8: "RLE_DICTIONARY", 9: "BYTE_STREAM_SPLIT", 10: "unknown encoding 10", -1: "unknown encoding -1",
+	} {
+		if got := encodingName(e); got != want {
+			t.Errorf("encodingName(%d) = %q, want %q", e, got, want)
+		}
+	}
+}
