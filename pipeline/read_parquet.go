@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/fpdedup/fpdedup/ingest"
@@ -54,6 +55,12 @@ func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs
 	}
 	cols, err := p.KeyColumns(opts.Records.Spec, opts.ExtraKeys...)
 	if err != nil {
+		// An extra column (replay's time) is named as the time field,
+		// as a text input's Keyer names it.
+		var ke *ingest.KeyError
+		if errors.As(err, &ke) && slices.Contains(opts.ExtraKeys, ke.Item) && !slices.Contains(opts.Records.Spec.Keys, ke.Item) {
+			ke.TimeField = true
+		}
 		return ingest.InInput(err, name)
 	}
 	done := *before
