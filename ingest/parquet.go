@@ -743,8 +743,7 @@ func (p *ParquetFile) checkPages(g, c int, sc *pageScratch, dec *chunkText) erro
 		}
 		if dec != nil {
 			if err := dec.page(&h, page[:levels], values); err != nil {
-				var pe *ParquetError
-				if errors.As(err, &pe) {
+				if saysWhat(err) {
 					return err
 				}
 				return bad("the page at %d: %v", at, err)
@@ -823,6 +822,9 @@ func (p *ParquetFile) decodeColumn(g int, chunks []parquet.ColumnChunk, c int, n
 	}
 	if !dec.fallback {
 		if *out, err = dec.done(); err != nil {
+			if saysWhat(err) {
+				return err
+			}
 			return damaged(err)
 		}
 		return nil
@@ -831,13 +833,21 @@ func (p *ParquetFile) decodeColumn(g int, chunks []parquet.ColumnChunk, c int, n
 		return &ParquetError{Name: p.name, Err: ErrParquetDamaged, Detail: fmt.Sprintf("row group %d has no column %d", g, c)}
 	}
 	if err := p.readColumn(chunks[c], n, &p.columns[c], out); err != nil {
-		var pe *ParquetError
-		if errors.As(err, &pe) {
+		if saysWhat(err) {
 			return err
 		}
 		return damaged(err)
 	}
 	return nil
+}
+
+// saysWhat tells an error that already says what is wrong with the file
+// (a *ParquetError, a *ParquetMemError) from one a decoder returned, which
+// is damage.
+func saysWhat(err error) bool {
+	var pe *ParquetError
+	var me *ParquetMemError
+	return errors.As(err, &pe) || errors.As(err, &me)
 }
 
 // textGuess is about the bytes of key text row group g's chunk of column
@@ -898,7 +908,7 @@ func (p *ParquetFile) readColumn(cc parquet.ColumnChunk, n int64, c *ParquetColu
 			}
 			if out.tooLarge(p.limit) {
 				parquet.Release(pg)
-				return &ParquetError{Name: p.name, Column: c.Path, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("key texts of %d bytes", len(out.buf))}
+				return out.tooLargeError(p.name, c.Path, p.limit)
 			}
 			if err == io.EOF || (err == nil && got == 0) {
 				break

@@ -63,6 +63,18 @@ func (k *keyText) tooLarge(limit int64) bool {
 	return int64(len(k.buf)) > min(limit, math.MaxUint32)
 }
 
+// tooLargeError says that a row group's key texts of column c passed the
+// limit (tooLarge): more memory would do, up to the 4 GiB a row group's
+// texts can span, and smaller row groups always.
+func (k *keyText) tooLargeError(name, column string, limit int64) error {
+	if int64(len(k.buf)) > math.MaxUint32 {
+		return &ParquetError{Name: name, Column: column, Err: ErrParquetTooLarge,
+			Detail: fmt.Sprintf("key texts of more than %d bytes in one row group: write the file in smaller row groups", int64(math.MaxUint32))}
+	}
+	return &ParquetMemError{Name: name, Column: column, What: "a row group's key texts", Need: int64(len(k.buf)), AtLeast: true,
+		Limit: limit, Remedy: "or write the file in smaller row groups"}
+}
+
 // chunkText renders the pages of a key column's chunk as checkPages
 // proves them, from the bytes it has already expanded: the library's page
 // reader would read and expand every page a second time and make a
@@ -205,7 +217,7 @@ func (d *chunkText) page(h *pageHeader, levels, values []byte) error {
 // check bounds the texts by the limit, and the rows by the row group's.
 func (d *chunkText) check() error {
 	if d.out.tooLarge(d.limit) {
-		return &ParquetError{Name: d.name, Column: d.col.Path, Err: ErrParquetTooLarge, Detail: fmt.Sprintf("key texts of %d bytes", len(d.out.buf))}
+		return d.out.tooLargeError(d.name, d.col.Path, d.limit)
 	}
 	if int64(len(d.out.at)) > d.rows {
 		return fmt.Errorf("more values than the row group's %d rows", d.rows)

@@ -61,6 +61,15 @@ var parquetFixtures = map[string]func() parquetFixture{
 		}
 		return parquetFixture{schema: parquet.NewSchema("m", parquet.Group{"id": parquet.Leaf(parquet.Int64Type), "ts": parquet.Leaf(parquet.Int64Type)}), rows: rows, perGroup: 3}
 	},
+	// 40 distinct key strings of 512 KiB in one row group: 20 MiB of key
+	// text, in pages of one value each.
+	"bigtext": func() parquetFixture {
+		var rows []any
+		for i := range 40 {
+			rows = append(rows, map[string]any{"s": string(rune('A'+i)) + strings.Repeat("x", 512<<10-1)})
+		}
+		return parquetFixture{schema: parquet.NewSchema("m", parquet.Group{"s": parquet.String()}), rows: rows}
+	},
 	// optgroup and reqgroup differ only in which node is nullable: the
 	// group or its leaf (both leaves' definition levels go to 1).
 	"optgroup": func() parquetFixture {
@@ -98,8 +107,12 @@ func cmdMkParquet(ts *testscript.TestScript, neg bool, args []string) {
 		opts = append(opts, parquet.MaxRowsPerRowGroup(fx.perGroup))
 	}
 	w := parquet.NewGenericWriter[any](&buf, opts...)
-	_, err := w.Write(fx.rows)
-	ts.Check(err)
+	// A row a Write: the writer cuts a page when its buffer passes its size
+	// between writes, never within one.
+	for _, r := range fx.rows {
+		_, err := w.Write([]any{r})
+		ts.Check(err)
+	}
 	ts.Check(w.Close())
 	b := buf.Bytes()
 	n := int(binary.LittleEndian.Uint32(b[len(b)-8:]))
