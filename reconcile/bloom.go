@@ -333,50 +333,6 @@ func (b *bloomSource) Plan(w io.Writer, items []Item) error {
 	return err
 }
 
-// BloomReport is what an audit found, shard by shard.
-type BloomReport struct {
-	Layout    string       `json:"layout"` // shards=N,bits=M,k=K
-	Scheme    string       `json:"scheme"`
-	Keys      string       `json:"keys"` // the key template
-	Shards    []BloomShard `json:"shards"`
-	Held      int64        `json:"held"`    // truth keys whose K bits are all set
-	Missing   int64        `json:"missing"` // truth keys with a bit unset
-	Passes    int          `json:"passes"`  // reads of the index (the bloom is read once)
-	BytesRead int64        `json:"bytes_read"`
-	// FPRNow is the rate a new key meets now, averaged over the shards
-	// (fill^K each); FPRFormula the formula's for the truth's keys alone.
-	FPRNow     float64 `json:"fpr_now"`
-	FPRFormula float64 `json:"fpr_formula"`
-	Sizing     Sizing  `json:"sizing"`
-}
-
-// BloomShard is one shard's figures.
-type BloomShard struct {
-	Shard   uint64 `json:"shard"`
-	Key     string `json:"key"`
-	Keys    int64  `json:"truth_keys"` // truth keys whose shard it is
-	Missing int64  `json:"missing"`
-	SetBits int64  `json:"set_bits"`
-	// Rebuild: --rebuild-shard names the shard, so it was not audited;
-	// Rebuilt: it was swapped in, and SetBits are those after.
-	Rebuild    bool    `json:"rebuild,omitempty"`
-	Rebuilt    bool    `json:"rebuilt,omitempty"`
-	Fill       float64 `json:"fill"`
-	FPRNow     float64 `json:"fpr_now"`     // fill^K
-	FPRFormula float64 `json:"fpr_formula"` // the formula at truth_keys
-}
-
-// Sizing is what the layout would need to hold the truth's keys at the
-// target rate: bits a shard, beside what the live one has.
-type Sizing struct {
-	TargetFPR    float64 `json:"target_fpr"`
-	BitsNeeded   uint64  `json:"bits_per_shard_needed"`
-	BytesNeeded  int64   `json:"bytes_needed"` // all shards
-	BitsLive     uint64  `json:"bits_per_shard_live"`
-	BytesLive    int64   `json:"bytes_live"`
-	LiveFPRTruth float64 `json:"live_fpr_at_truth_keys"` // the formula for the live size
-}
-
 // DefaultTargetFPR is the sizing's rate when Options.TargetFPR is 0.
 const DefaultTargetFPR = 0.01
 

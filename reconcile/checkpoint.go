@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -99,4 +100,16 @@ func (c *Checkpoint) save(path string) error {
 		}
 	}
 	return nil
+}
+
+// marshal indents and keeps & < > as they are (URLs read better).
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -150,14 +150,6 @@ func (c *checker) emit(b []fpstore.Fingerprint) error {
 	return c.downstream(out)
 }
 
-// Counts are the reconciliation's figures. OnlyOnline is -1 when it was not
-// measured (probe mode reads only what the index holds).
-type Counts struct {
-	Both        int64 `json:"both"`
-	OnlyOffline int64 `json:"only_offline"`
-	OnlyOnline  int64 `json:"only_online"`
-}
-
 // adder takes fingerprints in ascending order: an index writer, a spool.
 type adder interface {
 	Add(fps ...fpstore.Fingerprint) error

@@ -19,21 +19,6 @@ import (
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
 )
 
-// RebuildStats are the figures of a rebuild of bloom shards
-// (Options.Rebuild).
-type RebuildStats struct {
-	DryRun       bool     `json:"dry_run"`
-	Target       string   `json:"target"`
-	Shards       []uint64 `json:"shards"`        // asked for
-	Swapped      int64    `json:"swapped"`       // swapped in
-	Rebuilt      int64    `json:"rebuilt"`       // swapped in, and read back whole after (Report.ReadBack)
-	Keys         int64    `json:"truth_keys"`    // in the shards rebuilt
-	BitsTruth    int64    `json:"truth_bits"`    // bits the truth sets in them
-	BitsAfter    int64    `json:"bits_after"`    // set in the shards rebuilt, as read back (truth OR live)
-	BytesWritten int64    `json:"bytes_written"` // the shards' bytes, chunks of zeros (left as the new key's) included
-	Seconds      float64  `json:"seconds"`
-}
-
 // rebuildSuffix names the key a segment is written to before it is swapped
 // in: KEY:rebuild, in KEY's Cluster slot when the template has the shard
 // in its hash tag.

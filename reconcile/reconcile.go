@@ -14,6 +14,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/reconcile/report"
 )
 
 // Options configure Run.
@@ -212,7 +213,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		err = cancelled(ctx, &o, rep, err)
 	}
 	rep.Timings.Total = time.Since(start).Seconds()
-	rep.Memory = readMemory(o.Mem)
+	rep.Memory = report.ReadMemory(o.Mem)
 	if err != nil {
 		keep := ""
 		if o.Target != nil {

@@ -16,23 +16,6 @@ import (
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 )
 
-// RecordStats are the figures of the pass over Options.Records.
-type RecordStats struct {
-	Inputs   int      `json:"inputs"`
-	Format   string   `json:"format"`
-	Key      []string `json:"key"`
-	KeySep   string   `json:"key_sep,omitempty"`
-	Header   bool     `json:"header"`
-	Records  int64    `json:"records"` // data records (headers not counted), bad ones included
-	Bad      int64    `json:"bad_records"`
-	Bytes    int64    `json:"bytes"`
-	Missing  int64    `json:"missing_records"` // records whose key is missing online (repeats included)
-	Backfill string   `json:"backfill,omitempty"`
-	Written  int64    `json:"backfill_records"`
-	Digests  int64    `json:"digests,omitempty"` // distinct whole digests collected for Apply
-	Seconds  float64  `json:"seconds"`
-}
-
 // recordReading resolves how Records are read (o.RecordReading against
 // the index; a recipe used despite a mismatch is a warning in the report)
 // and whether BackfillFormat can write them.
@@ -71,7 +54,7 @@ func recordReading(o *Options, index string, idx fpstore.Spec, rep *Report) (ing
 func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missing *fpstore.Index, bf *atomicfile.File, collect *[][32]byte, st *RecordStats) (err error) {
 	start := time.Now()
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
-	st.describe(ro.Spec)
+	describe(st, ro.Spec)
 	bad, err := ingest.ParseOnBad(o.BadRecords)
 	if err != nil {
 		return &OptionError{Rule: BadRecordsPolicy, Err: err}
@@ -115,8 +98,8 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	return nil
 }
 
-// describe records how the records are read.
-func (st *RecordStats) describe(spec ingest.KeySpec) {
+// describe records in st how the records are read.
+func describe(st *RecordStats, spec ingest.KeySpec) {
 	st.Format, st.Key, st.KeySep, st.Header = spec.Format.String(), spec.Keys, spec.Sep, spec.Header
 	if st.Key == nil {
 		st.Key = []string{}
