@@ -1,6 +1,9 @@
 package reconcile
 
-import "github.com/fpdedup/fpdedup/reconcile/report"
+import (
+	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/report"
+)
 
 // The report's sections are package report's; a caller of Run reads them
 // through these names.
@@ -22,3 +25,23 @@ type (
 	Timings       = report.Timings
 	Memory        = report.Memory
 )
+
+// The errors every part of a run may return are package online's (their
+// constants too, below); the retry a caller hears of (Options.Waiting).
+type (
+	FileError             = online.FileError
+	FileRole              = online.FileRole
+	ApplyInterruptedError = online.ApplyInterruptedError
+	URLError              = online.URLError
+	Wait                  = online.Wait
+)
+
+// The files a run reads and writes besides its outputs' indexes.
+const (
+	CheckpointFile = online.CheckpointFile // Options.Checkpoint
+	TempDir        = online.TempDir        // Options.TmpDir
+	BackfillFile   = online.BackfillFile   // Options.Backfill
+)
+
+// RebuildRerun says what rerunning an interrupted rebuild does.
+const RebuildRerun = online.RebuildRerun

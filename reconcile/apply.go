@@ -3,25 +3,37 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
+// applyOptions say how the missing keys are written.
+type applyOptions struct {
+	Index      string // the truth index's path, as the checkpoint names it
+	Checkpoint string // resume from and record progress in this file ("": none)
+	// DryRun prints on DryRunOut what would be written, and writes nothing.
+	DryRun    bool
+	DryRunOut io.Writer
+	Rate      float64 // keys/s written, 0: no limit
+}
+
 // applyMissing writes the missing keys online (or prints them, DryRun),
-// resuming after Options.Checkpoint, and removes the checkpoint when all
+// resuming after the checkpoint, and removes the checkpoint when all
 // are written. The keys come from the whole digests of the records
 // (wide), else from the missing index or the spool.
-func applyMissing(ctx context.Context, o *Options, rep *Report, src Source, x, missingIndex *fpstore.Index, missingSpool *spool, wide bool, digests [][32]byte) error {
-	as := &ApplyStats{DryRun: o.DryRun, Target: o.Target.Redacted, Checkpoint: o.Checkpoint}
+func applyMissing(ctx context.Context, o *online.Config, ao applyOptions, rep *Report, src online.Source, x, missingIndex *fpstore.Index, missingSpool *spool, wide bool, digests [][32]byte) error {
+	as := &ApplyStats{DryRun: ao.DryRun, Target: o.Target, Checkpoint: ao.Checkpoint}
 	rep.Apply = as
 	ck := &Checkpoint{}
-	if o.Checkpoint != "" {
+	if ao.Checkpoint != "" {
 		var err error
-		if ck, err = loadCheckpoint(o.Checkpoint, o.Index, x.Len(), o.Target.Redacted); err != nil {
+		if ck, err = loadCheckpoint(ao.Checkpoint, ao.Index, x.Len(), o.Target); err != nil {
 			return err
 		}
 	}
@@ -33,7 +45,7 @@ func applyMissing(ctx context.Context, o *Options, rep *Report, src Source, x, m
 		} else {
 			produce = fingerprintItems(missingIndex, missingSpool)
 		}
-		a := &applier{src: src, o: o, ck: ck, st: as, pace: newPacer(o.Rate)}
+		a := &applier{src: src, o: o, ao: ao, ck: ck, st: as, pace: online.NewPacer(ao.Rate)}
 		err := a.run(ctx, produce)
 		rep.Timings.Apply = as.Seconds
 		var ie *ApplyInterruptedError
@@ -41,21 +53,21 @@ func applyMissing(ctx context.Context, o *Options, rep *Report, src Source, x, m
 		case errors.As(err, &ie):
 			return err
 		case err != nil && ctx.Err() != nil:
-			return interrupted(ctx, err)
+			return online.Interrupted(ctx, err)
 		case err != nil:
-			return &WriteError{Target: o.Target.Redacted, Err: err, Retries: as.Retries, MaxRetries: o.Retries, Written: as.Written,
-				Checkpoint: o.Checkpoint, CheckpointLast: ck.Last}
+			return &WriteError{Target: o.Target, Err: err, Retries: as.Retries, MaxRetries: o.Retries, Written: as.Written,
+				Checkpoint: ao.Checkpoint, CheckpointLast: ck.Last}
 		}
-		if !o.DryRun {
+		if !ao.DryRun {
 			if err := readBackApplied(ctx, o, rep, src, produce); err != nil {
 				return err
 			}
 			rep.Missing = as.NotInRecords + rep.ReadBack.NotHeld
 		}
 	}
-	if !o.DryRun && o.Checkpoint != "" {
+	if !ao.DryRun && ao.Checkpoint != "" {
 		// Done: nothing is left to resume.
-		if err := os.Remove(o.Checkpoint); err == nil {
+		if err := os.Remove(ao.Checkpoint); err == nil {
 			as.CheckpointRemoved = true
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return &FileError{Op: "remove", File: CheckpointFile, Err: err, AfterApply: true}
@@ -65,14 +77,14 @@ func applyMissing(ctx context.Context, o *Options, rep *Report, src Source, x, m
 }
 
 // items produces the keys to write, in ascending order, in batches.
-type items func(emit func([]Item) error) error
+type items func(emit func([]online.Item) error) error
 
 // digestItems are whole digests (sorted, distinct).
 func digestItems(digests [][32]byte) items {
-	return func(emit func([]Item) error) error {
-		b := make([]Item, 0, 4096)
+	return func(emit func([]online.Item) error) error {
+		b := make([]online.Item, 0, 4096)
 		for _, d := range digests {
-			b = append(b, Item{FP: fpstore.FromBytes(d[:16]), Full: d, HasFull: true})
+			b = append(b, online.Item{FP: fpstore.FromBytes(d[:16]), Full: d, HasFull: true})
 			if len(b) == cap(b) {
 				if err := emit(b); err != nil {
 					return err
@@ -87,7 +99,7 @@ func digestItems(digests [][32]byte) items {
 // fingerprintItems are the fingerprints of the missing index or, without
 // one, of the spool.
 func fingerprintItems(missingIndex *fpstore.Index, missingSpool *spool) items {
-	return func(emit func([]Item) error) error {
+	return func(emit func([]online.Item) error) error {
 		var r batchReader
 		if missingIndex != nil {
 			r = newCursorReader(missingIndex)
@@ -97,7 +109,7 @@ func fingerprintItems(missingIndex *fpstore.Index, missingSpool *spool) items {
 				return err
 			}
 		}
-		b := make([]Item, 0, 8192)
+		b := make([]online.Item, 0, 8192)
 		for {
 			fps, err := r.next()
 			if err != nil || fps == nil {
@@ -105,7 +117,7 @@ func fingerprintItems(missingIndex *fpstore.Index, missingSpool *spool) items {
 			}
 			b = b[:0]
 			for _, fp := range fps {
-				b = append(b, Item{FP: fp})
+				b = append(b, online.Item{FP: fp})
 			}
 			if err := emit(b); err != nil {
 				return err
@@ -131,11 +143,12 @@ func countFingerprints(d [][32]byte) int64 {
 // the end of the longest prefix of batches all acknowledged, so a failed
 // batch in the middle is written again by the next run, never skipped.
 type applier struct {
-	src   Source
-	o     *Options
+	src   online.Source
+	o     *online.Config
+	ao    applyOptions
 	ck    *Checkpoint
 	st    *ApplyStats
-	pace  *pacer
+	pace  *online.Pacer
 	saved time.Time
 }
 
@@ -147,7 +160,7 @@ func (a *applier) run(ctx context.Context, produce items) error {
 		a.st.KeysPerSecond = float64(a.st.Written) / max(a.st.Seconds, 1e-9)
 	}()
 	conns := a.o.Conns
-	if a.o.DryRun {
+	if a.ao.DryRun {
 		conns = 1
 	}
 	var retries atomic.Int64
@@ -155,10 +168,10 @@ func (a *applier) run(ctx context.Context, produce items) error {
 	// up to there. (Not a.ck itself, which done advances meanwhile on
 	// another goroutine.)
 	skip, skipTo := a.ck.hasLast, a.ck.last
-	err := ordered(ctx, conns,
-		func(ctx context.Context, send func([]Item) bool) error {
-			var pending []Item
-			err := produce(func(its []Item) error {
+	err := online.Ordered(ctx, conns,
+		func(ctx context.Context, send func([]online.Item) bool) error {
+			var pending []online.Item
+			err := produce(func(its []online.Item) error {
 				for _, it := range its {
 					if skip && it.FP.Compare(skipTo) <= 0 {
 						a.st.SkippedCheckpoint++
@@ -180,26 +193,26 @@ func (a *applier) run(ctx context.Context, produce items) error {
 			}
 			return err
 		},
-		func(ctx context.Context, b []Item) error {
-			if a.o.DryRun {
-				return a.src.Plan(a.o.DryRunOut, b)
+		func(ctx context.Context, b []online.Item) error {
+			if a.ao.DryRun {
+				return a.src.Plan(a.ao.DryRunOut, b)
 			}
-			if err := a.pace.wait(ctx, len(b)); err != nil {
+			if err := a.pace.Wait(ctx, len(b)); err != nil {
 				return err
 			}
-			return retry(ctx, a.o.Retries, a.o.Backoff, a.o.waiting("writing to "+a.o.Target.Redacted, &retries), func() error {
+			return a.o.Retry(ctx, a.src.Retryable, "writing to "+a.o.Target, &retries, func() error {
 				return a.src.Write(ctx, b)
 			})
 		},
-		func(b []Item) error {
+		func(b []online.Item) error {
 			a.st.Batches++
 			a.st.Written += int64(len(b))
-			if a.o.DryRun {
+			if a.ao.DryRun {
 				return nil
 			}
 			a.ck.advance(b[len(b)-1].FP, int64(len(b)))
-			if a.o.Checkpoint != "" && time.Since(a.saved) > time.Second {
-				if err := a.ck.save(a.o.Checkpoint); err != nil {
+			if a.ao.Checkpoint != "" && time.Since(a.saved) > time.Second {
+				if err := a.ck.save(a.ao.Checkpoint); err != nil {
 					return err
 				}
 				a.saved = time.Now()
@@ -208,23 +221,23 @@ func (a *applier) run(ctx context.Context, produce items) error {
 		})
 	a.st.Retries = retries.Load()
 	a.st.CheckpointLast = a.ck.Last
-	if !a.o.DryRun && ctx.Err() != nil {
+	if !a.ao.DryRun && ctx.Err() != nil {
 		// Interrupted (also if the last batch was acknowledged just
 		// before): keys may be online, and the checkpoint says up to where.
-		ie := &ApplyInterruptedError{Target: a.o.Target.Redacted, Written: a.st.Written, Checkpoint: a.o.Checkpoint,
-			CheckpointLast: a.ck.Last, Cause: context.Cause(ctx), ctxErr: ctx.Err()}
-		if a.o.Checkpoint != "" {
-			if ie.CheckpointErr = a.ck.save(a.o.Checkpoint); ie.CheckpointErr == nil {
+		ie := online.ApplyInterrupted(ctx, ApplyInterruptedError{Target: a.o.Target, Written: a.st.Written, Checkpoint: a.ao.Checkpoint,
+			CheckpointLast: a.ck.Last})
+		if a.ao.Checkpoint != "" {
+			if ie.CheckpointErr = a.ck.save(a.ao.Checkpoint); ie.CheckpointErr == nil {
 				ie.CheckpointSaved = true
 			}
 		}
 		return ie
 	}
-	if a.o.DryRun || a.o.Checkpoint == "" {
+	if a.ao.DryRun || a.ao.Checkpoint == "" {
 		return err
 	}
 	if err != nil {
-		if serr := a.ck.save(a.o.Checkpoint); serr != nil {
+		if serr := a.ck.save(a.ao.Checkpoint); serr != nil {
 			return &UnsavedCheckpointError{Err: err, Save: serr}
 		}
 		return err
@@ -240,24 +253,24 @@ func (a *applier) run(ctx context.Context, produce items) error {
 // least the bits the audit read before: --apply only sets bits), which
 // also finds keys it did not write lost: a shard deleted or flushed
 // meanwhile.
-func readBackApplied(ctx context.Context, o *Options, rep *Report, src Source, produce items) error {
+func readBackApplied(ctx context.Context, o *online.Config, rep *Report, src online.Source, produce items) error {
 	rb := &ReadBack{Samples: []string{}}
 	rep.ReadBack = rb
 	start := time.Now()
 	defer func() { rb.Seconds = time.Since(start).Seconds() }()
-	b, bloom := src.(*bloomSource)
+	sh, sharded := src.(online.Sharded)
 	var touched []bool
-	if bloom {
-		touched = make([]bool, b.layout.Shards)
+	if sharded {
+		touched = make([]bool, sh.Shards())
 	}
-	pace := newPacer(o.ReadRate)
+	pace := online.NewPacer(o.ReadRate)
 	type batch struct {
-		items   []Item
+		items   []online.Item
 		present []bool
 	}
-	err := ordered(ctx, o.Conns,
+	err := online.Ordered(ctx, o.Conns,
 		func(ctx context.Context, send func(batch) bool) error {
-			return produce(func(its []Item) error {
+			return produce(func(its []online.Item) error {
 				for len(its) > 0 {
 					n := min(len(its), o.Batch)
 					if !send(batch{items: slices.Clone(its[:n]), present: make([]bool, n)}) {
@@ -269,18 +282,18 @@ func readBackApplied(ctx context.Context, o *Options, rep *Report, src Source, p
 			})
 		},
 		func(ctx context.Context, j batch) error {
-			if err := pace.wait(ctx, len(j.items)); err != nil {
+			if err := pace.Wait(ctx, len(j.items)); err != nil {
 				return err
 			}
-			return retry(ctx, o.Retries, o.Backoff, o.waiting("reading back from "+o.Target.Redacted, nil), func() error {
+			return o.Retry(ctx, src.Retryable, "reading back from "+o.Target, nil, func() error {
 				return src.Held(ctx, j.items, j.present)
 			})
 		},
 		func(j batch) error {
 			for i := range j.items {
 				rb.Keys++
-				if bloom {
-					touched[b.loc.Shard(j.items[i].FP.Hi)] = true
+				if sharded {
+					touched[sh.ShardOf(j.items[i].FP)] = true
 				}
 				if !j.present[i] {
 					rb.NotHeld++
@@ -291,24 +304,14 @@ func readBackApplied(ctx context.Context, o *Options, rep *Report, src Source, p
 			}
 			return nil
 		})
-	if err == nil && bloom {
-		for s, t := range touched {
-			if !t {
-				continue
-			}
-			sh := ShardReadBack{Shard: uint64(s), Key: b.layout.Key(b.keys, uint64(s), 0), WantBytes: b.layout.ShardBytes(), WantFrom: "audit"}
-			if br := rep.Bloom; br != nil {
-				sh.WantBits = br.Shards[s].SetBits
-			}
-			rb.Shards = append(rb.Shards, sh)
-		}
-		err = b.readBack(ctx, rb)
+	if err == nil && sharded {
+		err = sh.ReadBackShards(ctx, touched, rep)
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return err // the interruption: applyMissing's caller says what was written
 	case err != nil:
-		return &ReadBackError{Target: o.Target.Redacted, Written: rep.Apply.Written, Probed: rb.Keys, Err: err}
+		return &ReadBackError{Target: o.Target, Written: rep.Apply.Written, Probed: rb.Keys, Err: err}
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/fpdedup/fpdedup/internal/hugemem"
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
 	"github.com/fpdedup/fpdedup/internal/units"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // bloomSource is the online L2 tier (Target.Kind RedisBloom): plain Redis
@@ -37,6 +37,8 @@ type bloomSource struct {
 	// audited (their keys are all held once the rebuild is done), and
 	// their live keys may be missing or short, as a flushed shard's are.
 	rebuild []bool
+	// targetFPR is the rate the audit sizes the L2 for (0: DefaultTargetFPR).
+	targetFPR float64
 	// noBitfieldRO: the server does not know BITFIELD_RO (Probe).
 	noBitfieldRO atomic.Bool
 }
@@ -49,17 +51,19 @@ func (b *bloomSource) rebuilds(s uint64) bool { return b.rebuild != nil && b.reb
 // straddles two.
 const bloomChunk = 512 << 10
 
-func openBloom(ctx context.Context, t *Target, o *Options) (*bloomSource, error) {
-	r, err := openRedis(ctx, t, o)
+// openBloom opens the bloom t names: its shards in rebuild are not
+// audited but rebuilt; the audit sizes the L2 for targetFPR.
+func openBloom(ctx context.Context, t *Target, o *online.Config, rebuild []uint64, targetFPR float64) (*bloomSource, error) {
+	r, err := openRedis(ctx, t, o, 0)
 	if err != nil {
 		return nil, err
 	}
 	maxReply, _ := replyBudget(o.Mem)
 	b := &bloomSource{redisSource: r, layout: t.Bloom, loc: t.Bloom.Locator(), keys: t.BloomKeys,
-		chunk: min(bloomChunk, maxReply), depth: 8}
-	if len(o.Rebuild) > 0 {
+		chunk: min(bloomChunk, maxReply), depth: 8, targetFPR: targetFPR}
+	if len(rebuild) > 0 {
 		b.rebuild = make([]bool, t.Bloom.Shards)
-		for _, s := range o.Rebuild {
+		for _, s := range rebuild {
 			b.rebuild[s] = true
 		}
 	}
@@ -115,7 +119,7 @@ func (b *bloomSource) checkShards(ctx context.Context) error {
 		if len(todo) == 0 {
 			return nil
 		}
-		err := retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("checking the bloom's shard keys on "+b.t.Redacted, nil), func() error {
+		err := b.o.Retry(ctx, redisRetryable, "checking the bloom's shard keys on "+b.t.Redacted, nil, func() error {
 			pipe := b.c.Pipeline()
 			for i := range todo {
 				todo[i].typ = pipe.Type(ctx, todo[i].key)
@@ -173,7 +177,7 @@ func isWrongType(err error) bool {
 func (b *bloomSource) Sorted() bool { return true }
 
 // Read is not how a bloom is compared: it holds bits, not keys.
-func (b *bloomSource) Read(context.Context, *ReadStats, func([]fpstore.Fingerprint) error) error {
+func (b *bloomSource) Read(context.Context, *online.ReadStats, func([]fpstore.Fingerprint) error) error {
 	return errors.New("a bloom holds bits, not keys: it is audited, not listed")
 }
 
@@ -274,7 +278,7 @@ func (b *bloomSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 }
 
 // Held asks GETBIT of each item's K bits (Probe).
-func (b *bloomSource) Held(ctx context.Context, items []Item, present []bool) error {
+func (b *bloomSource) Held(ctx context.Context, items []online.Item, present []bool) error {
 	fps := make([]fpstore.Fingerprint, len(items))
 	for i := range items {
 		fps[i] = items[i].FP
@@ -288,7 +292,7 @@ func (b *bloomSource) Held(ctx context.Context, items []Item, present []bool) er
 // pipeline, building and parsing its commands took most of --apply's CPU
 // and it wrote 0.64M SETBIT/s where redis-benchmark writes several times
 // that (bench/l2bloom.sh); a Cluster needs go-redis's routing by slot.
-func (b *bloomSource) Write(ctx context.Context, items []Item) error {
+func (b *bloomSource) Write(ctx context.Context, items []online.Item) error {
 	pos := make([]uint64, b.layout.K)
 	if b.cc == nil {
 		buf := make([]byte, 0, len(items)*len(pos)*48)
@@ -317,7 +321,7 @@ func (b *bloomSource) Write(ctx context.Context, items []Item) error {
 }
 
 // Plan prints the SETBIT commands Write would send.
-func (b *bloomSource) Plan(w io.Writer, items []Item) error {
+func (b *bloomSource) Plan(w io.Writer, items []online.Item) error {
 	pos := make([]uint64, b.layout.K)
 	var line []byte
 	for i := range items {
@@ -336,17 +340,16 @@ func (b *bloomSource) Plan(w io.Writer, items []Item) error {
 // DefaultTargetFPR is the sizing's rate when Options.TargetFPR is 0.
 const DefaultTargetFPR = 0.01
 
-// audit reads the whole bloom and tests every truth key's bits: one read
+// Audit reads the whole bloom and tests every truth key's bits: one read
 // of the bloom, in passes that each hold as much of it as the memory
 // budget allows beside a bit a truth key (held or not), and one read of
-// the index a pass. The keys not held go to the missing sink, in order.
-func (c *comparison) audit(ctx context.Context) error {
-	b := c.src.(*bloomSource)
-	c.rep.Mode = "bloom-audit"
+// the index a pass. The keys not held go to missing, in order.
+func (b *bloomSource) Audit(ctx context.Context, x *fpstore.Index, st *online.ReadStats, held *int64, missing func(fpstore.Fingerprint) error, rep *Report) error {
+	rep.Mode = "bloom-audit"
 	l := b.layout
-	n := c.index.Len()
+	n := x.Len()
 	br := &BloomReport{Layout: l.String(), Scheme: l2bloom.Scheme, Keys: string(b.keys), Shards: make([]BloomShard, l.Shards)}
-	c.rep.Bloom = br
+	rep.Bloom = br
 	for s := range br.Shards {
 		br.Shards[s] = BloomShard{Shard: uint64(s), Key: l.Key(b.keys, uint64(s), 0), Rebuild: b.rebuilds(uint64(s))}
 	}
@@ -354,7 +357,7 @@ func (c *comparison) audit(ctx context.Context) error {
 
 	// A pass's buffer: what the budget leaves beside the bitset, in whole
 	// chunks; at least one.
-	free := c.o.Mem - int64(len(unset))*8 - 32<<20
+	free := b.o.Mem - int64(len(unset))*8 - 32<<20
 	passBytes := max(b.chunk, free/b.chunk*b.chunk)
 	passBytes = min(passBytes, ceilTo(l.ShardBytes(), b.chunk)*int64(l.Shards))
 	mem, err := hugemem.Alloc(int(passBytes))
@@ -401,23 +404,23 @@ func (c *comparison) audit(ctx context.Context) error {
 		for i := first; i < last; i++ {
 			br.Shards[i].SetBits += l2bloom.Count(spans[i].buf, spans[i].hi-spans[i].lo)
 		}
-		if err := c.testPass(ctx, b, spans, unset, br.Passes == 0, br); err != nil {
+		if err := b.testPass(ctx, x, st, spans, unset, br.Passes == 0, br); err != nil {
 			return err
 		}
 		br.Passes++
 	}
 
-	// The keys not held, in order, to the missing sink.
+	// The keys not held, in order, to missing.
 	var i uint64
-	err = c.index.Scan(func(fps []fpstore.Fingerprint) error {
+	err = x.Scan(func(fps []fpstore.Fingerprint) error {
 		for _, fp := range fps {
 			if unset[i>>6]&(1<<(i&63)) != 0 {
 				br.Shards[b.loc.Shard(fp.Hi)].Missing++
-				if err := c.d.missing.add(fp); err != nil {
+				if err := missing(fp); err != nil {
 					return err
 				}
 			} else {
-				c.both++
+				*held++
 			}
 			i++
 		}
@@ -426,8 +429,7 @@ func (c *comparison) audit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.rep.Timings.OnlineRead = time.Since(c.start).Seconds()
-	b.summarise(br, c.o.TargetFPR, n)
+	b.summarise(br, b.targetFPR, n)
 	return nil
 }
 
@@ -468,7 +470,7 @@ func (b *bloomSource) readSpans(ctx context.Context, spans []bloomSpan, first ui
 	for len(todo) > 0 {
 		batch := todo[:min(len(todo), b.depth)]
 		todo = todo[len(batch):]
-		err := retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("reading the bloom on "+b.t.Redacted, nil), func() error {
+		err := b.o.Retry(ctx, redisRetryable, "reading the bloom on "+b.t.Redacted, nil, func() error {
 			pipe := b.c.Pipeline()
 			cmds := make([]*redis.StringCmd, len(batch))
 			for i, ch := range batch {
@@ -480,7 +482,7 @@ func (b *bloomSource) readSpans(ctx context.Context, spans []bloomSpan, first ui
 			for i, ch := range batch {
 				v := cmds[i].Val()
 				if int64(len(v)) != ch.to-ch.from+1 {
-					return permanent{fmt.Errorf("bloom key %q: GETRANGE %d %d gave %d bytes: the key shrank or was replaced during the audit", ch.key, ch.from, ch.to, len(v))}
+					return online.Permanent{Err: fmt.Errorf("bloom key %q: GETRANGE %d %d gave %d bytes: the key shrank or was replaced during the audit", ch.key, ch.from, ch.to, len(v))}
 				}
 				copy(ch.dst, v)
 			}
@@ -506,10 +508,10 @@ func (b *bloomSource) readSpans(ctx context.Context, spans []bloomSpan, first ui
 // testPass reads the index once and marks in unset each truth key with a
 // bit inside this pass's spans that is not set. The first pass also counts
 // each shard's truth keys.
-func (c *comparison) testPass(ctx context.Context, b *bloomSource, spans []bloomSpan, unset []uint64, count bool, br *BloomReport) error {
+func (b *bloomSource) testPass(ctx context.Context, x *fpstore.Index, st *online.ReadStats, spans []bloomSpan, unset []uint64, count bool, br *BloomReport) error {
 	pos := make([]uint64, b.layout.K)
 	var i uint64
-	return c.index.Scan(func(fps []fpstore.Fingerprint) error {
+	return x.Scan(func(fps []fpstore.Fingerprint) error {
 		for _, fp := range fps {
 			s := b.loc.Shard(fp.Hi)
 			if count {
@@ -526,10 +528,10 @@ func (c *comparison) testPass(ctx context.Context, b *bloomSource, spans []bloom
 			}
 			i++
 		}
-		if c.o.Progress != nil {
-			c.o.Progress.Records.Add(int64(len(fps)))
+		if b.o.Progress != nil {
+			b.o.Progress.Records.Add(int64(len(fps)))
 		}
-		if err := c.stats.wait(ctx, len(fps)); err != nil {
+		if err := st.Wait(ctx, len(fps)); err != nil {
 			return err
 		}
 		return ctx.Err()
@@ -570,6 +572,30 @@ func pow(x float64, k int) float64 {
 	return r
 }
 
+// Shards is the layout's shard count.
+func (b *bloomSource) Shards() uint64 { return b.layout.Shards }
+
+// ShardOf is the shard that holds fp's bits.
+func (b *bloomSource) ShardOf(fp fpstore.Fingerprint) uint64 { return b.loc.Shard(fp.Hi) }
+
+// ReadBackShards reads back whole the shards written (touched): each must
+// be its layout's length and hold at least the bits the audit read before
+// (rep.Bloom), since --apply only sets bits.
+func (b *bloomSource) ReadBackShards(ctx context.Context, touched []bool, rep *Report) error {
+	rb := rep.ReadBack
+	for s, t := range touched {
+		if !t {
+			continue
+		}
+		sh := ShardReadBack{Shard: uint64(s), Key: b.layout.Key(b.keys, uint64(s), 0), WantBytes: b.layout.ShardBytes(), WantFrom: "audit"}
+		if br := rep.Bloom; br != nil {
+			sh.WantBits = br.Shards[s].SetBits
+		}
+		rb.Shards = append(rb.Shards, sh)
+	}
+	return b.readBack(ctx, rb)
+}
+
 // readBack reads each shard's type, length and set bits (TYPE, STRLEN and
 // BITCOUNT of each segment, pipelined, retried: reads change nothing) and
 // marks the shards that fall short of what they must hold. rb.Short counts
@@ -588,7 +614,7 @@ func (b *bloomSource) readBack(ctx context.Context, rb *ReadBack) error {
 		if len(todo) == 0 {
 			return nil
 		}
-		err := retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("reading the bloom back on "+b.t.Redacted, nil), func() error {
+		err := b.o.Retry(ctx, redisRetryable, "reading the bloom back on "+b.t.Redacted, nil, func() error {
 			pipe := b.c.Pipeline()
 			for i := range todo {
 				todo[i].typ = pipe.Type(ctx, todo[i].key)

@@ -4,61 +4,20 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
-)
 
-// A feed stopped by a cancelled context while every batch it had sent
-// succeeded (the slow one completing anyway, as a write in flight does):
-// ordered must not return nil, or --probe would pass a partial comparison
-// for a complete one. Deterministic: with one slow batch on one of two
-// connections, four quick ones fill the results queue and the feed waits
-// in its first select, the one that used to return false without an error.
-func TestOrderedStoppedFeedIsAnError(t *testing.T) {
-	cause := errors.New("test: stop")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	var quick atomic.Int64
-	go func() {
-		for quick.Load() < 4 {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(20 * time.Millisecond) // the feed now waits on the full queue
-		cancel(cause)
-	}()
-	var sent, done int
-	err := ordered(ctx, 2,
-		func(ctx context.Context, send func(int) bool) error {
-			for i := 1; ; i++ {
-				if !send(i) {
-					return nil // as probeJoin's feed does
-				}
-				sent++
-			}
-		},
-		func(ctx context.Context, b int) error {
-			if b == 1 {
-				<-ctx.Done()
-				return nil
-			}
-			quick.Add(1)
-			return nil
-		},
-		func(int) error { done++; return nil })
-	if !errors.Is(err, cause) {
-		t.Fatalf("ordered returned %v after %d of %d batches, want the cause of the cancellation", err, done, sent)
-	}
-}
+	"github.com/fpdedup/fpdedup/reconcile/online"
+)
 
 type testSignal struct{ name string }
 
 func (s testSignal) Error() string { return "interrupted by " + s.name }
 
-// interrupted: never nil once the context is done; errors.Is for
+// online.Interrupted: never nil once the context is done; errors.Is for
 // context.Canceled and errors.As for the cause's type both hold; what the
 // run stopped with is kept when it says more than the cancellation.
 func TestInterruptedErrors(t *testing.T) {
+	interrupted := online.Interrupted
 	if err := interrupted(context.Background(), nil); err != nil {
 		t.Fatalf("live context, no error: %v", err)
 	}
@@ -88,8 +47,9 @@ func TestInterruptedErrors(t *testing.T) {
 		t.Fatalf("plain cancel: %v", err)
 	}
 
-	ie := &ApplyInterruptedError{Target: "redis://h:1/0?match=dd:*", Written: 1234, Checkpoint: "apply.ckpt", CheckpointSaved: true,
-		Cause: testSignal{"SIGTERM"}, ctxErr: context.Canceled}
+	sigterm, stop := context.WithCancelCause(context.Background())
+	stop(testSignal{"SIGTERM"})
+	ie := online.ApplyInterrupted(sigterm, ApplyInterruptedError{Target: "redis://h:1/0?match=dd:*", Written: 1234, Checkpoint: "apply.ckpt", CheckpointSaved: true})
 	var wrapped error = Scrubbed{err: ie, forms: []string{"pw"}}
 	var got *ApplyInterruptedError
 	var sig testSignal

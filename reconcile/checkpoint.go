@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // Checkpoint records how far an Apply got: every missing key up to and
@@ -33,8 +34,8 @@ type Checkpoint struct {
 
 // loadCheckpoint reads path; a file that does not exist is no checkpoint.
 // One written for another index or online side is refused.
-func loadCheckpoint(path string, index string, n uint64, online string) (*Checkpoint, error) {
-	fresh := &Checkpoint{Version: 1, Index: index, IndexFingerprints: n, Online: online}
+func loadCheckpoint(path string, index string, n uint64, target string) (*Checkpoint, error) {
+	fresh := &Checkpoint{Version: 1, Index: index, IndexFingerprints: n, Online: target}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return fresh, nil
@@ -46,11 +47,11 @@ func loadCheckpoint(path string, index string, n uint64, online string) (*Checkp
 	if err := json.Unmarshal(b, &c); err != nil || c.Version != 1 {
 		return nil, &CheckpointError{Path: path, Problem: NotACheckpoint}
 	}
-	if c.Online != online || c.IndexFingerprints != n {
-		return nil, &CheckpointError{Path: path, Problem: OtherRun, FileOnline: c.Online, FileFingerprints: c.IndexFingerprints, Online: online, Fingerprints: n}
+	if c.Online != target || c.IndexFingerprints != n {
+		return nil, &CheckpointError{Path: path, Problem: OtherRun, FileOnline: c.Online, FileFingerprints: c.IndexFingerprints, Online: target, Fingerprints: n}
 	}
 	if c.Last != "" {
-		fp, ok := parseHex(c.Last)
+		fp, ok := online.ParseHex(c.Last)
 		if !ok || len(c.Last) != 32 {
 			return nil, &CheckpointError{Path: path, Problem: BadLast, Last: c.Last}
 		}

@@ -2,13 +2,13 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // differences are where the comparison puts what only one side holds. The
@@ -18,6 +18,7 @@ import (
 // Options.Extra. Each side's sink counts them and keeps the first as
 // samples.
 type differences struct {
+	out          outputs
 	tmpDir       string          // holds the temporary missing index; "" none
 	missingPath  string          // the missing index, once committed; "" when there is none
 	missingIndex *fpstore.Writer // nil when none, or once committed
@@ -31,17 +32,29 @@ type differences struct {
 	extra        *sink
 }
 
+// outputs say where the differences go and who reads them after.
+type outputs struct {
+	Missing, Extra string            // the indexes to write (optional)
+	Group          *atomicfile.Group // holds Missing and Extra until the caller commits it; nil: published when complete
+	// Records: the records pass looks the missing keys up, so they are
+	// kept as an index (a temporary one without Missing).
+	Records bool
+	// Writes: the missing keys are written online (or printed), so they
+	// are kept (a spool, without Missing or Records).
+	Writes bool
+}
+
 // newDifferences makes the outputs the run needs. close undoes what was
 // not committed, whatever happened.
-func newDifferences(o *Options, x *fpstore.Index) (_ *differences, err error) {
-	d := &differences{}
+func newDifferences(o *online.Config, out outputs, x *fpstore.Index) (_ *differences, err error) {
+	d := &differences{out: out}
 	defer func() {
 		if err != nil {
 			d.close()
 		}
 	}()
-	missingPath := o.Missing
-	opts := fpstore.WriterOptions{Spec: x.Spec(), Range: x.Range(), Threads: o.Threads, Group: o.Group}
+	missingPath := out.Missing
+	opts := fpstore.WriterOptions{Spec: x.Spec(), Range: x.Range(), Threads: o.Threads, Group: out.Group}
 	if missingPath != "" {
 		if _, through, _ := atomicfile.Resolve(missingPath); through {
 			if d.throughIndex, err = fpstore.Create(missingPath, opts); err != nil {
@@ -50,12 +63,12 @@ func newDifferences(o *Options, x *fpstore.Index) (_ *differences, err error) {
 			missingPath = ""
 		}
 	}
-	if missingPath == "" && len(o.Records) == 0 && o.writes() {
+	if missingPath == "" && !out.Records && out.Writes {
 		if d.spool, err = newSpool(o.TmpDir); err != nil {
 			return nil, err
 		}
 	}
-	if missingPath == "" && len(o.Records) > 0 {
+	if missingPath == "" && out.Records {
 		if d.tmpDir, err = os.MkdirTemp(o.TmpDir, "fpdedup-reconcile-*"); err != nil {
 			return nil, &FileError{Op: "make a temp directory in", File: TempDir, Err: err}
 		}
@@ -63,15 +76,15 @@ func newDifferences(o *Options, x *fpstore.Index) (_ *differences, err error) {
 	}
 	if missingPath != "" {
 		missingOpts := opts
-		if missingPath != o.Missing {
+		if missingPath != out.Missing {
 			missingOpts.Group = nil // the records pass's own, in tmpDir
 		}
 		if d.missingIndex, err = fpstore.Create(missingPath, missingOpts); err != nil {
 			return nil, err
 		}
 	}
-	if o.Extra != "" {
-		if d.extraIndex, err = fpstore.Create(o.Extra, opts); err != nil {
+	if out.Extra != "" {
+		if d.extraIndex, err = fpstore.Create(out.Extra, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -95,15 +108,15 @@ func newDifferences(o *Options, x *fpstore.Index) (_ *differences, err error) {
 
 // commit finishes the indexes (published at the command's commit point
 // when they are outputs of a Group), and names them in the report.
-func (d *differences) commit(o *Options, rep *Report) error {
+func (d *differences) commit(rep *Report) error {
 	if d.missingIndex != nil {
 		if _, err := d.missingIndex.Commit(); err != nil {
 			return err
 		}
 		d.missingPath = d.missingIndex.Name() // a group publishes it at the end: read it where it is
 		d.missingIndex = nil
-		if o.Missing != "" {
-			rep.Outputs.Missing = o.Missing
+		if d.out.Missing != "" {
+			rep.Outputs.Missing = d.out.Missing
 		}
 	}
 	if d.throughIndex != nil {
@@ -111,14 +124,14 @@ func (d *differences) commit(o *Options, rep *Report) error {
 			return err
 		}
 		d.throughIndex = nil
-		rep.Outputs.Missing = o.Missing
+		rep.Outputs.Missing = d.out.Missing
 	}
 	if d.extraIndex != nil {
 		if _, err := d.extraIndex.Commit(); err != nil {
 			return err
 		}
 		d.extraIndex = nil
-		rep.Outputs.Extra = o.Extra
+		rep.Outputs.Extra = d.out.Extra
 	}
 	return nil
 }
@@ -147,29 +160,34 @@ func (d *differences) close() {
 // merge-join (a sorted source) or sort-merge-join (an unsorted one, through
 // the external sorter).
 type comparison struct {
-	o       *Options
+	o       *online.Config
 	index   *fpstore.Index
-	src     Source
+	src     online.Source
+	audited bool // the source was audited (online.Auditor): what only it holds is not known
 	d       *differences
 	rep     *Report
-	stats   *ReadStats
+	stats   *online.ReadStats
 	checked *checker // the online stream, in range, in order, without repeats
 	both    int64
 	start   time.Time
 }
 
 // compare runs the comparison and puts its figures in the report.
-func compare(ctx context.Context, o *Options, x *fpstore.Index, src Source, d *differences, rep *Report) error {
+func compare(ctx context.Context, o *online.Config, x *fpstore.Index, src online.Source, d *differences, rep *Report) error {
 	c := &comparison{o: o, index: x, src: src, d: d, rep: rep,
-		stats:   &ReadStats{limiter: newPacer(o.ReadRate)},
-		checked: &checker{rng: x.Range(), what: o.Target.Redacted},
+		stats:   &online.ReadStats{Pace: online.NewPacer(o.ReadRate)},
+		checked: &checker{rng: x.Range(), what: o.Target},
 		start:   time.Now()}
+	a, audit := src.(online.Auditor)
 	var err error
 	switch {
 	case o.Probe:
 		err = c.probe(ctx)
-	case o.Target.Kind == RedisBloom:
-		err = c.audit(ctx)
+	case audit:
+		c.audited = true
+		if err = a.Audit(ctx, x, c.stats, &c.both, c.d.missing.add, rep); err == nil {
+			c.rep.Timings.OnlineRead = time.Since(c.start).Seconds()
+		}
 	default:
 		err = c.join(ctx)
 	}
@@ -192,7 +210,7 @@ func (c *comparison) probe(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	return &ProbeError{Target: c.o.Target.Redacted, Answered: c.both + c.d.missing.n, Retries: c.stats.Retries, PerBatch: c.o.Retries, Retryable: retryable(err), Err: err}
+	return &ProbeError{Target: c.o.Target, Answered: c.both + c.d.missing.n, Retries: c.stats.Retries, PerBatch: c.o.Retries, Retryable: c.src.Retryable(err), Err: err}
 }
 
 // join merge-joins the online stream, read on another goroutine, with the
@@ -269,18 +287,16 @@ func (c *comparison) report(err error) {
 	missing, extra := c.d.missing, c.d.extra
 	rep.Counts = Counts{Both: c.both, OnlyOffline: missing.n, OnlyOnline: extra.n}
 	rep.Samples = Samples{OnlyOffline: missing.samples, OnlyOnline: extra.samples}
-	if c.o.Probe || c.o.Target.Kind == RedisBloom {
+	if c.o.Probe || c.audited {
 		// What only the online side holds is not known: a probe asks of
 		// the offline keys alone, and a bloom holds bits, not keys.
 		rep.Counts.OnlyOnline = -1
 		rep.Online.Distinct = -1
 	}
-	if c.o.Target.Kind == RedisSet && !c.o.Probe && st.Expected >= 0 {
-		// SSCAN returns every member present for the whole scan at least
-		// once; SCARD was taken before it. A difference means the set
-		// changed meanwhile (or members are not fingerprints).
-		if got := chk.distinct + chk.outside + st.Bad; got != st.Expected && err == nil {
-			rep.Online.Note = fmt.Sprintf("SCARD said %d members before the scan, %d distinct were read: the set changed during the scan?", st.Expected, got)
+	if st.CheckDistinct != nil && err == nil {
+		// A store that said how many distinct values it holds.
+		if note := st.CheckDistinct(chk.distinct + chk.outside + st.Bad); note != "" {
+			rep.Online.Note = note
 		}
 	}
 	rep.Missing = missing.n

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // fileSource reads an export of the online side: one hex fingerprint (32 or
@@ -16,7 +17,6 @@ import (
 // A line that is not a fingerprint is an error naming the file and line.
 type fileSource struct {
 	t            *Target
-	o            *Options
 	keys         bool
 	narrow, full int64
 }
@@ -29,7 +29,7 @@ func (f *fileSource) Wide() (bool, bool) {
 	return f.full > 0 && f.narrow == 0, f.narrow+f.full > 0
 }
 
-func (f *fileSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstore.Fingerprint) error) error {
+func (f *fileSource) Read(ctx context.Context, st *online.ReadStats, emit func([]fpstore.Fingerprint) error) error {
 	st.Expected = -1
 	in, err := ingest.Open(f.t.Path)
 	if err != nil {
@@ -57,7 +57,7 @@ func (f *fileSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstor
 					rec = rec[:n-1]
 				}
 				var ok bool
-				if fp, ok = parseHex(rec); !ok {
+				if fp, ok = online.ParseHex(rec); !ok {
 					if len(rec) > 80 {
 						rec = append(rec[:80:80], "…"...)
 					}
@@ -80,7 +80,7 @@ func (f *fileSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstor
 			return bad
 		}
 		st.Values.Add(int64(n))
-		if err := st.wait(ctx, n); err != nil {
+		if err := st.Wait(ctx, n); err != nil {
 			return err
 		}
 		if len(buf) >= 4096 {
@@ -101,17 +101,21 @@ func (f *fileSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstor
 }
 
 func (f *fileSource) Probe(context.Context, []fpstore.Fingerprint, []bool) error {
-	return permanent{fmt.Errorf("%s is read whole: it cannot be probed", f.t.Redacted)}
+	return online.Permanent{Err: fmt.Errorf("%s is read whole: it cannot be probed", f.t.Redacted)}
 }
 
-func (f *fileSource) Held(context.Context, []Item, []bool) error {
-	return permanent{fmt.Errorf("%s is read whole: it cannot be probed", f.t.Redacted)}
+func (f *fileSource) Held(context.Context, []online.Item, []bool) error {
+	return online.Permanent{Err: fmt.Errorf("%s is read whole: it cannot be probed", f.t.Redacted)}
 }
 
-func (f *fileSource) Write(context.Context, []Item) error {
-	return permanent{fmt.Errorf("%s is an export: keys are written to a Redis or MySQL target", f.t.Redacted)}
+func (f *fileSource) Write(context.Context, []online.Item) error {
+	return online.Permanent{Err: fmt.Errorf("%s is an export: keys are written to a Redis or MySQL target", f.t.Redacted)}
 }
 
-func (f *fileSource) Plan(io.Writer, []Item) error {
-	return permanent{fmt.Errorf("%s is an export: keys are written to a Redis or MySQL target", f.t.Redacted)}
+func (f *fileSource) Plan(io.Writer, []online.Item) error {
+	return online.Permanent{Err: fmt.Errorf("%s is an export: keys are written to a Redis or MySQL target", f.t.Redacted)}
 }
+
+// Retryable: a file's own errors are its reading's, never retried; the
+// others are Permanent.
+func (f *fileSource) Retryable(err error) bool { return online.Retryable(err) }

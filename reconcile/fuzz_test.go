@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"encoding/hex"
 	"net/url"
 	"strings"
 	"testing"
@@ -47,25 +46,6 @@ func FuzzParseURL(f *testing.F) {
 			if found && strings.Contains(userinfo, ":") && !strings.ContainsAny(userinfo, "/?#") {
 				t.Fatalf("%q: a password in the URL was accepted", s)
 			}
-		}
-	})
-}
-
-// FuzzParseHex: parseHex accepts exactly 32 or 64 hex digits, either case,
-// and reads the first 32 as the fingerprint, as encoding/hex does.
-func FuzzParseHex(f *testing.F) {
-	for _, s := range []string{"00112233445566778899aabbccddeeff", strings.Repeat("F", 64), "0011", strings.Repeat("g", 32), ""} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		fp, ok := parseHex(s)
-		raw, err := hex.DecodeString(s)
-		want := err == nil && (len(s) == 32 || len(s) == 64)
-		if ok != want {
-			t.Fatalf("%q: parseHex ok=%v, want %v", s, ok, want)
-		}
-		if ok && (fp.String() != strings.ToLower(s[:32]) || len(raw) != len(s)/2) {
-			t.Fatalf("%q: parsed %s", s, fp)
 		}
 	})
 }

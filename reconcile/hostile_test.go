@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // A broken or hostile Redis (issue 27 item 3): a reply that declares
@@ -38,7 +39,7 @@ func hostileIndex(t *testing.T, n int) (string, []string) {
 	fps := make([]fpstore.Fingerprint, n)
 	for i := range fps {
 		d := sha256.Sum256([]byte("key" + strconv.Itoa(i)))
-		fp, _ := parseHex(fmt.Sprintf("%x", d[:16]))
+		fp, _ := online.ParseHex(fmt.Sprintf("%x", d[:16]))
 		fps[i] = fp
 	}
 	slices.SortFunc(fps, func(a, b fpstore.Fingerprint) int { return a.Compare(b) })

@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // mysqlSource reads a fingerprint column with one streamed `SELECT C FROM T
@@ -22,7 +23,7 @@ import (
 // C IN (…)`, and writes with multi-row INSERT IGNORE.
 type mysqlSource struct {
 	t        *Target
-	o        *Options
+	o        *online.Config
 	db       *sql.DB
 	table    string // quoted
 	column   string // quoted
@@ -52,7 +53,7 @@ func quoteIdent(s string) string {
 	return strings.Join(parts, ".")
 }
 
-func openMySQL(ctx context.Context, t *Target, o *Options) (*mysqlSource, error) {
+func openMySQL(ctx context.Context, t *Target, o *online.Config) (*mysqlSource, error) {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd = t.User, o.Password
 	cfg.Net, cfg.Addr, cfg.DBName = "tcp", t.Addr, t.Name
@@ -60,7 +61,7 @@ func openMySQL(ctx context.Context, t *Target, o *Options) (*mysqlSource, error)
 	cfg.Timeout = min(o.Timeout, 5*time.Second)
 	cfg.ReadTimeout, cfg.WriteTimeout = o.Timeout, o.Timeout
 	cfg.Logger = nopLogger{} // errors are returned, never printed by the driver
-	srv := newMySQLGuard(t, o.Timeout, o.hang)
+	srv := newMySQLGuard(t, o.Timeout, o.Hangup)
 	cfg.DialFunc = srv.dial
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
@@ -70,7 +71,7 @@ func openMySQL(ctx context.Context, t *Target, o *Options) (*mysqlSource, error)
 	db.SetMaxOpenConns(o.Conns + 2)
 	db.SetMaxIdleConns(o.Conns + 2)
 	m := &mysqlSource{t: t, o: o, db: db, table: quoteIdent(t.Table), column: quoteIdent(t.Column), srv: srv}
-	if err := retry(ctx, o.Retries, o.Backoff, o.waiting("reaching "+t.Redacted, nil), func() error {
+	if err := o.Retry(ctx, mysqlRetryable, "reaching "+t.Redacted, nil, func() error {
 		return m.onConn(ctx, func(c *sql.Conn) error { return c.PingContext(ctx) })
 	}); err != nil {
 		db.Close()
@@ -123,7 +124,7 @@ func (m *mysqlSource) onConn(ctx context.Context, fn func(c *sql.Conn) error) er
 		}
 		err = m.srv.call(m.guardOf(c), func() error { return fn(c) })
 		c.Close()
-		if attempt < 2 && errors.Is(err, driver.ErrBadConn) && !isPermanent(err) {
+		if attempt < 2 && errors.Is(err, driver.ErrBadConn) && !online.IsPermanent(err) {
 			continue
 		}
 		return err
@@ -140,6 +141,9 @@ func (m *mysqlSource) guardOf(c *sql.Conn) (g *packetConn) {
 }
 
 func (m *mysqlSource) Close() error { return m.db.Close() }
+
+// Retryable: see mysqlRetryable.
+func (m *mysqlSource) Retryable(err error) bool { return mysqlRetryable(err) }
 
 func (m *mysqlSource) Sorted() bool { return true }
 
@@ -167,7 +171,7 @@ func (e emitError) Unwrap() error { return e.error }
 // check, COUNT(*) and the read run in one consistent snapshot, so the rows
 // read must equal it exactly; after a resume the snapshots differ and the
 // report says the count was not compared.
-func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstore.Fingerprint) error) error {
+func (m *mysqlSource) Read(ctx context.Context, st *online.ReadStats, emit func([]fpstore.Fingerprint) error) error {
 	st.Expected = -1
 	var conn *sql.Conn
 	var g *packetConn // conn's
@@ -188,7 +192,7 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		conn, g = c, m.guardOf(c)
 		return nil
 	}
-	if err := retry(ctx, m.o.Retries, m.o.Backoff, m.o.waiting("reading "+m.t.Redacted, nil), connect); err != nil {
+	if err := m.o.Retry(ctx, mysqlRetryable, "reading "+m.t.Redacted, nil, connect); err != nil {
 		return fmt.Errorf("cannot reach %s: %w", m.t.Redacted, err)
 	}
 	count := m.t.Count == CountAlways
@@ -204,7 +208,7 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		err := m.srv.call(g, func() error {
 			return conn.QueryRowContext(ctx, "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, table).Scan(&est)
 		})
-		if isPermanent(err) {
+		if online.IsPermanent(err) {
 			return fmt.Errorf("%s: reading the row estimate: %w", m.t.Redacted, err)
 		}
 		switch count = err == nil && est.Valid && est.Int64 <= countAutoMax; {
@@ -255,11 +259,11 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		if isPermanent(err) {
+		if online.IsPermanent(err) {
 			// (A BadServerError: a rerun would meet the same.)
 			return fmt.Errorf("reading %s failed after %d rows and %d retries: %w; nothing was published", m.t.Redacted, st.Values.Load(), st.Retries, err)
 		}
-		if attempt >= m.o.Retries || !retryable(err) {
+		if attempt >= m.o.Retries || !mysqlRetryable(err) {
 			return fmt.Errorf("reading %s failed after %d rows and %d retries: %w; nothing was published, rerun to read again", m.t.Redacted, st.Values.Load(), st.Retries, err)
 		}
 		st.Retries++
@@ -309,7 +313,7 @@ func (m *mysqlSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 // and unsent fingerprints in *buf. It reads the driver's rows directly:
 // database/sql's per-row locking and conversions cost more CPU than the
 // protocol itself on millions of 16-byte rows.
-func (m *mysqlSource) stream(ctx context.Context, conn *sql.Conn, q string, args []any, st *ReadStats, emit func([]fpstore.Fingerprint) error, last *[]byte, buf *[]fpstore.Fingerprint) error {
+func (m *mysqlSource) stream(ctx context.Context, conn *sql.Conn, q string, args []any, st *online.ReadStats, emit func([]fpstore.Fingerprint) error, last *[]byte, buf *[]fpstore.Fingerprint) error {
 	var consumerErr error
 	err := conn.Raw(func(dc any) error {
 		qc, ok := dc.(driver.QueryerContext)
@@ -349,7 +353,7 @@ func (m *mysqlSource) stream(ctx context.Context, conn *sql.Conn, q string, args
 			// (the guard refuses it).
 			if err := m.srv.next(rows, dest); err != nil {
 				if !errors.Is(err, io.EOF) {
-					if err = m.srv.explain(err, g); !isPermanent(err) {
+					if err = m.srv.explain(err, g); !online.IsPermanent(err) {
 						rows.Close()
 					}
 					return dropBad(err)
@@ -374,7 +378,7 @@ func (m *mysqlSource) stream(ctx context.Context, conn *sql.Conn, q string, args
 			if b = append(b, fp); len(b) == cap(b) {
 				st.Values.Add(n)
 				n = 0
-				err := st.wait(ctx, len(b))
+				err := st.Wait(ctx, len(b))
 				if err == nil {
 					err = emit(b)
 				}
@@ -394,9 +398,9 @@ func (m *mysqlSource) stream(ctx context.Context, conn *sql.Conn, q string, args
 	return err
 }
 
-func (m *mysqlSource) parse(raw []byte, st *ReadStats) (fpstore.Fingerprint, bool) {
+func (m *mysqlSource) parse(raw []byte, st *online.ReadStats) (fpstore.Fingerprint, bool) {
 	if raw == nil {
-		st.bad("NULL", m.o.Samples)
+		st.AddBad("NULL", m.o.Samples)
 		return fpstore.Fingerprint{}, false
 	}
 	if m.binary {
@@ -406,14 +410,14 @@ func (m *mysqlSource) parse(raw []byte, st *ReadStats) (fpstore.Fingerprint, boo
 		case 32:
 			st.Full++
 		default:
-			st.bad("0x"+hex.EncodeToString(raw), m.o.Samples)
+			st.AddBad("0x"+hex.EncodeToString(raw), m.o.Samples)
 			return fpstore.Fingerprint{}, false
 		}
 		return fpstore.FromBytes(raw), true
 	}
-	fp, ok := parseHex(raw)
+	fp, ok := online.ParseHex(raw)
 	if !ok {
-		st.bad(string(raw), m.o.Samples)
+		st.AddBad(string(raw), m.o.Samples)
 		return fp, false
 	}
 	if len(raw) == 64 {
@@ -430,7 +434,7 @@ func (m *mysqlSource) parse(raw []byte, st *ReadStats) (fpstore.Fingerprint, boo
 // snapshot), rows inserted since count too: twice the count, or the
 // count and countAutoMax rows. With the row estimate (a table too large
 // to count), rowEstimateSlack times it.
-func (m *mysqlSource) rowLimit(st *ReadStats) (int64, string) {
+func (m *mysqlSource) rowLimit(st *online.ReadStats) (int64, string) {
 	switch {
 	case st.Expected >= 0 && st.Retries == 0:
 		return st.Expected, "COUNT(*) in the same snapshot"
@@ -457,18 +461,18 @@ func (m *mysqlSource) literal(b []byte, raw []byte) []byte {
 }
 
 // itemLiteral is an item's value: 16 or 32 bytes, or 32 or 64 hex digits.
-func (m *mysqlSource) itemLiteral(b []byte, it *Item) []byte {
+func (m *mysqlSource) itemLiteral(b []byte, it *online.Item) []byte {
 	var buf [64]byte
 	if m.binary {
-		return m.literal(b, itemBytes(it, m.wide))
+		return m.literal(b, it.Bytes(m.wide))
 	}
-	return m.literal(b, appendItemHex(buf[:0], it, m.wide))
+	return m.literal(b, it.AppendHex(buf[:0], m.wide))
 }
 
 // probeLiteral is fp's value on a 128-bit column, or on a 256-bit one the
 // lowest (fill 0) or highest (fill 0xff) digest that starts with fp.
 func (m *mysqlSource) probeLiteral(b []byte, fp fpstore.Fingerprint, fill byte) []byte {
-	raw := itemBytes(&Item{FP: fp}, false)
+	raw := (&online.Item{FP: fp}).Bytes(false)
 	if m.wide {
 		for len(raw) < 32 {
 			raw = append(raw, fill)
@@ -483,15 +487,7 @@ func (m *mysqlSource) probeLiteral(b []byte, fp fpstore.Fingerprint, fill byte) 
 // safeLiteral reports whether a value read from the column can be inlined
 // as it is: hex digits only (any fingerprint, any value of a BINARY column).
 func (m *mysqlSource) safeLiteral(raw []byte) bool {
-	if m.binary {
-		return true
-	}
-	for _, c := range raw {
-		if unhex[c] == 0xff {
-			return false
-		}
-	}
-	return true
+	return m.binary || online.IsHex(raw)
 }
 
 // Probe asks which of fps the column holds: `IN (…)` on 128-bit columns;
@@ -529,7 +525,7 @@ func (m *mysqlSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 		}
 		defer rows.Close()
 		var raw sql.RawBytes
-		var st ReadStats
+		var st online.ReadStats
 		for rows.Next() {
 			if err := rows.Scan(&raw); err != nil {
 				return err
@@ -551,7 +547,7 @@ func (m *mysqlSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 // Held asks which items the column holds, as Write wrote them: WHERE C
 // IN (…) on their exact values (whole digests on a 256-bit column), in
 // the URL's slice.
-func (m *mysqlSource) Held(ctx context.Context, items []Item, present []bool) error {
+func (m *mysqlSource) Held(ctx context.Context, items []online.Item, present []bool) error {
 	clear(present)
 	if len(items) == 0 {
 		return nil
@@ -572,7 +568,7 @@ func (m *mysqlSource) Held(ctx context.Context, items []Item, present []bool) er
 		}
 		defer rows.Close()
 		var raw sql.RawBytes
-		var st ReadStats
+		var st online.ReadStats
 		for rows.Next() {
 			if err := rows.Scan(&raw); err != nil {
 				return err
@@ -583,7 +579,7 @@ func (m *mysqlSource) Held(ctx context.Context, items []Item, present []bool) er
 			}
 			// Items with this fingerprint: one, but for whole digests that
 			// share their first 128 bits.
-			i, _ := slices.BinarySearchFunc(items, fp, func(it Item, fp fpstore.Fingerprint) int { return it.FP.Compare(fp) })
+			i, _ := slices.BinarySearchFunc(items, fp, func(it online.Item, fp fpstore.Fingerprint) int { return it.FP.Compare(fp) })
 			for ; i < len(items) && items[i].FP == fp; i++ {
 				present[i] = present[i] || !m.wide || sameDigest(raw, &items[i], m.binary)
 			}
@@ -594,7 +590,7 @@ func (m *mysqlSource) Held(ctx context.Context, items []Item, present []bool) er
 
 // sameDigest reports whether raw, a value of a 256-bit column (32 bytes,
 // or 64 hex digits), is the item's whole digest.
-func sameDigest(raw []byte, it *Item, binary bool) bool {
+func sameDigest(raw []byte, it *online.Item, binary bool) bool {
 	if binary {
 		return string(raw) == string(it.Full[:])
 	}
@@ -603,7 +599,7 @@ func sameDigest(raw []byte, it *Item, binary bool) bool {
 	return err == nil && b == it.Full
 }
 
-func (m *mysqlSource) Write(ctx context.Context, items []Item) error {
+func (m *mysqlSource) Write(ctx context.Context, items []online.Item) error {
 	if len(items) == 0 {
 		return nil
 	}
@@ -623,7 +619,7 @@ func (m *mysqlSource) Write(ctx context.Context, items []Item) error {
 	})
 }
 
-func (m *mysqlSource) Plan(w io.Writer, items []Item) error {
+func (m *mysqlSource) Plan(w io.Writer, items []online.Item) error {
 	var b []byte
 	for i := range items {
 		b = append(b, "INSERT IGNORE INTO "+m.table+" ("+m.column+") VALUES ("...)

@@ -11,6 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/go-sql-driver/mysql"
 )
 
 // What a MySQL server can make reconcile do is bounded here, below
@@ -132,6 +135,31 @@ func (e *SlowServerError) Error() string {
 
 func (e *SlowServerError) Unwrap() error { return e.Err }
 
+// mysqlRetryable tells a lost connection or a timeout, worth retrying,
+// from an answer of a MySQL server (a syntax error, a missing table,
+// wrong credentials) that a retry would only repeat; a BadServerError, a
+// server that sent what none sends, is not retried either.
+func mysqlRetryable(err error) bool {
+	if online.IsPermanent(err) {
+		return false
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		// An answer of a live server: only these pass with time.
+		switch me.Number {
+		case 1040, // too many connections
+			1053, // server shutdown in progress
+			1205, // lock wait timeout
+			1213, // deadlock
+			1317, // query execution was interrupted
+			1927: // connection was killed
+			return true
+		}
+		return false
+	}
+	return true
+}
+
 // badConn makes database/sql drop the connection an error came from
 // (sql.Conn.Raw closes it on driver.ErrBadConn) and keeps the error.
 type badConn struct{ error }
@@ -143,15 +171,10 @@ func (e badConn) Is(target error) bool { return target == driver.ErrBadConn }
 // dropBad makes a BadServerError drop its connection: what the driver
 // holds of it is not to be read again (closing rows reads the rest).
 func dropBad(err error) error {
-	if isPermanent(err) {
+	if online.IsPermanent(err) {
 		return badConn{err}
 	}
 	return err
-}
-
-func isPermanent(err error) bool {
-	var perm permanent
-	return errors.As(err, &perm)
 }
 
 // mysqlGuard is what the connections to one server share: the limits,
@@ -164,10 +187,10 @@ type mysqlGuard struct {
 	bufSize      int
 	bad          atomic.Pointer[BadServerError]
 	conns        sync.Map // driver.Conn → *packetConn, for the source's life (a run opens a few)
-	hang         *hangup
+	hang         *online.Hangup
 }
 
-func newMySQLGuard(t *Target, timeout time.Duration, h *hangup) *mysqlGuard {
+func newMySQLGuard(t *Target, timeout time.Duration, h *online.Hangup) *mysqlGuard {
 	return &mysqlGuard{target: t.Redacted, addr: t.Addr, timeout: timeout, maxPacket: maxServerPacket, bufSize: readBufferSize, hang: h}
 }
 
@@ -181,7 +204,7 @@ func (s *mysqlGuard) dial(ctx context.Context, network, addr string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	g := s.wrap(s.hang.track(c))
+	g := s.wrap(s.hang.Track(c))
 	if slot, ok := ctx.Value(guardSlotKey{}).(**packetConn); ok {
 		*slot = g
 	}
@@ -233,7 +256,7 @@ func (s *mysqlGuard) conn(dc any) *packetConn {
 func (s *mysqlGuard) fail(e *BadServerError) error {
 	e.Target, e.Addr = s.target, s.addr
 	s.bad.CompareAndSwap(nil, e)
-	return permanent{e}
+	return online.Permanent{Err: e}
 }
 
 // explain is err, from the driver, with what the guard saw: the driver
@@ -251,10 +274,10 @@ func (s *mysqlGuard) explain(err error, g *packetConn) error {
 	}
 	if cause == nil {
 		if b := s.bad.Load(); b != nil {
-			cause = permanent{b}
+			cause = online.Permanent{Err: b}
 		}
 	}
-	var perm permanent
+	var perm online.Permanent
 	switch {
 	case cause == nil || errors.Is(err, cause):
 		return err

@@ -9,6 +9,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // scriptConn is a net.Conn whose reads give src in chunks of the sizes
@@ -206,7 +208,7 @@ func FuzzPacketGuard(f *testing.F) {
 			t.Fatalf("refused: %v", err)
 		case wantProblem != 0 && (!errors.As(err, &be) || be.Problem != wantProblem):
 			t.Fatalf("error %v, want problem %d", err, wantProblem)
-		case wantProblem != 0 && (srv.bad.Load() != be || !isPermanent(err)):
+		case wantProblem != 0 && (srv.bad.Load() != be || !online.IsPermanent(err)):
 			t.Fatalf("the refusal was not recorded as permanent: %v", err)
 		}
 		if _, again := g.Read(p); again != err {

@@ -5,20 +5,21 @@ import (
 	"sync/atomic"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // probeJoin looks up every offline fingerprint online, in batches of
 // o.Batch on o.Conns connections at once, and takes the answers in index
 // order, so the missing ones come out ascending (as an index writer needs).
 // The online side's own keys are never listed: OnlyOnline stays unknown.
-func probeJoin(ctx context.Context, off batchReader, src Source, o *Options, st *ReadStats, both *int64, missing *sink) error {
+func probeJoin(ctx context.Context, off batchReader, src online.Source, o *online.Config, st *online.ReadStats, both *int64, missing *sink) error {
 	type batch struct {
 		fps     []fpstore.Fingerprint
 		present []bool
 	}
 	var retries atomic.Int64
 	defer func() { st.Retries += int(retries.Load()) }()
-	return ordered(ctx, o.Conns,
+	return online.Ordered(ctx, o.Conns,
 		func(ctx context.Context, send func(batch) bool) error {
 			for {
 				b, err := off.next()
@@ -28,16 +29,16 @@ func probeJoin(ctx context.Context, off batchReader, src Source, o *Options, st 
 				for len(b) > 0 {
 					n := min(len(b), o.Batch)
 					if !send(batch{fps: append([]fpstore.Fingerprint(nil), b[:n]...), present: make([]bool, n)}) {
-						return nil // stopping: the cause is the error of ordered
+						return nil // stopping: the cause is the error of Ordered
 					}
 					b = b[n:]
 				}
 			}
 		},
 		func(ctx context.Context, j batch) error {
-			err := st.wait(ctx, len(j.fps))
+			err := st.Wait(ctx, len(j.fps))
 			if err == nil {
-				err = retry(ctx, o.Retries, o.Backoff, o.waiting("probing "+o.Target.Redacted, &retries), func() error {
+				err = o.Retry(ctx, src.Retryable, "probing "+o.Target, &retries, func() error {
 					return src.Probe(ctx, j.fps, j.present)
 				})
 			}

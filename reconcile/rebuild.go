@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/hugemem"
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // rebuildSuffix names the key a segment is written to before it is swapped
@@ -69,6 +71,14 @@ func hashTagHoldsShard(t l2bloom.Template) bool {
 	return end > 0 && strings.Contains(s[open+1:open+1+end], "*")
 }
 
+// rebuildOptions say which shards to rebuild, and whether to write or to
+// print what would be written.
+type rebuildOptions struct {
+	Shards    []uint64
+	DryRun    bool
+	DryRunOut io.Writer
+}
+
 // rebuildShards writes, for each shard asked for, the exact bitmap of the
 // truth's keys into KEY:rebuild with SETRANGE chunks, then swaps it in
 // (swapScript): the shard then holds the truth's bits and every bit that
@@ -79,14 +89,14 @@ func hashTagHoldsShard(t l2bloom.Template) bool {
 // group is written and swapped in (work the server does) the next is
 // built in a second buffer (work this process does), so the two overlap.
 // A shard of several strings is swapped a segment at a time.
-func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource, x *fpstore.Index) error {
+func rebuildShards(ctx context.Context, o *online.Config, ro rebuildOptions, rep *Report, b *bloomSource, x *fpstore.Index) error {
 	l := b.layout
-	st := &RebuildStats{DryRun: o.DryRun, Target: o.Target.Redacted, Shards: o.Rebuild}
+	st := &RebuildStats{DryRun: ro.DryRun, Target: o.Target, Shards: ro.Shards}
 	rep.Rebuild = st
 	start := time.Now()
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
 	sb := l.ShardBytes()
-	n := len(o.Rebuild)
+	n := len(ro.Shards)
 	budget := o.Mem - 64<<20
 	buffers := 1
 	if budget >= 2*sb && n > 1 {
@@ -137,7 +147,7 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 			case <-bctx.Done():
 				return
 			}
-			g := group{shards: o.Rebuild[at:min(at+per, n)], mem: mem}
+			g := group{shards: ro.Shards[at:min(at+per, n)], mem: mem}
 			for j := range g.shards {
 				m := mem[int64(j)*sb : int64(j+1)*sb]
 				clear(m)
@@ -217,10 +227,10 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 			if br != nil {
 				br.Shards[s].Keys = keys
 			}
-			if o.DryRun {
+			if ro.DryRun {
 				for seg := range l.Segments() {
 					key := l.Key(b.keys, s, seg)
-					fmt.Fprintf(o.DryRunOut, "REBUILD %s from %d truth keys (%d bits set in the shard): SETRANGE %s%s in chunks of %d bytes, then BITOP OR it with %s and RENAME it over %s\n",
+					fmt.Fprintf(ro.DryRunOut, "REBUILD %s from %d truth keys (%d bits set in the shard): SETRANGE %s%s in chunks of %d bytes, then BITOP OR it with %s and RENAME it over %s\n",
 						key, keys, bits, key, rebuildSuffix, b.chunk, key, key)
 				}
 				continue
@@ -243,7 +253,7 @@ func rebuildShards(ctx context.Context, o *Options, rep *Report, b *bloomSource,
 		}
 	}
 	if br != nil {
-		b.summarise(br, o.TargetFPR, x.Len())
+		b.summarise(br, b.targetFPR, x.Len())
 	}
 	return nil
 }
@@ -313,7 +323,7 @@ func (b *bloomSource) rebuildShard(ctx context.Context, s uint64, bitmap []byte,
 // by chunk (half the server's time here); chunks of zeros are then left as
 // they are.
 func (b *bloomSource) writeSegment(ctx context.Context, tmp string, part []byte, truth int64, st *RebuildStats) error {
-	return retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("writing "+tmp+" on "+b.t.Redacted, nil), func() error {
+	return b.o.Retry(ctx, redisRetryable, "writing "+tmp+" on "+b.t.Redacted, nil, func() error {
 		var sent int64 // this attempt's, for the progress
 		defer func() {
 			if p := b.o.Progress; p != nil {
@@ -384,7 +394,7 @@ func zeros(p []byte) bool {
 // swap done (the new key gone), which the script then takes for done.
 func (b *bloomSource) swap(ctx context.Context, key, tmp string, n int, truth int64) error {
 	attempt := 0
-	return retry(ctx, b.o.Retries, b.o.Backoff, b.o.waiting("swapping in "+key+" on "+b.t.Redacted, nil), func() error {
+	return b.o.Retry(ctx, redisRetryable, "swapping in "+key+" on "+b.t.Redacted, nil, func() error {
 		flag := "0"
 		if attempt > 0 {
 			flag = "1"
@@ -400,21 +410,20 @@ func (b *bloomSource) swap(ctx context.Context, key, tmp string, n int, truth in
 		}
 		if have, short := strings.CutPrefix(msg, "short "); short {
 			n, _ := strconv.ParseInt(have, 10, 64)
-			return permanent{&RebuiltShortError{Key: tmp, Live: key, Bits: n, Truth: truth}}
+			return online.Permanent{Err: &RebuiltShortError{Key: tmp, Live: key, Bits: n, Truth: truth}}
 		}
-		return permanent{errors.New(msg)}
+		return online.Permanent{Err: errors.New(msg)}
 	})
 }
 
 // rebuildStopped is the error of a rebuild that stopped: once a shard was
 // swapped in, an interruption says how many were.
-func rebuildStopped(ctx context.Context, o *Options, st *RebuildStats, err error) error {
+func rebuildStopped(ctx context.Context, o *online.Config, st *RebuildStats, err error) error {
 	if ctx.Err() != nil && st.Swapped > 0 {
-		return &ApplyInterruptedError{Target: o.Target.Redacted, Rebuilt: st.Swapped, Rebuild: int64(len(st.Shards)),
-			Cause: context.Cause(ctx), ctxErr: ctx.Err()}
+		return online.ApplyInterrupted(ctx, ApplyInterruptedError{Target: o.Target, Rebuilt: st.Swapped, Rebuild: int64(len(st.Shards))})
 	}
 	if ctx.Err() != nil {
-		return interrupted(ctx, err)
+		return online.Interrupted(ctx, err)
 	}
 	return err
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -14,176 +12,9 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 	"github.com/fpdedup/fpdedup/reconcile/report"
 )
-
-// Options configure Run.
-type Options struct {
-	Index        string  // the truth index
-	Target       *Target // the online side (ParseURL)
-	Password     string  // never printed
-	Probe        bool    // look each offline fingerprint up online instead of reading the online side
-	OnlineFormat string  // file: "fp" (hex fingerprints) or "key" (keys, hashed with SHA-256)
-
-	Missing, Extra string // indexes to write (optional)
-	Records        []string
-	Backfill       string
-	// BackfillFormat is how the backfill writes Parquet records' rows (as
-	// read, or converted to text: ingest.RowFormat).
-	BackfillFormat ingest.RowFormat
-	// RecordReading says how Records are read and keyed (nil: lines, each
-	// line a key), completed and checked against the index's recorded key
-	// recipe by ingest.ResolveRecipe, so that records read as the index was
-	// built give its fingerprints; with its Assume set, a recipe that
-	// differs is used anyway and Report.Warnings says so.
-	RecordReading *ingest.RecipeRequest
-	// MaxRecord bounds a record's bytes (0: no limit); a longer one is bad.
-	MaxRecord int
-	// BadRecords says what a record without a key does (ingest.ParseOnBad):
-	// "fail" (or ""), "skip", or "quarantine=FILE".
-	BadRecords string
-
-	Apply     bool
-	DryRun    bool
-	DryRunOut io.Writer
-	TTL       time.Duration
-	Rate      float64 // keys/s written, 0: no limit
-	ReadRate  float64 // keys/s read or probed, 0: no limit
-	Batch     int
-	Conns     int
-	Retries   int
-	Backoff   time.Duration
-	Timeout   time.Duration
-	// Waiting, if set, is told of every retry (a silent server takes
-	// (1+Retries) × Timeout plus the backoffs to give up).
-	Waiting    func(Wait)
-	Checkpoint string
-
-	// Group, if set, holds Missing, Extra and Backfill until the caller
-	// commits it (its commit point, after a Run that succeeded); without
-	// one each is published as soon as it is complete.
-	Group *atomicfile.Group
-
-	// Rebuild lists the bloom shards to rebuild from the truth (after the
-	// audit): each written whole beside the live one, then ORed with it
-	// and swapped in, atomically on its node. Not with Apply.
-	Rebuild []uint64
-
-	// TargetFPR is the false-positive rate a bloom audit sizes the L2 for
-	// (0: DefaultTargetFPR).
-	TargetFPR float64
-
-	Mem     int64
-	TmpDir  string
-	Threads int
-	Samples int
-
-	Progress *ingest.Progress // Records: online values read (optional)
-	Version  string           // the tool's version, for the report
-
-	hang *hangup // Run's: its connections, closed when its context is done
-}
-
-func (o *Options) check() error {
-	t := o.Target
-	if o.Batch < 1 {
-		o.Batch = 1000
-	}
-	if o.Conns < 1 {
-		o.Conns = 1
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
-	}
-	if o.Backoff <= 0 {
-		o.Backoff = 250 * time.Millisecond
-	}
-	if o.Samples < 0 {
-		o.Samples = 0
-	}
-	if o.TmpDir == "" {
-		o.TmpDir = os.TempDir()
-	}
-	if o.DryRunOut == nil {
-		o.DryRunOut = io.Discard
-	}
-	switch o.OnlineFormat {
-	case "", "fp":
-	case "key":
-		if t.Kind != File {
-			return &OptionError{Rule: KeysNotFromFile}
-		}
-	default:
-		return &OptionError{Rule: UnknownOnlineFormat, Value: o.OnlineFormat}
-	}
-	if o.TTL != 0 && t.Kind != RedisKeys {
-		return &OptionError{Rule: TTLNotRedisKeys}
-	}
-	if o.TTL < 0 {
-		return &OptionError{Rule: NegativeTTL}
-	}
-	if o.Probe && t.Kind == File {
-		return &OptionError{Rule: ProbeFile}
-	}
-	if o.writes() && t.Kind == File {
-		return &OptionError{Rule: ApplyToFile, Target: t.Redacted}
-	}
-	if o.Backfill != "" && len(o.Records) == 0 {
-		return &OptionError{Rule: BackfillWithoutRecords}
-	}
-	if len(o.Records) > 0 && o.Backfill == "" && !o.writes() {
-		return &OptionError{Rule: RecordsUnused}
-	}
-	if _, err := ingest.ParseOnBad(o.BadRecords); err != nil {
-		return &OptionError{Rule: BadRecordsPolicy, Err: err}
-	}
-	if o.Checkpoint != "" && !o.Apply {
-		return &OptionError{Rule: CheckpointWithoutApply}
-	}
-	if o.Extra != "" && (o.Probe || t.Kind == RedisBloom) {
-		return &OptionError{Rule: ExtraNotListed}
-	}
-	if o.TargetFPR < 0 || o.TargetFPR >= 1 {
-		return &OptionError{Rule: BadTargetFPR}
-	}
-	if o.TargetFPR != 0 && t.Kind != RedisBloom {
-		return &OptionError{Rule: TargetFPRNotBloom}
-	}
-	if len(o.Rebuild) > 0 {
-		if err := o.checkRebuild(); err != nil {
-			return err
-		}
-	}
-	if o.Rate < 0 || o.ReadRate < 0 {
-		return &OptionError{Rule: NegativeRate}
-	}
-	return nil
-}
-
-func (o *Options) checkRebuild() error {
-	t := o.Target
-	switch {
-	case t.Kind != RedisBloom:
-		return &OptionError{Rule: RebuildNotBloom}
-	case o.Apply || o.Probe:
-		return &OptionError{Rule: RebuildWithApply}
-	case t.Cluster && !hashTagHoldsShard(t.BloomKeys):
-		return &OptionError{Rule: RebuildNeedsHashTag, Value: string(t.BloomKeys)}
-	}
-	for _, s := range o.Rebuild {
-		if s >= t.Bloom.Shards {
-			return &OptionError{Rule: RebuildShardRange, Value: fmt.Sprint(s), Target: fmt.Sprint(t.Bloom.Shards)}
-		}
-	}
-	if need := t.Bloom.ShardBytes() + 64<<20; o.Mem < need {
-		return &OptionError{Rule: RebuildNeedsMem, Value: fmt.Sprint(need)}
-	}
-	return nil
-}
-
-// writes: the run writes the missing keys online, or prints what it would
-// write (DryRun).
-func (o *Options) writes() bool { return o.Apply || o.DryRun }
 
 // Run reconciles the index with the online side. The report is returned
 // filled as far as the run got, also with an error. The password never
@@ -205,9 +36,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		err = &OptionError{Rule: NoTarget}
 	}
 	if err == nil {
-		o.hang = newHangup(ctx)
-		err = run(ctx, &o, rep)
-		o.hang.stop()
+		h := online.NewHangup(ctx)
+		err = run(ctx, &o, o.config(h), rep)
+		h.Stop()
 	}
 	if ctx.Err() != nil {
 		err = cancelled(ctx, &o, rep, err)
@@ -236,23 +67,21 @@ func cancelled(ctx context.Context, o *Options, rep *Report, err error) error {
 		return err
 	}
 	if rs := rep.Rebuild; rs != nil && !o.DryRun && rs.Swapped > 0 {
-		return &ApplyInterruptedError{Target: o.Target.Redacted, Rebuilt: rs.Swapped, Rebuild: int64(len(rs.Shards)),
-			Cause: context.Cause(ctx), ctxErr: ctx.Err()}
+		return online.ApplyInterrupted(ctx, ApplyInterruptedError{Target: o.Target.Redacted, Rebuilt: rs.Swapped, Rebuild: int64(len(rs.Shards))})
 	}
 	if as := rep.Apply; as != nil && !o.DryRun && as.Written > 0 {
 		// Cancelled after the apply returned, or as it returned with
 		// another error: keys were written all the same.
-		return &ApplyInterruptedError{Target: o.Target.Redacted, Written: as.Written, Checkpoint: o.Checkpoint,
-			CheckpointSaved: o.Checkpoint != "" && !as.CheckpointRemoved, CheckpointLast: as.CheckpointLast,
-			Cause: context.Cause(ctx), ctxErr: ctx.Err()}
+		return online.ApplyInterrupted(ctx, ApplyInterruptedError{Target: o.Target.Redacted, Written: as.Written, Checkpoint: o.Checkpoint,
+			CheckpointSaved: o.Checkpoint != "" && !as.CheckpointRemoved, CheckpointLast: as.CheckpointLast})
 	}
-	return interrupted(ctx, err)
+	return online.Interrupted(ctx, err)
 }
 
 // run is the reconciliation, in its phases: open the index and the online
 // side; compare them (the differences go to their indexes or a spool);
 // read the records (backfill, whole digests); write the missing keys.
-func run(ctx context.Context, o *Options, rep *Report) error {
+func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error {
 	x, err := openIndex(o, rep)
 	if err != nil {
 		return err
@@ -264,7 +93,7 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 			return err
 		}
 	}
-	src, err := open(ctx, o)
+	src, err := open(ctx, o, cfg)
 	if err != nil {
 		return err
 	}
@@ -277,15 +106,15 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 		}
 	}
 
-	d, err := newDifferences(o, x)
+	d, err := newDifferences(cfg, outputs{Missing: o.Missing, Extra: o.Extra, Group: o.Group, Records: len(o.Records) > 0, Writes: o.writes()}, x)
 	if err != nil {
 		return err
 	}
 	defer d.close()
-	if err := compare(ctx, o, x, src, d, rep); err != nil {
+	if err := compare(ctx, cfg, x, src, d, rep); err != nil {
 		return err
 	}
-	if err := d.commit(o, rep); err != nil {
+	if err := d.commit(rep); err != nil {
 		return err
 	}
 	wide, err := keyWidth(o, src, rep)
@@ -307,12 +136,14 @@ func run(ctx context.Context, o *Options, rep *Report) error {
 		}
 	}
 	if o.writes() && len(o.Rebuild) == 0 {
-		if err := applyMissing(ctx, o, rep, src, x, missing, d.spool, wide, digests); err != nil {
+		ao := applyOptions{Index: o.Index, Checkpoint: o.Checkpoint, DryRun: o.DryRun, DryRunOut: o.DryRunOut, Rate: o.Rate}
+		if err := applyMissing(ctx, cfg, ao, rep, src, x, missing, d.spool, wide, digests); err != nil {
 			return err
 		}
 	}
 	if len(o.Rebuild) > 0 {
-		if err := rebuildShards(ctx, o, rep, src.(*bloomSource), x); err != nil {
+		ro := rebuildOptions{Shards: o.Rebuild, DryRun: o.DryRun, DryRunOut: o.DryRunOut}
+		if err := rebuildShards(ctx, cfg, ro, rep, src.(*bloomSource), x); err != nil {
 			return err
 		}
 	}
@@ -347,7 +178,7 @@ func openIndex(o *Options, rep *Report) (*fpstore.Index, error) {
 // keyWidth is whether the online side names keys by whole 32-byte digests,
 // as read: writing the missing keys must know, and computes whole digests
 // from the records.
-func keyWidth(o *Options, src Source, rep *Report) (wide bool, err error) {
+func keyWidth(o *Options, src online.Source, rep *Report) (wide bool, err error) {
 	wide, known := src.Wide()
 	rep.Online.Wide = wide
 	if o.writes() && rep.Counts.OnlyOffline > 0 {
@@ -394,16 +225,16 @@ func readRecords(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	return digests, nil
 }
 
-func open(ctx context.Context, o *Options) (Source, error) {
+func open(ctx context.Context, o *Options, cfg *online.Config) (online.Source, error) {
 	switch o.Target.Kind {
 	case RedisKeys, RedisSet:
-		return openRedis(ctx, o.Target, o)
+		return openRedis(ctx, o.Target, cfg, o.TTL)
 	case MySQL:
-		return openMySQL(ctx, o.Target, o)
+		return openMySQL(ctx, o.Target, cfg)
 	case File:
-		return &fileSource{t: o.Target, o: o, keys: o.OnlineFormat == "key"}, nil
+		return &fileSource{t: o.Target, keys: o.OnlineFormat == "key"}, nil
 	case RedisBloom:
-		return openBloom(ctx, o.Target, o)
+		return openBloom(ctx, o.Target, cfg, o.Rebuild, o.TargetFPR)
 	}
 	return nil, fmt.Errorf("unknown online kind %v", o.Target.Kind)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // redisSource reads keys PREFIX<hex> by SCAN, or the members of a set by
@@ -33,8 +34,9 @@ type redisSource struct {
 	t       *Target
 	c       redis.UniversalClient
 	cc      *redis.ClusterClient // a Redis Cluster; nil for one server
-	o       *Options
-	narrow  int64 // values of each width seen by Read
+	o       *online.Config
+	ttl     time.Duration // of the keys Write sets; 0: none
+	narrow  int64         // values of each width seen by Read
 	full    int64
 	samples int
 	raw     *respPool // Apply's writes to one server
@@ -54,13 +56,13 @@ type quietLog struct{}
 
 func (quietLog) Printf(context.Context, string, ...any) {}
 
-func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error) {
-	r := &redisSource{t: t, o: o, samples: o.Samples}
+func openRedis(ctx context.Context, t *Target, o *online.Config, ttl time.Duration) (*redisSource, error) {
+	r := &redisSource{t: t, o: o, ttl: ttl, samples: o.Samples}
 	// Every connection is guarded (respguard.go): no reply makes a client
 	// allocate more than maxReply, whatever its header says.
 	maxReply, streams := replyBudget(o.Mem)
 	r.streams = streams
-	dial := dialGuarded(min(o.Timeout, 5*time.Second), maxReply, o.hang)
+	dial := dialGuarded(min(o.Timeout, 5*time.Second), maxReply, o.Hangup)
 	if t.Cluster {
 		r.cc = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                    t.Seeds,
@@ -95,10 +97,10 @@ func openRedis(ctx context.Context, t *Target, o *Options) (*redisSource, error)
 			MaxRetries:               1, // ours (retry) are on top, with their own backoff
 			Dialer:                   dial,
 		})
-		r.raw = newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns, maxReply, o.hang)
+		r.raw = newRespPool(t.Addr, t.User, o.Password, t.DB, o.Timeout, o.Conns, maxReply, o.Hangup)
 	}
 	c := r.c
-	err := retry(ctx, o.Retries, o.Backoff, o.waiting("reaching "+t.Redacted, nil), func() error { return c.Ping(ctx).Err() })
+	err := o.Retry(ctx, redisRetryable, "reaching "+t.Redacted, nil, func() error { return c.Ping(ctx).Err() })
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("cannot reach %s: %w", t.Redacted, err)
@@ -165,7 +167,7 @@ func (r *redisSource) sampleWidth(ctx context.Context) error {
 		}
 	}
 	for _, n := range names {
-		if _, ok := parseHex(n); ok {
+		if _, ok := online.ParseHex(n); ok {
 			if len(n) == 64 {
 				r.full++
 			} else {
@@ -175,6 +177,9 @@ func (r *redisSource) sampleWidth(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Retryable: see redisRetryable.
+func (r *redisSource) Retryable(err error) bool { return redisRetryable(err) }
 
 func (r *redisSource) Close() error {
 	if r.raw != nil {
@@ -275,12 +280,12 @@ func (r *redisSource) Wide() (bool, bool) {
 // connections), with bounded retries and backoff. Each walk is bounded by
 // what DBSIZE (SCARD) said before it (scanBound): a cursor that does not
 // come back to 0 is a *ScanBoundError, not a run that never ends.
-func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpstore.Fingerprint) error) error {
+func (r *redisSource) Read(ctx context.Context, st *online.ReadStats, emit func([]fpstore.Fingerprint) error) error {
 	st.Expected = -1
 	if r.t.Kind == RedisSet {
 		// SCARD bounds the scan, and is compared with what it reads.
 		var n int64
-		err := retry(ctx, r.o.Retries, r.o.Backoff, r.o.waiting("reading "+r.t.Redacted+": SCARD", nil), func() error {
+		err := r.o.Retry(ctx, redisRetryable, "reading "+r.t.Redacted+": SCARD", nil, func() error {
 			var err error
 			n, err = r.c.SCard(ctx, r.t.Set).Result()
 			return err
@@ -289,6 +294,15 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 			return fmt.Errorf("reading %s: SCARD: %w", r.t.Redacted, err)
 		}
 		st.Expected = n
+		st.CheckDistinct = func(got int64) string {
+			// SSCAN returns every member present for the whole scan at
+			// least once; SCARD was taken before it. A difference means
+			// the set changed meanwhile (or members are not fingerprints).
+			if got != n {
+				return fmt.Sprintf("SCARD said %d members before the scan, %d distinct were read: the set changed during the scan?", n, got)
+			}
+			return ""
+		}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -317,7 +331,7 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 			}
 		} else {
 			bound.Command, bound.Counted, bound.Server = "SCAN", "DBSIZE", node.Options().Addr
-			err := retry(ctx, r.o.Retries, r.o.Backoff, r.o.waiting("reading "+r.t.Redacted+": DBSIZE", &retries), func() error {
+			err := r.o.Retry(ctx, redisRetryable, "reading "+r.t.Redacted+": DBSIZE", &retries, func() error {
 				var err error
 				bound.Expected, err = node.DBSize(ctx).Result()
 				return err
@@ -330,7 +344,7 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 		for {
 			var keys []string
 			var next uint64
-			err := retry(ctx, r.o.Retries, r.o.Backoff, r.o.waiting("reading "+r.t.Redacted, &retries), func() error {
+			err := r.o.Retry(ctx, redisRetryable, "reading "+r.t.Redacted, &retries, func() error {
 				var err error
 				if r.t.Kind == RedisSet {
 					keys, next, err = r.c.SScan(ctx, r.t.Set, cursor, "", int64(r.t.ScanCount)).Result()
@@ -374,15 +388,15 @@ func (r *redisSource) Read(ctx context.Context, st *ReadStats, emit func([]fpsto
 	buf := make([]fpstore.Fingerprint, 0, 8192)
 	plen := len(r.t.Prefix)
 	for keys := range pages {
-		if err := st.wait(ctx, len(keys)); err != nil {
+		if err := st.Wait(ctx, len(keys)); err != nil {
 			return err
 		}
 		st.Values.Add(int64(len(keys)))
 		for _, k := range keys {
 			h := k[min(plen, len(k)):]
-			fp, ok := parseHex(h)
+			fp, ok := online.ParseHex(h)
 			if !ok || !strings.HasPrefix(k, r.t.Prefix) {
-				st.bad(k, r.samples)
+				st.AddBad(k, r.samples)
 				continue
 			}
 			if len(h) == 64 {
@@ -501,16 +515,16 @@ func escapeGlob(s string) string {
 	return b.String()
 }
 
-func (r *redisSource) name(it *Item, full bool) string {
+func (r *redisSource) name(it *online.Item, full bool) string {
 	if r.t.Kind == RedisSet {
-		return itemHex(it, full)
+		return it.Hex(full)
 	}
-	return r.t.Prefix + itemHex(it, full)
+	return r.t.Prefix + it.Hex(full)
 }
 
 func (r *redisSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error {
 	if wide, _ := r.Wide(); wide {
-		return permanent{&ProbeWideError{Target: r.t.Redacted}}
+		return online.Permanent{Err: &ProbeWideError{Target: r.t.Redacted}}
 	}
 	names := make([]string, len(fps))
 	for i, fp := range fps {
@@ -521,11 +535,11 @@ func (r *redisSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 
 // Held asks for the items as Write names them, 64 digits where the names
 // are whole digests.
-func (r *redisSource) Held(ctx context.Context, items []Item, present []bool) error {
+func (r *redisSource) Held(ctx context.Context, items []online.Item, present []bool) error {
 	full, _ := r.Wide()
 	names := make([]string, len(items))
 	for i := range items {
-		names[i] = itemHex(&items[i], full)
+		names[i] = items[i].Hex(full)
 	}
 	return r.exists(ctx, names, present)
 }
@@ -587,7 +601,7 @@ func (r *redisSource) exists(ctx context.Context, names []string, present []bool
 // one SADD of them all. The replies (set or not) are not used: after a
 // retried pipeline they would call this run's own writes "existing"
 // (FAULTS.md row 23); only error replies count.
-func (r *redisSource) Write(ctx context.Context, items []Item) error {
+func (r *redisSource) Write(ctx context.Context, items []online.Item) error {
 	full, _ := r.Wide()
 	if r.cc != nil {
 		return r.writeCluster(ctx, items, full)
@@ -602,17 +616,17 @@ func (r *redisSource) Write(ctx context.Context, items []Item) error {
 		b = appendBulk(b, "SADD")
 		b = appendBulk(b, r.t.Set)
 		for i := range items {
-			b = appendBulk(b, appendItemHex(hexb[:0], &items[i], full))
+			b = appendBulk(b, items[i].AppendHex(hexb[:0], full))
 		}
 		n = 1
 	} else {
 		var ttl []string
 		switch {
-		case r.o.TTL <= 0:
-		case r.o.TTL%time.Second == 0:
-			ttl = []string{"EX", strconv.FormatInt(int64(r.o.TTL/time.Second), 10)}
+		case r.ttl <= 0:
+		case r.ttl%time.Second == 0:
+			ttl = []string{"EX", strconv.FormatInt(int64(r.ttl/time.Second), 10)}
 		default:
-			ttl = []string{"PX", strconv.FormatInt(r.o.TTL.Milliseconds(), 10)}
+			ttl = []string{"PX", strconv.FormatInt(r.ttl.Milliseconds(), 10)}
 		}
 		key := []byte(r.t.Prefix)
 		for i := range items {
@@ -620,7 +634,7 @@ func (r *redisSource) Write(ctx context.Context, items []Item) error {
 			b = strconv.AppendInt(b, int64(4+len(ttl)), 10)
 			b = append(b, "\r\n"...)
 			b = appendBulk(b, "SET")
-			b = appendBulk(b, appendItemHex(key[:len(r.t.Prefix)], &items[i], full))
+			b = appendBulk(b, items[i].AppendHex(key[:len(r.t.Prefix)], full))
 			b = appendBulk(b, "1")
 			for _, a := range ttl {
 				b = appendBulk(b, a)
@@ -635,19 +649,19 @@ func (r *redisSource) Write(ctx context.Context, items []Item) error {
 // writeCluster sends the same commands as Write through a cluster
 // pipeline, which sends each node its share and follows redirections. A
 // SET NX that found the key answers nil: not an error.
-func (r *redisSource) writeCluster(ctx context.Context, items []Item, full bool) error {
+func (r *redisSource) writeCluster(ctx context.Context, items []online.Item, full bool) error {
 	pipe := r.cc.Pipeline()
 	var hexb [64]byte
 	if r.t.Kind == RedisSet {
 		members := make([]any, len(items))
 		for i := range items {
-			members[i] = string(appendItemHex(hexb[:0], &items[i], full))
+			members[i] = string(items[i].AppendHex(hexb[:0], full))
 		}
 		pipe.SAdd(ctx, r.t.Set, members...)
 	} else {
-		args := redis.SetArgs{Mode: "NX", TTL: r.o.TTL}
+		args := redis.SetArgs{Mode: "NX", TTL: r.ttl}
 		for i := range items {
-			pipe.SetArgs(ctx, r.t.Prefix+string(appendItemHex(hexb[:0], &items[i], full)), 1, args)
+			pipe.SetArgs(ctx, r.t.Prefix+string(items[i].AppendHex(hexb[:0], full)), 1, args)
 		}
 	}
 	cmds, err := pipe.Exec(ctx)
@@ -662,18 +676,7 @@ func (r *redisSource) writeCluster(ctx context.Context, items []Item, full bool)
 	return nil
 }
 
-// appendItemHex appends the item's lowercase hex: 64 digits when full.
-func appendItemHex(dst []byte, it *Item, full bool) []byte {
-	if full {
-		for _, c := range it.Full {
-			dst = append(dst, hexDigits[c>>4], hexDigits[c&15])
-		}
-		return dst
-	}
-	return it.FP.AppendHex(dst)
-}
-
-func (r *redisSource) Plan(w io.Writer, items []Item) error {
+func (r *redisSource) Plan(w io.Writer, items []online.Item) error {
 	full, _ := r.Wide()
 	var b []byte
 	for i := range items {
@@ -681,19 +684,19 @@ func (r *redisSource) Plan(w io.Writer, items []Item) error {
 			b = append(b, "SADD "...)
 			b = strconv.AppendQuote(b, r.t.Set)
 			b = append(b, ' ')
-			b = append(b, itemHex(&items[i], full)...)
+			b = append(b, items[i].Hex(full)...)
 		} else {
 			b = append(b, "SET "...)
 			b = append(b, r.name(&items[i], full)...)
 			b = append(b, " 1"...)
 			switch {
-			case r.o.TTL <= 0:
-			case r.o.TTL%time.Second == 0:
+			case r.ttl <= 0:
+			case r.ttl%time.Second == 0:
 				b = append(b, " EX "...)
-				b = strconv.AppendInt(b, int64(r.o.TTL/time.Second), 10)
+				b = strconv.AppendInt(b, int64(r.ttl/time.Second), 10)
 			default:
 				b = append(b, " PX "...)
-				b = strconv.AppendInt(b, r.o.TTL.Milliseconds(), 10)
+				b = strconv.AppendInt(b, r.ttl.Milliseconds(), 10)
 			}
 			b = append(b, " NX"...)
 		}

@@ -8,7 +8,10 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // respPool is a minimal RESP2 client for the one hot path of Apply:
@@ -25,7 +28,7 @@ type respPool struct {
 	timeout              time.Duration
 	maxReply             int64 // what one reply may declare (respguard.go)
 	idle                 chan *respConn
-	hang                 *hangup
+	hang                 *online.Hangup
 }
 
 type respConn struct {
@@ -33,7 +36,7 @@ type respConn struct {
 	br *bufio.Reader
 }
 
-func newRespPool(addr, user, password string, db int, timeout time.Duration, size int, maxReply int64, h *hangup) *respPool {
+func newRespPool(addr, user, password string, db int, timeout time.Duration, size int, maxReply int64, h *online.Hangup) *respPool {
 	return &respPool{addr: addr, user: user, password: password, db: db, timeout: timeout, maxReply: maxReply, idle: make(chan *respConn, size), hang: h}
 }
 
@@ -71,7 +74,7 @@ func (p *respPool) get(ctx context.Context) (*respConn, error) {
 	// Guarded, as go-redis's are: reply reads a declared count of replies
 	// and recurses into nested arrays, so a header must be bounded before
 	// it gets there.
-	nc := newGuardConn(p.hang.track(tc), p.addr, p.maxReply)
+	nc := newGuardConn(p.hang.Track(tc), p.addr, p.maxReply)
 	c := &respConn{c: nc, br: bufio.NewReaderSize(nc, 64<<10)}
 	var hello []byte
 	n := 0
@@ -92,7 +95,7 @@ func (p *respPool) get(ctx context.Context) (*respConn, error) {
 			nc.Close()
 			var re respError
 			if errors.As(err, &re) {
-				return nil, permanent{err} // wrong password, no such database
+				return nil, online.Permanent{Err: err} // wrong password, no such database
 			}
 			return nil, err
 		}
@@ -145,6 +148,23 @@ func (p *respPool) pipeline(ctx context.Context, cmds []byte, n int) error {
 	}
 	p.put(c)
 	return nil
+}
+
+// redisRetryable tells a lost connection or a timeout, worth retrying,
+// from an answer of a Redis server (wrong credentials, a key of another
+// type, a command it does not know) that a retry would only repeat.
+func redisRetryable(err error) bool {
+	var re *ReplyError
+	if online.IsPermanent(err) || errors.As(err, &re) {
+		return false // a server that sent a reply past its bounds would send it again
+	}
+	s := err.Error()
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "WRONGTYPE", "NOPERM", "ERR unknown command"} {
+		if strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // respError is an error reply from the server.

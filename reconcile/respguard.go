@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // Every byte a Redis server sends this package passes through a guardConn
@@ -61,14 +63,14 @@ func replyBudget(mem int64) (maxReply int64, streams int) {
 // dialGuarded is a go-redis Dialer: TCP, with go-redis's own keep-alive
 // policy, every connection guarded, and closed by h when the run is
 // interrupted.
-func dialGuarded(timeout time.Duration, maxReply int64, h *hangup) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func dialGuarded(timeout time.Duration, maxReply int64, h *online.Hangup) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		d := net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 5 * time.Second, Count: 3}}
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return newGuardConn(h.track(c), addr, maxReply), nil
+		return newGuardConn(h.Track(c), addr, maxReply), nil
 	}
 }
 

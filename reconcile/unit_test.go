@@ -13,12 +13,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 func TestParseURL(t *testing.T) {
@@ -107,26 +107,6 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-func TestParseHex(t *testing.T) {
-	fp := fpstore.Fingerprint{Hi: 0x0123456789abcdef, Lo: 0xfedcba9876543210}
-	for _, s := range []string{"0123456789abcdeffedcba9876543210", "0123456789ABCDEFFEDCBA9876543210",
-		"0123456789abcdeffedcba9876543210" + strings.Repeat("7", 32)} {
-		got, ok := parseHex(s)
-		if !ok || got != fp {
-			t.Errorf("%s: %v %v", s, got, ok)
-		}
-		if got2, ok2 := parseHex([]byte(s)); got2 != got || ok2 != ok {
-			t.Errorf("%s: string and bytes differ", s)
-		}
-	}
-	for _, s := range []string{"", "0123", "0123456789abcdeffedcba987654321g", "0123456789abcdeffedcba9876543210" + strings.Repeat("x", 32),
-		"0123456789abcdeffedcba98765432100", " 123456789abcdeffedcba9876543210"} {
-		if _, ok := parseHex(s); ok {
-			t.Errorf("%q parsed", s)
-		}
-	}
-}
-
 type sliceReader struct {
 	fps   []fpstore.Fingerprint
 	batch int
@@ -210,23 +190,6 @@ func TestChecker(t *testing.T) {
 	}
 }
 
-func TestPacer(t *testing.T) {
-	p := newPacer(20000)
-	start := time.Now()
-	for i := 0; i < 11; i++ {
-		if err := p.wait(context.Background(), 1000); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// 11 batches of 1000 at 20k/s: each waits its 50 ms, the last ends 0.55 s in.
-	if d := time.Since(start); d < 450*time.Millisecond || d > 2*time.Second {
-		t.Fatalf("11k keys at 20k/s took %v", d)
-	}
-	if newPacer(0) != nil {
-		t.Fatal("rate 0 should be no limit")
-	}
-}
-
 func TestScrub(t *testing.T) {
 	base := errors.New("dial mysql://u@h/d?table=t: access denied for pw=hunter2")
 	err := Scrub(base, "hunter2", "")
@@ -272,6 +235,7 @@ func TestCheckpoint(t *testing.T) {
 	}
 }
 
+// Each store's Retryable on its errors, and on errors of none.
 func TestRetryable(t *testing.T) {
 	for _, c := range []struct {
 		err  error
@@ -282,12 +246,23 @@ func TestRetryable(t *testing.T) {
 		{fmt.Errorf("writing: %w", &mysql.MySQLError{Number: 1927}), true},
 		{&mysql.MySQLError{Number: 1146, Message: "Table doesn't exist"}, false},
 		{&mysql.MySQLError{Number: 1045, Message: "Access denied"}, false},
+		{online.Permanent{Err: errors.New("no")}, false},
+	} {
+		if got := mysqlRetryable(c.err); got != c.want {
+			t.Errorf("mysqlRetryable(%v) = %v", c.err, got)
+		}
+	}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{io.ErrUnexpectedEOF, true},
 		{respError{"redis: WRONGTYPE Operation against a key holding the wrong kind of value"}, false},
 		{respError{"redis: OOM command not allowed"}, true},
-		{permanent{errors.New("no")}, false},
+		{online.Permanent{Err: errors.New("no")}, false},
 	} {
-		if got := retryable(c.err); got != c.want {
-			t.Errorf("retryable(%v) = %v", c.err, got)
+		if got := redisRetryable(c.err); got != c.want {
+			t.Errorf("redisRetryable(%v) = %v", c.err, got)
 		}
 	}
 }

@@ -1,17 +1,13 @@
-package reconcile
+package online
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync/atomic"
-	"time"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/reconcile/report"
 )
 
 // Item is one key to write online: its fingerprint and, for online sides
@@ -45,8 +41,36 @@ type Source interface {
 	Held(ctx context.Context, items []Item, present []bool) error
 	// Plan prints, one a line, the commands Write would send.
 	Plan(w io.Writer, items []Item) error
+	// Retryable tells an error of this source's that may pass with time
+	// (a lost connection, a timeout), worth retrying, from an answer of
+	// its server (a syntax error, a missing table, wrong credentials) that
+	// a retry would only repeat: each store knows its own.
+	Retryable(err error) bool
 	// Close releases the connections.
 	Close() error
+}
+
+// An Auditor is a Source that is audited rather than listed (a bloom holds
+// bits, not keys): Audit tests every fingerprint of x against what it
+// holds, adds those held to *held and gives the others to missing, in
+// order, pacing itself by st. It fills rep.Mode and its own section of
+// rep. What it holds that x does not is not known.
+type Auditor interface {
+	Source
+	Audit(ctx context.Context, x *fpstore.Index, st *ReadStats, held *int64, missing func(fpstore.Fingerprint) error, rep *report.Report) error
+}
+
+// A Sharded source writes each key into one of its shards. The read back
+// after the writes reads each shard written whole, besides asking for
+// each key: a shard deleted or flushed meanwhile loses keys that the run
+// did not write.
+type Sharded interface {
+	Source
+	Shards() uint64
+	ShardOf(fp fpstore.Fingerprint) uint64
+	// ReadBackShards reads the shards touched marks back whole into
+	// rep.ReadBack (its Shards, and Short).
+	ReadBackShards(ctx context.Context, touched []bool, rep *report.Report) error
 }
 
 // ReadStats are the figures of reading the online side.
@@ -61,10 +85,17 @@ type ReadStats struct {
 	Narrow     int64        // values of 16 bytes / 32 hex digits
 	Full       int64        // values of 32 bytes / 64 hex digits
 	Masters    []string     // Redis Cluster: the masters scanned
-	limiter    *pacer
+	// Pace paces reading (Config.ReadRate); nil: no limit.
+	Pace *Pacer
+	// CheckDistinct, set by a source whose Expected counts distinct
+	// values (SCARD), is what a comparison that read got of them (in the
+	// index's range or not, and the bad ones) notes: "" when they agree.
+	CheckDistinct func(got int64) string
 }
 
-func (st *ReadStats) bad(v string, samples int) {
+// AddBad counts v, a value that is not a fingerprint, and keeps it as a
+// sample while there are fewer than samples.
+func (st *ReadStats) AddBad(v string, samples int) {
 	st.Bad++
 	if len(st.BadSamples) < samples {
 		if len(v) > 120 {
@@ -74,17 +105,17 @@ func (st *ReadStats) bad(v string, samples int) {
 	}
 }
 
-// wait paces reading to Options.ReadRate.
-func (st *ReadStats) wait(ctx context.Context, n int) error {
-	if st.limiter == nil {
+// Wait paces reading n values to Config.ReadRate.
+func (st *ReadStats) Wait(ctx context.Context, n int) error {
+	if st.Pace == nil {
 		return nil
 	}
-	return st.limiter.wait(ctx, n)
+	return st.Pace.Wait(ctx, n)
 }
 
-// parseHex reads 32 or 64 hex digits (either case) as a fingerprint: a
+// ParseHex reads 32 or 64 hex digits (either case) as a fingerprint: a
 // 64-digit SHA-256 is compared on its first 128 bits.
-func parseHex[T string | []byte](s T) (fp fpstore.Fingerprint, ok bool) {
+func ParseHex[T string | []byte](s T) (fp fpstore.Fingerprint, ok bool) {
 	if len(s) != 32 && len(s) != 64 {
 		return fp, false
 	}
@@ -105,6 +136,16 @@ func parseHex[T string | []byte](s T) (fp fpstore.Fingerprint, ok bool) {
 	return fp, bad&0xf0 == 0
 }
 
+// IsHex reports whether b holds hex digits only (either case).
+func IsHex(b []byte) bool {
+	for _, c := range b {
+		if unhex[c] == 0xff {
+			return false
+		}
+	}
+	return true
+}
+
 var unhex = func() (t [256]byte) {
 	for i := range t {
 		t[i] = 0xff
@@ -121,8 +162,8 @@ var unhex = func() (t [256]byte) {
 
 const hexDigits = "0123456789abcdef"
 
-// itemHex is the item's lowercase hex: 64 digits when full, else 32.
-func itemHex(it *Item, full bool) string {
+// Hex is the item's lowercase hex: 64 digits when full, else 32.
+func (it *Item) Hex(full bool) string {
 	if full {
 		var b [64]byte
 		for i, c := range it.Full {
@@ -133,8 +174,19 @@ func itemHex(it *Item, full bool) string {
 	return it.FP.String()
 }
 
-// itemBytes is the item's big-endian bytes: 32 when full, else 16.
-func itemBytes(it *Item, full bool) []byte {
+// AppendHex appends the item's lowercase hex: 64 digits when full.
+func (it *Item) AppendHex(dst []byte, full bool) []byte {
+	if full {
+		for _, c := range it.Full {
+			dst = append(dst, hexDigits[c>>4], hexDigits[c&15])
+		}
+		return dst
+	}
+	return it.FP.AppendHex(dst)
+}
+
+// Bytes is the item's big-endian bytes: 32 when full, else 16.
+func (it *Item) Bytes(full bool) []byte {
 	if full {
 		return append([]byte(nil), it.Full[:]...)
 	}
@@ -145,87 +197,3 @@ func itemBytes(it *Item, full bool) []byte {
 	}
 	return b
 }
-
-// A Wait is a retry about to be made: what failed, on which try of how
-// many, why, and how long until the next (Options.Waiting).
-type Wait struct {
-	What       string // "reaching redis://…", "reading mysql://…"
-	Try, Tries int
-	Err        error
-	Next       time.Duration
-}
-
-// waiting is the retry hook that tells o.Waiting, if set, of each retry of
-// what, and counts it in n, if set.
-func (o *Options) waiting(what string, n *atomic.Int64) func(Wait) {
-	return func(w Wait) {
-		if n != nil {
-			n.Add(1)
-		}
-		if o.Waiting != nil {
-			w.What = what
-			o.Waiting(w)
-		}
-	}
-}
-
-// retry runs fn up to 1+retries times with exponential backoff (capped at
-// 5 s) while it fails with a retryable error and ctx is live; onRetry, if
-// set, is told of each retry before its backoff.
-func retry(ctx context.Context, retries int, backoff time.Duration, onRetry func(Wait), fn func() error) error {
-	var err error
-	for attempt := 0; ; attempt++ {
-		if err = fn(); err == nil || ctx.Err() != nil || attempt >= retries || !retryable(err) {
-			return err
-		}
-		d := backoff << attempt
-		if d > 5*time.Second {
-			d = 5 * time.Second
-		}
-		if onRetry != nil {
-			onRetry(Wait{Try: attempt + 1, Tries: retries + 1, Err: err, Next: d})
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(d):
-		}
-	}
-}
-
-// retryable tells a lost connection or a timeout, worth retrying, from an
-// answer of the server (a syntax error, a missing table, wrong credentials)
-// that a retry would only repeat.
-func retryable(err error) bool {
-	var perm permanent
-	var re *ReplyError
-	if errors.As(err, &perm) || errors.As(err, &re) {
-		return false // a server that sent a reply past its bounds would send it again
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		// An answer of a live server: only these pass with time.
-		switch me.Number {
-		case 1040, // too many connections
-			1053, // server shutdown in progress
-			1205, // lock wait timeout
-			1213, // deadlock
-			1317, // query execution was interrupted
-			1927: // connection was killed
-			return true
-		}
-		return false
-	}
-	s := err.Error()
-	for _, p := range []string{"WRONGPASS", "NOAUTH", "WRONGTYPE", "NOPERM", "ERR unknown command"} {
-		if strings.Contains(s, p) {
-			return false
-		}
-	}
-	return true
-}
-
-// permanent marks an error that no retry can fix.
-type permanent struct{ error }
-
-func (p permanent) Unwrap() error { return p.error }

@@ -1,4 +1,4 @@
-package reconcile
+package online
 
 import (
 	"context"
@@ -7,29 +7,33 @@ import (
 	"syscall"
 )
 
-// hangup closes every connection a run opened once the run's context is
+// Hangup closes every connection a run opened once the run's context is
 // done. go-redis and the MySQL driver look at a context between commands,
-// and respPool not at all, so a read blocked on a server that stays silent
+// and the Redis adapters' own pipelines (redisconn.Pool) not at all, so a read blocked on a server that stays silent
 // (a paused or frozen Redis, a listener that accepts and never answers)
 // ended only at the timeout: a signal took up to (1+Retries)×Timeout to
 // act. Closed under it, the read fails at once and the run stops as it
 // does for any interruption (the checkpoint saved, the interrupted error).
 // A connection dialed after that (a clean-up under
 // context.WithoutCancel) is left to its own timeout.
-type hangup struct {
+type Hangup struct {
 	mu    sync.Mutex
 	conns map[*hangConn]struct{}
 	done  bool
 	stop  func() bool
 }
 
-func newHangup(ctx context.Context) *hangup {
-	h := &hangup{conns: map[*hangConn]struct{}{}}
+// NewHangup closes the connections it tracks once ctx is done, until Stop.
+func NewHangup(ctx context.Context) *Hangup {
+	h := &Hangup{conns: map[*hangConn]struct{}{}}
 	h.stop = context.AfterFunc(ctx, h.closeAll)
 	return h
 }
 
-func (h *hangup) closeAll() {
+// Stop ends the watch of the context: what is tracked is left open.
+func (h *Hangup) Stop() bool { return h.stop() }
+
+func (h *Hangup) closeAll() {
 	h.mu.Lock()
 	h.done = true
 	conns := h.conns
@@ -40,9 +44,9 @@ func (h *hangup) closeAll() {
 	}
 }
 
-// track returns c, to be closed with the others when the run's context is
-// done; a nil hangup (Options not from Run) tracks nothing.
-func (h *hangup) track(c net.Conn) net.Conn {
+// Track returns c, to be closed with the others when the run's context is
+// done; a nil Hangup (Options not from Run) tracks nothing.
+func (h *Hangup) Track(c net.Conn) net.Conn {
 	if h == nil {
 		return c
 	}
@@ -55,10 +59,10 @@ func (h *hangup) track(c net.Conn) net.Conn {
 	return hc
 }
 
-// hangConn is a connection hangup tracks.
+// hangConn is a connection a Hangup tracks.
 type hangConn struct {
 	net.Conn
-	h *hangup
+	h *Hangup
 }
 
 func (c *hangConn) Close() error {

@@ -1,11 +1,11 @@
-package reconcile
+package online
 
 import (
 	"context"
 	"sync"
 )
 
-// ordered runs work on conns goroutines over the batches that feed sends,
+// Ordered runs work on conns goroutines over the batches that feed sends,
 // and hands each finished batch to done in the order it was sent: what
 // probes and Apply need (answers and checkpoints in index order, the
 // server busy on several connections). send reports false once the run is
@@ -14,7 +14,7 @@ import (
 // Once send has reported false the result is never nil: with no error of
 // work, done or feed, it is the cause of ctx's cancellation (a feed that
 // stopped early must not pass for a complete run).
-func ordered[T any](ctx context.Context, conns int,
+func Ordered[T any](ctx context.Context, conns int,
 	feed func(ctx context.Context, send func(T) bool) error,
 	work func(ctx context.Context, b T) error,
 	done func(b T) error) error {

@@ -1,4 +1,4 @@
-package reconcile
+package online
 
 import (
 	"context"
@@ -6,27 +6,29 @@ import (
 	"time"
 )
 
-// pacer limits a rate in keys per second across goroutines: a batch of n
+// Pacer limits a rate in keys per second across goroutines: a batch of n
 // keys reserves the next n/rate seconds of the schedule and waits until
 // they have passed, so the rate holds from the first key (the first
 // batch too waits its n/rate: a whole bloom audit in one batch went
 // unpaced). Idle time is not saved up, so there are no bursts after a
 // pause.
-type pacer struct {
+type Pacer struct {
 	mu   sync.Mutex
 	rate float64
 	next time.Time
 }
 
-// newPacer returns nil (no limit) for a rate <= 0.
-func newPacer(rate float64) *pacer {
+// NewPacer returns nil (no limit) for a rate <= 0.
+func NewPacer(rate float64) *Pacer {
 	if rate <= 0 {
 		return nil
 	}
-	return &pacer{rate: rate}
+	return &Pacer{rate: rate}
 }
 
-func (p *pacer) wait(ctx context.Context, n int) error {
+// Wait reserves the next n/rate seconds of the schedule and waits until
+// they have passed; at once for a nil Pacer.
+func (p *Pacer) Wait(ctx context.Context, n int) error {
 	if p == nil {
 		return nil
 	}

@@ -1,0 +1,186 @@
+package reconcile
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/reconcile/online"
+)
+
+// Options configure Run.
+type Options struct {
+	Index        string  // the truth index
+	Target       *Target // the online side (ParseURL)
+	Password     string  // never printed
+	Probe        bool    // look each offline fingerprint up online instead of reading the online side
+	OnlineFormat string  // file: "fp" (hex fingerprints) or "key" (keys, hashed with SHA-256)
+
+	Missing, Extra string // indexes to write (optional)
+	Records        []string
+	Backfill       string
+	// BackfillFormat is how the backfill writes Parquet records' rows (as
+	// read, or converted to text: ingest.RowFormat).
+	BackfillFormat ingest.RowFormat
+	// RecordReading says how Records are read and keyed (nil: lines, each
+	// line a key), completed and checked against the index's recorded key
+	// recipe by ingest.ResolveRecipe, so that records read as the index was
+	// built give its fingerprints; with its Assume set, a recipe that
+	// differs is used anyway and Report.Warnings says so.
+	RecordReading *ingest.RecipeRequest
+	// MaxRecord bounds a record's bytes (0: no limit); a longer one is bad.
+	MaxRecord int
+	// BadRecords says what a record without a key does (ingest.ParseOnBad):
+	// "fail" (or ""), "skip", or "quarantine=FILE".
+	BadRecords string
+
+	Apply     bool
+	DryRun    bool
+	DryRunOut io.Writer
+	TTL       time.Duration
+	Rate      float64 // keys/s written, 0: no limit
+	ReadRate  float64 // keys/s read or probed, 0: no limit
+	Batch     int
+	Conns     int
+	Retries   int
+	Backoff   time.Duration
+	Timeout   time.Duration
+	// Waiting, if set, is told of every retry (a silent server takes
+	// (1+Retries) × Timeout plus the backoffs to give up).
+	Waiting    func(Wait)
+	Checkpoint string
+
+	// Group, if set, holds Missing, Extra and Backfill until the caller
+	// commits it (its commit point, after a Run that succeeded); without
+	// one each is published as soon as it is complete.
+	Group *atomicfile.Group
+
+	// Rebuild lists the bloom shards to rebuild from the truth (after the
+	// audit): each written whole beside the live one, then ORed with it
+	// and swapped in, atomically on its node. Not with Apply.
+	Rebuild []uint64
+
+	// TargetFPR is the false-positive rate a bloom audit sizes the L2 for
+	// (0: DefaultTargetFPR).
+	TargetFPR float64
+
+	Mem     int64
+	TmpDir  string
+	Threads int
+	Samples int
+
+	Progress *ingest.Progress // Records: online values read (optional)
+	Version  string           // the tool's version, for the report
+}
+
+func (o *Options) check() error {
+	t := o.Target
+	if o.Batch < 1 {
+		o.Batch = 1000
+	}
+	if o.Conns < 1 {
+		o.Conns = 1
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 250 * time.Millisecond
+	}
+	if o.Samples < 0 {
+		o.Samples = 0
+	}
+	if o.TmpDir == "" {
+		o.TmpDir = os.TempDir()
+	}
+	if o.DryRunOut == nil {
+		o.DryRunOut = io.Discard
+	}
+	switch o.OnlineFormat {
+	case "", "fp":
+	case "key":
+		if t.Kind != File {
+			return &OptionError{Rule: KeysNotFromFile}
+		}
+	default:
+		return &OptionError{Rule: UnknownOnlineFormat, Value: o.OnlineFormat}
+	}
+	if o.TTL != 0 && t.Kind != RedisKeys {
+		return &OptionError{Rule: TTLNotRedisKeys}
+	}
+	if o.TTL < 0 {
+		return &OptionError{Rule: NegativeTTL}
+	}
+	if o.Probe && t.Kind == File {
+		return &OptionError{Rule: ProbeFile}
+	}
+	if o.writes() && t.Kind == File {
+		return &OptionError{Rule: ApplyToFile, Target: t.Redacted}
+	}
+	if o.Backfill != "" && len(o.Records) == 0 {
+		return &OptionError{Rule: BackfillWithoutRecords}
+	}
+	if len(o.Records) > 0 && o.Backfill == "" && !o.writes() {
+		return &OptionError{Rule: RecordsUnused}
+	}
+	if _, err := ingest.ParseOnBad(o.BadRecords); err != nil {
+		return &OptionError{Rule: BadRecordsPolicy, Err: err}
+	}
+	if o.Checkpoint != "" && !o.Apply {
+		return &OptionError{Rule: CheckpointWithoutApply}
+	}
+	if o.Extra != "" && (o.Probe || t.Kind == RedisBloom) {
+		return &OptionError{Rule: ExtraNotListed}
+	}
+	if o.TargetFPR < 0 || o.TargetFPR >= 1 {
+		return &OptionError{Rule: BadTargetFPR}
+	}
+	if o.TargetFPR != 0 && t.Kind != RedisBloom {
+		return &OptionError{Rule: TargetFPRNotBloom}
+	}
+	if len(o.Rebuild) > 0 {
+		if err := o.checkRebuild(); err != nil {
+			return err
+		}
+	}
+	if o.Rate < 0 || o.ReadRate < 0 {
+		return &OptionError{Rule: NegativeRate}
+	}
+	return nil
+}
+
+func (o *Options) checkRebuild() error {
+	t := o.Target
+	switch {
+	case t.Kind != RedisBloom:
+		return &OptionError{Rule: RebuildNotBloom}
+	case o.Apply || o.Probe:
+		return &OptionError{Rule: RebuildWithApply}
+	case t.Cluster && !hashTagHoldsShard(t.BloomKeys):
+		return &OptionError{Rule: RebuildNeedsHashTag, Value: string(t.BloomKeys)}
+	}
+	for _, s := range o.Rebuild {
+		if s >= t.Bloom.Shards {
+			return &OptionError{Rule: RebuildShardRange, Value: fmt.Sprint(s), Target: fmt.Sprint(t.Bloom.Shards)}
+		}
+	}
+	if need := t.Bloom.ShardBytes() + 64<<20; o.Mem < need {
+		return &OptionError{Rule: RebuildNeedsMem, Value: fmt.Sprint(need)}
+	}
+	return nil
+}
+
+// writes: the run writes the missing keys online, or prints what it would
+// write (DryRun).
+func (o *Options) writes() bool { return o.Apply || o.DryRun }
+
+// config is what the parts of the run beneath the facade read of o, once
+// check has filled in its defaults; h closes the run's connections.
+func (o *Options) config(h *online.Hangup) *online.Config {
+	return &online.Config{Target: o.Target.Redacted, Password: o.Password, Probe: o.Probe,
+		Batch: o.Batch, Conns: o.Conns, Retries: o.Retries, Backoff: o.Backoff, Timeout: o.Timeout, Waiting: o.Waiting,
+		ReadRate: o.ReadRate, Mem: o.Mem, TmpDir: o.TmpDir, Threads: o.Threads, Samples: o.Samples, Progress: o.Progress, Hangup: h}
+}
