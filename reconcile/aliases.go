@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"github.com/fpdedup/fpdedup/reconcile/apply"
+	"github.com/fpdedup/fpdedup/reconcile/join"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 	"github.com/fpdedup/fpdedup/reconcile/report"
 )
@@ -45,3 +47,25 @@ const (
 
 // RebuildRerun says what rerunning an interrupted rebuild does.
 const RebuildRerun = online.RebuildRerun
+
+// The comparison's and the writes' errors are packages join's and apply's.
+type (
+	ProbeError             = join.ProbeError
+	CheckpointError        = apply.CheckpointError
+	CheckpointProblem      = apply.CheckpointProblem
+	WriteError             = apply.WriteError
+	ReadBackError          = apply.ReadBackError
+	UnsavedCheckpointError = apply.UnsavedCheckpointError
+	// Checkpoint is the file Options.Checkpoint names.
+	Checkpoint = apply.Checkpoint
+)
+
+// ErrUnsorted: a source said to be sorted is not in fingerprint order.
+var ErrUnsorted = join.ErrUnsorted
+
+// The problems of a checkpoint file.
+const (
+	NotACheckpoint = apply.NotACheckpoint // not a checkpoint of this format version
+	OtherRun       = apply.OtherRun       // written for another index or online side
+	BadLast        = apply.BadLast        // its last fingerprint is not 32 hex digits
+)

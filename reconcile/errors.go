@@ -23,9 +23,6 @@ var ErrWrongHash = errors.New("the index's hash is not the online side's")
 // *NeedRecordsError names the target).
 var ErrNeedRecords = errors.New("the online side holds whole 32-byte SHA-256 digests, which a 128-bit index cannot give")
 
-// ErrUnsorted: a source said to be sorted is not in fingerprint order.
-var ErrUnsorted = errors.New("the online source is not in fingerprint order")
-
 // ErrNoPath: ParseURL was given "file:" without a path.
 var ErrNoPath = errors.New("file:PATH needs a path")
 
@@ -189,88 +186,6 @@ func (e *TooManyDigestsError) Error() string {
 	return fmt.Sprintf("more than %d whole digests to write do not fit in Options.Mem: apply a slice at a time (mysql …&where=, or a partitioned index)", e.Max)
 }
 
-// A CheckpointError is a checkpoint file this run cannot resume from.
-type CheckpointError struct {
-	Path    string
-	Problem CheckpointProblem
-	// Last is the bad last fingerprint (BadLast).
-	Last string
-	// The run the file belongs to and this one (OtherRun): the online
-	// side's redacted URL and the index's fingerprint count.
-	FileOnline       string
-	FileFingerprints uint64
-	Online           string
-	Fingerprints     uint64
-}
-
-// CheckpointProblem says why a checkpoint file cannot be used.
-type CheckpointProblem int
-
-// The problems of a checkpoint file.
-const (
-	NotACheckpoint CheckpointProblem = iota + 1 // not a checkpoint of this format version
-	OtherRun                                    // written for another index or online side
-	BadLast                                     // its last fingerprint is not 32 hex digits
-)
-
-func (e *CheckpointError) Error() string {
-	switch e.Problem {
-	case NotACheckpoint:
-		return fmt.Sprintf("checkpoint %s is not an fpdedup reconcile checkpoint (remove it to start over)", e.Path)
-	case OtherRun:
-		return fmt.Sprintf("checkpoint %s belongs to another run (%s, index of %d fingerprints), not this one (%s, %d): remove it or name another file",
-			e.Path, e.FileOnline, e.FileFingerprints, e.Online, e.Fingerprints)
-	case BadLast:
-		return fmt.Sprintf("checkpoint %s: bad last fingerprint %q", e.Path, e.Last)
-	}
-	return fmt.Sprintf("checkpoint %s: CheckpointProblem(%d)", e.Path, int(e.Problem))
-}
-
-// A WriteError: writing the missing keys online failed after the retries.
-// Keys written before it are online; a rerun finds them present and, with
-// a checkpoint, resumes after CheckpointLast.
-//
-// Err is kept as a field and not unwrapped (errors.Is and errors.As do
-// not see through a WriteError): it is the server's or the network's
-// failure, reported in words, and a broken connection to the server must
-// not be mistaken for one of the caller's own (a closed stdout's EPIPE).
-type WriteError struct {
-	Target         string // the online side's redacted URL
-	Err            error  // what the last attempt failed with
-	Retries        int64  // retries in all
-	MaxRetries     int    // Options.Retries: at most this many per batch
-	Written        int64  // keys written and acknowledged in this run
-	Checkpoint     string // Options.Checkpoint; "" none
-	CheckpointLast string // the last fingerprint the checkpoint covers
-}
-
-func (e *WriteError) Error() string { return e.Text(e.Err.Error()) }
-
-// Text is the error's message with cause as the words for Err: a caller
-// that words Err its own way keeps the rest.
-func (e *WriteError) Text(cause string) string {
-	msg := fmt.Sprintf("writing to %s failed: %s (%d retries in all, at most %d per batch); %d keys written in this run", e.Target, cause, e.Retries, e.MaxRetries, e.Written)
-	if e.Checkpoint != "" {
-		return msg + fmt.Sprintf(", checkpoint %s at %s: rerun the same command to resume after it", e.Checkpoint, e.CheckpointLast)
-	}
-	return msg + ": rerun the same command to write the rest (what was written now shows as present)"
-}
-
-// ReadBackError is a read back after --apply's writes that failed: the
-// keys were written, but what the store holds after them is not known.
-type ReadBackError struct {
-	Target  string
-	Written int64 // keys written by the run
-	Probed  int64 // keys read back before the failure
-	Err     error
-}
-
-func (e *ReadBackError) Error() string {
-	return fmt.Sprintf("%d keys were written to %s, but reading them back failed after %d: %v; audit it again (writing nothing) to see what it holds", e.Written, e.Target, e.Probed, e.Err)
-}
-
-func (e *ReadBackError) Unwrap() error { return e.Err }
-
 // RebuiltShortError is a rebuilt segment that held fewer bits than the
 // truth sets in it when it was to be swapped in: what was written was lost
 // in part (its server restarted, or another client wrote to it). It was
@@ -291,45 +206,6 @@ func (e *RebuiltShortError) Say(rerun string) string {
 	return fmt.Sprintf("the rebuilt %s holds %d bits set where the truth sets %d: part of what was written to it is gone (its server restarted, or another client wrote to it), so it was not swapped in and %s is as it was; %s",
 		e.Key, e.Bits, e.Truth, e.Live, rerun)
 }
-
-// An UnsavedCheckpointError is a failed --apply whose checkpoint could not
-// be saved either.
-type UnsavedCheckpointError struct {
-	Err, Save error
-}
-
-func (e *UnsavedCheckpointError) Error() string {
-	return fmt.Sprintf("%v (and the checkpoint could not be saved: %v)", e.Err, e.Save)
-}
-
-func (e *UnsavedCheckpointError) Unwrap() []error { return []error{e.Err, e.Save} }
-
-// A ProbeError is a probe of the online side that failed after the
-// retries.
-type ProbeError struct {
-	Target   string // redacted URL
-	Answered int64  // keys answered before it failed
-	Retries  int    // in all
-	PerBatch int    // at most, per batch
-	// Retryable: the failure was of the network or the server; a rerun
-	// may succeed.
-	Retryable bool
-	Err       error
-}
-
-func (e *ProbeError) Error() string { return e.Say(e.Err.Error()) }
-
-// Say is the message with cause as what failed.
-func (e *ProbeError) Say(cause string) string {
-	msg := fmt.Sprintf("probing %s failed after %d keys were answered (%d retries in all, at most %d per batch): %s",
-		e.Target, e.Answered, e.Retries, e.PerBatch, cause)
-	if e.Retryable {
-		msg += "; nothing was published, rerun to probe again"
-	}
-	return msg
-}
-
-func (e *ProbeError) Unwrap() error { return e.Err }
 
 // A ReplyError is a reply of a Redis server that Run refuses to read: one
 // that declares more than a reply may hold, or bytes that are not RESP2.

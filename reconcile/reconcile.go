@@ -12,6 +12,8 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/reconcile/apply"
+	"github.com/fpdedup/fpdedup/reconcile/join"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 	"github.com/fpdedup/fpdedup/reconcile/report"
 )
@@ -106,15 +108,15 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 		}
 	}
 
-	d, err := newDifferences(cfg, outputs{Missing: o.Missing, Extra: o.Extra, Group: o.Group, Records: len(o.Records) > 0, Writes: o.writes()}, x)
+	d, err := join.NewDifferences(cfg, join.Outputs{Missing: o.Missing, Extra: o.Extra, Group: o.Group, Records: len(o.Records) > 0, Writes: o.writes()}, x)
 	if err != nil {
 		return err
 	}
-	defer d.close()
-	if err := compare(ctx, cfg, x, src, d, rep); err != nil {
+	defer d.Close()
+	if err := join.Compare(ctx, cfg, x, src, d, rep); err != nil {
 		return err
 	}
-	if err := d.commit(rep); err != nil {
+	if err := d.Commit(rep); err != nil {
 		return err
 	}
 	wide, err := keyWidth(o, src, rep)
@@ -123,8 +125,8 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 	}
 
 	var missing *fpstore.Index
-	if d.missingPath != "" {
-		if missing, err = fpstore.Open(d.missingPath); err != nil {
+	if p := d.MissingPath(); p != "" {
+		if missing, err = fpstore.Open(p); err != nil {
 			return err
 		}
 		defer missing.Close()
@@ -136,8 +138,8 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 		}
 	}
 	if o.writes() && len(o.Rebuild) == 0 {
-		ao := applyOptions{Index: o.Index, Checkpoint: o.Checkpoint, DryRun: o.DryRun, DryRunOut: o.DryRunOut, Rate: o.Rate}
-		if err := applyMissing(ctx, cfg, ao, rep, src, x, missing, d.spool, wide, digests); err != nil {
+		ao := apply.Options{Index: o.Index, Checkpoint: o.Checkpoint, DryRun: o.DryRun, DryRunOut: o.DryRunOut, Rate: o.Rate}
+		if err := apply.Missing(ctx, cfg, ao, rep, src, x, missing, d.Spool(), wide, digests); err != nil {
 			return err
 		}
 	}

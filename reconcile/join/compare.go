@@ -1,4 +1,4 @@
-package reconcile
+package join
 
 import (
 	"context"
@@ -9,31 +9,32 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/report"
 )
 
-// differences are where the comparison puts what only one side holds. The
-// missing fingerprints (only offline) go to an index, Options.Missing or
+// Differences are where the comparison puts what only one side holds. The
+// missing fingerprints (only offline) go to an index, Outputs.Missing or
 // a temporary one the records pass looks records up in, or else, when
 // only Apply needs them, to a spool; the extra ones (only online) to
-// Options.Extra. Each side's sink counts them and keeps the first as
+// Outputs.Extra. Each side's sink counts them and keeps the first as
 // samples.
-type differences struct {
-	out          outputs
+type Differences struct {
+	out          Outputs
 	tmpDir       string          // holds the temporary missing index; "" none
 	missingPath  string          // the missing index, once committed; "" when there is none
 	missingIndex *fpstore.Writer // nil when none, or once committed
-	// throughIndex is Options.Missing when it is written through (a
+	// throughIndex is Outputs.Missing when it is written through (a
 	// device, a FIFO), which cannot be read back: the missing set is then
-	// also kept as if there were no Options.Missing.
+	// also kept as if there were no Outputs.Missing.
 	throughIndex *fpstore.Writer
 	extraIndex   *fpstore.Writer
-	spool        *spool
+	spool        *Spool
 	missing      *sink
 	extra        *sink
 }
 
-// outputs say where the differences go and who reads them after.
-type outputs struct {
+// Outputs say where the Differences go and who reads them after.
+type Outputs struct {
 	Missing, Extra string            // the indexes to write (optional)
 	Group          *atomicfile.Group // holds Missing and Extra until the caller commits it; nil: published when complete
 	// Records: the records pass looks the missing keys up, so they are
@@ -44,13 +45,13 @@ type outputs struct {
 	Writes bool
 }
 
-// newDifferences makes the outputs the run needs. close undoes what was
+// NewDifferences makes the outputs the run needs. Close undoes what was
 // not committed, whatever happened.
-func newDifferences(o *online.Config, out outputs, x *fpstore.Index) (_ *differences, err error) {
-	d := &differences{out: out}
+func NewDifferences(o *online.Config, out Outputs, x *fpstore.Index) (_ *Differences, err error) {
+	d := &Differences{out: out}
 	defer func() {
 		if err != nil {
-			d.close()
+			d.Close()
 		}
 	}()
 	missingPath := out.Missing
@@ -70,7 +71,7 @@ func newDifferences(o *online.Config, out outputs, x *fpstore.Index) (_ *differe
 	}
 	if missingPath == "" && out.Records {
 		if d.tmpDir, err = os.MkdirTemp(o.TmpDir, "fpdedup-reconcile-*"); err != nil {
-			return nil, &FileError{Op: "make a temp directory in", File: TempDir, Err: err}
+			return nil, &online.FileError{Op: "make a temp directory in", File: online.TempDir, Err: err}
 		}
 		missingPath = filepath.Join(d.tmpDir, "missing.fpx")
 	}
@@ -106,9 +107,9 @@ func newDifferences(o *online.Config, out outputs, x *fpstore.Index) (_ *differe
 	return d, nil
 }
 
-// commit finishes the indexes (published at the command's commit point
+// Commit finishes the indexes (published at the command's commit point
 // when they are outputs of a Group), and names them in the report.
-func (d *differences) commit(rep *Report) error {
+func (d *Differences) Commit(rep *report.Report) error {
 	if d.missingIndex != nil {
 		if _, err := d.missingIndex.Commit(); err != nil {
 			return err
@@ -136,8 +137,16 @@ func (d *differences) commit(rep *Report) error {
 	return nil
 }
 
-// close aborts the indexes not committed and removes the temporary files.
-func (d *differences) close() {
+// MissingPath is the missing index once committed, where the records pass
+// reads it; "" when there is none.
+func (d *Differences) MissingPath() string { return d.missingPath }
+
+// Spool is where the missing keys were kept for Apply without an index;
+// nil when they are in one.
+func (d *Differences) Spool() *Spool { return d.spool }
+
+// Close aborts the indexes not committed and removes the temporary files.
+func (d *Differences) Close() {
 	if d.missingIndex != nil {
 		d.missingIndex.Abort()
 	}
@@ -164,16 +173,17 @@ type comparison struct {
 	index   *fpstore.Index
 	src     online.Source
 	audited bool // the source was audited (online.Auditor): what only it holds is not known
-	d       *differences
-	rep     *Report
+	d       *Differences
+	rep     *report.Report
 	stats   *online.ReadStats
 	checked *checker // the online stream, in range, in order, without repeats
 	both    int64
 	start   time.Time
 }
 
-// compare runs the comparison and puts its figures in the report.
-func compare(ctx context.Context, o *online.Config, x *fpstore.Index, src online.Source, d *differences, rep *Report) error {
+// Compare runs the comparison and puts its figures in the report: a
+// probe (o.Probe), an audit (an online.Auditor) or a join.
+func Compare(ctx context.Context, o *online.Config, x *fpstore.Index, src online.Source, d *Differences, rep *report.Report) error {
 	c := &comparison{o: o, index: x, src: src, d: d, rep: rep,
 		stats:   &online.ReadStats{Pace: online.NewPacer(o.ReadRate)},
 		checked: &checker{rng: x.Range(), what: o.Target},
@@ -205,7 +215,7 @@ func compare(ctx context.Context, o *online.Config, x *fpstore.Index, src online
 // probe looks each offline fingerprint up online.
 func (c *comparison) probe(ctx context.Context) error {
 	c.rep.Mode = "probe"
-	err := probeJoin(ctx, newCursorReader(c.index), c.src, c.o, c.stats, &c.both, c.d.missing)
+	err := probeJoin(ctx, NewCursorReader(c.index), c.src, c.o, c.stats, &c.both, c.d.missing)
 	c.rep.Timings.OnlineRead = time.Since(c.start).Seconds()
 	if err == nil {
 		return nil
@@ -228,11 +238,11 @@ func (c *comparison) join(ctx context.Context) error {
 		c.checked.downstream = emit
 		return c.readOnline(ctx, sorter)
 	})
-	err := mergeJoin(ctx, newCursorReader(c.index), online, &c.both, c.d.missing, c.d.extra)
+	err := mergeJoin(ctx, NewCursorReader(c.index), online, &c.both, c.d.missing, c.d.extra)
 	if err != nil {
 		online.stop()
 	} else {
-		_, err = online.next() // the producer's own error, if any
+		_, err = online.Next() // the producer's own error, if any
 	}
 	if sorter != nil {
 		c.rep.Online.Spills = sorter.Spills()
@@ -285,8 +295,8 @@ func (c *comparison) report(err error) {
 	rep.Online.Masters = st.Masters
 	rep.Online.Distinct, rep.Online.Repeats, rep.Online.OutsideRange = chk.distinct, chk.repeats, chk.outside
 	missing, extra := c.d.missing, c.d.extra
-	rep.Counts = Counts{Both: c.both, OnlyOffline: missing.n, OnlyOnline: extra.n}
-	rep.Samples = Samples{OnlyOffline: missing.samples, OnlyOnline: extra.samples}
+	rep.Counts = report.Counts{Both: c.both, OnlyOffline: missing.n, OnlyOnline: extra.n}
+	rep.Samples = report.Samples{OnlyOffline: missing.samples, OnlyOnline: extra.samples}
 	if c.o.Probe || c.audited {
 		// What only the online side holds is not known: a probe asks of
 		// the offline keys alone, and a bloom holds bits, not keys.

@@ -1,4 +1,4 @@
-package reconcile
+package join
 
 import (
 	"context"
@@ -9,23 +9,24 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 )
 
-// batchReader gives sorted fingerprints in batches; a batch is valid until
+// Reader gives sorted fingerprints in batches; a batch is valid until
 // the next call, and nil means the end.
-type batchReader interface {
-	next() ([]fpstore.Fingerprint, error)
+type Reader interface {
+	Next() ([]fpstore.Fingerprint, error)
 }
 
-// cursorReader reads an index in ascending order.
+// cursorReader reads an index in ascending order (NewCursorReader).
 type cursorReader struct {
 	c   *fpstore.Cursor
 	buf []fpstore.Fingerprint
 }
 
-func newCursorReader(x *fpstore.Index) *cursorReader {
+// NewCursorReader reads x in ascending order.
+func NewCursorReader(x *fpstore.Index) Reader {
 	return &cursorReader{c: x.Cursor(), buf: make([]fpstore.Fingerprint, 8192)}
 }
 
-func (r *cursorReader) next() ([]fpstore.Fingerprint, error) {
+func (r *cursorReader) Next() ([]fpstore.Fingerprint, error) {
 	n, err := r.c.Read(r.buf)
 	if errors.Is(err, io.EOF) {
 		return nil, nil
@@ -76,7 +77,7 @@ func startProducer(ctx context.Context, produce func(ctx context.Context, emit f
 	return r
 }
 
-func (r *chanReader) next() ([]fpstore.Fingerprint, error) {
+func (r *chanReader) Next() ([]fpstore.Fingerprint, error) {
 	if r.prev != nil {
 		select {
 		case r.free <- r.prev:
@@ -193,19 +194,19 @@ func (s *sink) flush() error {
 }
 
 // mergeJoin walks two sorted unique streams in step.
-func mergeJoin(ctx context.Context, off, on batchReader, both *int64, missing, extra *sink) error {
+func mergeJoin(ctx context.Context, off, on Reader, both *int64, missing, extra *sink) error {
 	var a, b []fpstore.Fingerprint
 	aEOF, bEOF := false, false
 	var err error
 	for {
 		if len(a) == 0 && !aEOF {
-			if a, err = off.next(); err != nil {
+			if a, err = off.Next(); err != nil {
 				return err
 			}
 			aEOF = a == nil
 		}
 		if len(b) == 0 && !bEOF {
-			if b, err = on.next(); err != nil {
+			if b, err = on.Next(); err != nil {
 				return err
 			}
 			bEOF = b == nil

@@ -1,4 +1,4 @@
-package reconcile
+package apply
 
 import (
 	"context"
@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/reconcile/join"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/report"
 )
 
-// applyOptions say how the missing keys are written.
-type applyOptions struct {
+// Options say how the missing keys are written.
+type Options struct {
 	Index      string // the truth index's path, as the checkpoint names it
 	Checkpoint string // resume from and record progress in this file ("": none)
 	// DryRun prints on DryRunOut what would be written, and writes nothing.
@@ -23,12 +25,13 @@ type applyOptions struct {
 	Rate      float64 // keys/s written, 0: no limit
 }
 
-// applyMissing writes the missing keys online (or prints them, DryRun),
-// resuming after the checkpoint, and removes the checkpoint when all
-// are written. The keys come from the whole digests of the records
-// (wide), else from the missing index or the spool.
-func applyMissing(ctx context.Context, o *online.Config, ao applyOptions, rep *Report, src online.Source, x, missingIndex *fpstore.Index, missingSpool *spool, wide bool, digests [][32]byte) error {
-	as := &ApplyStats{DryRun: ao.DryRun, Target: o.Target, Checkpoint: ao.Checkpoint}
+// Missing writes the missing keys online (or prints them, DryRun),
+// resuming after the checkpoint, and removes the checkpoint when all are
+// written; then it reads them back (rep.ReadBack, rep.Missing). The keys
+// come from the whole digests of the records (wide: sorted, distinct),
+// else from the missing index or, without one, the spool.
+func Missing(ctx context.Context, o *online.Config, ao Options, rep *report.Report, src online.Source, x, missingIndex *fpstore.Index, missingSpool *join.Spool, wide bool, digests [][32]byte) error {
+	as := &report.ApplyStats{DryRun: ao.DryRun, Target: o.Target, Checkpoint: ao.Checkpoint}
 	rep.Apply = as
 	ck := &Checkpoint{}
 	if ao.Checkpoint != "" {
@@ -48,7 +51,7 @@ func applyMissing(ctx context.Context, o *online.Config, ao applyOptions, rep *R
 		a := &applier{src: src, o: o, ao: ao, ck: ck, st: as, pace: online.NewPacer(ao.Rate)}
 		err := a.run(ctx, produce)
 		rep.Timings.Apply = as.Seconds
-		var ie *ApplyInterruptedError
+		var ie *online.ApplyInterruptedError
 		switch {
 		case errors.As(err, &ie):
 			return err
@@ -70,7 +73,7 @@ func applyMissing(ctx context.Context, o *online.Config, ao applyOptions, rep *R
 		if err := os.Remove(ao.Checkpoint); err == nil {
 			as.CheckpointRemoved = true
 		} else if !errors.Is(err, os.ErrNotExist) {
-			return &FileError{Op: "remove", File: CheckpointFile, Err: err, AfterApply: true}
+			return &online.FileError{Op: "remove", File: online.CheckpointFile, Err: err, AfterApply: true}
 		}
 	}
 	return nil
@@ -98,20 +101,20 @@ func digestItems(digests [][32]byte) items {
 
 // fingerprintItems are the fingerprints of the missing index or, without
 // one, of the spool.
-func fingerprintItems(missingIndex *fpstore.Index, missingSpool *spool) items {
+func fingerprintItems(missingIndex *fpstore.Index, missingSpool *join.Spool) items {
 	return func(emit func([]online.Item) error) error {
-		var r batchReader
+		var r join.Reader
 		if missingIndex != nil {
-			r = newCursorReader(missingIndex)
+			r = join.NewCursorReader(missingIndex)
 		} else {
 			var err error
-			if r, err = missingSpool.reader(); err != nil {
+			if r, err = missingSpool.Reader(); err != nil {
 				return err
 			}
 		}
 		b := make([]online.Item, 0, 8192)
 		for {
-			fps, err := r.next()
+			fps, err := r.Next()
 			if err != nil || fps == nil {
 				return err
 			}
@@ -145,9 +148,9 @@ func countFingerprints(d [][32]byte) int64 {
 type applier struct {
 	src   online.Source
 	o     *online.Config
-	ao    applyOptions
+	ao    Options
 	ck    *Checkpoint
-	st    *ApplyStats
+	st    *report.ApplyStats
 	pace  *online.Pacer
 	saved time.Time
 }
@@ -224,7 +227,7 @@ func (a *applier) run(ctx context.Context, produce items) error {
 	if !a.ao.DryRun && ctx.Err() != nil {
 		// Interrupted (also if the last batch was acknowledged just
 		// before): keys may be online, and the checkpoint says up to where.
-		ie := online.ApplyInterrupted(ctx, ApplyInterruptedError{Target: a.o.Target, Written: a.st.Written, Checkpoint: a.ao.Checkpoint,
+		ie := online.ApplyInterrupted(ctx, online.ApplyInterruptedError{Target: a.o.Target, Written: a.st.Written, Checkpoint: a.ao.Checkpoint,
 			CheckpointLast: a.ck.Last})
 		if a.ao.Checkpoint != "" {
 			if ie.CheckpointErr = a.ck.save(a.ao.Checkpoint); ie.CheckpointErr == nil {
@@ -253,8 +256,8 @@ func (a *applier) run(ctx context.Context, produce items) error {
 // least the bits the audit read before: --apply only sets bits), which
 // also finds keys it did not write lost: a shard deleted or flushed
 // meanwhile.
-func readBackApplied(ctx context.Context, o *online.Config, rep *Report, src online.Source, produce items) error {
-	rb := &ReadBack{Samples: []string{}}
+func readBackApplied(ctx context.Context, o *online.Config, rep *report.Report, src online.Source, produce items) error {
+	rb := &report.ReadBack{Samples: []string{}}
 	rep.ReadBack = rb
 	start := time.Now()
 	defer func() { rb.Seconds = time.Since(start).Seconds() }()
@@ -309,7 +312,7 @@ func readBackApplied(ctx context.Context, o *online.Config, rep *Report, src onl
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return err // the interruption: applyMissing's caller says what was written
+		return err // the interruption: Missing's caller says what was written
 	case err != nil:
 		return &ReadBackError{Target: o.Target, Written: rep.Apply.Written, Probed: rb.Keys, Err: err}
 	}

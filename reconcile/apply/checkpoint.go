@@ -1,4 +1,4 @@
-package reconcile
+package apply
 
 import (
 	"bytes"
@@ -41,7 +41,7 @@ func loadCheckpoint(path string, index string, n uint64, target string) (*Checkp
 		return fresh, nil
 	}
 	if err != nil {
-		return nil, &FileError{Op: "read", File: CheckpointFile, Err: err}
+		return nil, &online.FileError{Op: "read", File: online.CheckpointFile, Err: err}
 	}
 	var c Checkpoint
 	if err := json.Unmarshal(b, &c); err != nil || c.Version != 1 {
@@ -76,7 +76,7 @@ func (c *Checkpoint) save(path string) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return &FileError{Op: "write", File: CheckpointFile, Err: err}
+		return &online.FileError{Op: "write", File: online.CheckpointFile, Err: err}
 	}
 	tmp := f.Name()
 	_, err = f.Write(append(b, '\n'))
@@ -91,13 +91,13 @@ func (c *Checkpoint) save(path string) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return &FileError{Op: "write", File: CheckpointFile, Path: path, Err: err}
+		return &online.FileError{Op: "write", File: online.CheckpointFile, Path: path, Err: err}
 	}
 	if d, err := os.Open(dir); err == nil {
 		err = d.Sync()
 		d.Close()
 		if err != nil {
-			return &FileError{Op: "fsync the directory of", File: CheckpointFile, Path: path, Err: err}
+			return &online.FileError{Op: "fsync the directory of", File: online.CheckpointFile, Path: path, Err: err}
 		}
 	}
 	return nil

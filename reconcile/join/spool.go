@@ -1,4 +1,4 @@
-package reconcile
+package join
 
 import (
 	"bufio"
@@ -8,45 +8,46 @@ import (
 	"os"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
-// spool keeps the missing fingerprints for Apply when no index of them
+// A Spool keeps the missing fingerprints for Apply when no index of them
 // is wanted: 16 big-endian bytes each in an unlinked temp file, written
 // once in order and read back once. Building a temporary index instead
 // (segments, filters, checksums) cost CPU that the writes then lacked.
-type spool struct {
+type Spool struct {
 	f *os.File
 	w *bufio.Writer
 	n int64
 }
 
-func newSpool(dir string) (*spool, error) {
+func newSpool(dir string) (*Spool, error) {
 	f, err := os.CreateTemp(dir, "fpdedup-missing-*.tmp")
 	if err != nil {
-		return nil, &FileError{Op: "make a temp file in", File: TempDir, Err: err}
+		return nil, &online.FileError{Op: "make a temp file in", File: online.TempDir, Err: err}
 	}
 	os.Remove(f.Name()) // gone when closed, whatever happens
-	return &spool{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
+	return &Spool{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
 }
 
 // Add appends fingerprints.
-func (s *spool) Add(fps ...fpstore.Fingerprint) error {
+func (s *Spool) Add(fps ...fpstore.Fingerprint) error {
 	var rec [16]byte
 	for _, fp := range fps {
 		binary.BigEndian.PutUint64(rec[:8], fp.Hi)
 		binary.BigEndian.PutUint64(rec[8:], fp.Lo)
 		if _, err := s.w.Write(rec[:]); err != nil {
-			return &FileError{Op: "write to", File: TempDir, Err: err}
+			return &online.FileError{Op: "write to", File: online.TempDir, Err: err}
 		}
 	}
 	s.n += int64(len(fps))
 	return nil
 }
 
-// reader flushes the spool and reads it from the start.
-func (s *spool) reader() (batchReader, error) {
+// Reader flushes the spool and reads it from the start.
+func (s *Spool) Reader() (Reader, error) {
 	if err := s.w.Flush(); err != nil {
-		return nil, &FileError{Op: "write to", File: TempDir, Err: err}
+		return nil, &online.FileError{Op: "write to", File: online.TempDir, Err: err}
 	}
 	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func (s *spool) reader() (batchReader, error) {
 	return &spoolReader{r: bufio.NewReaderSize(s.f, 1<<20), buf: make([]fpstore.Fingerprint, 8192), raw: make([]byte, 16*8192)}, nil
 }
 
-func (s *spool) close() { s.f.Close() }
+func (s *Spool) close() { s.f.Close() }
 
 type spoolReader struct {
 	r   *bufio.Reader
@@ -62,7 +63,7 @@ type spoolReader struct {
 	raw []byte
 }
 
-func (r *spoolReader) next() ([]fpstore.Fingerprint, error) {
+func (r *spoolReader) Next() ([]fpstore.Fingerprint, error) {
 	n, err := io.ReadFull(r.r, r.raw)
 	if errors.Is(err, io.EOF) {
 		return nil, nil

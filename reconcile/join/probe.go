@@ -1,4 +1,4 @@
-package reconcile
+package join
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // o.Batch on o.Conns connections at once, and takes the answers in index
 // order, so the missing ones come out ascending (as an index writer needs).
 // The online side's own keys are never listed: OnlyOnline stays unknown.
-func probeJoin(ctx context.Context, off batchReader, src online.Source, o *online.Config, st *online.ReadStats, both *int64, missing *sink) error {
+func probeJoin(ctx context.Context, off Reader, src online.Source, o *online.Config, st *online.ReadStats, both *int64, missing *sink) error {
 	type batch struct {
 		fps     []fpstore.Fingerprint
 		present []bool
@@ -22,7 +22,7 @@ func probeJoin(ctx context.Context, off batchReader, src online.Source, o *onlin
 	return online.Ordered(ctx, o.Conns,
 		func(ctx context.Context, send func(batch) bool) error {
 			for {
-				b, err := off.next()
+				b, err := off.Next()
 				if err != nil || b == nil {
 					return err
 				}
