@@ -2,8 +2,11 @@ package reconcile
 
 import (
 	"github.com/fpdedup/fpdedup/reconcile/apply"
+	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
 	"github.com/fpdedup/fpdedup/reconcile/join"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/redisconn"
+	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
 	"github.com/fpdedup/fpdedup/reconcile/report"
 )
 
@@ -69,3 +72,35 @@ const (
 	OtherRun       = apply.OtherRun       // written for another index or online side
 	BadLast        = apply.BadLast        // its last fingerprint is not 32 hex digits
 )
+
+// The Redis stores' errors are packages redisconn's (a reply refused),
+// rediskeys' and bitmapbloom's.
+type (
+	ReplyError        = redisconn.ReplyError
+	ReplyProblem      = redisconn.ReplyProblem
+	ScanBoundError    = rediskeys.ScanBoundError
+	ProbeWideError    = rediskeys.ProbeWideError
+	BloomKeyError     = bitmapbloom.BloomKeyError
+	RebuiltShortError = bitmapbloom.RebuiltShortError
+)
+
+// The problems of a reply (ReplyError).
+const (
+	BulkTooLong   = redisconn.BulkTooLong   // a bulk string longer than any key name or field Run reads
+	ReplyTooLarge = redisconn.ReplyTooLarge // more declared in one reply than a reply may hold
+	ReplyTooDeep  = redisconn.ReplyTooDeep  // arrays nested deeper than any reply Run reads
+	LineTooLong   = redisconn.LineTooLong   // a simple string, error or integer longer than any Redis sends
+	NotRESP       = redisconn.NotRESP       // a byte that cannot begin or continue a RESP2 reply
+)
+
+// DefaultTargetFPR is the bloom audit's sizing rate when Options.TargetFPR
+// is 0.
+const DefaultTargetFPR = bitmapbloom.DefaultTargetFPR
+
+// QuietRedisLogs drops go-redis's own log lines, which it prints to
+// stderr through one logger for the whole process: what failed reaches
+// the caller as Run's error, once. Run never changes that logger itself;
+// a command line whose stderr is for its summary and its one error calls
+// this once, before Run. Not safe to call while go-redis clients are in
+// use.
+func QuietRedisLogs() { redisconn.QuietRedisLogs() }

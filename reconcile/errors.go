@@ -153,17 +153,6 @@ func (e *NeedRecordsError) Error() string {
 
 func (e *NeedRecordsError) Unwrap() error { return ErrNeedRecords }
 
-// A ProbeWideError: a probe of a Redis side whose key names are whole
-// SHA-256 digests (hex=64), which a 128-bit index cannot name; reading
-// the whole side (no Options.Probe) compares them.
-type ProbeWideError struct {
-	Target string // the online side's redacted URL
-}
-
-func (e *ProbeWideError) Error() string {
-	return fmt.Sprintf("%s names keys by whole SHA-256 digests (hex=64), which a 128-bit index cannot probe: compare without Options.Probe (SCAN and merge-join) instead", e.Target)
-}
-
 // A NotFingerprintError is a line of a file: export that is not a hex
 // fingerprint (with Options.OnlineFormat "key" each line is a key).
 type NotFingerprintError struct {
@@ -184,98 +173,4 @@ type TooManyDigestsError struct {
 
 func (e *TooManyDigestsError) Error() string {
 	return fmt.Sprintf("more than %d whole digests to write do not fit in Options.Mem: apply a slice at a time (mysql …&where=, or a partitioned index)", e.Max)
-}
-
-// RebuiltShortError is a rebuilt segment that held fewer bits than the
-// truth sets in it when it was to be swapped in: what was written was lost
-// in part (its server restarted, or another client wrote to it). It was
-// not swapped in, and the live key is as it was.
-type RebuiltShortError struct {
-	Key   string // KEY:rebuild
-	Live  string // KEY
-	Bits  int64  // set in Key
-	Truth int64  // set by the truth
-}
-
-func (e *RebuiltShortError) Error() string {
-	return e.Say("rerun the rebuild")
-}
-
-// Say is the error's text ending with rerun, what to do.
-func (e *RebuiltShortError) Say(rerun string) string {
-	return fmt.Sprintf("the rebuilt %s holds %d bits set where the truth sets %d: part of what was written to it is gone (its server restarted, or another client wrote to it), so it was not swapped in and %s is as it was; %s",
-		e.Key, e.Bits, e.Truth, e.Live, rerun)
-}
-
-// A ReplyError is a reply of a Redis server that Run refuses to read: one
-// that declares more than a reply may hold, or bytes that are not RESP2.
-// Every byte a server sends passes through a check (respguard.go) before
-// the client reads it, so a declared length is refused before any client
-// allocates it. The connection is closed and the command is not retried:
-// the server would answer the same.
-type ReplyError struct {
-	Server   string       // host:port of the server that sent it (the node, in a cluster)
-	Command  string       // the command it answered ("SCAN", "CLUSTER SLOTS"); "" when not known
-	Problem  ReplyProblem // what is wrong with it
-	Declared int64        // the length, count or depth it declared (the bounded problems)
-	Limit    int64        // the bound it broke (the bounded problems)
-	Bytes    string       // NotRESP: the bytes at fault, quoted and cut
-}
-
-// ReplyProblem says what is wrong with a reply (ReplyError).
-type ReplyProblem int
-
-// The problems of a reply.
-const (
-	BulkTooLong   ReplyProblem = iota + 1 // a bulk string longer than any key name or field Run reads
-	ReplyTooLarge                         // more declared in one reply (16 bytes an array element, strings at their length) than a reply may hold
-	ReplyTooDeep                          // arrays nested deeper than any reply Run reads
-	LineTooLong                           // a simple string, error or integer longer than any Redis sends
-	NotRESP                               // a byte that cannot begin or continue a RESP2 reply
-)
-
-func (e *ReplyError) Error() string {
-	cmd := "a command"
-	if e.Command != "" {
-		cmd = e.Command
-	}
-	msg := fmt.Sprintf("redis %s answered %s with ", e.Server, cmd)
-	switch e.Problem {
-	case BulkTooLong:
-		msg += fmt.Sprintf("a string of %d bytes, over the %d any key name or field may have", e.Declared, e.Limit)
-	case ReplyTooLarge:
-		msg += fmt.Sprintf("a reply declaring %d bytes or more, over the %d a reply may hold (a share of the memory budget: lower count= or the batch, or give more memory)", e.Declared, e.Limit)
-	case ReplyTooDeep:
-		msg += fmt.Sprintf("arrays nested %d deep, over the %d any reply has", e.Declared, e.Limit)
-	case LineTooLong:
-		msg += fmt.Sprintf("a line of %d bytes or more, over the %d any status, error or integer has", e.Declared, e.Limit)
-	case NotRESP:
-		msg += fmt.Sprintf("bytes that are not RESP2: %s", e.Bytes)
-	default:
-		msg += fmt.Sprintf("ReplyProblem(%d)", int(e.Problem))
-	}
-	return msg + ": a broken server, or not Redis"
-}
-
-// A ScanBoundError is a SCAN or SSCAN whose cursor did not come back to
-// 0 within what the store's size justifies: keys (or calls) far beyond
-// what DBSIZE or SCARD said before the scan. A Redis server returns each
-// key at least once and a few more times only while its table is resized;
-// this is a broken server, or a store growing much faster than it is read.
-type ScanBoundError struct {
-	Target    string // the online side's redacted URL
-	Server    string // the node scanned (host:port)
-	Command   string // "SCAN" or "SSCAN"
-	Counted   string // what said the size: "DBSIZE" or "SCARD"
-	Expected  int64  // what it said
-	Count     int    // COUNT asked per call
-	Values    int64  // values returned when the scan was stopped
-	Calls     int64  // calls made
-	MaxValues int64  // the bounds (scanBound)
-	MaxCalls  int64
-}
-
-func (e *ScanBoundError) Error() string {
-	return fmt.Sprintf("reading %s: %s on %s returned %d values in %d calls and its cursor has not come back to 0, past the bound of %d values or %d calls that %s %d (COUNT %d) allows: a broken server, or a store growing much faster than it is read; rerun when it is quieter",
-		e.Target, e.Command, e.Server, e.Values, e.Calls, e.MaxValues, e.MaxCalls, e.Counted, e.Expected, e.Count)
 }

@@ -34,12 +34,12 @@ func FuzzParseURL(f *testing.F) {
 		if tg.Kind == RedisBloom {
 			// A bloom's layout is in bounds and its template names each
 			// shard apart.
-			if err := tg.Bloom.Check(); err != nil || strings.Count(string(tg.BloomKeys), "*") != 1 {
-				t.Fatalf("%q: bloom %+v %q accepted (%v)", s, tg.Bloom, tg.BloomKeys, err)
+			if err := tg.Bloom.Check(); err != nil || strings.Count(string(tg.Bloom.Keys), "*") != 1 {
+				t.Fatalf("%q: bloom %+v %q accepted (%v)", s, tg.Bloom.Layout, tg.Bloom.Keys, err)
 			}
 		}
-		if tg.Cluster && (len(tg.Seeds) == 0 || tg.Seeds[0] != tg.Addr) {
-			t.Fatalf("%q: cluster seeds %v, Addr %q", s, tg.Seeds, tg.Addr)
+		if tg.Redis.Cluster && (len(tg.Redis.Seeds) == 0 || tg.Redis.Seeds[0] != tg.Redis.Addr) {
+			t.Fatalf("%q: cluster seeds %v, Addr %q", s, tg.Redis.Seeds, tg.Redis.Addr)
 		}
 		if i := strings.Index(s, "://"); i >= 0 {
 			userinfo, _, found := strings.Cut(s[i+3:], "@")

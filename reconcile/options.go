@@ -8,6 +8,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
@@ -159,8 +160,8 @@ func (o *Options) checkRebuild() error {
 		return &OptionError{Rule: RebuildNotBloom}
 	case o.Apply || o.Probe:
 		return &OptionError{Rule: RebuildWithApply}
-	case t.Cluster && !hashTagHoldsShard(t.BloomKeys):
-		return &OptionError{Rule: RebuildNeedsHashTag, Value: string(t.BloomKeys)}
+	case t.Redis.Cluster && !bitmapbloom.HashTagHoldsShard(t.Bloom.Keys):
+		return &OptionError{Rule: RebuildNeedsHashTag, Value: string(t.Bloom.Keys)}
 	}
 	for _, s := range o.Rebuild {
 		if s >= t.Bloom.Shards {

@@ -13,8 +13,10 @@ import (
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/reconcile/apply"
+	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
 	"github.com/fpdedup/fpdedup/reconcile/join"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
 	"github.com/fpdedup/fpdedup/reconcile/report"
 )
 
@@ -144,8 +146,8 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 		}
 	}
 	if len(o.Rebuild) > 0 {
-		ro := rebuildOptions{Shards: o.Rebuild, DryRun: o.DryRun, DryRunOut: o.DryRunOut}
-		if err := rebuildShards(ctx, cfg, ro, rep, src.(*bloomSource), x); err != nil {
+		ro := bitmapbloom.RebuildOptions{Shards: o.Rebuild, DryRun: o.DryRun, DryRunOut: o.DryRunOut}
+		if err := bitmapbloom.Rebuild(ctx, cfg, ro, rep, src.(*bitmapbloom.Source), x); err != nil {
 			return err
 		}
 	}
@@ -230,13 +232,13 @@ func readRecords(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 func open(ctx context.Context, o *Options, cfg *online.Config) (online.Source, error) {
 	switch o.Target.Kind {
 	case RedisKeys, RedisSet:
-		return openRedis(ctx, o.Target, cfg, o.TTL)
+		return rediskeys.Open(ctx, o.Target.Redis, o.Target.Keys, cfg, o.TTL)
 	case MySQL:
 		return openMySQL(ctx, o.Target, cfg)
 	case File:
 		return &fileSource{t: o.Target, keys: o.OnlineFormat == "key"}, nil
 	case RedisBloom:
-		return openBloom(ctx, o.Target, cfg, o.Rebuild, o.TargetFPR)
+		return bitmapbloom.Open(ctx, o.Target.Redis, o.Target.Bloom, cfg, bitmapbloom.Options{Rebuild: o.Rebuild, TargetFPR: o.TargetFPR})
 	}
 	return nil, fmt.Errorf("unknown online kind %v", o.Target.Kind)
 }

@@ -12,7 +12,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
+	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/redisconn"
+	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
 )
 
 func TestParseURL(t *testing.T) {
@@ -20,21 +23,21 @@ func TestParseURL(t *testing.T) {
 		in   string
 		want Target
 	}{
-		{"redis://127.0.0.1:6390/3?match=dd:*", Target{Kind: RedisKeys, Addr: "127.0.0.1:6390", DB: 3, Prefix: "dd:", ScanCount: 1000}},
-		{"redis://audit@cache?set=seen&count=5000&hex=64", Target{Kind: RedisSet, Addr: "cache:6379", User: "audit", Set: "seen", ScanCount: 5000, HexDigits: 64}},
-		{"redis://h:1/0?match=*", Target{Kind: RedisKeys, Addr: "h:1", ScanCount: 1000}},
+		{"redis://127.0.0.1:6390/3?match=dd:*", Target{Kind: RedisKeys, Redis: redisconn.Server{Addr: "127.0.0.1:6390", DB: 3}, Keys: rediskeys.Keys{Prefix: "dd:", ScanCount: 1000}}},
+		{"redis://audit@cache?set=seen&count=5000&hex=64", Target{Kind: RedisSet, Redis: redisconn.Server{Addr: "cache:6379", User: "audit"}, Keys: rediskeys.Keys{Set: "seen", ScanCount: 5000, HexDigits: 64}}},
+		{"redis://h:1/0?match=*", Target{Kind: RedisKeys, Redis: redisconn.Server{Addr: "h:1"}, Keys: rediskeys.Keys{ScanCount: 1000}}},
 		{"mysql://u@db1/dedup?table=events&column=fp", Target{Kind: MySQL, Addr: "db1:3306", User: "u", Name: "dedup", Table: "events", Column: "fp", Count: CountAuto}},
 		{"mysql://u@db1:3307/d?table=other.t&column=c&where=c%20%3E%200&count=0", Target{Kind: MySQL, Addr: "db1:3307", User: "u", Name: "d", Table: "other.t", Column: "c", Where: "c > 0", Count: CountNever}},
 		{"file:/tmp/x.txt", Target{Kind: File, Path: "/tmp/x.txt"}},
 		{"file:///tmp/x.txt", Target{Kind: File, Path: "/tmp/x.txt"}},
 		{"file:rel.txt.gz", Target{Kind: File, Path: "rel.txt.gz"}},
-		{"redis://h1:1,h2:2/0?match=a*", Target{Kind: RedisKeys, Addr: "h1:1", Seeds: []string{"h1:1", "h2:2"}, Cluster: true, Prefix: "a", ScanCount: 1000}},
-		{"redis://audit@h1:1,h2?set=s", Target{Kind: RedisSet, Addr: "h1:1", User: "audit", Seeds: []string{"h1:1", "h2:6379"}, Cluster: true, Set: "s", ScanCount: 1000}},
-		{"redis://h1:1?match=a*&addr=h2:2&addr=h3:3", Target{Kind: RedisKeys, Addr: "h1:1", Seeds: []string{"h1:1", "h2:2", "h3:3"}, Cluster: true, Prefix: "a", ScanCount: 1000}},
-		{"redis://h1:1/?match=a*&cluster=1", Target{Kind: RedisKeys, Addr: "h1:1", Seeds: []string{"h1:1"}, Cluster: true, Prefix: "a", ScanCount: 1000}},
-		{"redis://h1:1/2?match=a*&cluster=0", Target{Kind: RedisKeys, Addr: "h1:1", DB: 2, Prefix: "a", ScanCount: 1000}},
-		{"redis://h:1/0?bloom=l2:bf:{*}&shards=16&bits=2^33&k=3", Target{Kind: RedisBloom, Addr: "h:1", BloomKeys: "l2:bf:{*}", Bloom: l2bloom.Layout{Shards: 16, Bits: 1 << 33, K: 3}}},
-		{"redis://h1:1,h2:2/?bloom=bf*&shards=3&bits=1GiB&k=7", Target{Kind: RedisBloom, Addr: "h1:1", Seeds: []string{"h1:1", "h2:2"}, Cluster: true, BloomKeys: "bf*", Bloom: l2bloom.Layout{Shards: 3, Bits: 8 << 30, K: 7}}},
+		{"redis://h1:1,h2:2/0?match=a*", Target{Kind: RedisKeys, Redis: redisconn.Server{Addr: "h1:1", Seeds: []string{"h1:1", "h2:2"}, Cluster: true}, Keys: rediskeys.Keys{Prefix: "a", ScanCount: 1000}}},
+		{"redis://audit@h1:1,h2?set=s", Target{Kind: RedisSet, Redis: redisconn.Server{Addr: "h1:1", User: "audit", Seeds: []string{"h1:1", "h2:6379"}, Cluster: true}, Keys: rediskeys.Keys{Set: "s", ScanCount: 1000}}},
+		{"redis://h1:1?match=a*&addr=h2:2&addr=h3:3", Target{Kind: RedisKeys, Redis: redisconn.Server{Addr: "h1:1", Seeds: []string{"h1:1", "h2:2", "h3:3"}, Cluster: true}, Keys: rediskeys.Keys{Prefix: "a", ScanCount: 1000}}},
+		{"redis://h1:1/?match=a*&cluster=1", Target{Kind: RedisKeys, Redis: redisconn.Server{Addr: "h1:1", Seeds: []string{"h1:1"}, Cluster: true}, Keys: rediskeys.Keys{Prefix: "a", ScanCount: 1000}}},
+		{"redis://h1:1/2?match=a*&cluster=0", Target{Kind: RedisKeys, Redis: redisconn.Server{Addr: "h1:1", DB: 2}, Keys: rediskeys.Keys{Prefix: "a", ScanCount: 1000}}},
+		{"redis://h:1/0?bloom=l2:bf:{*}&shards=16&bits=2^33&k=3", Target{Kind: RedisBloom, Redis: redisconn.Server{Addr: "h:1"}, Bloom: bitmapbloom.Spec{Keys: "l2:bf:{*}", Layout: l2bloom.Layout{Shards: 16, Bits: 1 << 33, K: 3}}}},
+		{"redis://h1:1,h2:2/?bloom=bf*&shards=3&bits=1GiB&k=7", Target{Kind: RedisBloom, Redis: redisconn.Server{Addr: "h1:1", Seeds: []string{"h1:1", "h2:2"}, Cluster: true}, Bloom: bitmapbloom.Spec{Keys: "bf*", Layout: l2bloom.Layout{Shards: 3, Bits: 8 << 30, K: 7}}}},
 	}
 	for _, c := range ok {
 		got, err := ParseURL(c.in)
@@ -123,7 +126,7 @@ func TestScrub(t *testing.T) {
 	}
 }
 
-// Each store's Retryable on its errors, and on errors of none.
+// MySQL's Retryable on its errors, and on errors of none.
 func TestRetryable(t *testing.T) {
 	for _, c := range []struct {
 		err  error
@@ -140,17 +143,5 @@ func TestRetryable(t *testing.T) {
 			t.Errorf("mysqlRetryable(%v) = %v", c.err, got)
 		}
 	}
-	for _, c := range []struct {
-		err  error
-		want bool
-	}{
-		{io.ErrUnexpectedEOF, true},
-		{respError{"redis: WRONGTYPE Operation against a key holding the wrong kind of value"}, false},
-		{respError{"redis: OOM command not allowed"}, true},
-		{online.Permanent{Err: errors.New("no")}, false},
-	} {
-		if got := redisRetryable(c.err); got != c.want {
-			t.Errorf("redisRetryable(%v) = %v", c.err, got)
-		}
-	}
+
 }

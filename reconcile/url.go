@@ -2,13 +2,14 @@ package reconcile
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 
-	"github.com/fpdedup/fpdedup/internal/l2bloom"
+	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
+	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/redisconn"
+	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
 )
 
 // Kind is the kind of online source.
@@ -45,24 +46,17 @@ type Target struct {
 	Kind     Kind
 	Redacted string // the URL as printed in messages and reports
 
-	// Redis and MySQL.
-	Addr string // the (first) server
-	User string
-	DB   int    // Redis database number
-	Name string // MySQL database
-
-	// Redis.
-	Seeds     []string // Redis Cluster: the seed addresses (Addr is the first)
-	Cluster   bool     // a Redis Cluster, read and written through its masters
-	Prefix    string   // keys are Prefix + hex
-	Set       string   // the set's key
-	ScanCount int      // SCAN/SSCAN COUNT
-	HexDigits int      // 32 or 64 when given by hex=; 0: from what is read
+	// Redis (RedisKeys, RedisSet, RedisBloom): the server or Cluster.
+	Redis redisconn.Server
+	// RedisKeys, RedisSet: which keys, how they are scanned and named.
+	Keys rediskeys.Keys
 	// RedisBloom: the shards' layout and the template of their keys.
-	Bloom     l2bloom.Layout
-	BloomKeys l2bloom.Template
+	Bloom bitmapbloom.Spec
 
 	// MySQL.
+	Addr                 string // the server
+	User                 string
+	Name                 string // the database
 	Table, Column, Where string
 	Count                CountMode
 
@@ -150,7 +144,7 @@ func ParseURL(s string) (*Target, error) {
 		}
 		return nil, badURL(t, "a parameter does not decode: a %% must be followed by two hex digits")
 	}
-	q := &params{q: u.Query(), known: map[string]bool{}}
+	q := online.NewParams(u.Query())
 	switch u.Scheme {
 	case "redis":
 		err = parseRedisURL(t, u, hostList, q)
@@ -162,7 +156,7 @@ func ParseURL(s string) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	if k := q.unknown(); k != "" {
+	if k := q.Unknown(); k != "" {
 		return nil, badURL(t, "unknown parameter %q", k)
 	}
 	return t, nil
@@ -210,117 +204,19 @@ func splitURL(s string) (u *url.URL, hostList string, err error) {
 	return u, hostList, nil
 }
 
-// params reads a URL's query and remembers which parameters were read.
-type params struct {
-	q     url.Values
-	known map[string]bool
-}
+func badURL(t *Target, format string, a ...any) error { return online.BadURL(t.Redacted, format, a...) }
 
-func (p *params) get(k string) string { p.known[k] = true; return p.q.Get(k) }
-
-func (p *params) all(k string) []string { p.known[k] = true; return p.q[k] }
-
-// unknown is a parameter nobody read, if any.
-func (p *params) unknown() string {
-	for k := range p.q {
-		if !p.known[k] {
-			return k
-		}
-	}
-	return ""
-}
-
-func badURL(t *Target, format string, a ...any) error {
-	return &URLError{URL: t.Redacted, Reason: fmt.Sprintf(format, a...)}
-}
-
-func parseRedisURL(t *Target, u *url.URL, hostList string, q *params) error {
-	if err := redisSeeds(t, u, hostList, q); err != nil {
+func parseRedisURL(t *Target, u *url.URL, hostList string, q *online.Params) (err error) {
+	if t.Redis, err = redisconn.ParseServer(t.Redacted, u, hostList, q); err != nil {
 		return err
 	}
-	t.User = u.User.Username()
-	if db := strings.Trim(u.Path, "/"); db != "" {
-		var err error
-		if t.DB, err = strconv.Atoi(db); err != nil || t.DB < 0 {
-			return badURL(t, "the path is the database number, not %q", db)
-		}
-	}
-	if t.Cluster && t.DB != 0 {
-		return badURL(t, "a Redis Cluster has only database 0")
-	}
-	if err := redisKeys(t, q); err != nil {
-		return err
-	}
-	if t.Kind == RedisBloom {
-		return redisBloom(t, q)
-	}
-	return redisScan(t, q)
+	return redisKeys(t, q)
 }
 
-// redisBloom reads the L2 bloom's layout: shards=N&bits=M&k=K, in the
-// forms replay's --l2 takes.
-func redisBloom(t *Target, q *params) error {
-	shards, bits, k := q.get("shards"), q.get("bits"), q.get("k")
-	if shards == "" || bits == "" || k == "" {
-		return badURL(t, "bloom= needs its layout: &shards=N&bits=M&k=K (as replay's --l2)")
-	}
-	var err error
-	if t.Bloom.Shards, err = l2bloom.ParseShards(shards); err != nil {
-		return badURL(t, "%v", err)
-	}
-	if t.Bloom.Bits, err = l2bloom.ParseBits(bits); err != nil {
-		return badURL(t, "bits=%v", err)
-	}
-	if t.Bloom.K, err = l2bloom.ParseK(k); err != nil {
-		return badURL(t, "%v", err)
-	}
-	return nil
-}
-
-// redisSeeds reads the server's address or a Redis Cluster's seeds:
-// several addresses, listed in the host or (as go-redis's
-// ParseClusterURL reads them) in addr= parameters, name a Redis Cluster;
-// cluster=1 says so of a single seed.
-func redisSeeds(t *Target, u *url.URL, hostList string, q *params) error {
-	hosts := u.Host
-	if hostList != "" {
-		hosts = hostList
-	}
-	for _, h := range strings.Split(hosts, ",") {
-		if h == "" {
-			return badURL(t, "an empty address in the host list")
-		}
-		t.Seeds = append(t.Seeds, hostPort(h, "6379"))
-	}
-	for _, a := range q.all("addr") {
-		if a == "" {
-			return badURL(t, "addr= needs host:port")
-		}
-		t.Seeds = append(t.Seeds, hostPort(a, "6379"))
-	}
-	switch c := q.get("cluster"); c {
-	case "":
-		t.Cluster = len(t.Seeds) > 1
-	case "1", "true", "yes":
-		t.Cluster = true
-	case "0", "false", "no":
-		if len(t.Seeds) > 1 {
-			return badURL(t, "several addresses are the seeds of a Redis Cluster; cluster=0 contradicts them")
-		}
-	default:
-		return badURL(t, "cluster= must be 1 or 0")
-	}
-	t.Addr = t.Seeds[0]
-	if !t.Cluster {
-		t.Seeds = nil
-	}
-	return nil
-}
-
-// redisKeys reads which keys hold the fingerprints: match=PREFIX*, set=KEY
-// or bloom=TEMPLATE.
-func redisKeys(t *Target, q *params) error {
-	match, set, bloom := q.get("match"), q.get("set"), q.get("bloom")
+// redisKeys reads which keys hold the fingerprints, match=PREFIX*, set=KEY
+// or bloom=TEMPLATE, and the rest of their store's URL.
+func redisKeys(t *Target, q *online.Params) (err error) {
+	match, set, bloom := q.Get("match"), q.Get("set"), q.Get("bloom")
 	given := 0
 	for _, v := range []string{match, set, bloom} {
 		if v != "" {
@@ -331,56 +227,33 @@ func redisKeys(t *Target, q *params) error {
 	case given > 1:
 		return badURL(t, "match=, set= and bloom= exclude each other")
 	case match != "":
-		if !strings.HasSuffix(match, "*") || strings.ContainsAny(match[:len(match)-1], `*?[]\`) {
-			return badURL(t, "match= must be a literal prefix followed by one *, like match=dedup:*")
-		}
-		t.Kind, t.Prefix = RedisKeys, match[:len(match)-1]
+		t.Kind = RedisKeys
+		t.Keys, err = rediskeys.ParseKeys(t.Redacted, match, "", q)
 	case set != "":
-		t.Kind, t.Set = RedisSet, set
+		t.Kind = RedisSet
+		t.Keys, err = rediskeys.ParseKeys(t.Redacted, "", set, q)
 	case bloom != "":
-		tm, err := l2bloom.ParseTemplate(bloom)
-		if err != nil {
-			return badURL(t, "bloom=%s: %v", bloom, err)
-		}
-		t.Kind, t.BloomKeys = RedisBloom, tm
+		t.Kind = RedisBloom
+		t.Bloom, err = bitmapbloom.ParseSpec(t.Redacted, bloom, q)
 	default:
 		return badURL(t, "say which keys: ?match=PREFIX* (keys PREFIX<hex>), ?set=KEY (members of a set) or ?bloom=TEMPLATE&shards=N&bits=M&k=K (the L2 bloom)")
 	}
-	return nil
+	return err
 }
 
-// redisScan reads how keys are scanned and named: count= and hex=.
-func redisScan(t *Target, q *params) error {
-	t.ScanCount = 1000
-	if c := q.get("count"); c != "" {
-		var err error
-		if t.ScanCount, err = strconv.Atoi(c); err != nil || t.ScanCount < 1 {
-			return badURL(t, "count= must be a positive number")
-		}
-	}
-	switch h := q.get("hex"); h {
-	case "":
-	case "32", "64":
-		t.HexDigits, _ = strconv.Atoi(h)
-	default:
-		return badURL(t, "hex= must be 32 or 64")
-	}
-	return nil
-}
-
-func parseMySQLURL(t *Target, u *url.URL, q *params) error {
+func parseMySQLURL(t *Target, u *url.URL, q *online.Params) error {
 	t.Kind = MySQL
-	t.Addr = hostPort(u.Host, "3306")
+	t.Addr = online.HostPort(u.Host, "3306")
 	t.User = u.User.Username()
 	t.Name = strings.Trim(u.Path, "/")
 	if t.User == "" || t.Name == "" {
 		return badURL(t, "want mysql://user@host:port/database?table=T&column=C")
 	}
-	t.Table, t.Column, t.Where = q.get("table"), q.get("column"), q.get("where")
+	t.Table, t.Column, t.Where = q.Get("table"), q.Get("column"), q.Get("where")
 	if !identRE.MatchString(t.Table) || !identRE.MatchString(t.Column) || strings.Contains(t.Column, ".") {
 		return badURL(t, "table= and column= must be plain identifiers ([A-Za-z0-9_$], table may be db.table)")
 	}
-	switch c := q.get("count"); c {
+	switch c := q.Get("count"); c {
 	case "", "auto":
 		t.Count = CountAuto
 	case "1", "true":
@@ -476,13 +349,3 @@ func secretIn(u *url.URL) bool {
 // seedsStandIn stands for a Redis Cluster's host list while url.Parse
 // reads the rest of the URL.
 const seedsStandIn = "fpdedup-seeds.invalid"
-
-func hostPort(host, defPort string) string {
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	if _, _, err := net.SplitHostPort(host); err != nil {
-		return net.JoinHostPort(strings.Trim(host, "[]"), defPort)
-	}
-	return host
-}

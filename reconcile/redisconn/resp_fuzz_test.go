@@ -1,4 +1,4 @@
-package reconcile
+package redisconn
 
 import (
 	"bufio"
@@ -20,11 +20,11 @@ import (
 
 // The RESP reply readers, fuzzed (respguard.go): the guard's streaming
 // checker against a recursive reading of the same grammar, fed in any
-// pieces; respPool's reader (respConn.reply) behind the guard; go-redis
+// pieces; Pool's reader (respConn.reply) behind the guard; go-redis
 // behind the guard, which must not allocate past the bounds whatever it is
 // sent. The bounds are the fuzzer's, small, so that it reaches them.
 //
-//	go test -run XXX -fuzz FuzzRESPChecker -fuzztime 60s ./reconcile
+//	go test -run XXX -fuzz FuzzRESPChecker -fuzztime 60s ./reconcile/redisconn
 
 // refResult is what a reading of a byte stream of replies found: the
 // replies complete, and the problem that stopped it (0: none; the stream
@@ -285,7 +285,7 @@ func (c *bytesConn) LocalAddr() net.Addr                { return &net.TCPAddr{} 
 func (c *bytesConn) RemoteAddr() net.Addr               { return &net.TCPAddr{} }
 func (c *bytesConn) SetWriteDeadline(t time.Time) error { return nil }
 
-// FuzzRESPReply: respPool's reader (respConn.reply) behind a guard with
+// FuzzRESPReply: Pool's reader (respConn.reply) behind a guard with
 // the fuzzer's bounds reads the replies the checker accepts, one call
 // each, error replies included, and stops at what it refuses with that
 // *ReplyError; it never panics, and never recurses or loops past the

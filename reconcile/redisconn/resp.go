@@ -1,4 +1,4 @@
-package reconcile
+package redisconn
 
 import (
 	"bufio"
@@ -8,13 +8,12 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
-// respPool is a minimal RESP2 client for the one hot path of Apply:
+// Pool is a minimal RESP2 client for the one hot path of Apply:
 // pipelines of SET NX / SADD written as prepared bytes on a plain TCP
 // connection, replies counted and checked for errors. Measured here on 1M
 // keys, 4 connections, pipelines of 1000 (2 cores, loaded): go-redis
@@ -22,7 +21,7 @@ import (
 // (605k/s), its per-command objects costing client CPU and latency between
 // batches; prepared bytes keep the server the bottleneck. Everything else
 // (SCAN, probes, checks) uses go-redis.
-type respPool struct {
+type Pool struct {
 	addr, user, password string
 	db                   int
 	timeout              time.Duration
@@ -36,11 +35,11 @@ type respConn struct {
 	br *bufio.Reader
 }
 
-func newRespPool(addr, user, password string, db int, timeout time.Duration, size int, maxReply int64, h *online.Hangup) *respPool {
-	return &respPool{addr: addr, user: user, password: password, db: db, timeout: timeout, maxReply: maxReply, idle: make(chan *respConn, size), hang: h}
+func newPool(addr, user, password string, db int, timeout time.Duration, size int, maxReply int64, h *online.Hangup) *Pool {
+	return &Pool{addr: addr, user: user, password: password, db: db, timeout: timeout, maxReply: maxReply, idle: make(chan *respConn, size), hang: h}
 }
 
-func (p *respPool) close() {
+func (p *Pool) close() {
 	for {
 		select {
 		case c := <-p.idle:
@@ -51,7 +50,7 @@ func (p *respPool) close() {
 	}
 }
 
-func (p *respPool) get(ctx context.Context) (*respConn, error) {
+func (p *Pool) get(ctx context.Context) (*respConn, error) {
 	for {
 		var c *respConn
 		select {
@@ -121,7 +120,7 @@ func (c *respConn) healthy() bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func (p *respPool) put(c *respConn) {
+func (p *Pool) put(c *respConn) {
 	select {
 	case p.idle <- c:
 	default:
@@ -129,10 +128,10 @@ func (p *respPool) put(c *respConn) {
 	}
 }
 
-// pipeline sends cmds (n commands) and reads their n replies. An error
+// Pipeline sends cmds (n commands) and reads their n replies. An error
 // reply is returned after all replies are read (the connection stays in
 // step); an I/O error closes the connection.
-func (p *respPool) pipeline(ctx context.Context, cmds []byte, n int) error {
+func (p *Pool) Pipeline(ctx context.Context, cmds []byte, n int) error {
 	c, err := p.get(ctx)
 	if err != nil {
 		return err
@@ -148,23 +147,6 @@ func (p *respPool) pipeline(ctx context.Context, cmds []byte, n int) error {
 	}
 	p.put(c)
 	return nil
-}
-
-// redisRetryable tells a lost connection or a timeout, worth retrying,
-// from an answer of a Redis server (wrong credentials, a key of another
-// type, a command it does not know) that a retry would only repeat.
-func redisRetryable(err error) bool {
-	var re *ReplyError
-	if online.IsPermanent(err) || errors.As(err, &re) {
-		return false // a server that sent a reply past its bounds would send it again
-	}
-	s := err.Error()
-	for _, p := range []string{"WRONGPASS", "NOAUTH", "WRONGTYPE", "NOPERM", "ERR unknown command"} {
-		if strings.Contains(s, p) {
-			return false
-		}
-	}
-	return true
 }
 
 // respError is an error reply from the server.
@@ -266,12 +248,13 @@ func appendCommand(b []byte, args ...string) []byte {
 	b = strconv.AppendInt(b, int64(len(args)), 10)
 	b = append(b, '\r', '\n')
 	for _, a := range args {
-		b = appendBulk(b, a)
+		b = AppendBulk(b, a)
 	}
 	return b
 }
 
-func appendBulk[T string | []byte](b []byte, s T) []byte {
+// AppendBulk appends s as a RESP bulk string.
+func AppendBulk[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '$')
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	b = append(b, '\r', '\n')

@@ -1,9 +1,11 @@
-package reconcile
+package redisconn
 
 import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 )
 
 // The names of the commands a client writes, in any pieces: what a
@@ -70,7 +72,7 @@ func BenchmarkRESPGuard(b *testing.B) {
 	for i := range keys {
 		keys[i] = "dd:0123456789abcdef0123456789abcdef"
 	}
-	scanPage := []byte(page(17, keys))
+	scanPage := []byte(reconciletest.Page(17, keys))
 	b.Run("pipeline", func(b *testing.B) {
 		b.SetBytes(int64(len(cmds) + len(replies)))
 		b.ReportAllocs()

@@ -1,4 +1,4 @@
-package reconcile
+package bitmapbloom
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 	"github.com/fpdedup/fpdedup/internal/hugemem"
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/redisconn"
+	"github.com/fpdedup/fpdedup/reconcile/report"
 )
 
 // rebuildSuffix names the key a segment is written to before it is swapped
@@ -58,10 +60,10 @@ redis.call('RENAME', KEYS[2], KEYS[1])
 return redis.call('BITCOUNT', KEYS[1])
 `)
 
-// hashTagHoldsShard reports whether the template's Cluster hash tag (the
+// HashTagHoldsShard reports whether the template's Cluster hash tag (the
 // text between its first '{' and the first '}' after it, when not empty)
 // holds the '*': then a shard's keys and their KEY:rebuild share a slot.
-func hashTagHoldsShard(t l2bloom.Template) bool {
+func HashTagHoldsShard(t l2bloom.Template) bool {
 	s := string(t)
 	open := strings.IndexByte(s, '{')
 	if open < 0 {
@@ -71,27 +73,27 @@ func hashTagHoldsShard(t l2bloom.Template) bool {
 	return end > 0 && strings.Contains(s[open+1:open+1+end], "*")
 }
 
-// rebuildOptions say which shards to rebuild, and whether to write or to
+// RebuildOptions say which shards to rebuild, and whether to write or to
 // print what would be written.
-type rebuildOptions struct {
+type RebuildOptions struct {
 	Shards    []uint64
 	DryRun    bool
 	DryRunOut io.Writer
 }
 
-// rebuildShards writes, for each shard asked for, the exact bitmap of the
+// Rebuild writes, for each shard asked for, the exact bitmap of the
 // truth's keys into KEY:rebuild with SETRANGE chunks, then swaps it in
 // (swapScript): the shard then holds the truth's bits and every bit that
 // was set online, none cleared. Once all are swapped in they are read
-// back (bloomSource.readBack): a shard is "rebuilt" only if it is whole
+// back (Source.readBack): a shard is "rebuilt" only if it is whole
 // and holds at least the truth's bits then. Shards are built in memory whole, in
 // groups the memory budget holds, one read of the index a group; while a
 // group is written and swapped in (work the server does) the next is
 // built in a second buffer (work this process does), so the two overlap.
 // A shard of several strings is swapped a segment at a time.
-func rebuildShards(ctx context.Context, o *online.Config, ro rebuildOptions, rep *Report, b *bloomSource, x *fpstore.Index) error {
+func Rebuild(ctx context.Context, o *online.Config, ro RebuildOptions, rep *report.Report, b *Source, x *fpstore.Index) error {
 	l := b.layout
-	st := &RebuildStats{DryRun: ro.DryRun, Target: o.Target, Shards: ro.Shards}
+	st := &report.RebuildStats{DryRun: ro.DryRun, Target: o.Target, Shards: ro.Shards}
 	rep.Rebuild = st
 	start := time.Now()
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
@@ -261,18 +263,18 @@ func rebuildShards(ctx context.Context, o *online.Config, ro rebuildOptions, rep
 // readBackRebuilt reads the shards swapped in back, and counts as rebuilt
 // those whole and holding at least the truth's bits; their bits are the
 // report's.
-func (b *bloomSource) readBackRebuilt(ctx context.Context, rep *Report, swapped []uint64, truthBits map[uint64]int64) error {
+func (b *Source) readBackRebuilt(ctx context.Context, rep *report.Report, swapped []uint64, truthBits map[uint64]int64) error {
 	slices.Sort(swapped)
 	if rep.ReadBack == nil {
-		rep.ReadBack = &ReadBack{Samples: []string{}}
+		rep.ReadBack = &report.ReadBack{Samples: []string{}}
 	}
 	rb := rep.ReadBack
 	for _, s := range swapped {
-		rb.Shards = append(rb.Shards, ShardReadBack{Shard: s, Key: b.layout.Key(b.keys, s, 0),
+		rb.Shards = append(rb.Shards, report.ShardReadBack{Shard: s, Key: b.layout.Key(b.keys, s, 0),
 			WantBytes: b.layout.ShardBytes(), WantBits: truthBits[s], WantFrom: "truth"})
 	}
 	if err := b.readBack(ctx, rb); err != nil {
-		return fmt.Errorf("reading the rebuilt shards back on %s: %w; rerun the audit to see what they hold", b.t.Redacted, err)
+		return fmt.Errorf("reading the rebuilt shards back on %s: %w; rerun the audit to see what they hold", b.o.Target, err)
 	}
 	st, br := rep.Rebuild, rep.Bloom
 	for _, sh := range rb.Shards {
@@ -289,7 +291,7 @@ func (b *bloomSource) readBackRebuilt(ctx context.Context, rep *Report, swapped 
 }
 
 // rebuildShard writes and swaps in each segment of shard s.
-func (b *bloomSource) rebuildShard(ctx context.Context, s uint64, bitmap []byte, st *RebuildStats) error {
+func (b *Source) rebuildShard(ctx context.Context, s uint64, bitmap []byte, st *report.RebuildStats) error {
 	const segBytes = l2bloom.SegmentBits / 8
 	for seg := range b.layout.Segments() {
 		key := b.layout.Key(b.keys, s, seg)
@@ -304,7 +306,7 @@ func (b *bloomSource) rebuildShard(ctx context.Context, s uint64, bitmap []byte,
 			// Leave no half-written key behind; on a server that fails
 			// this too, the next run deletes it first.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			b.c.Del(cctx, tmp)
+			b.C.Del(cctx, tmp)
 			cancel()
 			return fmt.Errorf("rebuilding %s: %w", key, err)
 		}
@@ -322,15 +324,15 @@ func (b *bloomSource) rebuildShard(ctx context.Context, s uint64, bitmap []byte,
 // server allocates the string once, zeroed, rather than growing it chunk
 // by chunk (half the server's time here); chunks of zeros are then left as
 // they are.
-func (b *bloomSource) writeSegment(ctx context.Context, tmp string, part []byte, truth int64, st *RebuildStats) error {
-	return b.o.Retry(ctx, redisRetryable, "writing "+tmp+" on "+b.t.Redacted, nil, func() error {
+func (b *Source) writeSegment(ctx context.Context, tmp string, part []byte, truth int64, st *report.RebuildStats) error {
+	return b.o.Retry(ctx, redisconn.Retryable, "writing "+tmp+" on "+b.o.Target, nil, func() error {
 		var sent int64 // this attempt's, for the progress
 		defer func() {
 			if p := b.o.Progress; p != nil {
 				p.RawBytes.Add(-sent) // counted again by the next attempt, or below
 			}
 		}()
-		pipe := b.c.Pipeline()
+		pipe := b.C.Pipeline()
 		pipe.Del(ctx, tmp) // a leftover of an interrupted run, or of this write's last attempt
 		pipe.SetRange(ctx, tmp, int64(len(part)-1), string(part[len(part)-1:]))
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -338,7 +340,7 @@ func (b *bloomSource) writeSegment(ctx context.Context, tmp string, part []byte,
 		}
 		for at := 0; at < len(part); {
 			start := at
-			pipe := b.c.Pipeline()
+			pipe := b.C.Pipeline()
 			for n := 0; n < b.depth && at < len(part); {
 				end := min(at+int(b.chunk), len(part))
 				if !zeros(part[at:end]) {
@@ -361,7 +363,7 @@ func (b *bloomSource) writeSegment(ctx context.Context, tmp string, part []byte,
 				p.RawBytes.Add(int64(at - start))
 			}
 		}
-		have, err := b.c.BitCount(ctx, tmp, nil).Result()
+		have, err := b.C.BitCount(ctx, tmp, nil).Result()
 		if err != nil {
 			return err
 		}
@@ -392,15 +394,15 @@ func zeros(p []byte) bool {
 
 // swap runs swapScript, retried: a retry after a reply lost may find the
 // swap done (the new key gone), which the script then takes for done.
-func (b *bloomSource) swap(ctx context.Context, key, tmp string, n int, truth int64) error {
+func (b *Source) swap(ctx context.Context, key, tmp string, n int, truth int64) error {
 	attempt := 0
-	return b.o.Retry(ctx, redisRetryable, "swapping in "+key+" on "+b.t.Redacted, nil, func() error {
+	return b.o.Retry(ctx, redisconn.Retryable, "swapping in "+key+" on "+b.o.Target, nil, func() error {
 		flag := "0"
 		if attempt > 0 {
 			flag = "1"
 		}
 		attempt++
-		err := swapScript.Run(ctx, b.c, []string{key, tmp}, n, flag, truth).Err()
+		err := swapScript.Run(ctx, b.C, []string{key, tmp}, n, flag, truth).Err()
 		if err == nil {
 			return nil
 		}
@@ -418,9 +420,9 @@ func (b *bloomSource) swap(ctx context.Context, key, tmp string, n int, truth in
 
 // rebuildStopped is the error of a rebuild that stopped: once a shard was
 // swapped in, an interruption says how many were.
-func rebuildStopped(ctx context.Context, o *online.Config, st *RebuildStats, err error) error {
+func rebuildStopped(ctx context.Context, o *online.Config, st *report.RebuildStats, err error) error {
 	if ctx.Err() != nil && st.Swapped > 0 {
-		return online.ApplyInterrupted(ctx, ApplyInterruptedError{Target: o.Target, Rebuilt: st.Swapped, Rebuild: int64(len(st.Shards))})
+		return online.ApplyInterrupted(ctx, online.ApplyInterruptedError{Target: o.Target, Rebuilt: st.Swapped, Rebuild: int64(len(st.Shards))})
 	}
 	if ctx.Err() != nil {
 		return online.Interrupted(ctx, err)

@@ -1,4 +1,4 @@
-package reconcile
+package rediskeys_test
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 )
 
 // fakeRedis is a small RESP2 server on 127.0.0.1:0 that answers enough
@@ -182,23 +184,6 @@ func (c *fakeConn) reset() bool {
 	return false
 }
 
-func bulk(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
-
-func bulks(ss []string) string {
-	var b strings.Builder
-	b.WriteString("*" + strconv.Itoa(len(ss)) + "\r\n")
-	for _, s := range ss {
-		b.WriteString(bulk(s))
-	}
-	return b.String()
-}
-
-// page is a SCAN reply: the cursor and the values.
-func page(cursor int, values []string) string {
-	return "*2\r\n" + bulk(strconv.Itoa(cursor)) + bulks(values)
-}
-
-// answer answers one command; false ends the connection.
 func (f *fakeRedis) answer(c *fakeConn, args []string) bool {
 	if len(args) == 0 {
 		return c.raw("-ERR empty command\r\n")
@@ -234,15 +219,15 @@ func (f *fakeRedis) answer(c *fakeConn, args []string) bool {
 		if f.cluster {
 			enabled = 1
 		}
-		return c.raw(bulk(fmt.Sprintf("# Cluster\r\ncluster_enabled:%d\r\n", enabled)))
+		return c.raw(reconciletest.Bulk(fmt.Sprintf("# Cluster\r\ncluster_enabled:%d\r\n", enabled)))
 	case "CLUSTER INFO":
-		return c.raw(bulk("cluster_state:ok\r\ncluster_slots_assigned:16384\r\n"))
+		return c.raw(reconciletest.Bulk("cluster_state:ok\r\ncluster_slots_assigned:16384\r\n"))
 	case "CLUSTER SLOTS":
 		if f.slots != "" {
 			return c.raw(f.slots)
 		}
 		host, port, _ := net.SplitHostPort(f.addr)
-		return c.raw(fmt.Sprintf("*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n%s:%s\r\n%s", bulk(host), port, bulk("fakenode0000000000000000000000000000000")))
+		return c.raw(fmt.Sprintf("*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n%s:%s\r\n%s", reconciletest.Bulk(host), port, reconciletest.Bulk("fakenode0000000000000000000000000000000")))
 	case "DBSIZE":
 		return c.raw(fmt.Sprintf(":%d\r\n", len(keys)))
 	case "SCARD":
@@ -255,7 +240,7 @@ func (f *fakeRedis) answer(c *fakeConn, args []string) bool {
 		return c.raw(walk(set, arg(2), args))
 	case "SRANDMEMBER":
 		n, _ := strconv.Atoi(arg(2))
-		return c.raw(bulks(set[:min(n, len(set))]))
+		return c.raw(reconciletest.Bulks(set[:min(n, len(set))]))
 	case "EXISTS":
 		return c.raw(":0\r\n")
 	case "SMISMEMBER":
@@ -280,7 +265,7 @@ func fakeCluster(t *testing.T, n int, keys []string) []*fakeRedis {
 	fmt.Fprintf(&slots, "*%d\r\n", n)
 	for i, m := range masters {
 		host, port, _ := net.SplitHostPort(m.addr)
-		fmt.Fprintf(&slots, "*3\r\n:%d\r\n:%d\r\n*3\r\n%s:%s\r\n%s", i*16384/n, (i+1)*16384/n-1, bulk(host), port, bulk(fmt.Sprintf("node%036d", i)))
+		fmt.Fprintf(&slots, "*3\r\n:%d\r\n:%d\r\n*3\r\n%s:%s\r\n%s", i*16384/n, (i+1)*16384/n-1, reconciletest.Bulk(host), port, reconciletest.Bulk(fmt.Sprintf("node%036d", i)))
 	}
 	for i, m := range masters {
 		m.slots = slots.String()
@@ -307,7 +292,7 @@ func walk(values []string, cursor string, args []string) string {
 	if end == len(values) {
 		next = 0
 	}
-	return page(next, values[at:end])
+	return reconciletest.Page(next, values[at:end])
 }
 
 // A fakeRedis that answers a command's first call (or calls) badly and

@@ -1,4 +1,4 @@
-package reconcile
+package redisconn
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // Every byte a Redis server sends this package passes through a guardConn
 // before a client reads it: go-redis's connections (its Dialer) and the
-// apply pipelines' (respPool). The guard follows the RESP2 grammar as the
+// apply pipelines' (Pool). The guard follows the RESP2 grammar as the
 // bytes arrive and refuses a reply that declares more than the bounds
 // below, before the bytes that complete the declaration reach the reader:
 // go-redis allocates what a header declares at once (a []string of n for
@@ -22,20 +22,20 @@ import (
 // guard refuses is a *ReplyError naming the server and the command.
 
 const (
-	// maxBulk bounds a bulk string. The names Run accepts are a prefix and
+	// MaxBulk bounds a bulk string. The names Run accepts are a prefix and
 	// 32 or 64 hex digits; a longer key is a bad value, counted and
 	// sampled. Redis allows keys of 512 MB: above 1 MiB (no key name we
 	// could read, no INFO section, CLUSTER INFO or node field is near it)
 	// a string is refused rather than allocated.
-	maxBulk = 1 << 20
-	// maxLine bounds a status, error or integer line. go-redis reads one
+	MaxBulk = 1 << 20
+	// MaxLine bounds a status, error or integer line. go-redis reads one
 	// into a buffer that grows until the line's \n: unbounded, a server
 	// that never sends one fills memory.
-	maxLine = 64 << 10
-	// maxDepth bounds the nesting of arrays. COMMAND, the deepest reply a
+	MaxLine = 64 << 10
+	// MaxDepth bounds the nesting of arrays. COMMAND, the deepest reply a
 	// client here reads (go-redis's cluster client asks it for its routing
 	// table), nests 9 deep on Redis 7.0; readers recurse once a level.
-	maxDepth = 32
+	MaxDepth = 32
 	// slotBytes is what an array element costs a reader before it is
 	// read: go-redis makes a []interface{} or a []string of the declared
 	// count.
@@ -45,7 +45,7 @@ const (
 	respHeaderDigits = 18
 )
 
-// replyBudget is what one reply may declare in all (maxReply: 16 bytes an
+// ReplyBudget is what one reply may declare in all (maxReply: 16 bytes an
 // array element, strings at their length, lines at theirs) and how many
 // masters of a cluster are scanned at once (streams), from the memory
 // budget. Reading the online side, the replies in flight are the pages
@@ -54,7 +54,7 @@ const (
 // shares, with share = max(mem, 64 MiB)/8, while the sorter has half of
 // mem. A legit SCAN page of COUNT c takes about 100·c bytes: the 1000 of
 // the default is 100 KB; count= up to ~20000 fits the smallest budget.
-func replyBudget(mem int64) (maxReply int64, streams int) {
+func ReplyBudget(mem int64) (maxReply int64, streams int) {
 	share := max(mem, 64<<20) / 8
 	maxReply = min(max(share/4, 2<<20), 8<<20)
 	return maxReply, int(max(1, share/(2*maxReply)))
@@ -139,8 +139,8 @@ func (g *guardConn) SyscallConn() (syscall.RawConn, error) {
 }
 
 // respChecker follows RESP2 replies byte by byte (the types + - : $ *) and
-// refuses one that breaks a bound: a bulk string over maxBulk, a line over
-// maxLine, arrays deeper than maxDepth, or one top-level reply declaring
+// refuses one that breaks a bound: a bulk string over MaxBulk, a line over
+// MaxLine, arrays deeper than MaxDepth, or one top-level reply declaring
 // more than maxReply in all (16 bytes an array element, strings and lines
 // at their length), each checked when its header ends, before the header's
 // \n is passed on. A null ($-1, *-1) is an element. Stricter than the
@@ -164,7 +164,7 @@ type respChecker struct {
 }
 
 func newRespChecker(maxReply int64) respChecker {
-	return respChecker{maxReply: maxReply, maxBulk: maxBulk, maxLine: maxLine, maxDepth: maxDepth}
+	return respChecker{maxReply: maxReply, maxBulk: MaxBulk, maxLine: MaxLine, maxDepth: MaxDepth}
 }
 
 const (
@@ -376,7 +376,7 @@ func (q *cmdNames) drop(n int64) {
 }
 
 // cmdParser reads the commands a client writes, arrays of bulk strings
-// (go-redis and respPool write nothing else), for their names: the first
+// (go-redis and Pool write nothing else), for their names: the first
 // argument, with the second for CLUSTER and CLIENT ("CLUSTER SLOTS").
 // Anything else stops the naming, never the writing: names are for
 // messages.

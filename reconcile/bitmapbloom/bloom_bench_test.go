@@ -1,6 +1,7 @@
-package reconcile
+package bitmapbloom
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/hugemem"
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // BenchmarkBloomBitTests is the in-memory half of a bloom audit's bare
@@ -93,9 +95,10 @@ func BenchmarkBloomBitTests(b *testing.B) {
 
 // parseLayout reads shards=N,bits=M,k=K.
 func parseLayout(s string) (l2bloom.Layout, error) {
-	t, err := ParseURL("redis://h/0?bloom=b*&" + strings.ReplaceAll(s, ",", "&"))
+	q, err := url.ParseQuery(strings.ReplaceAll(s, ",", "&"))
 	if err != nil {
 		return l2bloom.Layout{}, err
 	}
-	return t.Bloom, nil
+	spec, err := ParseSpec("", "b*", online.NewParams(q))
+	return spec.Layout, err
 }

@@ -1,11 +1,10 @@
-package reconcile
+package rediskeys_test
 
 import (
 	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"math"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -16,7 +15,10 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/reconcile"
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/redisconn"
 )
 
 // A broken or hostile Redis (issue 27 item 3): a reply that declares
@@ -65,13 +67,13 @@ func hostileIndex(t *testing.T, n int) (string, []string) {
 // f's) and what mod changes; it fails the test unless Run ends by itself
 // (within minutes, where a fixed run takes a second: no timing is
 // asserted) having allocated less than allocLimit. Timeout 2 s, one retry.
-func hostileRun(t *testing.T, f *fakeRedis, index, query string, mod func(*Options)) (*Report, error) {
+func hostileRun(t *testing.T, f *fakeRedis, index, query string, mod func(*reconcile.Options)) (*reconcile.Report, error) {
 	t.Helper()
-	tg, err := ParseURL("redis://" + f.addr + "/" + query)
+	tg, err := reconcile.ParseURL("redis://" + f.addr + "/" + query)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Index: index, Target: tg, Timeout: 2 * time.Second, Retries: 1, Backoff: 10 * time.Millisecond,
+	o := reconcile.Options{Index: index, Target: tg, Timeout: 2 * time.Second, Retries: 1, Backoff: 10 * time.Millisecond,
 		TmpDir: t.TempDir(), Mem: 64 << 20, Samples: 3}
 	if mod != nil {
 		mod(&o)
@@ -81,7 +83,7 @@ func hostileRun(t *testing.T, f *fakeRedis, index, query string, mod func(*Optio
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	rep, err := Run(ctx, o)
+	rep, err := reconcile.Run(ctx, o)
 	runtime.ReadMemStats(&after)
 	if ctx.Err() != nil {
 		t.Fatalf("Run did not end by itself in 3 minutes (it ended with %v)", err)
@@ -94,9 +96,9 @@ func hostileRun(t *testing.T, f *fakeRedis, index, query string, mod func(*Optio
 
 // wantReplyError fails unless err is a *ReplyError of the problem, from
 // f, answering cmd.
-func wantReplyError(t *testing.T, err error, f *fakeRedis, problem ReplyProblem, cmd string) *ReplyError {
+func wantReplyError(t *testing.T, err error, f *fakeRedis, problem reconcile.ReplyProblem, cmd string) *reconcile.ReplyError {
 	t.Helper()
-	re, ok := errAs[*ReplyError](err)
+	re, ok := errAs[*reconcile.ReplyError](err)
 	if !ok {
 		t.Fatalf("Run ended with %v, want a *ReplyError", err)
 	}
@@ -140,44 +142,44 @@ func TestHostileRedisReplies(t *testing.T) {
 		query   string // the URL's path and query
 		cmd     string // the command answered badly
 		hook    func(c *fakeConn, args []string) bool
-		problem ReplyProblem
+		problem reconcile.ReplyProblem
 		limit   int64 // the bound said, when not the reply budget
-		probe   bool  // Options.Probe
+		probe   bool  // reconcile.Options.Probe
 	}{
 		// The issue's: the page's header claims 2e9 elements (32 GB as a
 		// []string). The old code dies of it; the next one (1.6 GB, which
 		// the old code allocates and survives) shows the same.
-		{"scan-array-2e9", "0?match=fp:*", "SCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0, false},
-		{"scan-array-1e8", "0?match=fp:*", "SCAN", drip(scanHead + "*100000000\r\n"), ReplyTooLarge, 0, false},
+		{"scan-array-2e9", "0?match=fp:*", "SCAN", drip(scanHead + "*2000000000\r\n"), reconcile.ReplyTooLarge, 0, false},
+		{"scan-array-1e8", "0?match=fp:*", "SCAN", drip(scanHead + "*100000000\r\n"), reconcile.ReplyTooLarge, 0, false},
 		// A key of 4 GB, sent a byte at a time: go-redis made a []byte of
 		// 4 GB and filled it until the i/o timeout.
-		{"scan-bulk-4e9", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk, false},
-		{"scan-bulk-just-over", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$1048577\r\n"), BulkTooLong, maxBulk, false},
+		{"scan-bulk-4e9", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), reconcile.BulkTooLong, redisconn.MaxBulk, false},
+		{"scan-bulk-just-over", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$1048577\r\n"), reconcile.BulkTooLong, redisconn.MaxBulk, false},
 		// A status line that never ends: go-redis grows a buffer for it.
-		{"scan-endless-line", "0?match=fp:*", "SCAN", flood("*2\r\n+"), LineTooLong, maxLine, false},
-		{"scan-garbage-type", "0?match=fp:*", "SCAN", drip(scanHead + "?what\r\n"), NotRESP, 0, false},
-		{"scan-deep", "0?match=fp:*", "SCAN", drip(scanHead + strings.Repeat("*1\r\n", 200)), ReplyTooDeep, maxDepth, false},
-		{"sscan-array", "0?set=seen", "SSCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0, false},
-		{"sscan-bulk", "0?set=seen", "SSCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk, false},
-		{"info-bulk", "0?match=fp:*", "INFO", drip("$4000000000\r\n"), BulkTooLong, maxBulk, false},
-		{"scard-array", "0?set=seen", "SCARD", drip("*2000000000\r\n"), ReplyTooLarge, 0, false},
-		{"dbsize-array", "0?match=fp:*", "DBSIZE", drip("*2000000000\r\n"), ReplyTooLarge, 0, false},
-		{"dbsize-bulk", "0?match=fp:*", "DBSIZE", drip("$4000000000\r\n"), BulkTooLong, maxBulk, false},
-		{"type-garbage", "0?set=seen", "TYPE", drip("\x00\x01\x02\r\n"), NotRESP, 0, false},
+		{"scan-endless-line", "0?match=fp:*", "SCAN", flood("*2\r\n+"), reconcile.LineTooLong, redisconn.MaxLine, false},
+		{"scan-garbage-type", "0?match=fp:*", "SCAN", drip(scanHead + "?what\r\n"), reconcile.NotRESP, 0, false},
+		{"scan-deep", "0?match=fp:*", "SCAN", drip(scanHead + strings.Repeat("*1\r\n", 200)), reconcile.ReplyTooDeep, redisconn.MaxDepth, false},
+		{"sscan-array", "0?set=seen", "SSCAN", drip(scanHead + "*2000000000\r\n"), reconcile.ReplyTooLarge, 0, false},
+		{"sscan-bulk", "0?set=seen", "SSCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), reconcile.BulkTooLong, redisconn.MaxBulk, false},
+		{"info-bulk", "0?match=fp:*", "INFO", drip("$4000000000\r\n"), reconcile.BulkTooLong, redisconn.MaxBulk, false},
+		{"scard-array", "0?set=seen", "SCARD", drip("*2000000000\r\n"), reconcile.ReplyTooLarge, 0, false},
+		{"dbsize-array", "0?match=fp:*", "DBSIZE", drip("*2000000000\r\n"), reconcile.ReplyTooLarge, 0, false},
+		{"dbsize-bulk", "0?match=fp:*", "DBSIZE", drip("$4000000000\r\n"), reconcile.BulkTooLong, redisconn.MaxBulk, false},
+		{"type-garbage", "0?set=seen", "TYPE", drip("\x00\x01\x02\r\n"), reconcile.NotRESP, 0, false},
 		// At connect: go-redis's handshake.
-		{"hello-array", "0?match=fp:*", "HELLO", drip("*2000000000\r\n"), ReplyTooLarge, 0, false},
-		{"ping-line", "0?match=fp:*", "PING", flood("+"), LineTooLong, maxLine, false},
+		{"hello-array", "0?match=fp:*", "HELLO", drip("*2000000000\r\n"), reconcile.ReplyTooLarge, 0, false},
+		{"ping-line", "0?match=fp:*", "PING", flood("+"), reconcile.LineTooLong, redisconn.MaxLine, false},
 		// A Redis Cluster's slot map, and a master's SCAN.
-		{"cluster-slots-array", "?match=fp:*&cluster=1", "CLUSTER SLOTS", drip("*2000000000\r\n"), ReplyTooLarge, 0, false},
-		{"cluster-info-bulk", "?match=fp:*&cluster=1", "CLUSTER INFO", drip("$4000000000\r\n"), BulkTooLong, maxBulk, false},
-		{"cluster-scan-array", "?match=fp:*&cluster=1", "SCAN", drip(scanHead + "*2000000000\r\n"), ReplyTooLarge, 0, false},
-		{"cluster-scan-bulk", "?match=fp:*&cluster=1", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk, false},
+		{"cluster-slots-array", "?match=fp:*&cluster=1", "CLUSTER SLOTS", drip("*2000000000\r\n"), reconcile.ReplyTooLarge, 0, false},
+		{"cluster-info-bulk", "?match=fp:*&cluster=1", "CLUSTER INFO", drip("$4000000000\r\n"), reconcile.BulkTooLong, redisconn.MaxBulk, false},
+		{"cluster-scan-array", "?match=fp:*&cluster=1", "SCAN", drip(scanHead + "*2000000000\r\n"), reconcile.ReplyTooLarge, 0, false},
+		{"cluster-scan-bulk", "?match=fp:*&cluster=1", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), reconcile.BulkTooLong, redisconn.MaxBulk, false},
 		// Probes, and the names sampled before a probe to learn their width.
-		{"smismember-array", "0?set=seen&hex=32", "SMISMEMBER", drip("*2000000000\r\n"), ReplyTooLarge, 0, true},
-		{"exists-bulk", "0?match=fp:*&hex=32", "EXISTS", drip("$4000000000\r\n"), BulkTooLong, maxBulk, true},
-		{"srandmember-array", "0?set=seen", "SRANDMEMBER", drip("*2000000000\r\n"), ReplyTooLarge, 0, true},
-		{"sample-scan-bulk", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), BulkTooLong, maxBulk, true},
-		{"cluster-smismember-array", "?set=seen&hex=32&cluster=1", "SMISMEMBER", drip("*2000000000\r\n"), ReplyTooLarge, 0, true},
+		{"smismember-array", "0?set=seen&hex=32", "SMISMEMBER", drip("*2000000000\r\n"), reconcile.ReplyTooLarge, 0, true},
+		{"exists-bulk", "0?match=fp:*&hex=32", "EXISTS", drip("$4000000000\r\n"), reconcile.BulkTooLong, redisconn.MaxBulk, true},
+		{"srandmember-array", "0?set=seen", "SRANDMEMBER", drip("*2000000000\r\n"), reconcile.ReplyTooLarge, 0, true},
+		{"sample-scan-bulk", "0?match=fp:*", "SCAN", drip(scanHead + "*1\r\n$4000000000\r\n"), reconcile.BulkTooLong, redisconn.MaxBulk, true},
+		{"cluster-smismember-array", "?set=seen&hex=32&cluster=1", "SMISMEMBER", drip("*2000000000\r\n"), reconcile.ReplyTooLarge, 0, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			index, names := hostileIndex(t, 100)
@@ -185,11 +187,11 @@ func TestHostileRedisReplies(t *testing.T) {
 			f.keys, f.set = names[:90], hexOf(names[:90])
 			f.cluster = strings.Contains(c.query, "cluster=1")
 			f.on(c.cmd, c.hook)
-			_, err := hostileRun(t, f, index, c.query, func(o *Options) { o.Probe = c.probe })
+			_, err := hostileRun(t, f, index, c.query, func(o *reconcile.Options) { o.Probe = c.probe })
 			re := wantReplyError(t, err, f, c.problem, c.cmd)
 			t.Log(err)
-			maxReply, _ := replyBudget(64 << 20)
-			if limit := cmp.Or(c.limit, maxReply); c.problem != NotRESP && re.Limit != limit {
+			maxReply, _ := redisconn.ReplyBudget(64 << 20)
+			if limit := cmp.Or(c.limit, maxReply); c.problem != reconcile.NotRESP && re.Limit != limit {
 				t.Fatalf("the bound said is %d, want %d: %v", re.Limit, limit, err)
 			}
 			if n := f.callsOf(c.cmd); n != 1 {
@@ -233,7 +235,7 @@ func TestFakeRedisBehaving(t *testing.T) {
 	index, names := hostileIndex(t, 100)
 	f := newFakeRedis(t)
 	f.keys = names[:90]
-	rep, err := hostileRun(t, f, index, "3?match=fp:*&hex=32", func(o *Options) { o.Password, o.Apply = "pw", true })
+	rep, err := hostileRun(t, f, index, "3?match=fp:*&hex=32", func(o *reconcile.Options) { o.Password, o.Apply = "pw", true })
 	if err != nil || rep.Apply == nil || rep.Apply.Written != 10 || f.callsOf("SET") != 10 || f.callsOf("AUTH") < 2 || f.callsOf("SELECT") < 2 {
 		t.Fatalf("apply: %v, %+v, SET %d, AUTH %d, SELECT %d", err, rep.Apply, f.callsOf("SET"), f.callsOf("AUTH"), f.callsOf("SELECT"))
 	}
@@ -252,7 +254,7 @@ func TestHostileRedisEndlessScan(t *testing.T) {
 			keys[i] = fmt.Sprintf("fp:%032x", n)
 			n++
 		}
-		return c.raw(page(1, keys))
+		return c.raw(reconciletest.Page(1, keys))
 	}
 	same := make([]string, 1000)
 	for i := range same {
@@ -264,12 +266,12 @@ func TestHostileRedisEndlessScan(t *testing.T) {
 		calls            bool // stopped by the calls, not the values
 	}{
 		{"keys-new", "0?match=fp:*", "SCAN", newKeys, false},
-		{"keys-same", "0?match=fp:*", "SCAN", func(c *fakeConn, args []string) bool { return c.raw(page(1, same)) }, false},
-		{"keys-empty", "0?match=fp:*", "SCAN", func(c *fakeConn, args []string) bool { return c.raw(page(7, nil)) }, true},
+		{"keys-same", "0?match=fp:*", "SCAN", func(c *fakeConn, args []string) bool { return c.raw(reconciletest.Page(1, same)) }, false},
+		{"keys-empty", "0?match=fp:*", "SCAN", func(c *fakeConn, args []string) bool { return c.raw(reconciletest.Page(7, nil)) }, true},
 		{"set-new", "0?set=seen", "SSCAN", newKeys, false},
-		{"set-empty", "0?set=seen&count=100000", "SSCAN", func(c *fakeConn, args []string) bool { return c.raw(page(7, nil)) }, true},
+		{"set-empty", "0?set=seen&count=100000", "SSCAN", func(c *fakeConn, args []string) bool { return c.raw(reconciletest.Page(7, nil)) }, true},
 		{"cluster-new", "?match=fp:*&cluster=1", "SCAN", newKeys, false},
-		{"cluster-empty", "?match=fp:*&cluster=1&count=100000", "SCAN", func(c *fakeConn, args []string) bool { return c.raw(page(7, nil)) }, true},
+		{"cluster-empty", "?match=fp:*&cluster=1&count=100000", "SCAN", func(c *fakeConn, args []string) bool { return c.raw(reconciletest.Page(7, nil)) }, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			index, names := hostileIndex(t, 100)
@@ -278,7 +280,7 @@ func TestHostileRedisEndlessScan(t *testing.T) {
 			f.cluster = strings.Contains(c.query, "cluster=1")
 			f.on(c.cmd, c.hook)
 			_, err := hostileRun(t, f, index, c.query, nil)
-			be, ok := errAs[*ScanBoundError](err)
+			be, ok := errAs[*reconcile.ScanBoundError](err)
 			if !ok {
 				t.Fatalf("Run ended with %v, want a *ScanBoundError", err)
 			}
@@ -312,28 +314,6 @@ func TestHostileRedisEndlessScan(t *testing.T) {
 	rep, err := hostileRun(t, f, index, "0?match=fp:*", nil)
 	if err != nil || rep.Online.Values != 60000 {
 		t.Fatalf("a store that grew: %v, %d values", err, rep.Online.Values)
-	}
-}
-
-func TestScanBound(t *testing.T) {
-	for _, c := range []struct {
-		n             int64
-		count         int
-		values, calls int64
-	}{
-		{0, 1000, 4*1000 + 65536, 4 + 6710 + 64},
-		{90, 1000, 4*1090 + 65536, 4 + 6710 + 64},
-		{10_000_000, 1000, 4*10_001_000 + 65536, 4*10_001 + 6710 + 64},
-		{100, 10, 4*110 + 65536, 4*11 + 671088 + 64},
-		{-1, 0, 4 + 65536, 4 + 6710886 + 64},
-		// A server that says more than Redis can hold: no overflow.
-		{1 << 62, 1000, 4*(1<<32+1000) + 65536, 4*((1<<32)/1000+1) + 6710 + 64},
-		{math.MaxInt64, math.MaxInt, 4*(1<<32+1<<31) + 65536, 4*3 + 64},
-	} {
-		v, k := scanBound(c.n, c.count)
-		if v != c.values || k != c.calls {
-			t.Errorf("scanBound(%d, %d) = %d, %d; want %d, %d", c.n, c.count, v, k, c.values, c.calls)
-		}
 	}
 }
 
@@ -377,7 +357,7 @@ func TestHostileRedisResets(t *testing.T) {
 			// Every attempt cut: an error after the retries (1), in bounded time.
 			f.on(c.cmd, func(fc *fakeConn, args []string) bool { return fc.raw(c.cut) && fc.reset() })
 			_, err = hostileRun(t, f, index, c.query, nil)
-			if _, ok := errAs[*ReplyError](err); err == nil || ok {
+			if _, ok := errAs[*reconcile.ReplyError](err); err == nil || ok {
 				t.Fatalf("every reply cut short: %v", err)
 			}
 		})
@@ -391,14 +371,14 @@ func TestHostileRedisResets(t *testing.T) {
 func TestHostileRedisApply(t *testing.T) {
 	for _, c := range []struct {
 		name, query, cmd, reply string
-		problem                 ReplyProblem
+		problem                 reconcile.ReplyProblem
 	}{
-		{"set-array", "0?match=fp:*&hex=32", "SET", "*2000000000\r\n", ReplyTooLarge},
-		{"set-deep", "0?match=fp:*&hex=32", "SET", strings.Repeat("*1\r\n", 100_000), ReplyTooDeep},
-		{"set-bulk", "0?match=fp:*&hex=32", "SET", "$4000000000\r\n", BulkTooLong},
-		{"set-garbage", "0?match=fp:*&hex=32", "SET", "%1\r\n", NotRESP},
-		{"sadd-array", "0?set=seen&hex=32", "SADD", "*2000000000\r\n", ReplyTooLarge},
-		{"select-deep", "3?match=fp:*&hex=32", "SELECT", strings.Repeat("*1\r\n", 100_000), ReplyTooDeep},
+		{"set-array", "0?match=fp:*&hex=32", "SET", "*2000000000\r\n", reconcile.ReplyTooLarge},
+		{"set-deep", "0?match=fp:*&hex=32", "SET", strings.Repeat("*1\r\n", 100_000), reconcile.ReplyTooDeep},
+		{"set-bulk", "0?match=fp:*&hex=32", "SET", "$4000000000\r\n", reconcile.BulkTooLong},
+		{"set-garbage", "0?match=fp:*&hex=32", "SET", "%1\r\n", reconcile.NotRESP},
+		{"sadd-array", "0?set=seen&hex=32", "SADD", "*2000000000\r\n", reconcile.ReplyTooLarge},
+		{"select-deep", "3?match=fp:*&hex=32", "SELECT", strings.Repeat("*1\r\n", 100_000), reconcile.ReplyTooDeep},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			index, names := hostileIndex(t, 100)
@@ -414,13 +394,13 @@ func TestHostileRedisApply(t *testing.T) {
 				}
 				return true // the rest of the pipeline: no answer
 			})
-			rep, err := hostileRun(t, f, index, c.query, func(o *Options) { o.Apply = true })
-			we, ok := errAs[*WriteError](err)
+			rep, err := hostileRun(t, f, index, c.query, func(o *reconcile.Options) { o.Apply = true })
+			we, ok := errAs[*reconcile.WriteError](err)
 			if !ok {
 				t.Fatalf("Run ended with %v, want a *WriteError", err)
 			}
 			t.Log(err)
-			re, ok := errAs[*ReplyError](we.Err)
+			re, ok := errAs[*reconcile.ReplyError](we.Err)
 			if !ok || re.Problem != c.problem || re.Server != f.addr || re.Command != c.cmd {
 				t.Fatalf("WriteError's cause %#v, want problem %d from %s answering %s", we.Err, c.problem, f.addr, c.cmd)
 			}
@@ -439,9 +419,9 @@ func TestClusterScanStreams(t *testing.T) {
 		mem  int64
 		want int
 	}{{64 << 20, 2}, {1 << 30, 6}} {
-		_, streams := replyBudget(c.mem)
+		_, streams := redisconn.ReplyBudget(c.mem)
 		if streams < c.want {
-			t.Fatalf("replyBudget(%d) allows %d streams, want at least %d", c.mem, streams, c.want)
+			t.Fatalf("redisconn.ReplyBudget(%d) allows %d streams, want at least %d", c.mem, streams, c.want)
 		}
 		index, names := hostileIndex(t, 600)
 		masters := fakeCluster(t, 6, names[:540])
@@ -460,11 +440,11 @@ func TestClusterScanStreams(t *testing.T) {
 				return false
 			})
 		}
-		tg, err := ParseURL("redis://" + masters[0].addr + "/?match=fp:*&cluster=1&count=10")
+		tg, err := reconcile.ParseURL("redis://" + masters[0].addr + "/?match=fp:*&cluster=1&count=10")
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := Run(context.Background(), Options{Index: index, Target: tg, Timeout: 10 * time.Second, Retries: 1, Backoff: 10 * time.Millisecond, TmpDir: t.TempDir(), Mem: c.mem})
+		rep, err := reconcile.Run(context.Background(), reconcile.Options{Index: index, Target: tg, Timeout: 10 * time.Second, Retries: 1, Backoff: 10 * time.Millisecond, TmpDir: t.TempDir(), Mem: c.mem})
 		if err != nil {
 			t.Fatal(err)
 		}

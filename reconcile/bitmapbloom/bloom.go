@@ -1,4 +1,4 @@
-package reconcile
+package bitmapbloom
 
 import (
 	"context"
@@ -17,16 +17,18 @@ import (
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
 	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/redisconn"
+	"github.com/fpdedup/fpdedup/reconcile/report"
 )
 
-// bloomSource is the online L2 tier (Target.Kind RedisBloom): plain Redis
-// strings, one a shard (or segment of one), laid out as l2bloom says. It is
-// audited whole (audit: every shard read with GETRANGE, every truth key's
-// bits tested in memory), probed bit by bit (GETBIT), and written with
-// SETBIT, which only ever sets a bit: idempotent, and never clears what the
-// online side set.
-type bloomSource struct {
-	*redisSource
+// Source is the online L2 tier: plain Redis strings, one a shard (or
+// segment of one), laid out as l2bloom says. It is audited whole (Audit:
+// every shard read with GETRANGE, every truth key's bits tested in
+// memory), probed bit by bit (GETBIT), and written with SETBIT, which only
+// ever sets a bit: idempotent, and never clears what the online side set.
+type Source struct {
+	*redisconn.Client
+	o      *online.Config
 	layout l2bloom.Layout
 	loc    l2bloom.Locator
 	keys   l2bloom.Template
@@ -43,40 +45,51 @@ type bloomSource struct {
 	noBitfieldRO atomic.Bool
 }
 
+// Options say what a run does with the bloom besides auditing it.
+type Options struct {
+	// Rebuild lists the shards to rebuild (Rebuild) instead of auditing
+	// them: they may be missing or short.
+	Rebuild []uint64
+	// TargetFPR is the false-positive rate the audit sizes the L2 for
+	// (0: DefaultTargetFPR).
+	TargetFPR float64
+}
+
 // rebuilds reports whether shard s is being rebuilt.
-func (b *bloomSource) rebuilds(s uint64) bool { return b.rebuild != nil && b.rebuild[s] }
+func (b *Source) rebuilds(s uint64) bool { return b.rebuild != nil && b.rebuild[s] }
 
 // bloomChunk is the bytes one GETRANGE asks for: under the reply guard's
 // string bound (maxString), a divisor of a segment so that no chunk
 // straddles two.
 const bloomChunk = 512 << 10
 
-// openBloom opens the bloom t names: its shards in rebuild are not
-// audited but rebuilt; the audit sizes the L2 for targetFPR.
-func openBloom(ctx context.Context, t *Target, o *online.Config, rebuild []uint64, targetFPR float64) (*bloomSource, error) {
-	r, err := openRedis(ctx, t, o, 0)
+// Open opens the bloom spec names on the server srv and checks its shard
+// keys: each a string of the layout's length (but those to rebuild, which
+// may be missing or short).
+func Open(ctx context.Context, srv redisconn.Server, spec Spec, o *online.Config, opt Options) (*Source, error) {
+	r, err := redisconn.Open(ctx, srv, o)
 	if err != nil {
 		return nil, err
 	}
-	maxReply, _ := replyBudget(o.Mem)
-	b := &bloomSource{redisSource: r, layout: t.Bloom, loc: t.Bloom.Locator(), keys: t.BloomKeys,
-		chunk: min(bloomChunk, maxReply), depth: 8, targetFPR: targetFPR}
-	if len(rebuild) > 0 {
-		b.rebuild = make([]bool, t.Bloom.Shards)
-		for _, s := range rebuild {
+	maxReply, _ := redisconn.ReplyBudget(o.Mem)
+	b := &Source{Client: r, o: o, layout: spec.Layout, loc: spec.Locator(), keys: spec.Keys,
+		chunk: min(bloomChunk, maxReply), depth: 8, targetFPR: opt.TargetFPR}
+	if len(opt.Rebuild) > 0 {
+		b.rebuild = make([]bool, spec.Shards)
+		for _, s := range opt.Rebuild {
 			b.rebuild[s] = true
 		}
 	}
-	if n := t.Bloom.Shards * t.Bloom.Segments(); n <= 1<<16 {
-		for s := range t.Bloom.Shards {
-			for seg := range t.Bloom.Segments() {
-				b.names = append(b.names, t.Bloom.Key(t.BloomKeys, s, seg))
+	if n := spec.Shards * spec.Segments(); n <= 1<<16 {
+		for s := range spec.Shards {
+			for seg := range spec.Segments() {
+				b.names = append(b.names, spec.Key(spec.Keys, s, seg))
 			}
 		}
 	}
 	if err := b.checkShards(ctx); err != nil {
 		r.Close()
-		return nil, fmt.Errorf("%s: %w", t.Redacted, err)
+		return nil, fmt.Errorf("%s: %w", o.Target, err)
 	}
 	return b, nil
 }
@@ -105,7 +118,7 @@ func (e *BloomKeyError) Error() string {
 // shard being rebuilt may be missing or shorter than its layout (the
 // online side's SETBITs after a flush make it only as long as the highest
 // bit they set); never longer, nor of another type.
-func (b *bloomSource) checkShards(ctx context.Context) error {
+func (b *Source) checkShards(ctx context.Context) error {
 	type probe struct {
 		key   string
 		shard uint64
@@ -119,8 +132,8 @@ func (b *bloomSource) checkShards(ctx context.Context) error {
 		if len(todo) == 0 {
 			return nil
 		}
-		err := b.o.Retry(ctx, redisRetryable, "checking the bloom's shard keys on "+b.t.Redacted, nil, func() error {
-			pipe := b.c.Pipeline()
+		err := b.o.Retry(ctx, redisconn.Retryable, "checking the bloom's shard keys on "+b.o.Target, nil, func() error {
+			pipe := b.C.Pipeline()
 			for i := range todo {
 				todo[i].typ = pipe.Type(ctx, todo[i].key)
 				todo[i].n = pipe.StrLen(ctx, todo[i].key)
@@ -174,18 +187,18 @@ func isWrongType(err error) bool {
 }
 
 // Sorted: a bloom is never listed (audit reads it instead).
-func (b *bloomSource) Sorted() bool { return true }
+func (b *Source) Sorted() bool { return true }
 
 // Read is not how a bloom is compared: it holds bits, not keys.
-func (b *bloomSource) Read(context.Context, *online.ReadStats, func([]fpstore.Fingerprint) error) error {
+func (b *Source) Read(context.Context, *online.ReadStats, func([]fpstore.Fingerprint) error) error {
 	return errors.New("a bloom holds bits, not keys: it is audited, not listed")
 }
 
 // Wide: a bloom is addressed by the index's own fingerprints.
-func (b *bloomSource) Wide() (wide, known bool) { return false, true }
+func (b *Source) Wide() (wide, known bool) { return false, true }
 
 // bit is where bit off of shard s is: its key and the offset in it.
-func (b *bloomSource) bit(s, off uint64) (string, int64) {
+func (b *Source) bit(s, off uint64) (string, int64) {
 	seg := off / l2bloom.SegmentBits
 	if i := s*b.layout.Segments() + seg; i < uint64(len(b.names)) {
 		return b.names[i], int64(off % l2bloom.SegmentBits)
@@ -195,7 +208,7 @@ func (b *bloomSource) bit(s, off uint64) (string, int64) {
 
 // eachBit calls fn with the key and the offset in it of each of fp's K
 // bits (pos: room for K positions).
-func (b *bloomSource) eachBit(fp fpstore.Fingerprint, pos []uint64, fn func(key string, off int64)) {
+func (b *Source) eachBit(fp fpstore.Fingerprint, pos []uint64, fn func(key string, off int64)) {
 	s := b.loc.Shard(fp.Hi)
 	b.loc.Bits(fp.Hi, fp.Lo, pos)
 	for _, p := range pos {
@@ -209,11 +222,11 @@ func (b *bloomSource) eachBit(fp fpstore.Fingerprint, pos []uint64, fn func(key 
 // more than the write that set it (1M keys, k=3, 16 shards: 4.0 s against
 // the SETBITs' 2.4 s). A server without BITFIELD_RO (Redis before 6.2) is
 // asked GETBIT a bit.
-func (b *bloomSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error {
+func (b *Source) Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error {
 	k := b.layout.K
 	pos := make([]uint64, k)
 	if b.noBitfieldRO.Load() {
-		pipe := b.c.Pipeline()
+		pipe := b.C.Pipeline()
 		cmds := make([]*redis.IntCmd, 0, len(fps)*k)
 		for _, fp := range fps {
 			b.eachBit(fp, pos, func(key string, off int64) { cmds = append(cmds, pipe.GetBit(ctx, key, off)) })
@@ -250,7 +263,7 @@ func (b *bloomSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 			j++
 		})
 	}
-	pipe := b.c.Pipeline()
+	pipe := b.C.Pipeline()
 	for key, kb := range byKey {
 		kb.cmd = pipe.BitFieldRO(ctx, key, kb.args...)
 	}
@@ -278,7 +291,7 @@ func (b *bloomSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 }
 
 // Held asks GETBIT of each item's K bits (Probe).
-func (b *bloomSource) Held(ctx context.Context, items []online.Item, present []bool) error {
+func (b *Source) Held(ctx context.Context, items []online.Item, present []bool) error {
 	fps := make([]fpstore.Fingerprint, len(items))
 	for i := range items {
 		fps[i] = items[i].FP
@@ -288,26 +301,26 @@ func (b *bloomSource) Held(ctx context.Context, items []online.Item, present []b
 
 // Write sets each item's K bits with SETBIT, in one pipeline. Setting a
 // set bit changes nothing, so a retried batch is harmless. To one server
-// the commands are written as RESP by hand (respPool): through go-redis's
+// the commands are written as RESP by hand (redisconn.Pool): through go-redis's
 // pipeline, building and parsing its commands took most of --apply's CPU
 // and it wrote 0.64M SETBIT/s where redis-benchmark writes several times
 // that (bench/l2bloom.sh); a Cluster needs go-redis's routing by slot.
-func (b *bloomSource) Write(ctx context.Context, items []online.Item) error {
+func (b *Source) Write(ctx context.Context, items []online.Item) error {
 	pos := make([]uint64, b.layout.K)
-	if b.cc == nil {
+	if b.CC == nil {
 		buf := make([]byte, 0, len(items)*len(pos)*48)
 		var num [20]byte
 		for i := range items {
 			b.eachBit(items[i].FP, pos, func(key string, off int64) {
 				buf = append(buf, "*4\r\n$6\r\nSETBIT\r\n"...)
-				buf = appendBulk(buf, key)
-				buf = appendBulk(buf, strconv.AppendInt(num[:0], off, 10))
+				buf = redisconn.AppendBulk(buf, key)
+				buf = redisconn.AppendBulk(buf, strconv.AppendInt(num[:0], off, 10))
 				buf = append(buf, "$1\r\n1\r\n"...)
 			})
 		}
-		return b.raw.pipeline(ctx, buf, len(items)*len(pos))
+		return b.Raw.Pipeline(ctx, buf, len(items)*len(pos))
 	}
-	pipe := b.c.Pipeline()
+	pipe := b.C.Pipeline()
 	for i := range items {
 		b.eachBit(items[i].FP, pos, func(key string, off int64) { pipe.SetBit(ctx, key, off, 1) })
 	}
@@ -321,7 +334,7 @@ func (b *bloomSource) Write(ctx context.Context, items []online.Item) error {
 }
 
 // Plan prints the SETBIT commands Write would send.
-func (b *bloomSource) Plan(w io.Writer, items []online.Item) error {
+func (b *Source) Plan(w io.Writer, items []online.Item) error {
 	pos := make([]uint64, b.layout.K)
 	var line []byte
 	for i := range items {
@@ -344,14 +357,14 @@ const DefaultTargetFPR = 0.01
 // of the bloom, in passes that each hold as much of it as the memory
 // budget allows beside a bit a truth key (held or not), and one read of
 // the index a pass. The keys not held go to missing, in order.
-func (b *bloomSource) Audit(ctx context.Context, x *fpstore.Index, st *online.ReadStats, held *int64, missing func(fpstore.Fingerprint) error, rep *Report) error {
+func (b *Source) Audit(ctx context.Context, x *fpstore.Index, st *online.ReadStats, held *int64, missing func(fpstore.Fingerprint) error, rep *report.Report) error {
 	rep.Mode = "bloom-audit"
 	l := b.layout
 	n := x.Len()
-	br := &BloomReport{Layout: l.String(), Scheme: l2bloom.Scheme, Keys: string(b.keys), Shards: make([]BloomShard, l.Shards)}
+	br := &report.BloomReport{Layout: l.String(), Scheme: l2bloom.Scheme, Keys: string(b.keys), Shards: make([]report.BloomShard, l.Shards)}
 	rep.Bloom = br
 	for s := range br.Shards {
-		br.Shards[s] = BloomShard{Shard: uint64(s), Key: l.Key(b.keys, uint64(s), 0), Rebuild: b.rebuilds(uint64(s))}
+		br.Shards[s] = report.BloomShard{Shard: uint64(s), Key: l.Key(b.keys, uint64(s), 0), Rebuild: b.rebuilds(uint64(s))}
 	}
 	unset := make([]uint64, (n+63)/64) // bit i: truth key i has a bit found unset
 
@@ -445,7 +458,7 @@ type bloomSpan struct {
 
 // readSpans reads the spans of shards first… with pipelined GETRANGE
 // chunks, each retried as a whole pipeline (a read changes nothing).
-func (b *bloomSource) readSpans(ctx context.Context, spans []bloomSpan, first uint64, br *BloomReport) error {
+func (b *Source) readSpans(ctx context.Context, spans []bloomSpan, first uint64, br *report.BloomReport) error {
 	type chunk struct {
 		key      string
 		from, to int64 // in the key, inclusive
@@ -470,8 +483,8 @@ func (b *bloomSource) readSpans(ctx context.Context, spans []bloomSpan, first ui
 	for len(todo) > 0 {
 		batch := todo[:min(len(todo), b.depth)]
 		todo = todo[len(batch):]
-		err := b.o.Retry(ctx, redisRetryable, "reading the bloom on "+b.t.Redacted, nil, func() error {
-			pipe := b.c.Pipeline()
+		err := b.o.Retry(ctx, redisconn.Retryable, "reading the bloom on "+b.o.Target, nil, func() error {
+			pipe := b.C.Pipeline()
 			cmds := make([]*redis.StringCmd, len(batch))
 			for i, ch := range batch {
 				cmds[i] = pipe.GetRange(ctx, ch.key, ch.from, ch.to)
@@ -493,7 +506,7 @@ func (b *bloomSource) readSpans(ctx context.Context, spans []bloomSpan, first ui
 				return err
 			}
 			return fmt.Errorf("reading the bloom on %s failed at %s (%s of it read; each read tried %d times): %w; rerun the audit when the server answers",
-				b.t.Redacted, batch[0].key, units.FormatBytes(br.BytesRead), 1+b.o.Retries, err)
+				b.o.Target, batch[0].key, units.FormatBytes(br.BytesRead), 1+b.o.Retries, err)
 		}
 		for _, ch := range batch {
 			br.BytesRead += int64(len(ch.dst))
@@ -508,7 +521,7 @@ func (b *bloomSource) readSpans(ctx context.Context, spans []bloomSpan, first ui
 // testPass reads the index once and marks in unset each truth key with a
 // bit inside this pass's spans that is not set. The first pass also counts
 // each shard's truth keys.
-func (b *bloomSource) testPass(ctx context.Context, x *fpstore.Index, st *online.ReadStats, spans []bloomSpan, unset []uint64, count bool, br *BloomReport) error {
+func (b *Source) testPass(ctx context.Context, x *fpstore.Index, st *online.ReadStats, spans []bloomSpan, unset []uint64, count bool, br *report.BloomReport) error {
 	pos := make([]uint64, b.layout.K)
 	var i uint64
 	return x.Scan(func(fps []fpstore.Fingerprint) error {
@@ -539,7 +552,7 @@ func (b *bloomSource) testPass(ctx context.Context, x *fpstore.Index, st *online
 }
 
 // summarise fills the rates and the sizing.
-func (b *bloomSource) summarise(br *BloomReport, target float64, n uint64) {
+func (b *Source) summarise(br *report.BloomReport, target float64, n uint64) {
 	l := b.layout
 	if target <= 0 {
 		target = DefaultTargetFPR
@@ -559,7 +572,7 @@ func (b *bloomSource) summarise(br *BloomReport, target float64, n uint64) {
 	br.FPRNow = now / float64(l.Shards)
 	br.FPRFormula = formula / float64(l.Shards)
 	need := l2bloom.BitsFor(n, l.Shards, l.K, target)
-	br.Sizing = Sizing{TargetFPR: target, BitsNeeded: need, BytesNeeded: int64((need+7)/8) * int64(l.Shards),
+	br.Sizing = report.Sizing{TargetFPR: target, BitsNeeded: need, BytesNeeded: int64((need+7)/8) * int64(l.Shards),
 		BitsLive: l.Bits, BytesLive: l.ShardBytes() * int64(l.Shards),
 		LiveFPRTruth: l2bloom.Formula(float64(n)/float64(l.Shards), float64(l.Bits), l.K)}
 }
@@ -573,21 +586,21 @@ func pow(x float64, k int) float64 {
 }
 
 // Shards is the layout's shard count.
-func (b *bloomSource) Shards() uint64 { return b.layout.Shards }
+func (b *Source) Shards() uint64 { return b.layout.Shards }
 
 // ShardOf is the shard that holds fp's bits.
-func (b *bloomSource) ShardOf(fp fpstore.Fingerprint) uint64 { return b.loc.Shard(fp.Hi) }
+func (b *Source) ShardOf(fp fpstore.Fingerprint) uint64 { return b.loc.Shard(fp.Hi) }
 
 // ReadBackShards reads back whole the shards written (touched): each must
 // be its layout's length and hold at least the bits the audit read before
 // (rep.Bloom), since --apply only sets bits.
-func (b *bloomSource) ReadBackShards(ctx context.Context, touched []bool, rep *Report) error {
+func (b *Source) ReadBackShards(ctx context.Context, touched []bool, rep *report.Report) error {
 	rb := rep.ReadBack
 	for s, t := range touched {
 		if !t {
 			continue
 		}
-		sh := ShardReadBack{Shard: uint64(s), Key: b.layout.Key(b.keys, uint64(s), 0), WantBytes: b.layout.ShardBytes(), WantFrom: "audit"}
+		sh := report.ShardReadBack{Shard: uint64(s), Key: b.layout.Key(b.keys, uint64(s), 0), WantBytes: b.layout.ShardBytes(), WantFrom: "audit"}
 		if br := rep.Bloom; br != nil {
 			sh.WantBits = br.Shards[s].SetBits
 		}
@@ -600,9 +613,9 @@ func (b *bloomSource) ReadBackShards(ctx context.Context, touched []bool, rep *R
 // BITCOUNT of each segment, pipelined, retried: reads change nothing) and
 // marks the shards that fall short of what they must hold. rb.Short counts
 // them.
-func (b *bloomSource) readBack(ctx context.Context, rb *ReadBack) error {
+func (b *Source) readBack(ctx context.Context, rb *report.ReadBack) error {
 	type probe struct {
-		sh   *ShardReadBack
+		sh   *report.ShardReadBack
 		key  string
 		typ  *redis.StatusCmd
 		n    *redis.IntCmd
@@ -614,8 +627,8 @@ func (b *bloomSource) readBack(ctx context.Context, rb *ReadBack) error {
 		if len(todo) == 0 {
 			return nil
 		}
-		err := b.o.Retry(ctx, redisRetryable, "reading the bloom back on "+b.t.Redacted, nil, func() error {
-			pipe := b.c.Pipeline()
+		err := b.o.Retry(ctx, redisconn.Retryable, "reading the bloom back on "+b.o.Target, nil, func() error {
+			pipe := b.C.Pipeline()
 			for i := range todo {
 				todo[i].typ = pipe.Type(ctx, todo[i].key)
 				todo[i].n = pipe.StrLen(ctx, todo[i].key)
