@@ -3,7 +3,9 @@ package reconcile
 import (
 	"github.com/fpdedup/fpdedup/reconcile/apply"
 	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
+	"github.com/fpdedup/fpdedup/reconcile/exportfile"
 	"github.com/fpdedup/fpdedup/reconcile/join"
+	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 	"github.com/fpdedup/fpdedup/reconcile/redisconn"
 	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
@@ -104,3 +106,35 @@ const DefaultTargetFPR = bitmapbloom.DefaultTargetFPR
 // this once, before Run. Not safe to call while go-redis clients are in
 // use.
 func QuietRedisLogs() { redisconn.QuietRedisLogs() }
+
+// MySQL's and the file export's errors are packages mysqltable's and
+// exportfile's.
+type (
+	BadServerError      = mysqltable.BadServerError
+	ServerProblem       = mysqltable.ServerProblem
+	SlowServerError     = mysqltable.SlowServerError
+	NotFingerprintError = exportfile.NotFingerprintError
+)
+
+// The problems a BadServerError names.
+const (
+	PacketTooLarge = mysqltable.PacketTooLarge // one logical packet over the bound
+	TooManyColumns = mysqltable.TooManyColumns // a result of more columns than any query asks for
+	MalformedReply = mysqltable.MalformedReply // a packet the driver cannot parse
+	TooManyRows    = mysqltable.TooManyRows    // more rows than COUNT(*) or the row estimate allow
+	ExtraResults   = mysqltable.ExtraResults   // more result sets after the rows of one SELECT
+)
+
+// ErrNoPath: ParseURL was given "file:" without a path.
+var ErrNoPath = exportfile.ErrNoPath
+
+// CountMode says when a MySQL read is checked against COUNT(*)
+// (Target.MySQL.Count).
+type CountMode = mysqltable.CountMode
+
+// The count modes (&count=auto|1|0).
+const (
+	CountAuto   = mysqltable.CountAuto   // when the table is small enough for it to be cheap
+	CountAlways = mysqltable.CountAlways // always
+	CountNever  = mysqltable.CountNever  // never
+)

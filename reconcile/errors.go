@@ -23,9 +23,6 @@ var ErrWrongHash = errors.New("the index's hash is not the online side's")
 // *NeedRecordsError names the target).
 var ErrNeedRecords = errors.New("the online side holds whole 32-byte SHA-256 digests, which a 128-bit index cannot give")
 
-// ErrNoPath: ParseURL was given "file:" without a path.
-var ErrNoPath = errors.New("file:PATH needs a path")
-
 // An OptionError is an option, or a combination of options, that Run
 // refuses before it opens anything: a caller's mistake, not the data's.
 type OptionError struct {
@@ -152,18 +149,6 @@ func (e *NeedRecordsError) Error() string {
 }
 
 func (e *NeedRecordsError) Unwrap() error { return ErrNeedRecords }
-
-// A NotFingerprintError is a line of a file: export that is not a hex
-// fingerprint (with Options.OnlineFormat "key" each line is a key).
-type NotFingerprintError struct {
-	Name string // the file, as ingest names it ("-" for stdin)
-	Line int64  // 1-based
-	Text []byte // the line, cut at 80 bytes
-}
-
-func (e *NotFingerprintError) Error() string {
-	return fmt.Sprintf(`%s:%d: not a 32- or 64-digit hex fingerprint: %q (with OnlineFormat "key" each line is a key)`, e.Name, e.Line, e.Text)
-}
 
 // A TooManyDigestsError: the whole digests Apply must write, collected
 // from the records, do not fit in Options.Mem.

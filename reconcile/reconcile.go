@@ -14,7 +14,9 @@ import (
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/reconcile/apply"
 	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
+	"github.com/fpdedup/fpdedup/reconcile/exportfile"
 	"github.com/fpdedup/fpdedup/reconcile/join"
+	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
 	"github.com/fpdedup/fpdedup/reconcile/report"
@@ -234,9 +236,9 @@ func open(ctx context.Context, o *Options, cfg *online.Config) (online.Source, e
 	case RedisKeys, RedisSet:
 		return rediskeys.Open(ctx, o.Target.Redis, o.Target.Keys, cfg, o.TTL)
 	case MySQL:
-		return openMySQL(ctx, o.Target, cfg)
+		return mysqltable.Open(ctx, o.Target.MySQL, cfg)
 	case File:
-		return &fileSource{t: o.Target, keys: o.OnlineFormat == "key"}, nil
+		return exportfile.Open(o.Target.Path, o.Target.Redacted, o.OnlineFormat == "key"), nil
 	case RedisBloom:
 		return bitmapbloom.Open(ctx, o.Target.Redis, o.Target.Bloom, cfg, bitmapbloom.Options{Rebuild: o.Rebuild, TargetFPR: o.TargetFPR})
 	}

@@ -3,17 +3,14 @@ package reconcile
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
 	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
-	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
 	"github.com/fpdedup/fpdedup/reconcile/redisconn"
 	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
 )
@@ -26,8 +23,8 @@ func TestParseURL(t *testing.T) {
 		{"redis://127.0.0.1:6390/3?match=dd:*", Target{Kind: RedisKeys, Redis: redisconn.Server{Addr: "127.0.0.1:6390", DB: 3}, Keys: rediskeys.Keys{Prefix: "dd:", ScanCount: 1000}}},
 		{"redis://audit@cache?set=seen&count=5000&hex=64", Target{Kind: RedisSet, Redis: redisconn.Server{Addr: "cache:6379", User: "audit"}, Keys: rediskeys.Keys{Set: "seen", ScanCount: 5000, HexDigits: 64}}},
 		{"redis://h:1/0?match=*", Target{Kind: RedisKeys, Redis: redisconn.Server{Addr: "h:1"}, Keys: rediskeys.Keys{ScanCount: 1000}}},
-		{"mysql://u@db1/dedup?table=events&column=fp", Target{Kind: MySQL, Addr: "db1:3306", User: "u", Name: "dedup", Table: "events", Column: "fp", Count: CountAuto}},
-		{"mysql://u@db1:3307/d?table=other.t&column=c&where=c%20%3E%200&count=0", Target{Kind: MySQL, Addr: "db1:3307", User: "u", Name: "d", Table: "other.t", Column: "c", Where: "c > 0", Count: CountNever}},
+		{"mysql://u@db1/dedup?table=events&column=fp", Target{Kind: MySQL, MySQL: mysqltable.Table{Addr: "db1:3306", User: "u", Name: "dedup", Table: "events", Column: "fp", Count: CountAuto}}},
+		{"mysql://u@db1:3307/d?table=other.t&column=c&where=c%20%3E%200&count=0", Target{Kind: MySQL, MySQL: mysqltable.Table{Addr: "db1:3307", User: "u", Name: "d", Table: "other.t", Column: "c", Where: "c > 0", Count: CountNever}}},
 		{"file:/tmp/x.txt", Target{Kind: File, Path: "/tmp/x.txt"}},
 		{"file:///tmp/x.txt", Target{Kind: File, Path: "/tmp/x.txt"}},
 		{"file:rel.txt.gz", Target{Kind: File, Path: "rel.txt.gz"}},
@@ -124,24 +121,4 @@ func TestScrub(t *testing.T) {
 	if err.Error() != "cannot reach "+url+": Error 1045: Access denied for user '*****'" {
 		t.Fatalf("%v", err)
 	}
-}
-
-// MySQL's Retryable on its errors, and on errors of none.
-func TestRetryable(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want bool
-	}{
-		{io.ErrUnexpectedEOF, true},
-		{&mysql.MySQLError{Number: 1213, Message: "Deadlock found"}, true},
-		{fmt.Errorf("writing: %w", &mysql.MySQLError{Number: 1927}), true},
-		{&mysql.MySQLError{Number: 1146, Message: "Table doesn't exist"}, false},
-		{&mysql.MySQLError{Number: 1045, Message: "Access denied"}, false},
-		{online.Permanent{Err: errors.New("no")}, false},
-	} {
-		if got := mysqlRetryable(c.err); got != c.want {
-			t.Errorf("mysqlRetryable(%v) = %v", c.err, got)
-		}
-	}
-
 }

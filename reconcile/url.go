@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
+	"github.com/fpdedup/fpdedup/reconcile/exportfile"
+	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 	"github.com/fpdedup/fpdedup/reconcile/redisconn"
 	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
@@ -53,32 +55,12 @@ type Target struct {
 	// RedisBloom: the shards' layout and the template of their keys.
 	Bloom bitmapbloom.Spec
 
-	// MySQL.
-	Addr                 string // the server
-	User                 string
-	Name                 string // the database
-	Table, Column, Where string
-	Count                CountMode
+	// MySQL: the fingerprint column of a table.
+	MySQL mysqltable.Table
 
 	// File.
 	Path string
 }
-
-// CountMode says when a MySQL read is checked against COUNT(*).
-type CountMode int
-
-// The count modes (&count=auto|1|0).
-const (
-	CountAuto   CountMode = iota // when the table is small enough for it to be cheap
-	CountAlways                  // always
-	CountNever                   // never
-)
-
-// countAutoMax is the largest table (by the server's row estimate) that
-// CountAuto counts. Measured here: COUNT(*) of a 9.1M-row BINARY(16)
-// table larger than the buffer pool cost 60% of the streamed read itself
-// (20.1 s against 12.7 s), of 900k rows 0.1 s (20%).
-const countAutoMax = 2_000_000
 
 // Environment variables that hold the online store's password.
 const (
@@ -97,8 +79,6 @@ func (t *Target) PasswordEnv() string {
 	return ""
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z0-9_$]+(\.[A-Za-z0-9_$]+)?$`)
-
 // hostRE is a host:port printed as it is in a query.
 var hostRE = regexp.MustCompile(`^[A-Za-z0-9._:\[\]-]*$`)
 
@@ -116,7 +96,11 @@ var hostRE = regexp.MustCompile(`^[A-Za-z0-9._:\[\]-]*$`)
 // message never holds a password.
 func ParseURL(s string) (*Target, error) {
 	if path, ok := strings.CutPrefix(s, "file:"); ok {
-		return parseFileURL(path)
+		p, err := exportfile.ParsePath(path)
+		if err != nil {
+			return nil, err
+		}
+		return &Target{Kind: File, Path: p, Redacted: "file:" + p}, nil
 	}
 	u, hostList, err := splitURL(s)
 	if err != nil {
@@ -149,7 +133,8 @@ func ParseURL(s string) (*Target, error) {
 	case "redis":
 		err = parseRedisURL(t, u, hostList, q)
 	case "mysql":
-		err = parseMySQLURL(t, u, q)
+		t.Kind = MySQL
+		t.MySQL, err = mysqltable.ParseTable(t.Redacted, u, q)
 	default:
 		return nil, &URLError{Reason: fmt.Sprintf("unknown scheme %q (want redis://, mysql:// or file:)", u.Scheme)}
 	}
@@ -160,28 +145,6 @@ func ParseURL(s string) (*Target, error) {
 		return nil, badURL(t, "unknown parameter %q", k)
 	}
 	return t, nil
-}
-
-func parseFileURL(path string) (*Target, error) {
-	p, authority := strings.CutPrefix(path, "//")
-	if authority {
-		// file://HOST/PATH: a host we do not read, and a user or password
-		// (user:pw@) that must never be taken from a URL.
-		host, _, _ := strings.Cut(p, "/")
-		if strings.Contains(host, "@") {
-			return nil, &URLError{Reason: "a file: URL names a path, not a user or password"}
-		}
-	}
-	if strings.Contains(p, "://") {
-		// Not a path anyone means (file:://u:pw@h, file:redis://…): what
-		// follows may hold a user and a password, which must not become a
-		// file name echoed in reports and errors.
-		return nil, &URLError{Reason: "a file: URL names a path (file:PATH or file:///PATH), not another URL"}
-	}
-	if p == "" {
-		return nil, ErrNoPath
-	}
-	return &Target{Kind: File, Path: p, Redacted: "file:" + p}, nil
 }
 
 // splitURL parses s, and returns a Redis Cluster's host list apart: a
@@ -239,31 +202,6 @@ func redisKeys(t *Target, q *online.Params) (err error) {
 		return badURL(t, "say which keys: ?match=PREFIX* (keys PREFIX<hex>), ?set=KEY (members of a set) or ?bloom=TEMPLATE&shards=N&bits=M&k=K (the L2 bloom)")
 	}
 	return err
-}
-
-func parseMySQLURL(t *Target, u *url.URL, q *online.Params) error {
-	t.Kind = MySQL
-	t.Addr = online.HostPort(u.Host, "3306")
-	t.User = u.User.Username()
-	t.Name = strings.Trim(u.Path, "/")
-	if t.User == "" || t.Name == "" {
-		return badURL(t, "want mysql://user@host:port/database?table=T&column=C")
-	}
-	t.Table, t.Column, t.Where = q.Get("table"), q.Get("column"), q.Get("where")
-	if !identRE.MatchString(t.Table) || !identRE.MatchString(t.Column) || strings.Contains(t.Column, ".") {
-		return badURL(t, "table= and column= must be plain identifiers ([A-Za-z0-9_$], table may be db.table)")
-	}
-	switch c := q.Get("count"); c {
-	case "", "auto":
-		t.Count = CountAuto
-	case "1", "true":
-		t.Count = CountAlways
-	case "0", "false":
-		t.Count = CountNever
-	default:
-		return badURL(t, "count= must be auto, 1 or 0")
-	}
-	return nil
 }
 
 // urlParams are the parameters a URL may hold; any other is refused, and

@@ -1,4 +1,4 @@
-package reconcile
+package mysqltable
 
 import (
 	"context"
@@ -18,11 +18,11 @@ import (
 	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
-// mysqlSource reads a fingerprint column with one streamed `SELECT C FROM T
+// Source reads a fingerprint column with one streamed `SELECT C FROM T
 // ORDER BY C` (sorted: it merge-joins with the index), probes with `WHERE
 // C IN (…)`, and writes with multi-row INSERT IGNORE.
-type mysqlSource struct {
-	t        *Target
+type Source struct {
+	t        Table
 	o        *online.Config
 	db       *sql.DB
 	table    string // quoted
@@ -53,7 +53,9 @@ func quoteIdent(s string) string {
 	return strings.Join(parts, ".")
 }
 
-func openMySQL(ctx context.Context, t *Target, o *online.Config) (*mysqlSource, error) {
+// Open opens the table t names and checks its column's type: BINARY(16)
+// or BINARY(32), CHAR(32) or CHAR(64).
+func Open(ctx context.Context, t Table, o *online.Config) (*Source, error) {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd = t.User, o.Password
 	cfg.Net, cfg.Addr, cfg.DBName = "tcp", t.Addr, t.Name
@@ -61,21 +63,21 @@ func openMySQL(ctx context.Context, t *Target, o *online.Config) (*mysqlSource, 
 	cfg.Timeout = min(o.Timeout, 5*time.Second)
 	cfg.ReadTimeout, cfg.WriteTimeout = o.Timeout, o.Timeout
 	cfg.Logger = nopLogger{} // errors are returned, never printed by the driver
-	srv := newMySQLGuard(t, o.Timeout, o.Hangup)
+	srv := newMySQLGuard(o.Target, t.Addr, o.Timeout, o.Hangup)
 	cfg.DialFunc = srv.dial
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", t.Redacted, err)
+		return nil, fmt.Errorf("%s: %w", o.Target, err)
 	}
 	db := sql.OpenDB(&guardConnector{Connector: conn, srv: srv})
 	db.SetMaxOpenConns(o.Conns + 2)
 	db.SetMaxIdleConns(o.Conns + 2)
-	m := &mysqlSource{t: t, o: o, db: db, table: quoteIdent(t.Table), column: quoteIdent(t.Column), srv: srv}
-	if err := o.Retry(ctx, mysqlRetryable, "reaching "+t.Redacted, nil, func() error {
+	m := &Source{t: t, o: o, db: db, table: quoteIdent(t.Table), column: quoteIdent(t.Column), srv: srv}
+	if err := o.Retry(ctx, Retryable, "reaching "+o.Target, nil, func() error {
 		return m.onConn(ctx, func(c *sql.Conn) error { return c.PingContext(ctx) })
 	}); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("cannot reach %s: %w", t.Redacted, err)
+		return nil, fmt.Errorf("cannot reach %s: %w", o.Target, err)
 	}
 	schema, table := t.Name, t.Table
 	if s, tb, ok := strings.Cut(t.Table, "."); ok {
@@ -89,11 +91,11 @@ func openMySQL(ctx context.Context, t *Target, o *online.Config) (*mysqlSource, 
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		db.Close()
-		return nil, fmt.Errorf("%s: no column %s in table %s.%s (or no privilege to see it)", t.Redacted, t.Column, schema, table)
+		return nil, fmt.Errorf("%s: no column %s in table %s.%s (or no privilege to see it)", o.Target, t.Column, schema, table)
 	}
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("%s: cannot read the column's type: %w", t.Redacted, err)
+		return nil, fmt.Errorf("%s: cannot read the column's type: %w", o.Target, err)
 	}
 	m.colType = columnType
 	switch strings.ToLower(dataType) + fmt.Sprint(length.Int64) {
@@ -106,7 +108,7 @@ func openMySQL(ctx context.Context, t *Target, o *online.Config) (*mysqlSource, 
 		m.wide = true
 	default:
 		db.Close()
-		return nil, fmt.Errorf("%s: column %s is %s; want BINARY(16), BINARY(32), CHAR(32) or CHAR(64) (a fingerprint or a SHA-256 digest, raw or hex)", t.Redacted, t.Column, columnType)
+		return nil, fmt.Errorf("%s: column %s is %s; want BINARY(16), BINARY(32), CHAR(32) or CHAR(64) (a fingerprint or a SHA-256 digest, raw or hex)", o.Target, t.Column, columnType)
 	}
 	return m, nil
 }
@@ -116,7 +118,7 @@ func openMySQL(ctx context.Context, t *Target, o *online.Config) (*mysqlSource, 
 // before anything was sent (driver.ErrBadConn: the server restarted while
 // it was idle) is replaced, up to twice, as database/sql does for calls
 // on the DB itself.
-func (m *mysqlSource) onConn(ctx context.Context, fn func(c *sql.Conn) error) error {
+func (m *Source) onConn(ctx context.Context, fn func(c *sql.Conn) error) error {
 	for attempt := 0; ; attempt++ {
 		c, err := m.db.Conn(ctx)
 		if err != nil {
@@ -132,7 +134,7 @@ func (m *mysqlSource) onConn(ctx context.Context, fn func(c *sql.Conn) error) er
 }
 
 // guardOf is the packetConn under c.
-func (m *mysqlSource) guardOf(c *sql.Conn) (g *packetConn) {
+func (m *Source) guardOf(c *sql.Conn) (g *packetConn) {
 	_ = c.Raw(func(dc any) error {
 		g = m.srv.conn(dc)
 		return nil
@@ -140,16 +142,16 @@ func (m *mysqlSource) guardOf(c *sql.Conn) (g *packetConn) {
 	return g
 }
 
-func (m *mysqlSource) Close() error { return m.db.Close() }
+func (m *Source) Close() error { return m.db.Close() }
 
-// Retryable: see mysqlRetryable.
-func (m *mysqlSource) Retryable(err error) bool { return mysqlRetryable(err) }
+// Retryable: see the package's Retryable.
+func (m *Source) Retryable(err error) bool { return Retryable(err) }
 
-func (m *mysqlSource) Sorted() bool { return true }
+func (m *Source) Sorted() bool { return true }
 
-func (m *mysqlSource) Wide() (bool, bool) { return m.wide, true }
+func (m *Source) Wide() (bool, bool) { return m.wide, true }
 
-func (m *mysqlSource) where(and bool) string {
+func (m *Source) where(and bool) string {
 	switch {
 	case m.t.Where == "":
 		return ""
@@ -171,7 +173,7 @@ func (e emitError) Unwrap() error { return e.error }
 // check, COUNT(*) and the read run in one consistent snapshot, so the rows
 // read must equal it exactly; after a resume the snapshots differ and the
 // report says the count was not compared.
-func (m *mysqlSource) Read(ctx context.Context, st *online.ReadStats, emit func([]fpstore.Fingerprint) error) error {
+func (m *Source) Read(ctx context.Context, st *online.ReadStats, emit func([]fpstore.Fingerprint) error) error {
 	st.Expected = -1
 	var conn *sql.Conn
 	var g *packetConn // conn's
@@ -192,8 +194,8 @@ func (m *mysqlSource) Read(ctx context.Context, st *online.ReadStats, emit func(
 		conn, g = c, m.guardOf(c)
 		return nil
 	}
-	if err := m.o.Retry(ctx, mysqlRetryable, "reading "+m.t.Redacted, nil, connect); err != nil {
-		return fmt.Errorf("cannot reach %s: %w", m.t.Redacted, err)
+	if err := m.o.Retry(ctx, Retryable, "reading "+m.o.Target, nil, connect); err != nil {
+		return fmt.Errorf("cannot reach %s: %w", m.o.Target, err)
 	}
 	count := m.t.Count == CountAlways
 	switch m.t.Count {
@@ -209,7 +211,7 @@ func (m *mysqlSource) Read(ctx context.Context, st *online.ReadStats, emit func(
 			return conn.QueryRowContext(ctx, "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, table).Scan(&est)
 		})
 		if online.IsPermanent(err) {
-			return fmt.Errorf("%s: reading the row estimate: %w", m.t.Redacted, err)
+			return fmt.Errorf("%s: reading the row estimate: %w", m.o.Target, err)
 		}
 		switch count = err == nil && est.Valid && est.Int64 <= countAutoMax; {
 		case count:
@@ -232,7 +234,7 @@ func (m *mysqlSource) Read(ctx context.Context, st *online.ReadStats, emit func(
 			})
 		}
 		if err != nil {
-			return fmt.Errorf("%s: counting the rows: %w", m.t.Redacted, err)
+			return fmt.Errorf("%s: counting the rows: %w", m.o.Target, err)
 		}
 	}
 	q := "SELECT " + m.column + " FROM " + m.table + m.where(false) + " ORDER BY " + m.column
@@ -261,10 +263,10 @@ func (m *mysqlSource) Read(ctx context.Context, st *online.ReadStats, emit func(
 		}
 		if online.IsPermanent(err) {
 			// (A BadServerError: a rerun would meet the same.)
-			return fmt.Errorf("reading %s failed after %d rows and %d retries: %w; nothing was published", m.t.Redacted, st.Values.Load(), st.Retries, err)
+			return fmt.Errorf("reading %s failed after %d rows and %d retries: %w; nothing was published", m.o.Target, st.Values.Load(), st.Retries, err)
 		}
-		if attempt >= m.o.Retries || !mysqlRetryable(err) {
-			return fmt.Errorf("reading %s failed after %d rows and %d retries: %w; nothing was published, rerun to read again", m.t.Redacted, st.Values.Load(), st.Retries, err)
+		if attempt >= m.o.Retries || !Retryable(err) {
+			return fmt.Errorf("reading %s failed after %d rows and %d retries: %w; nothing was published, rerun to read again", m.o.Target, st.Values.Load(), st.Retries, err)
 		}
 		st.Retries++
 		select {
@@ -295,7 +297,7 @@ func (m *mysqlSource) Read(ctx context.Context, st *online.ReadStats, emit func(
 		if st.Retries == 0 {
 			st.Checked = true
 			if got := st.Values.Load(); got != st.Expected {
-				return fmt.Errorf("reading %s: %d rows read but COUNT(*) in the same snapshot says %d: a truncated read; nothing was published, rerun", m.t.Redacted, got, st.Expected)
+				return fmt.Errorf("reading %s: %d rows read but COUNT(*) in the same snapshot says %d: a truncated read; nothing was published, rerun", m.o.Target, got, st.Expected)
 			}
 		} else {
 			st.Note = fmt.Sprintf("read resumed %d times on new connections: rows read (%d) not compared with COUNT(*) (%d) of the first snapshot", st.Retries, st.Values.Load(), st.Expected)
@@ -313,7 +315,7 @@ func (m *mysqlSource) Read(ctx context.Context, st *online.ReadStats, emit func(
 // and unsent fingerprints in *buf. It reads the driver's rows directly:
 // database/sql's per-row locking and conversions cost more CPU than the
 // protocol itself on millions of 16-byte rows.
-func (m *mysqlSource) stream(ctx context.Context, conn *sql.Conn, q string, args []any, st *online.ReadStats, emit func([]fpstore.Fingerprint) error, last *[]byte, buf *[]fpstore.Fingerprint) error {
+func (m *Source) stream(ctx context.Context, conn *sql.Conn, q string, args []any, st *online.ReadStats, emit func([]fpstore.Fingerprint) error, last *[]byte, buf *[]fpstore.Fingerprint) error {
 	var consumerErr error
 	err := conn.Raw(func(dc any) error {
 		qc, ok := dc.(driver.QueryerContext)
@@ -398,7 +400,7 @@ func (m *mysqlSource) stream(ctx context.Context, conn *sql.Conn, q string, args
 	return err
 }
 
-func (m *mysqlSource) parse(raw []byte, st *online.ReadStats) (fpstore.Fingerprint, bool) {
+func (m *Source) parse(raw []byte, st *online.ReadStats) (fpstore.Fingerprint, bool) {
 	if raw == nil {
 		st.AddBad("NULL", m.o.Samples)
 		return fpstore.Fingerprint{}, false
@@ -434,7 +436,7 @@ func (m *mysqlSource) parse(raw []byte, st *online.ReadStats) (fpstore.Fingerpri
 // snapshot), rows inserted since count too: twice the count, or the
 // count and countAutoMax rows. With the row estimate (a table too large
 // to count), rowEstimateSlack times it.
-func (m *mysqlSource) rowLimit(st *online.ReadStats) (int64, string) {
+func (m *Source) rowLimit(st *online.ReadStats) (int64, string) {
 	switch {
 	case st.Expected >= 0 && st.Retries == 0:
 		return st.Expected, "COUNT(*) in the same snapshot"
@@ -449,7 +451,7 @@ func (m *mysqlSource) rowLimit(st *online.ReadStats) (int64, string) {
 // literal is a value as SQL text: x'<hex>' for a BINARY column, '<hex>'
 // for a CHAR one. Values are inlined rather than bound: with placeholders,
 // the driver would also substitute a '?' inside the URL's &where= string.
-func (m *mysqlSource) literal(b []byte, raw []byte) []byte {
+func (m *Source) literal(b []byte, raw []byte) []byte {
 	if m.binary {
 		b = append(b, "x'"...)
 		b = hex.AppendEncode(b, raw)
@@ -461,7 +463,7 @@ func (m *mysqlSource) literal(b []byte, raw []byte) []byte {
 }
 
 // itemLiteral is an item's value: 16 or 32 bytes, or 32 or 64 hex digits.
-func (m *mysqlSource) itemLiteral(b []byte, it *online.Item) []byte {
+func (m *Source) itemLiteral(b []byte, it *online.Item) []byte {
 	var buf [64]byte
 	if m.binary {
 		return m.literal(b, it.Bytes(m.wide))
@@ -471,7 +473,7 @@ func (m *mysqlSource) itemLiteral(b []byte, it *online.Item) []byte {
 
 // probeLiteral is fp's value on a 128-bit column, or on a 256-bit one the
 // lowest (fill 0) or highest (fill 0xff) digest that starts with fp.
-func (m *mysqlSource) probeLiteral(b []byte, fp fpstore.Fingerprint, fill byte) []byte {
+func (m *Source) probeLiteral(b []byte, fp fpstore.Fingerprint, fill byte) []byte {
 	raw := (&online.Item{FP: fp}).Bytes(false)
 	if m.wide {
 		for len(raw) < 32 {
@@ -486,13 +488,13 @@ func (m *mysqlSource) probeLiteral(b []byte, fp fpstore.Fingerprint, fill byte) 
 
 // safeLiteral reports whether a value read from the column can be inlined
 // as it is: hex digits only (any fingerprint, any value of a BINARY column).
-func (m *mysqlSource) safeLiteral(raw []byte) bool {
+func (m *Source) safeLiteral(raw []byte) bool {
 	return m.binary || online.IsHex(raw)
 }
 
 // Probe asks which of fps the column holds: `IN (…)` on 128-bit columns;
 // on whole digests, one index range per fingerprint (its 2^128 digests).
-func (m *mysqlSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error {
+func (m *Source) Probe(ctx context.Context, fps []fpstore.Fingerprint, present []bool) error {
 	q := make([]byte, 0, 64+len(fps)*(40+len(m.column)))
 	q = append(q, "SELECT "+m.column+" FROM "+m.table+" WHERE ("...)
 	for i, fp := range fps {
@@ -547,7 +549,7 @@ func (m *mysqlSource) Probe(ctx context.Context, fps []fpstore.Fingerprint, pres
 // Held asks which items the column holds, as Write wrote them: WHERE C
 // IN (…) on their exact values (whole digests on a 256-bit column), in
 // the URL's slice.
-func (m *mysqlSource) Held(ctx context.Context, items []online.Item, present []bool) error {
+func (m *Source) Held(ctx context.Context, items []online.Item, present []bool) error {
 	clear(present)
 	if len(items) == 0 {
 		return nil
@@ -599,7 +601,7 @@ func sameDigest(raw []byte, it *online.Item, binary bool) bool {
 	return err == nil && b == it.Full
 }
 
-func (m *mysqlSource) Write(ctx context.Context, items []online.Item) error {
+func (m *Source) Write(ctx context.Context, items []online.Item) error {
 	if len(items) == 0 {
 		return nil
 	}
@@ -619,7 +621,7 @@ func (m *mysqlSource) Write(ctx context.Context, items []online.Item) error {
 	})
 }
 
-func (m *mysqlSource) Plan(w io.Writer, items []online.Item) error {
+func (m *Source) Plan(w io.Writer, items []online.Item) error {
 	var b []byte
 	for i := range items {
 		b = append(b, "INSERT IGNORE INTO "+m.table+" ("+m.column+") VALUES ("...)

@@ -1,4 +1,4 @@
-package reconcile
+package mysqltable
 
 import (
 	"bufio"
@@ -28,7 +28,7 @@ import (
 // panics left (short OK and EOF packets) are recovered where reconcile
 // calls the driver, as a *BadServerError. What the guard cannot see, the
 // source bounds: the rows of the streamed read by COUNT(*) or the row
-// estimate, the other queries by Options.Timeout (mysql.go).
+// estimate, the other queries by Config.Timeout (mysql.go).
 
 const (
 	// maxServerPacket bounds one logical packet from the server (a run of
@@ -107,7 +107,7 @@ func (e *BadServerError) Error() string {
 }
 
 // A SlowServerError: the MySQL server did not send a whole packet within
-// the timeout (Options.Timeout) of the driver asking for it: silent, or
+// the timeout (Config.Timeout) of the driver asking for it: silent, or
 // sending a byte now and then (a drip the driver's per-read deadline
 // alone never ends); or (Reply) it did not end its reply to a command but
 // the streamed read within the timeout (rows or result sets without end:
@@ -135,11 +135,11 @@ func (e *SlowServerError) Error() string {
 
 func (e *SlowServerError) Unwrap() error { return e.Err }
 
-// mysqlRetryable tells a lost connection or a timeout, worth retrying,
+// Retryable tells a lost connection or a timeout, worth retrying,
 // from an answer of a MySQL server (a syntax error, a missing table,
 // wrong credentials) that a retry would only repeat; a BadServerError, a
 // server that sent what none sends, is not retried either.
-func mysqlRetryable(err error) bool {
+func Retryable(err error) bool {
 	if online.IsPermanent(err) {
 		return false
 	}
@@ -190,8 +190,8 @@ type mysqlGuard struct {
 	hang         *online.Hangup
 }
 
-func newMySQLGuard(t *Target, timeout time.Duration, h *online.Hangup) *mysqlGuard {
-	return &mysqlGuard{target: t.Redacted, addr: t.Addr, timeout: timeout, maxPacket: maxServerPacket, bufSize: readBufferSize, hang: h}
+func newMySQLGuard(target, addr string, timeout time.Duration, h *online.Hangup) *mysqlGuard {
+	return &mysqlGuard{target: target, addr: addr, timeout: timeout, maxPacket: maxServerPacket, bufSize: readBufferSize, hang: h}
 }
 
 type guardSlotKey struct{}
