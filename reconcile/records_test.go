@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 )
 
 // keyParts are the fields of key(i): user_id, device_id, timestamp_ms.
 func keyParts(i int) (string, string, string) {
-	f := strings.Split(key(i), ":")
+	f := strings.Split(reconciletest.Key(i), ":")
 	return f[0], f[1], f[2]
 }
 
@@ -21,11 +23,11 @@ func keyParts(i int) (string, string, string) {
 // CRLF and LF endings, quoted fields holding commas, quotes and line feeds,
 // a final record without its newline, a missing record repeated later.
 // It returns the input names and the backfill expected byte for byte.
-func csvRecords(t *testing.T, d *dataset) ([]string, string) {
+func csvRecords(t *testing.T, d *reconciletest.Dataset) ([]string, string) {
 	t.Helper()
 	const header = "event,user_id,device_id,timestamp_ms,payload\r\n"
 	missing := map[int]bool{}
-	for _, i := range d.missing {
+	for _, i := range d.Missing {
 		missing[i] = true
 	}
 	var files [2]strings.Builder
@@ -33,8 +35,8 @@ func csvRecords(t *testing.T, d *dataset) ([]string, string) {
 	want.WriteString("\xef\xbb\xbf" + header)
 	files[0].WriteString("\xef\xbb\xbf" + header)
 	files[1].WriteString(header)
-	half := len(d.keys) / 2
-	for i := range d.keys {
+	half := len(d.Keys) / 2
+	for i := range d.Keys {
 		u, dev, ts := keyParts(i)
 		var rec string
 		switch i % 4 {
@@ -58,13 +60,13 @@ func csvRecords(t *testing.T, d *dataset) ([]string, string) {
 	}
 	// A missing key seen again (another event of the same user, device and
 	// time): both of its records are backfilled, in input order.
-	u, dev, ts := keyParts(d.missing[0])
+	u, dev, ts := keyParts(d.Missing[0])
 	again := fmt.Sprintf("again,%s,%s,%s,repeat", u, dev, ts)
 	files[1].WriteString(again) // no final newline: still a record
 	want.WriteString(again + "\n")
 	var names []string
 	for i := range files {
-		name := filepath.Join(d.dir, fmt.Sprintf("events-%d.csv", i))
+		name := filepath.Join(d.Dir, fmt.Sprintf("events-%d.csv", i))
 		if err := os.WriteFile(name, []byte(files[i].String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -79,25 +81,25 @@ func csvRecords(t *testing.T, d *dataset) ([]string, string) {
 // byte for byte, in input order, repeats included. A mismatched recipe is
 // refused, and --on-bad skip counts the records that have no key.
 func TestRecordsCSVRedis(t *testing.T) {
-	c := redisDB(t, 7)
-	d := newDataset(t, 20_000)
+	c := reconciletest.RedisDB(t, 7)
+	d := reconciletest.NewDataset(t, 20_000)
 	files, want := csvRecords(t, d)
-	fpdedup(t, d.dir, nil, append([]string{"build", "-q", "--hash", "sha256", "--format", "csv", "--header",
-		"--key", "user_id,device_id,timestamp_ms", "-o", "csv.fpx"}, files...)...).want(t, 0)
-	if got, want := dump(t, d.dir, "csv.fpx"), dump(t, d.dir, d.index); strings.Join(got, " ") != strings.Join(want, " ") {
+	reconciletest.Fpdedup(t, d.Dir, nil, append([]string{"build", "-q", "--hash", "sha256", "--format", "csv", "--header",
+		"--key", "user_id,device_id,timestamp_ms", "-o", "csv.fpx"}, files...)...).Want(t, 0)
+	if got, want := reconciletest.Dump(t, d.Dir, "csv.fpx"), reconciletest.Dump(t, d.Dir, d.Index); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatal("the csv index does not hold the keys' fingerprints")
 	}
-	loadRedisKeys(t, c, "ev:", hexes(d.onlineKeys(), fpHex))
-	url := redisURL(t, 7, "match=ev:*")
+	reconciletest.LoadRedisKeys(t, c, "ev:", reconciletest.Hexes(d.OnlineKeys(), reconciletest.FPHex))
+	url := reconciletest.RedisURL(t, 7, "match=ev:*")
 
 	args := []string{"reconcile", "--index", "csv.fpx", "--online", url, "--report", "r.json", "--backfill", "bf.csv"}
 	for _, f := range files {
 		args = append(args, "--records", f)
 	}
-	fpdedup(t, d.dir, nil, args...).want(t, 1)
-	rep := readReport(t, filepath.Join(d.dir, "r.json"))
-	wantCounts(t, rep.Counts, 18_000, 2_000, 200)
-	if got := string(must(os.ReadFile(filepath.Join(d.dir, "bf.csv")))); got != want {
+	reconciletest.Fpdedup(t, d.Dir, nil, args...).Want(t, 1)
+	rep := reconciletest.ReadReport(t, filepath.Join(d.Dir, "r.json"))
+	reconciletest.WantCounts(t, rep.Counts, 18_000, 2_000, 200)
+	if got := string(reconciletest.Must(os.ReadFile(filepath.Join(d.Dir, "bf.csv")))); got != want {
 		t.Fatalf("backfill: %d bytes, want %d\n got %.300q\nwant %.300q", len(got), len(want), got, want)
 	}
 	rs := rep.Records
@@ -107,49 +109,49 @@ func TestRecordsCSVRedis(t *testing.T) {
 	}
 	// The backfill reads back with the same recipe: a build of it holds
 	// exactly the missing fingerprints.
-	fpdedup(t, d.dir, nil, "build", "-q", "--hash", "sha256", "--format", "csv", "--header",
-		"--key", "user_id,device_id,timestamp_ms", "-o", "bf.fpx", "bf.csv").want(t, 0)
-	if got := dump(t, d.dir, "bf.fpx"); strings.Join(got, " ") != strings.Join(d.missingFPs(), " ") {
-		t.Fatalf("the backfill holds %d fingerprints, want %d", len(got), len(d.missingFPs()))
+	reconciletest.Fpdedup(t, d.Dir, nil, "build", "-q", "--hash", "sha256", "--format", "csv", "--header",
+		"--key", "user_id,device_id,timestamp_ms", "-o", "bf.fpx", "bf.csv").Want(t, 0)
+	if got := reconciletest.Dump(t, d.Dir, "bf.fpx"); strings.Join(got, " ") != strings.Join(d.MissingFPs(), " ") {
+		t.Fatalf("the backfill holds %d fingerprints, want %d", len(got), len(d.MissingFPs()))
 	}
 
 	// The same columns spelled by number are the index's recipe, as the
 	// header resolves them: the same backfill.
 	explicit := append(args[:len(args):len(args)], "--format", "csv", "--header", "--key", "2,3,4", "--backfill", "bf2.csv")
-	fpdedup(t, d.dir, nil, explicit...).want(t, 1)
-	if string(must(os.ReadFile(filepath.Join(d.dir, "bf2.csv")))) != want {
+	reconciletest.Fpdedup(t, d.Dir, nil, explicit...).Want(t, 1)
+	if string(reconciletest.Must(os.ReadFile(filepath.Join(d.Dir, "bf2.csv")))) != want {
 		t.Fatal("--key 2,3,4: another backfill than --key user_id,device_id,timestamp_ms")
 	}
 	// Other columns are another recipe: refused, unless --assume-recipe.
 	other := append(args[:len(args):len(args)], "--format", "csv", "--header", "--key", "2,3,5")
-	r := fpdedup(t, d.dir, nil, other...).want(t, 2)
-	if !strings.Contains(r.stderr, "--assume-recipe") {
-		t.Fatalf("stderr: %s", r.stderr)
+	r := reconciletest.Fpdedup(t, d.Dir, nil, other...).Want(t, 2)
+	if !strings.Contains(r.Stderr, "--assume-recipe") {
+		t.Fatalf("stderr: %s", r.Stderr)
 	}
-	r = fpdedup(t, d.dir, nil, append(other, "--assume-recipe", "--backfill", "bf3.csv")...).want(t, 1)
-	if !strings.Contains(r.stderr, "warning") {
-		t.Fatalf("--assume-recipe: %s", r.stderr)
+	r = reconciletest.Fpdedup(t, d.Dir, nil, append(other, "--assume-recipe", "--backfill", "bf3.csv")...).Want(t, 1)
+	if !strings.Contains(r.Stderr, "warning") {
+		t.Fatalf("--assume-recipe: %s", r.Stderr)
 	}
 	// Lines are not the index's records.
-	r = fpdedup(t, d.dir, nil, "reconcile", "--index", "csv.fpx", "--online", url, "--records", d.records, "--backfill", "x", "--format", "lines").want(t, 2)
-	if !strings.Contains(r.stderr, "--assume-recipe") {
-		t.Fatalf("stderr: %s", r.stderr)
+	r = reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", "csv.fpx", "--online", url, "--records", d.Records, "--backfill", "x", "--format", "lines").Want(t, 2)
+	if !strings.Contains(r.Stderr, "--assume-recipe") {
+		t.Fatalf("stderr: %s", r.Stderr)
 	}
 
 	// A record without the key's fields: an error naming file and line
 	// (fail, the default), or counted with --on-bad skip.
-	bad := filepath.Join(d.dir, "bad.csv")
+	bad := filepath.Join(d.Dir, "bad.csv")
 	os.WriteFile(bad, []byte("event,user_id,device_id,timestamp_ms,payload\nx,u1\n"), 0o644)
-	r = fpdedup(t, d.dir, nil, "reconcile", "--index", "csv.fpx", "--online", url, "--records", bad, "--backfill", "x").want(t, 2)
-	if !strings.Contains(r.stderr, "bad.csv:2") {
-		t.Fatalf("stderr: %s", r.stderr)
+	r = reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", "csv.fpx", "--online", url, "--records", bad, "--backfill", "x").Want(t, 2)
+	if !strings.Contains(r.Stderr, "bad.csv:2") {
+		t.Fatalf("stderr: %s", r.Stderr)
 	}
-	fpdedup(t, d.dir, nil, "reconcile", "--index", "csv.fpx", "--online", url, "--records", bad, "--backfill", "x",
-		"--on-bad", "quarantine=q.csv", "--report", "b.json").want(t, 1)
-	if rs := readReport(t, filepath.Join(d.dir, "b.json")).Records; rs.Bad != 1 || rs.Records != 1 {
+	reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", "csv.fpx", "--online", url, "--records", bad, "--backfill", "x",
+		"--on-bad", "quarantine=q.csv", "--report", "b.json").Want(t, 1)
+	if rs := reconciletest.ReadReport(t, filepath.Join(d.Dir, "b.json")).Records; rs.Bad != 1 || rs.Records != 1 {
 		t.Fatalf("records: %+v", rs)
 	}
-	if q := string(must(os.ReadFile(filepath.Join(d.dir, "q.csv")))); q != "x,u1\n" {
+	if q := string(reconciletest.Must(os.ReadFile(filepath.Join(d.Dir, "q.csv")))); q != "x,u1\n" {
 		t.Fatalf("quarantine: %q", q)
 	}
 	if n := c.DBSize(context.Background()).Val(); n != 18_200 {
@@ -162,14 +164,14 @@ func TestRecordsCSVRedis(t *testing.T) {
 // --apply computes the digests from the records' keys with the index's
 // recipe, after which nothing is missing.
 func TestRecordsJSONLMySQL(t *testing.T) {
-	db := mysqlDB(t)
-	d := newDataset(t, 20_000)
+	db := reconciletest.MySQLDB(t)
+	d := reconciletest.NewDataset(t, 20_000)
 	var recs, want strings.Builder
 	missing := map[int]bool{}
-	for _, i := range d.missing {
+	for _, i := range d.Missing {
 		missing[i] = true
 	}
-	for i := range d.keys {
+	for i := range d.Keys {
 		u, dev, ts := keyParts(i)
 		var rec string
 		switch i % 3 {
@@ -185,41 +187,41 @@ func TestRecordsJSONLMySQL(t *testing.T) {
 			want.WriteString(rec)
 		}
 	}
-	name := filepath.Join(d.dir, "events.jsonl")
+	name := filepath.Join(d.Dir, "events.jsonl")
 	os.WriteFile(name, []byte(recs.String()), 0o644)
-	fpdedup(t, d.dir, nil, "build", "-q", "--hash", "sha256", "--format", "jsonl", "--key", "user.id,device_id,timestamp_ms",
-		"-o", "jsonl.fpx", name).want(t, 0)
-	if got, want := dump(t, d.dir, "jsonl.fpx"), dump(t, d.dir, d.index); strings.Join(got, " ") != strings.Join(want, " ") {
+	reconciletest.Fpdedup(t, d.Dir, nil, "build", "-q", "--hash", "sha256", "--format", "jsonl", "--key", "user.id,device_id,timestamp_ms",
+		"-o", "jsonl.fpx", name).Want(t, 0)
+	if got, want := reconciletest.Dump(t, d.Dir, "jsonl.fpx"), reconciletest.Dump(t, d.Dir, d.Index); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatal("the jsonl index does not hold the keys' fingerprints")
 	}
-	createTable(t, db, "rc_jsonl", "BINARY(32)")
-	loadRows(t, db, "rc_jsonl", rowValues(d.onlineKeys(), bin32))
-	url := mysqlURL(t, "rc_jsonl", "fp", "")
-	env := mysqlEnv(t)
+	reconciletest.CreateTable(t, db, "rc_jsonl", "BINARY(32)")
+	reconciletest.LoadRows(t, db, "rc_jsonl", reconciletest.RowValues(d.OnlineKeys(), reconciletest.Bin32))
+	url := reconciletest.MySQLURL(t, "rc_jsonl", "fp", "")
+	env := reconciletest.MySQLEnv(t)
 
-	fpdedup(t, d.dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--records", name, "--backfill", "bf.jsonl",
-		"--report", "r.json").want(t, 1)
-	rep := readReport(t, filepath.Join(d.dir, "r.json"))
-	wantCounts(t, rep.Counts, 18_000, 2_000, 200)
-	if got := string(must(os.ReadFile(filepath.Join(d.dir, "bf.jsonl")))); got != want.String() {
+	reconciletest.Fpdedup(t, d.Dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--records", name, "--backfill", "bf.jsonl",
+		"--report", "r.json").Want(t, 1)
+	rep := reconciletest.ReadReport(t, filepath.Join(d.Dir, "r.json"))
+	reconciletest.WantCounts(t, rep.Counts, 18_000, 2_000, 200)
+	if got := string(reconciletest.Must(os.ReadFile(filepath.Join(d.Dir, "bf.jsonl")))); got != want.String() {
 		t.Fatalf("backfill: %d bytes, want %d", len(got), want.Len())
 	}
 	if rs := rep.Records; rs.Format != "jsonl" || rs.Records != 20_000 || rs.Written != 2_000 {
 		t.Fatalf("records: %+v", rs)
 	}
 
-	fpdedup(t, d.dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--records", name, "--apply",
-		"--report", "a.json").want(t, 1)
-	rep = readReport(t, filepath.Join(d.dir, "a.json"))
+	reconciletest.Fpdedup(t, d.Dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--records", name, "--apply",
+		"--report", "a.json").Want(t, 1)
+	rep = reconciletest.ReadReport(t, filepath.Join(d.Dir, "a.json"))
 	if rep.Apply == nil || rep.Apply.Written != 2_000 || rep.Apply.NotInRecords != 0 || rep.Records.Digests != 2_000 {
 		t.Fatalf("apply %+v, records %+v", rep.Apply, rep.Records)
 	}
-	for _, i := range d.missing[:50] {
+	for _, i := range d.Missing[:50] {
 		var n int
-		if err := db.QueryRow("SELECT COUNT(*) FROM rc_jsonl WHERE fp = ?", bin32(d.keys[i])).Scan(&n); err != nil || n != 1 {
-			t.Fatalf("digest of %q not inserted (%v)", d.keys[i], err)
+		if err := db.QueryRow("SELECT COUNT(*) FROM rc_jsonl WHERE fp = ?", reconciletest.Bin32(d.Keys[i])).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("digest of %q not inserted (%v)", d.Keys[i], err)
 		}
 	}
-	fpdedup(t, d.dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--report", "b.json").want(t, 1)
-	wantCounts(t, readReport(t, filepath.Join(d.dir, "b.json")).Counts, 20_000, 0, 200)
+	reconciletest.Fpdedup(t, d.Dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--report", "b.json").Want(t, 1)
+	reconciletest.WantCounts(t, reconciletest.ReadReport(t, filepath.Join(d.Dir, "b.json")).Counts, 20_000, 0, 200)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/reconcile"
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 )
 
 // silentServer accepts connections and never answers; accepted is closed
@@ -55,7 +56,7 @@ func silentServer(t *testing.T) (addr string, accepted <-chan struct{}) {
 // timeout, not speed). It returns the exit code and stderr.
 func stopsOnSignal(t *testing.T, dir string, env []string, ready func() bool, sig syscall.Signal, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(cliBinary(t), args...)
+	cmd := exec.Command(reconciletest.CLIBinary(t), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
@@ -106,7 +107,7 @@ func TestSignalWhileServerSilent(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "r.txt"), []byte("a\nb\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fpdedup(t, dir, nil, "build", "-q", "--hash", "sha256", "-o", "t.fpx", "r.txt").want(t, 0)
+	reconciletest.Fpdedup(t, dir, nil, "build", "-q", "--hash", "sha256", "-o", "t.fpx", "r.txt").Want(t, 0)
 	for _, tc := range []struct {
 		name, url string
 		sig       syscall.Signal
@@ -134,13 +135,13 @@ func TestSignalWhileServerSilent(t *testing.T) {
 	}
 
 	t.Run("redis writes paused during --apply", func(t *testing.T) {
-		c := redisDB(t, 8)
-		needKill(t) // CLIENT PAUSE holds every client of the server
+		c := reconciletest.RedisDB(t, 8)
+		reconciletest.NeedKill(t) // CLIENT PAUSE holds every client of the server
 		ctx := context.Background()
-		d := newDataset(t, 20_000)
-		loadRedisKeys(t, c, "dd:", hexes(d.onlineKeys(), fpHex))
+		d := reconciletest.NewDataset(t, 20_000)
+		reconciletest.LoadRedisKeys(t, c, "dd:", reconciletest.Hexes(d.OnlineKeys(), reconciletest.FPHex))
 		t.Cleanup(func() { c.Do(context.Background(), "CLIENT", "UNPAUSE") })
-		ckpt := filepath.Join(d.dir, "apply.ckpt")
+		ckpt := filepath.Join(d.Dir, "apply.ckpt")
 		paused := false
 		ready := func() bool {
 			// Some batches written and the checkpoint saved: pause the
@@ -157,14 +158,14 @@ func TestSignalWhileServerSilent(t *testing.T) {
 			time.Sleep(500 * time.Millisecond) // the next batch sent, unanswered
 			return true
 		}
-		code, stderr := stopsOnSignal(t, d.dir, nil, ready, syscall.SIGTERM, "reconcile", "--index", d.index,
-			"--online", redisURL(t, 8, "match=dd:*"), "--apply", "--batch", "50", "--conns", "1", "--rate", "500",
+		code, stderr := stopsOnSignal(t, d.Dir, nil, ready, syscall.SIGTERM, "reconcile", "--index", d.Index,
+			"--online", reconciletest.RedisURL(t, 8, "match=dd:*"), "--apply", "--batch", "50", "--conns", "1", "--rate", "500",
 			"--checkpoint", ckpt, "--timeout", "10m")
 		if code != 143 || !strings.Contains(stderr, "SIGTERM") || !strings.Contains(stderr, "--checkpoint "+ckpt) {
 			t.Fatalf("exit %d, want 143 and the checkpoint to resume from:\n%s", code, stderr)
 		}
 		var ck reconcile.Checkpoint
-		if err := json.Unmarshal(must(os.ReadFile(ckpt)), &ck); err != nil || ck.Written == 0 || ck.Written >= 2000 {
+		if err := json.Unmarshal(reconciletest.Must(os.ReadFile(ckpt)), &ck); err != nil || ck.Written == 0 || ck.Written >= 2000 {
 			t.Fatalf("checkpoint %+v %v", ck, err)
 		}
 	})
@@ -175,17 +176,17 @@ func TestSignalWhileServerSilent(t *testing.T) {
 // (it ran the whole audit, one batch of the index, unpaced). A lower
 // bound only: a slower machine takes longer, never shorter.
 func TestReadRatePacesFromTheFirstKey(t *testing.T) {
-	c := redisDB(t, 8)
+	c := reconciletest.RedisDB(t, 8)
 	ctx := context.Background()
 	dir := t.TempDir()
-	bloomTruth(t, dir, 3000)
+	reconciletest.BloomTruth(t, dir, 3000)
 	const shards, m = 2, 1 << 16
 	for s := range shards {
 		c.SetBit(ctx, fmt.Sprintf("rp:{%d}", s), m-1, 0)
 	}
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", redisURL(t, 8, fmt.Sprintf("bloom=rp:{*}&shards=%d&bits=%d&k=3", shards, m)),
-		"--read-rate", "1000", "--report", "r.json").want(t, 1)
-	if rep := readReport(t, filepath.Join(dir, "r.json")); rep.Timings.Compare < 3 {
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", reconciletest.RedisURL(t, 8, fmt.Sprintf("bloom=rp:{*}&shards=%d&bits=%d&k=3", shards, m)),
+		"--read-rate", "1000", "--report", "r.json").Want(t, 1)
+	if rep := reconciletest.ReadReport(t, filepath.Join(dir, "r.json")); rep.Timings.Compare < 3 {
 		t.Fatalf("3000 keys tested at --read-rate 1000 in %.2f s", rep.Timings.Compare)
 	}
 }

@@ -81,7 +81,11 @@ func inReconcile(pkg string) bool { return pkg == "reconcile" || strings.HasPref
 func TestLayering(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"...").Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr // an import cycle, or an internal package imported from outside
+		}
+		t.Fatalf("go list: %v\n%s", err, stderr)
 	}
 	checked := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -107,7 +111,11 @@ func TestLayering(t *testing.T) {
 			}
 			checked++
 			if who, only := onlyImportedBy[dep]; only && !slices.Contains(who, pkg) {
-				t.Errorf("%s imports %s, which only %v may import", pkg, dep, who)
+				if len(who) == 0 {
+					t.Errorf("%s imports %s, which only tests may import", pkg, dep)
+				} else {
+					t.Errorf("%s imports %s, which only %v may import", pkg, dep, who)
+				}
 			}
 			switch l := layerOf(dep); {
 			case l < 0:

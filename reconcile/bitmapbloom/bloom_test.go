@@ -1,12 +1,10 @@
-package reconcile_test
+package bitmapbloom_test
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -23,89 +21,10 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/fpdedup/fpdedup/reconcile"
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 )
 
-// The L2 bloom's reference, written here from DESIGN's words and not from
-// the product's code: shard = hi mod N; bit j = (lo + j·hi) mod 2^64 mod M
-// (uint64 arithmetic wraps mod 2^64); bit b is Redis bit offset b, the
-// high bit of byte b/8 first.
-type refBloom struct {
-	shards, m uint64
-	k         int
-	bytes     [][]byte
-}
-
-func newRefBloom(shards, m uint64, k int) *refBloom {
-	b := &refBloom{shards: shards, m: m, k: k}
-	for range shards {
-		b.bytes = append(b.bytes, make([]byte, (m+7)/8))
-	}
-	return b
-}
-
-func (b *refBloom) places(fp [2]uint64) (uint64, []uint64) {
-	var pos []uint64
-	for j := range uint64(b.k) {
-		pos = append(pos, (fp[1]+j*fp[0])%b.m)
-	}
-	return fp[0] % b.shards, pos
-}
-
-func (b *refBloom) add(fp [2]uint64) {
-	s, pos := b.places(fp)
-	for _, p := range pos {
-		b.bytes[s][p/8] |= 0x80 >> (p % 8)
-	}
-}
-
-func (b *refBloom) has(fp [2]uint64) bool {
-	s, pos := b.places(fp)
-	for _, p := range pos {
-		if b.bytes[s][p/8]&(0x80>>(p%8)) == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func (b *refBloom) ones(s int) int64 {
-	var n int
-	for _, c := range b.bytes[s] {
-		n += bits.OnesCount8(c)
-	}
-	return int64(n)
-}
-
-// bloomTruth builds an index of n keys (the default hash, xxh3: a bloom
-// takes any) and returns its fingerprints, as dump prints them.
-func bloomTruth(t *testing.T, dir string, n int) (hexes []string, fps [][2]uint64) {
-	t.Helper()
-	var sb strings.Builder
-	for i := range n {
-		fmt.Fprintf(&sb, "event-%d\n", i)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "keys.txt"), []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fpdedup(t, dir, nil, "build", "-o", "truth.fpx", "keys.txt").want(t, 0)
-	hexes = dump(t, dir, "truth.fpx")
-	for _, h := range hexes {
-		b, err := hex.DecodeString(h)
-		if err != nil || len(b) != 16 {
-			t.Fatalf("dump printed %q", h)
-		}
-		var fp [2]uint64
-		for i := range 8 {
-			fp[0] = fp[0]<<8 | uint64(b[i])
-			fp[1] = fp[1]<<8 | uint64(b[8+i])
-		}
-		fps = append(fps, fp)
-	}
-	if len(fps) != n {
-		t.Fatalf("%d fingerprints, want %d", len(fps), n)
-	}
-	return hexes, fps
-}
+func TestMain(m *testing.M) { reconciletest.Main(m, reconcile.QuietRedisLogs) }
 
 // bloomCase is one layout against one server (a database of one Redis, or
 // the Cluster).
@@ -136,20 +55,20 @@ func (bc *bloomCase) query() string {
 func (bc *bloomCase) run(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	hexes, fps := bloomTruth(t, dir, bc.n)
+	hexes, fps := reconciletest.BloomTruth(t, dir, bc.n)
 	l := bc.layout
-	online, all := newRefBloom(l.shards, l.m, l.k), newRefBloom(l.shards, l.m, l.k)
+	online, all := reconciletest.NewRefBloom(l.shards, l.m, l.k), reconciletest.NewRefBloom(l.shards, l.m, l.k)
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, fp := range fps {
 		if r.IntN(10) != 0 {
-			online.add(fp)
+			online.Add(fp)
 		}
-		all.add(fp)
+		all.Add(fp)
 	}
 	var missing []string
 	perShard := make([]int64, l.shards)
 	for i, fp := range fps {
-		if !online.has(fp) {
+		if !online.Has(fp) {
 			missing = append(missing, hexes[i])
 			perShard[fp[0]%l.shards]++
 		}
@@ -158,7 +77,7 @@ func (bc *bloomCase) run(t *testing.T) {
 		t.Fatalf("the reference left only %d of %d keys out: a test that cannot tell", len(missing), bc.n)
 	}
 	for s := range l.shards {
-		if err := bc.c.Set(ctx, bc.key(s), online.bytes[s], 0).Err(); err != nil {
+		if err := bc.c.Set(ctx, bc.key(s), online.Bytes[s], 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -167,12 +86,12 @@ func (bc *bloomCase) run(t *testing.T) {
 	if bc.mem != "" {
 		args = append(args, "--mem", bc.mem)
 	}
-	res := fpdedup(t, dir, nil, args...).want(t, 1)
-	rep := readReport(t, filepath.Join(dir, "r.json"))
-	if got := dump(t, dir, "missing.fpx"); !slices.Equal(got, missing) {
+	res := reconciletest.Fpdedup(t, dir, nil, args...).Want(t, 1)
+	rep := reconciletest.ReadReport(t, filepath.Join(dir, "r.json"))
+	if got := reconciletest.Dump(t, dir, "missing.fpx"); !slices.Equal(got, missing) {
 		t.Fatalf("missing.fpx: %d fingerprints, want %d", len(got), len(missing))
 	}
-	wantCounts(t, rep.Counts, int64(bc.n-len(missing)), int64(len(missing)), -1)
+	reconciletest.WantCounts(t, rep.Counts, int64(bc.n-len(missing)), int64(len(missing)), -1)
 	b := rep.Bloom
 	if rep.Mode != "bloom-audit" || b == nil || len(b.Shards) != int(l.shards) || b.Missing != int64(len(missing)) {
 		t.Fatalf("report: mode %s, bloom %+v", rep.Mode, b)
@@ -184,42 +103,42 @@ func (bc *bloomCase) run(t *testing.T) {
 				keys++
 			}
 		}
-		if sh.Key != bc.key(uint64(s)) || sh.SetBits != online.ones(s) || sh.Missing != perShard[s] || sh.Keys != keys {
-			t.Fatalf("shard %d: %+v; want key %s, %d set bits, %d missing, %d keys", s, sh, bc.key(uint64(s)), online.ones(s), perShard[s], keys)
+		if sh.Key != bc.key(uint64(s)) || sh.SetBits != online.Ones(s) || sh.Missing != perShard[s] || sh.Keys != keys {
+			t.Fatalf("shard %d: %+v; want key %s, %d set bits, %d missing, %d keys", s, sh, bc.key(uint64(s)), online.Ones(s), perShard[s], keys)
 		}
 	}
-	if !strings.Contains(res.stderr, "sizing:") || !strings.Contains(res.stderr, fmt.Sprintf("%d not", len(missing))) {
-		t.Fatalf("summary: %s", res.stderr)
+	if !strings.Contains(res.Stderr, "sizing:") || !strings.Contains(res.Stderr, fmt.Sprintf("%d not", len(missing))) {
+		t.Fatalf("summary: %s", res.Stderr)
 	}
 	if bc.mem != "" && b.Passes < 2 {
 		t.Fatalf("--mem %s: %d passes, want the bloom read in several", bc.mem, b.Passes)
 	}
 
 	// --probe asks GETBIT of each key's bits instead: the same answer.
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--probe", "--missing", "probed.fpx").want(t, 1)
-	if got := dump(t, dir, "probed.fpx"); !slices.Equal(got, missing) {
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--probe", "--missing", "probed.fpx").Want(t, 1)
+	if got := reconciletest.Dump(t, dir, "probed.fpx"); !slices.Equal(got, missing) {
 		t.Fatalf("--probe: %d fingerprints missing, the audit %d", len(got), len(missing))
 	}
-	dry := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--dry-run").want(t, 1)
-	if n := strings.Count(dry.stdout, "\n"); n != len(missing)*l.k || !strings.HasPrefix(dry.stdout, "SETBIT "+bc.tmpl[:strings.Index(bc.tmpl, "*")]) {
-		t.Fatalf("--dry-run printed %d lines (want %d SETBITs): %.200s", n, len(missing)*l.k, dry.stdout)
+	dry := reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--dry-run").Want(t, 1)
+	if n := strings.Count(dry.Stdout, "\n"); n != len(missing)*l.k || !strings.HasPrefix(dry.Stdout, "SETBIT "+bc.tmpl[:strings.Index(bc.tmpl, "*")]) {
+		t.Fatalf("--dry-run printed %d lines (want %d SETBITs): %.200s", n, len(missing)*l.k, dry.Stdout)
 	}
-	if got, _ := bc.c.Get(ctx, bc.key(0)).Bytes(); !slices.Equal(got, online.bytes[0]) {
+	if got, _ := bc.c.Get(ctx, bc.key(0)).Bytes(); !slices.Equal(got, online.Bytes[0]) {
 		t.Fatal("--dry-run changed shard 0")
 	}
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--apply").want(t, 0)
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--apply").Want(t, 0)
 	for s := range l.shards {
 		got, err := bc.c.Get(ctx, bc.key(s)).Bytes()
-		if err != nil || !slices.Equal(got, all.bytes[s]) {
+		if err != nil || !slices.Equal(got, all.Bytes[s]) {
 			t.Fatalf("shard %d after --apply: %d bytes (%v), not the reference bitmap of all keys", s, len(got), err)
 		}
 	}
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 0)
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).Want(t, 0)
 }
 
 func TestBloomAudit(t *testing.T) {
-	c := redisDB(t, 12)
-	bc := &bloomCase{c: c, url: func(q string) string { return redisURL(t, 12, q) }, tmpl: "l2:bf:{*}", n: 40_000}
+	c := reconciletest.RedisDB(t, 12)
+	bc := &bloomCase{c: c, url: func(q string) string { return reconciletest.RedisURL(t, 12, q) }, tmpl: "l2:bf:{*}", n: 40_000}
 	bc.layout.shards, bc.layout.m, bc.layout.k = 5, 100_003, 3 // M not a power of two, not a whole byte
 	bc.run(t)
 }
@@ -227,15 +146,15 @@ func TestBloomAudit(t *testing.T) {
 // TestBloomAuditInPasses: shards of 12.5 MB, four of them, under --mem
 // 64MiB: the bloom is read in passes, one of which ends inside a shard.
 func TestBloomAuditInPasses(t *testing.T) {
-	c := redisDB(t, 13)
-	bc := &bloomCase{c: c, url: func(q string) string { return redisURL(t, 13, q) }, tmpl: "bf:*", n: 30_000, mem: "64MiB"}
+	c := reconciletest.RedisDB(t, 13)
+	bc := &bloomCase{c: c, url: func(q string) string { return reconciletest.RedisURL(t, 13, q) }, tmpl: "bf:*", n: 30_000, mem: "64MiB"}
 	bc.layout.shards, bc.layout.m, bc.layout.k = 4, 100_000_000, 2
 	bc.run(t)
 }
 
 func TestBloomAuditCluster(t *testing.T) {
-	c := clusterClient(t)
-	bc := &bloomCase{c: c, url: func(q string) string { return clusterURL(t, q) }, tmpl: "l2:bf:{*}", n: 40_000}
+	c := reconciletest.ClusterClient(t)
+	bc := &bloomCase{c: c, url: func(q string) string { return reconciletest.ClusterURL(t, q) }, tmpl: "l2:bf:{*}", n: 40_000}
 	bc.layout.shards, bc.layout.m, bc.layout.k = 16, 1<<17, 3
 	bc.run(t)
 }
@@ -243,11 +162,11 @@ func TestBloomAuditCluster(t *testing.T) {
 // TestBloomShardKeys: a shard that is missing, of another type or of
 // another length is an error naming its key (exit 2), never "empty".
 func TestBloomShardKeys(t *testing.T) {
-	c := redisDB(t, 14)
+	c := reconciletest.RedisDB(t, 14)
 	ctx := context.Background()
 	dir := t.TempDir()
-	bloomTruth(t, dir, 100)
-	url := redisURL(t, 14, "bloom=bf:{*}&shards=3&bits=1000&k=3")
+	reconciletest.BloomTruth(t, dir, 100)
+	url := reconciletest.RedisURL(t, 14, "bloom=bf:{*}&shards=3&bits=1000&k=3")
 	reset := func() {
 		for s := range 3 {
 			c.Set(ctx, fmt.Sprintf("bf:{%d}", s), make([]byte, 125), 0)
@@ -266,19 +185,19 @@ func TestBloomShardKeys(t *testing.T) {
 		t.Run(cc.name, func(t *testing.T) {
 			reset()
 			cc.spoil()
-			r := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--report", "r.json").want(t, 2)
-			if !strings.Contains(r.stderr, cc.want) {
-				t.Fatalf("stderr %q, want %q in it", r.stderr, cc.want)
+			r := reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--report", "r.json").Want(t, 2)
+			if !strings.Contains(r.Stderr, cc.want) {
+				t.Fatalf("stderr %q, want %q in it", r.Stderr, cc.want)
 			}
 		})
 	}
 	reset()
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 1)
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).Want(t, 1)
 	// Flags that mean nothing for a bloom are refused, not ignored.
 	for _, args := range [][]string{{"--extra", "x.fpx"}, {"--ttl", "1h", "--apply"}, {"--rebuild-shard", "0", "--apply"}} {
-		r := fpdedup(t, dir, nil, append([]string{"reconcile", "--index", "truth.fpx", "--online", url}, args...)...).want(t, 2)
-		if !strings.Contains(r.stderr, args[0]) {
-			t.Fatalf("%v: %s", args, r.stderr)
+		r := reconciletest.Fpdedup(t, dir, nil, append([]string{"reconcile", "--index", "truth.fpx", "--online", url}, args...)...).Want(t, 2)
+		if !strings.Contains(r.Stderr, args[0]) {
+			t.Fatalf("%v: %s", args, r.Stderr)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x.fpx")); err == nil {
@@ -294,7 +213,7 @@ func TestBloomShardKeys(t *testing.T) {
 // alone would not tell positions renumbered within a shard); and that
 // bloom holds every key, the lost ones included.
 func TestBloomAgreesWithReplay(t *testing.T) {
-	c := redisDB(t, 15)
+	c := reconciletest.RedisDB(t, 15)
 	ctx := context.Background()
 	dir := t.TempDir()
 	var all, accepted strings.Builder
@@ -307,7 +226,7 @@ func TestBloomAgreesWithReplay(t *testing.T) {
 		}
 	}
 	write("all.txt", all.String())
-	fpdedup(t, dir, nil, "replay", "--l2", "shards=4,bits=2^14,k=2", "--lost", "lost.txt", "all.txt").want(t, 0)
+	reconciletest.Fpdedup(t, dir, nil, "replay", "--l2", "shards=4,bits=2^14,k=2", "--lost", "lost.txt", "all.txt").Want(t, 0)
 	lostB, err := os.ReadFile(filepath.Join(dir, "lost.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -316,15 +235,15 @@ func TestBloomAgreesWithReplay(t *testing.T) {
 	for _, l := range strings.Fields(string(lostB)) {
 		lost[l] = true
 	}
-	ref := newRefBloom(4, 1<<14, 2)
+	ref := reconciletest.NewRefBloom(4, 1<<14, 2)
 	for l := range strings.FieldsSeq(all.String()) {
 		h := xxh3.Hash128([]byte(l))
 		fp := [2]uint64{h.Hi, h.Lo}
-		if ref.has(fp) != lost[l] {
-			t.Fatalf("%s: the reference says lost %v, replay %v", l, ref.has(fp), lost[l])
+		if ref.Has(fp) != lost[l] {
+			t.Fatalf("%s: the reference says lost %v, replay %v", l, ref.Has(fp), lost[l])
 		}
 		if !lost[l] {
-			ref.add(fp)
+			ref.Add(fp)
 		}
 	}
 	if len(lost) < 1000 {
@@ -336,21 +255,21 @@ func TestBloomAgreesWithReplay(t *testing.T) {
 		}
 	}
 	write("accepted.txt", accepted.String())
-	fpdedup(t, dir, nil, "build", "-o", "accepted.fpx", "accepted.txt").want(t, 0)
-	fpdedup(t, dir, nil, "build", "-o", "all.fpx", "all.txt").want(t, 0)
+	reconciletest.Fpdedup(t, dir, nil, "build", "-o", "accepted.fpx", "accepted.txt").Want(t, 0)
+	reconciletest.Fpdedup(t, dir, nil, "build", "-o", "all.fpx", "all.txt").Want(t, 0)
 	for s := range 4 {
 		c.Set(ctx, fmt.Sprintf("r:{%d}", s), make([]byte, 1<<11), 0)
 	}
-	url := redisURL(t, 15, "bloom=r:{*}&shards=4&bits=2^14&k=2")
-	fpdedup(t, dir, nil, "reconcile", "--index", "accepted.fpx", "--online", url, "--apply").want(t, 0)
+	url := reconciletest.RedisURL(t, 15, "bloom=r:{*}&shards=4&bits=2^14&k=2")
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "accepted.fpx", "--online", url, "--apply").Want(t, 0)
 	for s := range 4 {
 		got, err := c.Get(ctx, fmt.Sprintf("r:{%d}", s)).Bytes()
-		if err != nil || !slices.Equal(got, ref.bytes[s]) {
+		if err != nil || !slices.Equal(got, ref.Bytes[s]) {
 			t.Fatalf("shard %d after --apply of the accepted keys: not the reference's bitmap (%v)", s, err)
 		}
 	}
-	fpdedup(t, dir, nil, "reconcile", "--index", "all.fpx", "--online", url, "--report", "r.json").want(t, 0)
-	if rep := readReport(t, filepath.Join(dir, "r.json")); rep.Bloom == nil || rep.Bloom.Held != 20_000 {
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "all.fpx", "--online", url, "--report", "r.json").Want(t, 0)
+	if rep := reconciletest.ReadReport(t, filepath.Join(dir, "r.json")); rep.Bloom == nil || rep.Bloom.Held != 20_000 {
 		t.Fatalf("the audit holds %+v of 20000 keys", rep.Bloom)
 	}
 }
@@ -360,36 +279,36 @@ func TestBloomAgreesWithReplay(t *testing.T) {
 // keeps setting bits while the shards are rebuilt, and none of its bits,
 // nor any set before that the truth does not set, is lost.
 func TestBloomRebuild(t *testing.T) {
-	c := redisDB(t, 11)
+	c := reconciletest.RedisDB(t, 11)
 	ctx := context.Background()
 	dir := t.TempDir()
-	_, fps := bloomTruth(t, dir, 30_000)
+	_, fps := reconciletest.BloomTruth(t, dir, 30_000)
 	const shards, m, k = 3, 100_000_000, 3
-	want, before := newRefBloom(shards, m, k), newRefBloom(shards, m, k)
+	want, before := reconciletest.NewRefBloom(shards, m, k), reconciletest.NewRefBloom(shards, m, k)
 	r := rand.New(rand.NewPCG(9, 10))
 	for i, fp := range fps {
 		if i%2 == 0 {
-			before.add(fp)
+			before.Add(fp)
 		}
-		want.add(fp)
+		want.Add(fp)
 	}
 	for s := range shards {
 		for range 1000 { // bits the truth has no key for
 			p := r.Uint64N(m)
-			before.bytes[s][p/8] |= 0x80 >> (p % 8)
-			want.bytes[s][p/8] |= 0x80 >> (p % 8)
+			before.Bytes[s][p/8] |= 0x80 >> (p % 8)
+			want.Bytes[s][p/8] |= 0x80 >> (p % 8)
 		}
-		if err := c.Set(ctx, fmt.Sprintf("rb:{%d}", s), before.bytes[s], 0).Err(); err != nil {
+		if err := c.Set(ctx, fmt.Sprintf("rb:{%d}", s), before.Bytes[s], 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	url := redisURL(t, 11, fmt.Sprintf("bloom=rb:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
+	url := reconciletest.RedisURL(t, 11, fmt.Sprintf("bloom=rb:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
 
-	dry := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "1", "--dry-run").want(t, 1)
-	if !strings.Contains(dry.stdout, "REBUILD rb:{1} from ") || strings.Count(dry.stdout, "\n") != 1 {
-		t.Fatalf("--dry-run printed %q", dry.stdout)
+	dry := reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "1", "--dry-run").Want(t, 1)
+	if !strings.Contains(dry.Stdout, "REBUILD rb:{1} from ") || strings.Count(dry.Stdout, "\n") != 1 {
+		t.Fatalf("--dry-run printed %q", dry.Stdout)
 	}
-	if got, _ := c.Get(ctx, "rb:{1}").Bytes(); !slices.Equal(got, before.bytes[1]) {
+	if got, _ := c.Get(ctx, "rb:{1}").Bytes(); !slices.Equal(got, before.Bytes[1]) {
 		t.Fatal("--dry-run changed shard 1")
 	}
 
@@ -416,18 +335,18 @@ func TestBloomRebuild(t *testing.T) {
 		}
 	}()
 	// --mem 96MiB holds two shards of 12.5 MB beside its 64 MiB: built two, then one.
-	res := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "all", "--mem", "96MiB", "--report", "r.json")
+	res := reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "all", "--mem", "96MiB", "--report", "r.json")
 	close(stop)
 	written := <-done
-	res.want(t, 0)
+	res.Want(t, 0)
 	n := 0
 	for s := range shards {
 		for _, p := range written[s] {
-			want.bytes[s][p/8] |= 0x80 >> (p % 8)
+			want.Bytes[s][p/8] |= 0x80 >> (p % 8)
 		}
 		n += len(written[s])
 		got, err := c.Get(ctx, fmt.Sprintf("rb:{%d}", s)).Bytes()
-		if err != nil || !slices.Equal(got, want.bytes[s]) {
+		if err != nil || !slices.Equal(got, want.Bytes[s]) {
 			t.Fatalf("shard %d after the rebuild: not the truth's bits OR the live ones (%v)", s, err)
 		}
 		if c.Exists(ctx, fmt.Sprintf("rb:{%d}:rebuild", s)).Val() != 0 {
@@ -437,19 +356,19 @@ func TestBloomRebuild(t *testing.T) {
 	if n < 100 {
 		t.Fatalf("the writer set %d bits during the rebuild: too few to tell", n)
 	}
-	rep := readReport(t, filepath.Join(dir, "r.json"))
+	rep := reconciletest.ReadReport(t, filepath.Join(dir, "r.json"))
 	if rb := rep.Rebuild; rb == nil || rb.Rebuilt != shards || rb.Keys != 30_000 || rb.BytesWritten != shards*m/8 {
 		t.Fatalf("report: %+v", rep.Rebuild)
 	}
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 0)
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).Want(t, 0)
 
 	for _, bad := range []struct{ flag, want string }{
 		{"3", "--rebuild-shard 3: want all, or shard numbers 0 to 2"},
 		{"x", "want all, or shard numbers"},
 	} {
-		r := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", bad.flag).want(t, 2)
-		if !strings.Contains(r.stderr, bad.want) {
-			t.Fatalf("--rebuild-shard %s: %s", bad.flag, r.stderr)
+		r := reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", bad.flag).Want(t, 2)
+		if !strings.Contains(r.Stderr, bad.want) {
+			t.Fatalf("--rebuild-shard %s: %s", bad.flag, r.Stderr)
 		}
 	}
 }
@@ -462,56 +381,56 @@ func TestBloomRebuild(t *testing.T) {
 // and exits 0. A shard it names that is longer than the layout's, or of
 // another type, is still refused, naming the key, and left as it was.
 func TestBloomRebuildFlushed(t *testing.T) {
-	c := redisDB(t, 11)
+	c := reconciletest.RedisDB(t, 11)
 	ctx := context.Background()
 	dir := t.TempDir()
-	_, fps := bloomTruth(t, dir, 20_000)
+	_, fps := reconciletest.BloomTruth(t, dir, 20_000)
 	const shards, m, k = 4, 1 << 20, 3
-	want := newRefBloom(shards, m, k)
+	want := reconciletest.NewRefBloom(shards, m, k)
 	for _, fp := range fps {
-		want.add(fp)
+		want.Add(fp)
 	}
 	for s := 2; s < shards; s++ {
-		c.Set(ctx, fmt.Sprintf("rf:{%d}", s), want.bytes[s], 0)
+		c.Set(ctx, fmt.Sprintf("rf:{%d}", s), want.Bytes[s], 0)
 	}
 	short := []int64{5, 77, 1000}
 	for _, p := range short { // the online side's SETBITs after the flush
 		c.SetBit(ctx, "rf:{1}", p, 1)
-		want.bytes[1][p/8] |= 0x80 >> (p % 8)
+		want.Bytes[1][p/8] |= 0x80 >> (p % 8)
 	}
-	url := redisURL(t, 11, fmt.Sprintf("bloom=rf:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
+	url := reconciletest.RedisURL(t, 11, fmt.Sprintf("bloom=rf:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
 
 	// Without --rebuild-shard, the flushed shard is an error naming it.
-	if r := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 2); !strings.Contains(r.stderr, `"rf:{0}" does not exist`) {
-		t.Fatalf("audit of a flushed shard: %s", r.stderr)
+	if r := reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).Want(t, 2); !strings.Contains(r.Stderr, `"rf:{0}" does not exist`) {
+		t.Fatalf("audit of a flushed shard: %s", r.Stderr)
 	}
-	dry := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "0,1", "--dry-run").want(t, 1)
-	if strings.Count(dry.stdout, "REBUILD ") != 2 || c.Exists(ctx, "rf:{0}").Val() != 0 {
-		t.Fatalf("--dry-run: %q, or it wrote rf:{0}", dry.stdout)
+	dry := reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "0,1", "--dry-run").Want(t, 1)
+	if strings.Count(dry.Stdout, "REBUILD ") != 2 || c.Exists(ctx, "rf:{0}").Val() != 0 {
+		t.Fatalf("--dry-run: %q, or it wrote rf:{0}", dry.Stdout)
 	}
 
-	res := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "0,1", "--report", "r.json").want(t, 0)
+	res := reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "0,1", "--report", "r.json").Want(t, 0)
 	for s := range shards {
-		if got, err := c.Get(ctx, fmt.Sprintf("rf:{%d}", s)).Bytes(); err != nil || !slices.Equal(got, want.bytes[s]) {
+		if got, err := c.Get(ctx, fmt.Sprintf("rf:{%d}", s)).Bytes(); err != nil || !slices.Equal(got, want.Bytes[s]) {
 			t.Fatalf("shard %d after the rebuild: not the truth's bitmap (OR the bits it held) (%v)", s, err)
 		}
 	}
-	rep := readReport(t, filepath.Join(dir, "r.json"))
+	rep := reconciletest.ReadReport(t, filepath.Join(dir, "r.json"))
 	if rep.Bloom == nil || rep.Bloom.Missing != 0 || rep.Bloom.Held != 20_000 {
 		t.Fatalf("report: %+v", rep.Bloom)
 	}
 	for s, sh := range rep.Bloom.Shards {
 		rebuilt := s < 2
-		if sh.Rebuild != rebuilt || sh.Rebuilt != rebuilt || sh.SetBits != want.ones(s) {
-			t.Fatalf("shard %d in the report: %+v (want %d bits set, rebuilt %v)", s, sh, want.ones(s), rebuilt)
+		if sh.Rebuild != rebuilt || sh.Rebuilt != rebuilt || sh.SetBits != want.Ones(s) {
+			t.Fatalf("shard %d in the report: %+v (want %d bits set, rebuilt %v)", s, sh, want.Ones(s), rebuilt)
 		}
 	}
-	if !strings.Contains(res.stderr, "rebuilt") {
-		t.Fatalf("the summary does not say which shards were rebuilt:\n%s", res.stderr)
+	if !strings.Contains(res.Stderr, "rebuilt") {
+		t.Fatalf("the summary does not say which shards were rebuilt:\n%s", res.Stderr)
 	}
 
 	// Longer than the layout's shard, or not a string: refused, untouched.
-	long := append(slices.Clone(want.bytes[0]), 0xff)
+	long := append(slices.Clone(want.Bytes[0]), 0xff)
 	for _, bad := range []struct {
 		shard, want string
 		make        func(key string)
@@ -527,9 +446,9 @@ func TestBloomRebuildFlushed(t *testing.T) {
 		key := "rf:{" + bad.shard + "}"
 		saved, _ := c.Get(ctx, key).Bytes()
 		bad.make(key)
-		r := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", bad.shard).want(t, 2)
-		if !strings.Contains(r.stderr, bad.want) {
-			t.Fatalf("--rebuild-shard %s: %s", bad.shard, r.stderr)
+		r := reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", bad.shard).Want(t, 2)
+		if !strings.Contains(r.Stderr, bad.want) {
+			t.Fatalf("--rebuild-shard %s: %s", bad.shard, r.Stderr)
 		}
 		if !bad.same(key) {
 			t.Fatalf("the refused %s was changed", key)
@@ -546,78 +465,78 @@ func TestBloomRebuildFlushed(t *testing.T) {
 // finish it whole; and the --apply resumed from its checkpoint leaves
 // every shard equal to the reference of all keys, no bit cleared.
 func TestBloomServerGone(t *testing.T) {
-	c := redisDB(t, 10)
+	c := reconciletest.RedisDB(t, 10)
 	ctx := context.Background()
 	dir := t.TempDir()
-	_, fps := bloomTruth(t, dir, 40_000)
+	_, fps := reconciletest.BloomTruth(t, dir, 40_000)
 	const shards, m, k = 4, 8_000_000, 3
-	online, all := newRefBloom(shards, m, k), newRefBloom(shards, m, k)
+	online, all := reconciletest.NewRefBloom(shards, m, k), reconciletest.NewRefBloom(shards, m, k)
 	for i, fp := range fps {
 		if i%3 != 0 {
-			online.add(fp)
+			online.Add(fp)
 		}
-		all.add(fp)
+		all.Add(fp)
 	}
 	for s := range shards {
-		c.Set(ctx, fmt.Sprintf("g:{%d}", s), online.bytes[s], 0)
+		c.Set(ctx, fmt.Sprintf("g:{%d}", s), online.Bytes[s], 0)
 	}
 	query := fmt.Sprintf("bloom=g:{*}&shards=%d&bits=%d&k=%d", shards, m, k)
 
-	gone := newTCPProxy(t, redisAddr(t), "getrange", 1<<20, 0)
-	r := fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", fmt.Sprintf("redis://%s/10?%s", gone.addr, query),
+	gone := reconciletest.NewTCPProxy(t, reconciletest.RedisAddr(t), "getrange", 1<<20, 0)
+	r := reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", fmt.Sprintf("redis://%s/10?%s", gone.Addr, query),
 		"--retries", "1", "--timeout", "2s", "--report", "gone.json")
-	if !gone.wasShut() {
-		t.Fatalf("the proxy never cut the audit; run: %d %s", r.code, r.stderr)
+	if !gone.WasShut() {
+		t.Fatalf("the proxy never cut the audit; run: %d %s", r.Code, r.Stderr)
 	}
-	r.want(t, 2)
-	if !strings.Contains(r.stderr, "reading the bloom on redis://"+gone.addr) || !strings.Contains(r.stderr, "rerun the audit") {
-		t.Fatalf("the audit's error: %s", r.stderr)
+	r.Want(t, 2)
+	if !strings.Contains(r.Stderr, "reading the bloom on redis://"+gone.Addr) || !strings.Contains(r.Stderr, "rerun the audit") {
+		t.Fatalf("the audit's error: %s", r.Stderr)
 	}
 
-	back := newTCPProxy(t, redisAddr(t), "getrange", 1<<20, 300*time.Millisecond)
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", fmt.Sprintf("redis://%s/10?%s", back.addr, query),
-		"--retries", "5", "--timeout", "2s", "--missing", "missing.fpx").want(t, 1)
-	if !back.wasShut() {
+	back := reconciletest.NewTCPProxy(t, reconciletest.RedisAddr(t), "getrange", 1<<20, 300*time.Millisecond)
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", fmt.Sprintf("redis://%s/10?%s", back.Addr, query),
+		"--retries", "5", "--timeout", "2s", "--missing", "missing.fpx").Want(t, 1)
+	if !back.WasShut() {
 		t.Fatal("the proxy never cut the audit")
 	}
 	wantMissing := 0
 	for _, fp := range fps {
-		if !online.has(fp) {
+		if !online.Has(fp) {
 			wantMissing++
 		}
 	}
-	if got := dump(t, dir, "missing.fpx"); len(got) != wantMissing {
+	if got := reconciletest.Dump(t, dir, "missing.fpx"); len(got) != wantMissing {
 		t.Fatalf("the audit retried past the cut finds %d missing, want %d", len(got), wantMissing)
 	}
 
 	// The checkpoint belongs to the URL it was written for: the proxy
 	// listens again on its address, for the resumed run, once the cut run
 	// (no retries) has failed.
-	cut := newTCPProxy(t, redisAddr(t), "SETBIT", 16<<10, 2*time.Second)
-	cutURL := fmt.Sprintf("redis://%s/10?%s", cut.addr, query)
-	r = fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", cutURL,
+	cut := reconciletest.NewTCPProxy(t, reconciletest.RedisAddr(t), "SETBIT", 16<<10, 2*time.Second)
+	cutURL := fmt.Sprintf("redis://%s/10?%s", cut.Addr, query)
+	r = reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", cutURL,
 		"--apply", "--batch", "200", "--conns", "1", "--rate", "20k", "--checkpoint", "apply.ckpt", "--retries", "0", "--timeout", "2s")
-	if !cut.wasShut() {
-		t.Fatalf("the proxy never cut the apply; run: %d %s", r.code, r.stderr)
+	if !cut.WasShut() {
+		t.Fatalf("the proxy never cut the apply; run: %d %s", r.Code, r.Stderr)
 	}
-	r.want(t, 2)
+	r.Want(t, 2)
 	if _, err := os.Stat(filepath.Join(dir, "apply.ckpt")); err != nil {
-		t.Fatalf("no checkpoint after the cut apply: %v\n%s", err, r.stderr)
+		t.Fatalf("no checkpoint after the cut apply: %v\n%s", err, r.Stderr)
 	}
 	var ck reconcile.Checkpoint
-	if err := json.Unmarshal(must(os.ReadFile(filepath.Join(dir, "apply.ckpt"))), &ck); err != nil || ck.Written == 0 {
+	if err := json.Unmarshal(reconciletest.Must(os.ReadFile(filepath.Join(dir, "apply.ckpt"))), &ck); err != nil || ck.Written == 0 {
 		t.Fatalf("checkpoint %+v %v", ck, err)
 	}
-	<-cut.opened
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", cutURL,
-		"--apply", "--checkpoint", "apply.ckpt", "--report", "resumed.json").want(t, 0)
+	<-cut.Opened
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", cutURL,
+		"--apply", "--checkpoint", "apply.ckpt", "--report", "resumed.json").Want(t, 0)
 	// The keys the cut run wrote are held now: the resumed audit does not
 	// count them missing.
-	if a := readReport(t, filepath.Join(dir, "resumed.json")).Apply; a == nil || a.Keys > int64(wantMissing)-ck.Written || a.Written != a.Keys {
+	if a := reconciletest.ReadReport(t, filepath.Join(dir, "resumed.json")).Apply; a == nil || a.Keys > int64(wantMissing)-ck.Written || a.Written != a.Keys {
 		t.Fatalf("the resumed --apply: %+v, after a checkpoint of %d keys of %d missing", a, ck.Written, wantMissing)
 	}
 	for s := range shards {
-		if got, _ := c.Get(ctx, fmt.Sprintf("g:{%d}", s)).Bytes(); !slices.Equal(got, all.bytes[s]) {
+		if got, _ := c.Get(ctx, fmt.Sprintf("g:{%d}", s)).Bytes(); !slices.Equal(got, all.Bytes[s]) {
 			t.Fatalf("shard %d after the resumed --apply: not the reference of all keys", s)
 		}
 	}
@@ -628,12 +547,12 @@ func TestBloomServerGone(t *testing.T) {
 // never a short "held"; restarted (empty, no persistence) and its shards
 // made again, the same audit runs whole.
 func TestBloomClusterNodeKilled(t *testing.T) {
-	needKill(t)
-	plainOnly(t, "25 s waiting for a node to die and come back; the audit's reads are raced by TestBloomAuditCluster")
-	c := clusterClient(t)
+	reconciletest.NeedKill(t)
+	reconciletest.PlainOnly(t, "25 s waiting for a node to die and come back; the audit's reads are raced by TestBloomAuditCluster")
+	c := reconciletest.ClusterClient(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	bloomTruth(t, dir, 60_000)
+	reconciletest.BloomTruth(t, dir, 60_000)
 	const shards, m = 16, 1 << 26 // 8 MiB a shard: four passes under --mem 64MiB
 	make16 := func() {
 		for s := range shards {
@@ -643,32 +562,32 @@ func TestBloomClusterNodeKilled(t *testing.T) {
 		}
 	}
 	make16()
-	victim := clusterSeeds(t)[2]
-	pid := nodePID(t, victim)
-	t.Cleanup(func() { restartCluster(t) })
-	url := clusterURL(t, fmt.Sprintf("bloom=kb:{*}&shards=%d&bits=%d&k=3", shards, m))
-	done := make(chan result, 1)
+	victim := reconciletest.ClusterSeeds(t)[2]
+	pid := reconciletest.NodePID(t, victim)
+	t.Cleanup(func() { reconciletest.RestartCluster(t) })
+	url := reconciletest.ClusterURL(t, fmt.Sprintf("bloom=kb:{*}&shards=%d&bits=%d&k=3", shards, m))
+	done := make(chan reconciletest.Result, 1)
 	go func() {
 		// Each pass tests the 60k keys at 20k/s: 3 s a pass.
-		done <- fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--mem", "64MiB",
+		done <- reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--mem", "64MiB",
 			"--read-rate", "20k", "--retries", "1", "--timeout", "2s", "--report", "k.json")
 	}()
 	time.Sleep(1500 * time.Millisecond)
 	syscall.Kill(pid, syscall.SIGKILL)
 	r := <-done
-	r.want(t, 2)
-	if !strings.Contains(r.stderr, victim) || !strings.Contains(r.stderr, "rerun") {
-		t.Fatalf("unclear error: %s", r.stderr)
+	r.Want(t, 2)
+	if !strings.Contains(r.Stderr, victim) || !strings.Contains(r.Stderr, "rerun") {
+		t.Fatalf("unclear error: %s", r.Stderr)
 	}
-	t.Logf("stderr: %s", r.stderr)
-	if rep := readReport(t, filepath.Join(dir, "k.json")); rep.ExitCode != 2 || rep.Agree {
+	t.Logf("stderr: %s", r.Stderr)
+	if rep := reconciletest.ReadReport(t, filepath.Join(dir, "k.json")); rep.ExitCode != 2 || rep.Agree {
 		t.Fatalf("report after a killed node: exit %d, agree %v", rep.ExitCode, rep.Agree)
 	}
-	restartCluster(t)
-	c = clusterClient(t)
+	reconciletest.RestartCluster(t)
+	c = reconciletest.ClusterClient(t)
 	make16()
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--mem", "64MiB", "--report", "again.json").want(t, 1)
-	if rep := readReport(t, filepath.Join(dir, "again.json")); rep.Bloom == nil || rep.Bloom.Missing != 60_000 || rep.Bloom.Passes < 2 {
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--mem", "64MiB", "--report", "again.json").Want(t, 1)
+	if rep := reconciletest.ReadReport(t, filepath.Join(dir, "again.json")); rep.Bloom == nil || rep.Bloom.Missing != 60_000 || rep.Bloom.Passes < 2 {
 		t.Fatalf("the audit after the restart: %+v", rep.Bloom)
 	}
 }
@@ -678,17 +597,17 @@ func TestBloomClusterNodeKilled(t *testing.T) {
 // in the second is missing while that bit is not set; --apply sets bits in
 // both, after which the audit holds every key.
 func TestBloomSegments(t *testing.T) {
-	plainOnly(t, "a layout test, whose 512 MiB string costs half a minute")
-	c := redisDB(t, 8)
+	reconciletest.PlainOnly(t, "a layout test, whose 512 MiB string costs half a minute")
+	c := reconciletest.RedisDB(t, 8)
 	ctx := context.Background()
 	dir := t.TempDir()
-	_, fps := bloomTruth(t, dir, 100_000)
+	_, fps := reconciletest.BloomTruth(t, dir, 100_000)
 	const m = 1<<32 + 1<<22
-	ref := &refBloom{shards: 1, m: m, k: 3} // the places alone: the bitmap would be 512 MiB
-	seg1 := 0                               // keys with a bit in KEY:1
+	ref := &reconciletest.RefBloom{Shards: 1, M: m, K: 3} // the places alone: the bitmap would be 512 MiB
+	seg1 := 0                                             // keys with a bit in KEY:1
 	pipe := c.Pipeline()
 	for i, fp := range fps {
-		_, pos := ref.places(fp)
+		_, pos := ref.Places(fp)
 		inSeg1 := false
 		for _, p := range pos {
 			inSeg1 = inSeg1 || p >= 1<<32
@@ -711,27 +630,27 @@ func TestBloomSegments(t *testing.T) {
 	if seg1 < 50 {
 		t.Fatalf("%d keys have a bit in the second segment: too few to tell", seg1)
 	}
-	url := redisURL(t, 8, fmt.Sprintf("bloom=sg:{*}&shards=1&bits=%d&k=3", m))
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--report", "r.json").want(t, 1)
-	b := readReport(t, filepath.Join(dir, "r.json")).Bloom
+	url := reconciletest.RedisURL(t, 8, fmt.Sprintf("bloom=sg:{*}&shards=1&bits=%d&k=3", m))
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--report", "r.json").Want(t, 1)
+	b := reconciletest.ReadReport(t, filepath.Join(dir, "r.json")).Bloom
 	// Missing: the even keys, and the odd ones with a bit in KEY:1 — but
 	// for those whose bits the others happen to set, rare in 2^32 bits.
 	if b == nil || b.Missing < int64(50_000+seg1/2-10) || b.Missing > int64(50_000+seg1) || b.BytesRead != (m+7)/8 {
 		t.Fatalf("audit of a two-segment shard: %+v (%d keys with a bit in KEY:1)", b, seg1)
 	}
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--apply").want(t, 0)
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--apply").Want(t, 0)
 	if n := c.BitCount(ctx, "sg:{0}:1", nil).Val(); n == 0 {
 		t.Fatal("--apply set no bit in KEY:1")
 	}
 	for i, fp := range fps[:2000] {
-		_, pos := ref.places(fp)
+		_, pos := ref.Places(fp)
 		for _, p := range pos {
 			if c.GetBit(ctx, fmt.Sprintf("sg:{0}:%d", p>>32), int64(p&(1<<32-1))).Val() != 1 {
 				t.Fatalf("key %d: bit %d not set after --apply", i, p)
 			}
 		}
 	}
-	fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).want(t, 0)
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url).Want(t, 0)
 }
 
 // TestBloomRebuildInterrupted: SIGINT once the first shard is swapped in:
@@ -739,28 +658,28 @@ func TestBloomSegments(t *testing.T) {
 // rest are as they were; those shards hold the truth's bits, the others
 // are untouched, and no KEY:rebuild is left behind.
 func TestBloomRebuildInterrupted(t *testing.T) {
-	c := redisDB(t, 7)
+	c := reconciletest.RedisDB(t, 7)
 	ctx := context.Background()
 	dir := t.TempDir()
-	_, fps := bloomTruth(t, dir, 100_000)
+	_, fps := reconciletest.BloomTruth(t, dir, 100_000)
 	const shards, m, k = 40, 32_000_000, 2
-	want := newRefBloom(shards, m, k)
+	want := reconciletest.NewRefBloom(shards, m, k)
 	for _, fp := range fps {
-		want.add(fp)
+		want.Add(fp)
 	}
 	for s := range shards {
 		c.SetBit(ctx, fmt.Sprintf("ri:{%d}", s), m-1, 0)
 	}
-	url := redisURL(t, 7, fmt.Sprintf("bloom=ri:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
+	url := reconciletest.RedisURL(t, 7, fmt.Sprintf("bloom=ri:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
 	// --mem 68MiB holds one shard of 4 MB beside its 64 MiB: one group a shard.
-	cmd := exec.Command(cliBinary(t), "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "all", "--mem", "68MiB")
+	cmd := exec.Command(reconciletest.CLIBinary(t), "reconcile", "--index", "truth.fpx", "--online", url, "--rebuild-shard", "all", "--mem", "68MiB")
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(60*time.Second, func() bool { return c.BitCount(ctx, "ri:{0}", nil).Val() > 0 }) {
+	if !reconciletest.WaitFor(60*time.Second, func() bool { return c.BitCount(ctx, "ri:{0}", nil).Val() > 0 }) {
 		t.Fatal("shard 0 was never swapped in")
 	}
 	cmd.Process.Signal(syscall.SIGINT)
@@ -779,7 +698,7 @@ func TestBloomRebuildInterrupted(t *testing.T) {
 	}
 	for s := range shards {
 		got, _ := c.Get(ctx, fmt.Sprintf("ri:{%d}", s)).Bytes()
-		if s < n && !slices.Equal(got, want.bytes[s]) {
+		if s < n && !slices.Equal(got, want.Bytes[s]) {
 			t.Fatalf("shard %d, swapped in, is not the truth's bitmap", s)
 		}
 		if s >= n && c.BitCount(ctx, fmt.Sprintf("ri:{%d}", s), nil).Val() != 0 {
@@ -800,51 +719,51 @@ func TestBloomRebuildInterrupted(t *testing.T) {
 // by it; the shared cluster is put back as it was (its masters, and no
 // fourth node).
 func TestBloomClusterFailover(t *testing.T) {
-	needKill(t)
-	plainOnly(t, "20 s of a replica syncing and taking over; the audit's reads are raced by TestBloomAuditCluster")
-	c := clusterClient(t)
+	reconciletest.NeedKill(t)
+	reconciletest.PlainOnly(t, "20 s of a replica syncing and taking over; the audit's reads are raced by TestBloomAuditCluster")
+	c := reconciletest.ClusterClient(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	hexes, fps := bloomTruth(t, dir, 60_000)
+	hexes, fps := reconciletest.BloomTruth(t, dir, 60_000)
 	const shards, m, k = 16, 1 << 26, 3 // 8 MiB a shard: four passes under --mem 64MiB
-	online := newRefBloom(shards, m, k)
+	online := reconciletest.NewRefBloom(shards, m, k)
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, fp := range fps {
 		if r.IntN(10) != 0 {
-			online.add(fp)
+			online.Add(fp)
 		}
 	}
 	var missing []string
 	for i, fp := range fps {
-		if !online.has(fp) {
+		if !online.Has(fp) {
 			missing = append(missing, hexes[i])
 		}
 	}
-	master := clusterSeeds(t)[2]
+	master := reconciletest.ClusterSeeds(t)[2]
 	replica := startReplica(t, master)
 	for s := range shards {
-		if err := c.Set(ctx, fmt.Sprintf("fo:{%d}", s), online.bytes[s], 0).Err(); err != nil {
+		if err := c.Set(ctx, fmt.Sprintf("fo:{%d}", s), online.Bytes[s], 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	replica.caughtUp(t)
 
-	url := clusterURL(t, fmt.Sprintf("bloom=fo:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
-	done := make(chan result, 1)
+	url := reconciletest.ClusterURL(t, fmt.Sprintf("bloom=fo:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
+	done := make(chan reconciletest.Result, 1)
 	go func() {
 		// Each pass tests the 60k keys at 20k/s: 3 s a pass.
-		done <- fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--mem", "64MiB",
+		done <- reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", url, "--mem", "64MiB",
 			"--read-rate", "20k", "--report", "f.json", "--missing", "missing.fpx")
 	}()
 	time.Sleep(1500 * time.Millisecond)
 	replica.takeOver(t)
 	res := <-done
-	res.want(t, 1)
-	rep := readReport(t, filepath.Join(dir, "f.json"))
+	res.Want(t, 1)
+	rep := reconciletest.ReadReport(t, filepath.Join(dir, "f.json"))
 	if b := rep.Bloom; b == nil || b.Missing != int64(len(missing)) || b.Passes < 3 || b.BytesRead != shards*m/8 {
 		t.Fatalf("the audit across the failover: %+v, want %d missing", rep.Bloom, len(missing))
 	}
-	if got := dump(t, dir, "missing.fpx"); !slices.Equal(got, missing) {
+	if got := reconciletest.Dump(t, dir, "missing.fpx"); !slices.Equal(got, missing) {
 		t.Fatalf("missing.fpx: %d fingerprints, want the reference's %d", len(got), len(missing))
 	}
 	if replica.role(t) != "master" {
@@ -880,7 +799,7 @@ func startReplica(t *testing.T, master string) *testReplica {
 		t.Fatal(err)
 	}
 	rp := &testReplica{addr: fmt.Sprintf("127.0.0.1:%d", port), master: master}
-	rp.node, rp.mnode = nodeClient(rp.addr), nodeClient(master)
+	rp.node, rp.mnode = reconciletest.NodeClient(rp.addr), reconciletest.NodeClient(master)
 	t.Cleanup(func() {
 		rp.remove(t)
 		cmd.Process.Kill()
@@ -952,12 +871,12 @@ func (rp *testReplica) remove(t *testing.T) {
 	}
 	rp.mnode.ConfigSet(ctx, "repl-diskless-sync-delay", "5")
 	rp.node.Do(ctx, "SHUTDOWN", "NOSAVE")
-	for _, seed := range clusterSeeds(t) {
-		n := nodeClient(seed)
+	for _, seed := range reconciletest.ClusterSeeds(t) {
+		n := reconciletest.NodeClient(seed)
 		n.ClusterForget(ctx, rp.id)
 		mustWait(t, "the masters see the cluster whole", func() bool {
 			info := n.ClusterInfo(ctx).Val()
-			return strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", len(clusterSeeds(t))))
+			return strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", len(reconciletest.ClusterSeeds(t))))
 		})
 		n.Close()
 	}
@@ -966,7 +885,7 @@ func (rp *testReplica) remove(t *testing.T) {
 // mustWait waits up to a minute for cond, or fails the test.
 func mustWait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	if !waitFor(time.Minute, cond) {
+	if !reconciletest.WaitFor(time.Minute, cond) {
 		t.Fatalf("waited a minute for this, in vain: %s", what)
 	}
 }

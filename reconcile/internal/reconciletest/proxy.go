@@ -1,4 +1,4 @@
-package reconcile_test
+package reconciletest
 
 import (
 	"bytes"
@@ -8,17 +8,17 @@ import (
 	"time"
 )
 
-// tcpProxy stands between fpdedup and a server, so a test can take the
+// TCPProxy stands between fpdedup and a server, so a test can take the
 // server away from one client only, at a chosen point, without touching
 // the shared server: when a client has sent a request containing trigger
 // and then received after bytes of its answer, the proxy shuts down (its
 // listener and every connection, both sides), so the client's next dial
 // is refused. With reopen > 0 it listens again, on the same address, that
 // long after shutting down.
-type tcpProxy struct {
+type TCPProxy struct {
 	t       *testing.T
 	target  string
-	addr    string
+	Addr    string // where clients dial it
 	trigger []byte
 	after   int64
 	reopen  time.Duration
@@ -26,33 +26,33 @@ type tcpProxy struct {
 	// hold: once fired, the proxy stops passing requests on instead of
 	// shutting down (a server gone silent), until release.
 	hold     bool
-	held     chan struct{} // closed when it starts holding
+	Held     chan struct{} // closed when it starts holding
 	released chan struct{} // closed by release
 
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]struct{}
 	fired  bool
-	shut   chan struct{} // closed when the proxy shuts down
-	opened chan struct{} // closed when it listens again (reopen > 0)
+	Shut   chan struct{} // closed when the proxy shuts down
+	Opened chan struct{} // closed when it listens again (reopen > 0)
 	wg     sync.WaitGroup
 }
 
-// newHoldProxy is a proxy that, when a client has sent a request
+// NewHoldProxy is a proxy that, when a client has sent a request
 // containing trigger and received after bytes of its answer, passes no
 // more requests on (answers to those already passed still come back)
 // until release: the test acts on the server meanwhile, at a point of
 // the run it knows. With after < 0 it holds the request that holds
 // trigger, before the server sees it.
-func newHoldProxy(t *testing.T, target string, trigger string, after int64) *tcpProxy {
+func NewHoldProxy(t *testing.T, target string, trigger string, after int64) *TCPProxy {
 	t.Helper()
 	p := startProxy(t, target, trigger, after, 0, true)
-	t.Cleanup(p.release)
+	t.Cleanup(p.Release)
 	return p
 }
 
-// release lets the held requests and all later ones through, once.
-func (p *tcpProxy) release() {
+// Release lets the held requests and all later ones through, once.
+func (p *TCPProxy) Release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	select {
@@ -62,27 +62,30 @@ func (p *tcpProxy) release() {
 	}
 }
 
-func newTCPProxy(t *testing.T, target string, trigger string, after int64, reopen time.Duration) *tcpProxy {
+// NewTCPProxy is a proxy that shuts down when a client has sent a request
+// containing trigger and received after bytes of its answer; with reopen
+// > 0 it listens again that long after.
+func NewTCPProxy(t *testing.T, target string, trigger string, after int64, reopen time.Duration) *TCPProxy {
 	t.Helper()
 	return startProxy(t, target, trigger, after, reopen, false)
 }
 
-func startProxy(t *testing.T, target string, trigger string, after int64, reopen time.Duration, hold bool) *tcpProxy {
+func startProxy(t *testing.T, target string, trigger string, after int64, reopen time.Duration, hold bool) *TCPProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tcpProxy{t: t, target: target, addr: ln.Addr().String(), trigger: []byte(trigger), after: after, reopen: reopen,
-		ln: ln, conns: map[net.Conn]struct{}{}, shut: make(chan struct{}), opened: make(chan struct{}),
-		hold: hold, held: make(chan struct{}), released: make(chan struct{})}
+	p := &TCPProxy{t: t, target: target, Addr: ln.Addr().String(), trigger: []byte(trigger), after: after, reopen: reopen,
+		ln: ln, conns: map[net.Conn]struct{}{}, Shut: make(chan struct{}), Opened: make(chan struct{}),
+		hold: hold, Held: make(chan struct{}), released: make(chan struct{})}
 	p.wg.Add(1)
 	go p.serve(ln)
 	t.Cleanup(p.close)
 	return p
 }
 
-func (p *tcpProxy) serve(ln net.Listener) {
+func (p *TCPProxy) serve(ln net.Listener) {
 	defer p.wg.Done()
 	for {
 		c, err := ln.Accept()
@@ -164,24 +167,24 @@ func (p *tcpProxy) serve(ln net.Listener) {
 	}
 }
 
-func (p *tcpProxy) hasFired() bool {
+func (p *TCPProxy) hasFired() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.fired
 }
 
 // startHold makes the proxy hold every request from now on, once.
-func (p *tcpProxy) startHold() {
+func (p *TCPProxy) startHold() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.fired {
 		p.fired = true
-		close(p.held)
+		close(p.Held)
 	}
 }
 
 // shutdown closes the listener and every connection, once.
-func (p *tcpProxy) shutdown() {
+func (p *TCPProxy) shutdown() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fired {
@@ -199,31 +202,32 @@ func (p *tcpProxy) shutdown() {
 		c.Close()
 	}
 	clear(p.conns)
-	close(p.shut)
+	close(p.Shut)
 	if p.reopen > 0 {
-		time.AfterFunc(p.reopen, p.listenAgain)
+		time.AfterFunc(p.reopen, p.ListenAgain)
 	}
 }
 
-func (p *tcpProxy) listenAgain() {
+// ListenAgain listens again, on the same address, after a shut down.
+func (p *TCPProxy) ListenAgain() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.conns == nil {
 		return // closed by the test's cleanup
 	}
-	ln, err := net.Listen("tcp", p.addr)
+	ln, err := net.Listen("tcp", p.Addr)
 	if err != nil {
-		p.t.Errorf("proxy: listening again on %s: %v", p.addr, err)
+		p.t.Errorf("proxy: listening again on %s: %v", p.Addr, err)
 		return
 	}
 	p.ln = ln
 	p.wg.Add(1)
 	go p.serve(ln)
-	close(p.opened)
+	close(p.Opened)
 }
 
 // close ends the proxy for good (at the end of the test).
-func (p *tcpProxy) close() {
+func (p *TCPProxy) close() {
 	p.mu.Lock()
 	if p.ln != nil {
 		p.ln.Close()
@@ -237,10 +241,10 @@ func (p *tcpProxy) close() {
 	p.wg.Wait()
 }
 
-// wasShut reports whether the proxy shut down (the trigger fired).
-func (p *tcpProxy) wasShut() bool {
+// WasShut reports whether the proxy shut down (the trigger fired).
+func (p *TCPProxy) WasShut() bool {
 	select {
-	case <-p.shut:
+	case <-p.Shut:
 		return true
 	default:
 		return false

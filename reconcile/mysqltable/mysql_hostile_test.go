@@ -1,4 +1,4 @@
-package reconcile_test
+package mysqltable_test
 
 // A hostile or broken MySQL server (issue 27) must not exhaust memory,
 // run forever or crash reconcile: each test has the fake server misbehave
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/reconcile"
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 )
 
 // heapLimit is the most the heap may grow in a run against a hostile
@@ -66,7 +67,7 @@ func (h *heapWatch) growth() uint64 {
 // hostileRun runs reconcile against s and wants it to fail, by itself,
 // with the heap grown by less than heapLimit; it returns the report and
 // the error.
-func hostileRun(t *testing.T, d *dataset, s *fakeMySQL, extra string, tune func(*reconcile.Options)) (*reconcile.Report, error) {
+func hostileRun(t *testing.T, d *reconciletest.Dataset, s *fakeMySQL, extra string, tune func(*reconcile.Options)) (*reconcile.Report, error) {
 	t.Helper()
 	h := watchHeap(heapLimit, s.Close)
 	rep, err := fakeRun(t, d, s, extra, tune)
@@ -114,10 +115,10 @@ func wantSlow(t *testing.T, rep *reconcile.Report, err error, s *fakeMySQL, got,
 	}
 }
 
-func fakeRows(d *dataset) [][]byte {
+func fakeRows(d *reconciletest.Dataset) [][]byte {
 	var rows [][]byte
-	for _, k := range d.onlineKeys() {
-		rows = append(rows, bin16(k).([]byte))
+	for _, k := range d.OnlineKeys() {
+		rows = append(rows, reconciletest.Bin16(k).([]byte))
 	}
 	return rows
 }
@@ -148,7 +149,7 @@ func maxPackets(c *fakeConn, first []byte, total int64) {
 // A row whose value claims 8 GiB, sent as it claims: 16 MiB packets, one
 // after the other, which the driver concatenates into one buffer.
 func TestHostileMySQLValueClaimsGigabytes(t *testing.T) {
-	d := newDataset(t, 2000)
+	d := reconciletest.NewDataset(t, 2000)
 	s := newFakeMySQL(t, fakeRows(d))
 	s.On(" ORDER BY ", func(c *fakeConn, q string) bool {
 		c.FPColumn()
@@ -163,7 +164,7 @@ func TestHostileMySQLValueClaimsGigabytes(t *testing.T) {
 
 // A handshake of endless 16 MiB packets: one logical packet without end.
 func TestHostileMySQLEndlessPacket(t *testing.T) {
-	d := newDataset(t, 2000)
+	d := reconciletest.NewDataset(t, 2000)
 	s := newFakeMySQL(t, fakeRows(d))
 	s.On("greeting", func(c *fakeConn, q string) bool {
 		maxPackets(c, []byte{10}, 1<<40)
@@ -180,7 +181,7 @@ func TestHostileMySQLEndlessPacket(t *testing.T) {
 // rows: the driver reads it as the end of the rows (io.EOF), so without a
 // count to compare (&count=0) the rest of the table was silently not read.
 func TestHostileMySQLValuePastItsRow(t *testing.T) {
-	d := newDataset(t, 2000)
+	d := reconciletest.NewDataset(t, 2000)
 	s := newFakeMySQL(t, fakeRows(d))
 	s.On(" ORDER BY ", func(c *fakeConn, q string) bool {
 		c.FPColumn()
@@ -229,7 +230,7 @@ func endlessRows(s *fakeMySQL) behaviour {
 // Rows that never end, from a table whose COUNT(*) said 1820: the read
 // stops at the 1821st.
 func TestHostileMySQLEndlessRowsCounted(t *testing.T) {
-	d := newDataset(t, 2000)
+	d := reconciletest.NewDataset(t, 2000)
 	s := newFakeMySQL(t, fakeRows(d))
 	s.On(" ORDER BY ", endlessRows(s))
 	rep, err := hostileRun(t, d, s, "&count=1", nil)
@@ -241,7 +242,7 @@ func TestHostileMySQLEndlessRowsCounted(t *testing.T) {
 // Rows that never end, from a table too large to count (its row estimate
 // is over 2M): the read stops at four times the estimate.
 func TestHostileMySQLEndlessRowsEstimated(t *testing.T) {
-	d := newDataset(t, 2000)
+	d := reconciletest.NewDataset(t, 2000)
 	s := newFakeMySQL(t, fakeRows(d))
 	s.Estimate = 2_000_001
 	s.On(" ORDER BY ", endlessRows(s))
@@ -254,7 +255,7 @@ func TestHostileMySQLEndlessRowsEstimated(t *testing.T) {
 // A drip: the rows come a byte every 500 ms, inside the driver's 2 s
 // read deadline, which it sets anew at every read.
 func TestHostileMySQLDrip(t *testing.T) {
-	d := newDataset(t, 2000)
+	d := reconciletest.NewDataset(t, 2000)
 	s := newFakeMySQL(t, fakeRows(d))
 	s.On(" ORDER BY ", func(c *fakeConn, q string) bool {
 		c.FPColumn()
@@ -283,7 +284,7 @@ func TestHostileMySQLDrip(t *testing.T) {
 // Silence: no answer to the streamed SELECT. (The driver's read deadline
 // ended this before too, as "invalid connection"; the error now says so.)
 func TestHostileMySQLSilence(t *testing.T) {
-	d := newDataset(t, 2000)
+	d := reconciletest.NewDataset(t, 2000)
 	s := newFakeMySQL(t, fakeRows(d))
 	s.On(" ORDER BY ", func(c *fakeConn, q string) bool {
 		c.Flush()
@@ -297,7 +298,7 @@ func TestHostileMySQLSilence(t *testing.T) {
 // A reset in the middle of a row, every time: retried, then an error
 // that says where the connection broke (it said "invalid connection").
 func TestHostileMySQLResetMidRow(t *testing.T) {
-	d := newDataset(t, 2000)
+	d := reconciletest.NewDataset(t, 2000)
 	s := newFakeMySQL(t, fakeRows(d))
 	s.On(" ORDER BY ", func(c *fakeConn, q string) bool {
 		c.FPColumn()
@@ -319,7 +320,7 @@ func TestHostileMySQLResetMidRow(t *testing.T) {
 // a column count of 50 million (an allocation of 2.4 GB), random bytes,
 // in reply to each kind of query reconcile sends.
 func TestHostileMySQLGarbage(t *testing.T) {
-	d := newDataset(t, 2000)
+	d := reconciletest.NewDataset(t, 2000)
 	shortOK := func(c *fakeConn, q string) bool { c.Packet([]byte{0x00}); return true }
 	shortRow := func(c *fakeConn, q string) bool { c.FPColumn(); c.Packet([]byte{0xfc}); return true }
 	shortEOF := func(c *fakeConn, q string) bool { c.FPColumn(); c.Packet([]byte{0xfe}); return true }
@@ -400,7 +401,7 @@ func endless(row [][]byte, cols ...column) behaviour {
 // (in rows.Close, past any context's cancel), so these end only with a
 // deadline on the whole reply, Options.Timeout.
 func TestHostileMySQLEndlessSmallReplies(t *testing.T) {
-	d := newDataset(t, 2000)
+	d := reconciletest.NewDataset(t, 2000)
 	for _, c := range []struct {
 		name, match, extra string
 		b                  behaviour

@@ -1,4 +1,4 @@
-package reconcile_test
+package mysqltable_test
 
 // fakeMySQL is a MySQL server in a few hundred lines: the protocol v10
 // handshake (mysql_native_password, or caching_sha2_password's fast
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/reconcile"
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 )
 
 // Capability flags (https://dev.mysql.com/doc/dev/mysql-server/latest/group__group__cs__capabilities__flags.html).
@@ -474,14 +475,14 @@ func appendLenencString(b, s []byte) []byte { return append(appendLenenc(b, uint
 // fakeRun runs reconcile against s (URL parameters extra) with short
 // timeouts and one retry; a run that has not ended after two minutes is
 // cancelled and fails the test.
-func fakeRun(t *testing.T, d *dataset, s *fakeMySQL, extra string, tune func(*reconcile.Options)) (*reconcile.Report, error) {
+func fakeRun(t *testing.T, d *reconciletest.Dataset, s *fakeMySQL, extra string, tune func(*reconcile.Options)) (*reconcile.Report, error) {
 	t.Helper()
 	s.start()
 	tg, err := reconcile.ParseURL("mysql://fp@" + s.Addr + "/fpdedup?table=t&column=fp" + extra)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := reconcile.Options{Index: d.index, Target: tg, Retries: 1, Backoff: 10 * time.Millisecond, Timeout: 2 * time.Second, TmpDir: d.dir}
+	o := reconcile.Options{Index: d.Index, Target: tg, Retries: 1, Backoff: 10 * time.Millisecond, Timeout: 2 * time.Second, TmpDir: d.Dir}
 	if tune != nil {
 		tune(&o)
 	}
@@ -500,10 +501,10 @@ func fakeRun(t *testing.T, d *dataset, s *fakeMySQL, extra string, tune func(*re
 // CLIENT_DEPRECATE_EOF, and after a connection reset in the middle of the
 // stream (the read resumes after the last value).
 func TestFakeMySQLServes(t *testing.T) {
-	d := newDataset(t, 20_000)
+	d := reconciletest.NewDataset(t, 20_000)
 	var rows [][]byte
-	for _, k := range d.onlineKeys() {
-		rows = append(rows, bin16(k).([]byte))
+	for _, k := range d.OnlineKeys() {
+		rows = append(rows, reconciletest.Bin16(k).([]byte))
 	}
 	for _, c := range []struct {
 		name             string
@@ -530,7 +531,7 @@ func TestFakeMySQLServes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantCounts(t, rep.Counts, 18_000, 2_000, 200)
+			reconciletest.WantCounts(t, rep.Counts, 18_000, 2_000, 200)
 			if c.cut {
 				if rep.Online.Retries != 1 || rep.Online.CountChecked {
 					t.Fatalf("after a reset: %+v", rep.Online)
