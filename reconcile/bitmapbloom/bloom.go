@@ -43,6 +43,9 @@ type Source struct {
 	targetFPR float64
 	// noBitfieldRO: the server does not know BITFIELD_RO (Probe).
 	noBitfieldRO atomic.Bool
+	// token is this run's, which a rebuild's swap leaves in its mark
+	// (swapScript).
+	token string
 }
 
 // Options say what a run does with the bloom besides auditing it.

@@ -689,7 +689,8 @@ func TestBloomRebuildInterrupted(t *testing.T) {
 		t.Fatalf("exit %v after SIGINT, want 130: %s", err, stderr.String())
 	}
 	var n, of int
-	if _, err := fmt.Sscanf(stderr.String()[strings.Index(stderr.String(), "swapped in "):], "swapped in %d of %d shards", &n, &of); err != nil || n < 1 || n >= shards || of != shards {
+	said, _ := strings.CutPrefix(stderr.String()[max(strings.Index(stderr.String(), "swapped in "), 0):], "swapped in ")
+	if _, err := fmt.Sscanf(said, "%d of %d shards", &n, &of); err != nil || n < 1 || n >= shards || of != shards {
 		t.Fatalf("the message does not say how many shards were swapped in (%d of %d, %v): %s", n, of, err, stderr.String())
 	}
 	t.Logf("stderr: %s", stderr.String())
@@ -707,6 +708,60 @@ func TestBloomRebuildInterrupted(t *testing.T) {
 		if c.Exists(ctx, fmt.Sprintf("ri:{%d}:rebuild", s)).Val() != 0 {
 			t.Fatalf("ri:{%d}:rebuild is left behind", s)
 		}
+	}
+}
+
+// TestBloomRebuildSignalAfterSwap: a signal while the swap's reply is on
+// its way, the swap done on the server. The run must say the shard was
+// swapped in (the server's mark of the run, read on a connection of its
+// own), never that the shards "are as they were": it said so when the
+// reply was lost (a flaky TestBloomRebuildInterrupted).
+func TestBloomRebuildSignalAfterSwap(t *testing.T) {
+	c := reconciletest.RedisDB(t, 7)
+	ctx := context.Background()
+	dir := t.TempDir()
+	_, fps := reconciletest.BloomTruth(t, dir, 20_000)
+	const shards, m, k = 1, 1 << 20, 2
+	want := reconciletest.NewRefBloom(shards, m, k)
+	for _, fp := range fps {
+		want.Add(fp)
+	}
+	layout := fmt.Sprintf("bloom=rs:{*}&shards=%d&bits=%d&k=%d", shards, m, k)
+	// A first rebuild loads the swap script into the server, so that the
+	// proxied run's EVALSHA runs it (a NOSCRIPT answer swallowed would be
+	// a swap never run).
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "truth.fpx", "--online", reconciletest.RedisURL(t, 7, layout), "--rebuild-shard", "all").Want(t, 0)
+	c.FlushDB(ctx)
+
+	p := reconciletest.NewSwallowProxy(t, reconciletest.RedisAddr(t), "evalsha")
+	cmd := exec.Command(reconciletest.CLIBinary(t), "reconcile", "--index", "truth.fpx", "--online", "redis://"+p.Addr+"/7?"+layout, "--rebuild-shard", "all", "--timeout", "1m")
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-p.Held:
+	case err := <-done:
+		t.Fatalf("the run ended (%v) and no swap's answer was swallowed: %s", err, stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := <-done
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v after SIGINT, want 130: %s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "swapped in 1 of 1 shards") {
+		t.Fatalf("the shard swapped in on the server is not said to be: %s", stderr.String())
+	}
+	if got, _ := c.Get(ctx, "rs:{0}").Bytes(); !slices.Equal(got, want.Bytes[0]) {
+		t.Fatal("rs:{0} is not the truth's bitmap")
+	}
+	if n := c.Exists(ctx, "rs:{0}:rebuild", "rs:{0}:rebuild:swapped").Val(); n != 0 {
+		t.Fatalf("%d of the rebuild's keys left behind", n)
 	}
 }
 

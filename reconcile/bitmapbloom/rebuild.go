@@ -2,6 +2,7 @@ package bitmapbloom
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -28,6 +29,15 @@ import (
 // in its hash tag.
 const rebuildSuffix = ":rebuild"
 
+// swappedSuffix names the key the swap leaves behind it: KEY:rebuild:swapped
+// holds the run's token once the swap has run (for swappedTTL), so that a
+// client that lost the reply (a connection reset, a signal closing it)
+// learns whether the swap ran from the server, never from a guess.
+const (
+	swappedSuffix = ":rebuild:swapped"
+	swappedTTL    = 10 * time.Minute
+)
+
 // swapScript ORs the live segment into the new one and renames the new
 // one over it, in one script: atomic on the node, so no SETBIT the online
 // side sends meanwhile falls between the two and is lost, and no reader
@@ -35,20 +45,20 @@ const rebuildSuffix = ":rebuild"
 // or short (one the online side's SETBITs began again after a flush) is
 // taken as zeros; one of another type or longer than the layout's is
 // refused. So is a new key with fewer bits set than the truth's
-// (ARGV[3]): what was written was lost in part (its server restarted, or
+// (ARGV[2]): what was written was lost in part (its server restarted, or
 // another client wrote it), and the script answers "FPDEDUP short N",
-// the bits it holds. ARGV[2] = "1" marks a retry, whose first attempt may
-// have run already: then a missing new key is taken for a swap done, which
-// the read back after the rebuild confirms or not.
+// the bits it holds. The swap then marks KEYS[3] with the run's token
+// (ARGV[3]): a new key found missing is a swap done by this run only when
+// the mark is there (a retry after a lost reply), else it is gone.
 var swapScript = redis.NewScript(`
 local want = tonumber(ARGV[1])
 if redis.call('EXISTS', KEYS[2]) == 0 then
-  if ARGV[2] == '1' then return redis.call('BITCOUNT', KEYS[1]) end
+  if redis.call('GET', KEYS[3]) == ARGV[3] then return redis.call('BITCOUNT', KEYS[1]) end
   return redis.error_reply('FPDEDUP the rebuilt ' .. KEYS[2] .. ' is gone')
 end
 if redis.call('STRLEN', KEYS[2]) ~= want then return redis.error_reply('FPDEDUP the rebuilt ' .. KEYS[2] .. ' is not whole') end
 local have = redis.call('BITCOUNT', KEYS[2])
-if have < tonumber(ARGV[3]) then return redis.error_reply('FPDEDUP short ' .. have) end
+if have < tonumber(ARGV[2]) then return redis.error_reply('FPDEDUP short ' .. have) end
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'string' then
   if redis.call('STRLEN', KEYS[1]) > want then return redis.error_reply('FPDEDUP the live ' .. KEYS[1] .. ' grew past the layout\'s length during the rebuild') end
@@ -57,6 +67,7 @@ elseif t ~= 'none' then
   return redis.error_reply('FPDEDUP the live ' .. KEYS[1] .. ' is a ' .. t .. ', not a bitmap string')
 end
 redis.call('RENAME', KEYS[2], KEYS[1])
+redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
 return redis.call('BITCOUNT', KEYS[1])
 `)
 
@@ -95,6 +106,7 @@ func Rebuild(ctx context.Context, o *online.Config, ro RebuildOptions, rep *repo
 	l := b.layout
 	st := &report.RebuildStats{DryRun: ro.DryRun, Target: o.Target, Shards: ro.Shards}
 	rep.Rebuild = st
+	b.token = rand.Text()
 	start := time.Now()
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
 	sb := l.ShardBytes()
@@ -298,18 +310,27 @@ func (b *Source) rebuildShard(ctx context.Context, s uint64, bitmap []byte, st *
 		tmp := key + rebuildSuffix
 		part := bitmap[seg*segBytes : seg*segBytes+uint64(b.layout.SegmentBytes(seg))]
 		truth := l2bloom.Count(part, uint64(len(part))*8)
+		mark := key + swappedSuffix
 		err := b.writeSegment(ctx, tmp, part, truth, st)
 		if err == nil {
-			err = b.swap(ctx, key, tmp, len(part), truth)
+			err = b.swap(ctx, key, tmp, mark, len(part), truth)
+		}
+		// Past a failed swap (its reply lost, or a signal closing the
+		// connection while the script ran) the server says whether it
+		// ran: on a connection of its own, as a clean-up's.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err != nil && !online.IsPermanent(err) && b.C.Get(cctx, mark).Val() == b.token {
+			err = nil
 		}
 		if err != nil {
 			// Leave no half-written key behind; on a server that fails
 			// this too, the next run deletes it first.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			b.C.Del(cctx, tmp)
 			cancel()
 			return fmt.Errorf("rebuilding %s: %w", key, err)
 		}
+		b.C.Del(cctx, mark)
+		cancel()
 	}
 	return nil
 }
@@ -392,17 +413,11 @@ func zeros(p []byte) bool {
 	return true
 }
 
-// swap runs swapScript, retried: a retry after a reply lost may find the
-// swap done (the new key gone), which the script then takes for done.
-func (b *Source) swap(ctx context.Context, key, tmp string, n int, truth int64) error {
-	attempt := 0
+// swap runs swapScript, retried: a retry after a reply lost finds the
+// new key gone and the mark holding the run's token when the swap ran.
+func (b *Source) swap(ctx context.Context, key, tmp, mark string, n int, truth int64) error {
 	return b.o.Retry(ctx, redisconn.Retryable, "swapping in "+key+" on "+b.o.Target, nil, func() error {
-		flag := "0"
-		if attempt > 0 {
-			flag = "1"
-		}
-		attempt++
-		err := swapScript.Run(ctx, b.C, []string{key, tmp}, n, flag, truth).Err()
+		err := swapScript.Run(ctx, b.C, []string{key, tmp, mark}, n, truth, b.token, swappedTTL.Milliseconds()).Err()
 		if err == nil {
 			return nil
 		}

@@ -25,7 +25,11 @@ type TCPProxy struct {
 
 	// hold: once fired, the proxy stops passing requests on instead of
 	// shutting down (a server gone silent), until release.
-	hold     bool
+	hold bool
+	// swallow: the answer to the request holding trigger, and all later
+	// ones on its connection, never reach the client; the server has run
+	// the request (a reply lost on its way). Other connections pass.
+	swallow  bool
 	Held     chan struct{} // closed when it starts holding
 	released chan struct{} // closed by release
 
@@ -46,9 +50,19 @@ type TCPProxy struct {
 // trigger, before the server sees it.
 func NewHoldProxy(t *testing.T, target string, trigger string, after int64) *TCPProxy {
 	t.Helper()
-	p := startProxy(t, target, trigger, after, 0, true)
+	p := startProxy(t, target, trigger, after, 0, true, false)
 	t.Cleanup(p.Release)
 	return p
+}
+
+// NewSwallowProxy is a proxy that passes the request holding trigger to
+// the server and drops its answer, and every later one on that
+// connection, keeping the connection open and silent: the client waits
+// for a reply to what the server has done. Held is closed when the
+// answer has come from the server.
+func NewSwallowProxy(t *testing.T, target string, trigger string) *TCPProxy {
+	t.Helper()
+	return startProxy(t, target, trigger, 0, 0, false, true)
 }
 
 // Release lets the held requests and all later ones through, once.
@@ -67,10 +81,10 @@ func (p *TCPProxy) Release() {
 // > 0 it listens again that long after.
 func NewTCPProxy(t *testing.T, target string, trigger string, after int64, reopen time.Duration) *TCPProxy {
 	t.Helper()
-	return startProxy(t, target, trigger, after, reopen, false)
+	return startProxy(t, target, trigger, after, reopen, false, false)
 }
 
-func startProxy(t *testing.T, target string, trigger string, after int64, reopen time.Duration, hold bool) *TCPProxy {
+func startProxy(t *testing.T, target string, trigger string, after int64, reopen time.Duration, hold, swallow bool) *TCPProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -78,7 +92,7 @@ func startProxy(t *testing.T, target string, trigger string, after int64, reopen
 	}
 	p := &TCPProxy{t: t, target: target, Addr: ln.Addr().String(), trigger: []byte(trigger), after: after, reopen: reopen,
 		ln: ln, conns: map[net.Conn]struct{}{}, Shut: make(chan struct{}), Opened: make(chan struct{}),
-		hold: hold, Held: make(chan struct{}), released: make(chan struct{})}
+		hold: hold, swallow: swallow, Held: make(chan struct{}), released: make(chan struct{})}
 	p.wg.Add(1)
 	go p.serve(ln)
 	t.Cleanup(p.close)
@@ -145,6 +159,10 @@ func (p *TCPProxy) serve(ln net.Listener) {
 				if n > 0 {
 					select {
 					case <-armed:
+						if p.swallow {
+							p.swallowed()
+							continue
+						}
 						if sent+int64(n) >= p.after && p.hold {
 							p.startHold()
 						} else if sent+int64(n) >= p.after {
@@ -171,6 +189,17 @@ func (p *TCPProxy) hasFired() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.fired
+}
+
+// swallowed says that an answer was dropped, once.
+func (p *TCPProxy) swallowed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.Held:
+	default:
+		close(p.Held)
+	}
 }
 
 // startHold makes the proxy hold every request from now on, once.
