@@ -140,7 +140,7 @@ func (c *Client) createTxn(ctx context.Context, items []Item, created []bool, st
 // writeErr names a failed transaction by its first key.
 func (c *Client) writeErr(items []Item, tries int, err error) error {
 	switch {
-	case errors.Is(rpctypes.Error(err), rpctypes.ErrRequestTooLarge):
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrRequestTooLarge), grpcCode(err) == codes.ResourceExhausted:
 		return keyErr(items[0].Key, fmt.Errorf("%w (the server's --max-request-bytes is below MaxRequestBytes): %v", ErrTooLarge, err))
 	case retryable(context.Background(), err):
 		return &DialError{Endpoints: c.o.Endpoints, Err: fmt.Errorf("create of %d keys from %s, after %d retries: %w", len(items), quoteKey(items[0].Key, len(items[0].Key)), tries, err)}
@@ -167,6 +167,7 @@ type KV struct {
 	Value          []byte
 	CreateRevision int64
 	ModRevision    int64
+	Version        int64 // puts since it was created: 1 for a key written once
 	Lease          int64
 }
 
@@ -216,7 +217,7 @@ func (c *Client) getTxn(ctx context.Context, keys [][]byte, out []KV) error {
 				out[i] = KV{}
 				if len(rr.Kvs) > 0 {
 					kv := rr.Kvs[0]
-					out[i] = KV{Found: true, Value: kv.Value, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Lease: kv.Lease}
+					out[i] = KV{Found: true, Value: kv.Value, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
 				}
 			}
 			return nil

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -106,11 +107,13 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	deadline := time.Now().Add(o.Timeout)
+	// Four fifths of the time to connect and check, the rest to say why not.
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout*4/5)
 	defer cancel()
 	cfg := clientv3.Config{
 		Endpoints:          o.Endpoints,
-		DialTimeout:        o.Timeout,
+		DialTimeout:        o.Timeout * 4 / 5,
 		TLS:                tc,
 		Username:           o.Username,
 		Password:           o.Password,
@@ -125,26 +128,57 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	}
 	c, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, o.dialErr(ctx, err)
+		return nil, o.dialErr(ctx, err, deadline)
 	}
 	// clientv3.New connects lazily: this read is what proves a member
 	// answers (and, with a user, that it may read the prefix).
 	if _, err := c.Get(ctx, o.Prefix, clientv3.WithLimit(1), clientv3.WithKeysOnly()); err != nil {
 		c.Close()
-		return nil, o.dialErr(ctx, err)
+		return nil, o.dialErr(ctx, err, deadline)
 	}
 	return &Client{c: c, o: o}, nil
 }
 
-// dialErr classifies a failure to connect.
-func (o *Options) dialErr(ctx context.Context, err error) error {
+// dialErr classifies a failure to connect. clientv3 waits for a ready
+// connection until the deadline, so its error says only that time ran
+// out: each endpoint is tried with a plain TCP connection, until deadline,
+// to say whether it refused or accepted and then did not answer as etcd.
+func (o *Options) dialErr(ctx context.Context, err error, deadline time.Time) error {
 	if isAuth(err) {
 		return fmt.Errorf("etcd at %s: %w: %v", strings.Join(o.Endpoints, ","), ErrAuth, err)
 	}
 	if ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w (last: %v)", ctx.Err(), err)
 	}
-	return &DialError{Endpoints: o.Endpoints, Err: err}
+	return &DialError{Endpoints: o.Endpoints, Err: err, Why: diagnose(o.Endpoints, deadline)}
+}
+
+// diagnose says of each endpoint whether a TCP connection to it is
+// refused or made.
+func diagnose(eps []string, deadline time.Time) []string {
+	why := make([]string, len(eps))
+	done := make(chan struct{})
+	for i, ep := range eps {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			addr := ep
+			if _, rest, ok := strings.Cut(ep, "://"); ok {
+				addr = rest
+			}
+			d := net.Dialer{Deadline: deadline}
+			c, err := d.Dial("tcp", addr)
+			if err != nil {
+				why[i] = fmt.Sprintf("%s: %v", ep, err)
+				return
+			}
+			c.Close()
+			why[i] = ep + ": accepts connections but did not answer as etcd (not etcd, TLS expected or not, or stalled)"
+		}()
+	}
+	for range eps {
+		<-done
+	}
+	return why
 }
 
 func isAuth(err error) bool {

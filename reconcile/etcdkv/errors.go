@@ -33,11 +33,16 @@ var (
 // endpoint is named, the credentials never are.
 type DialError struct {
 	Endpoints []string
-	Err       error // the last error seen (often context.DeadlineExceeded)
+	Err       error    // the last error seen (often context.DeadlineExceeded)
+	Why       []string // Dial's: what a plain TCP connection to each endpoint found
 }
 
 func (e *DialError) Error() string {
-	return fmt.Sprintf("etcd at %s: %v: %v", strings.Join(e.Endpoints, ","), ErrUnreachable, e.Err)
+	s := fmt.Sprintf("etcd at %s: %v: %v", strings.Join(e.Endpoints, ","), ErrUnreachable, e.Err)
+	if len(e.Why) > 0 {
+		s += " (" + strings.Join(e.Why, "; ") + ")"
+	}
+	return s
 }
 
 // Unwrap gives ErrUnreachable and the cause.

@@ -208,3 +208,5 @@ func repoRoot(t testing.TB) string {
 		dir = up
 	}
 }
+
+func withPrefix() []clientv3.OpOption { return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()} }

@@ -63,10 +63,10 @@ func TestScan(t *testing.T) {
 	bad := map[string]string{
 		f.Prefix + strings.ToUpper(want[5].String()) + h: "upper",
 		f.Prefix + want[6].String():                      "hex32 under hex=64",
-		f.Prefix + "zz":                                   "text",
-		f.Prefix + "\xff\xfe" + h + h[2:]:                 "invalid UTF-8",
-		f.Prefix:                                          "the prefix itself",
-		f.Prefix + strings.Repeat("k", 64<<10):            "64 KiB key",
+		f.Prefix + "zz":                                  "text",
+		f.Prefix + "\xff\xfe" + h + h[2:]:                "invalid UTF-8",
+		f.Prefix:                                         "the prefix itself",
+		f.Prefix + strings.Repeat("k", 64<<10):           "64 KiB key",
 	}
 	putAll(t, rc, bad)
 	// The same first 128 bits as want[7], another tail: a repeat.
