@@ -59,7 +59,7 @@ func TestCreate(t *testing.T) {
 		pre[string(all[i].Key)] = "online"
 	}
 	putAll(t, rc, pre)
-	c := dial(t, eps, f.Prefix, func(o *Options) { o.MaxTxnOps = 50 })
+	c := dial(t, eps, f.Prefix, func(o *Options) { o.MaxTxnOps = 51 })
 	ctx := context.Background()
 	created := make([]bool, len(all))
 	st, err := c.Create(ctx, all, created)
