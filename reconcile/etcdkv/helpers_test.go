@@ -209,4 +209,6 @@ func repoRoot(t testing.TB) string {
 	}
 }
 
-func withPrefix() []clientv3.OpOption { return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()} }
+func withPrefix() []clientv3.OpOption {
+	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()}
+}
