@@ -33,9 +33,9 @@ func (s *CreateStats) Add(b CreateStats) {
 	s.Retries += b.Retries
 }
 
-// txnOverhead is what a key's compare, put and nested transaction add to
-// a request besides the key (twice) and the value: protobuf tags and
-// lengths, generously.
+// txnOverhead is what a key's compare, put and read add to a request
+// besides the key (three times) and the value: protobuf tags and lengths,
+// generously.
 const txnOverhead = 64
 
 // Create writes items, each only if its key does not exist yet
@@ -43,11 +43,14 @@ const txnOverhead = 64
 // never overwritten, so a rerun writes nothing. created[i] (when created
 // is not nil; len(items)) says whether items[i] was written by this call.
 //
-// Keys go several to a transaction, each in a nested transaction of its
-// own: If(CreateRevision(k) == 0) Then(Put(k, v)), within the server's
-// MaxTxnOps and MaxRequestBytes (measured against etcd 3.4 here, 10^4 keys
-// at 4 connections: 64 keys a transaction were 21× the keys per second of
-// one key a transaction; see create_bench_test.go). A transaction whose
+// A batch of keys goes in one flat transaction, within the server's
+// MaxTxnOps and MaxRequestBytes: If(CreateRevision(k) == 0 for each k)
+// Then(Put(k, v) for each) Else(Get(k) for each). When some key exists the
+// Else branch says which; they are left as they are and the rest go again
+// in a new transaction, until each key is written or found. Not one
+// nested transaction a key: etcd 3.4 checks no permission inside nested
+// transactions (measured here: a user allowed only to read wrote through
+// one), and this way the server's own checks hold. A transaction whose
 // outcome was lost (a member killed, a leader change, a timeout) is sent
 // again, up to Options.Retries times: a key it had written is then found
 // existing (counted Ambiguous), never written twice. A batch that names a
@@ -63,14 +66,13 @@ func (c *Client) Create(ctx context.Context, items []Item, created []bool) (Crea
 	if err := noDuplicates(items); err != nil {
 		return st, err
 	}
-	// etcd 3.4 refuses a transaction of exactly --max-txn-ops nested
-	// transactions (128 at its default; 127 pass, and 128 plain reads do):
-	// one fewer.
-	perTxn := max(1, c.o.MaxTxnOps-1)
+	if created == nil {
+		created = make([]bool, len(items))
+	}
 	for lo := 0; lo < len(items); {
 		hi, size := lo, 0
-		for hi < len(items) && hi-lo < perTxn {
-			n := 2*len(items[hi].Key) + len(items[hi].Value) + txnOverhead
+		for hi < len(items) && hi-lo < c.o.MaxTxnOps {
+			n := 3*len(items[hi].Key) + len(items[hi].Value) + txnOverhead
 			if hi > lo && size+n > c.o.MaxRequestBytes {
 				break
 			}
@@ -80,11 +82,7 @@ func (c *Client) Create(ctx context.Context, items []Item, created []bool) (Crea
 		if size > c.o.MaxRequestBytes {
 			return st, keyErr(items[lo].Key, fmt.Errorf("%w: %d bytes with its value, over %d (MaxRequestBytes)", ErrTooLarge, size, c.o.MaxRequestBytes))
 		}
-		var out []bool
-		if created != nil {
-			out = created[lo:hi]
-		}
-		if err := c.createTxn(ctx, items[lo:hi], out, &st); err != nil {
+		if err := c.createBatch(ctx, items[lo:hi], created[lo:hi], &st); err != nil {
 			return st, err
 		}
 		lo = hi
@@ -92,64 +90,96 @@ func (c *Client) Create(ctx context.Context, items []Item, created []bool) (Crea
 	return st, nil
 }
 
-// createTxn commits one transaction of nested compare-and-creates.
-func (c *Client) createTxn(ctx context.Context, items []Item, created []bool, st *CreateStats) error {
-	ops := make([]clientv3.Op, len(items))
-	for i, it := range items {
-		k := string(it.Key)
-		ops[i] = clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
-			[]clientv3.Op{clientv3.OpPut(k, string(it.Value))}, nil)
+// createBatch writes one batch: a transaction, then another for what was
+// not found existing, until every key is settled.
+func (c *Client) createBatch(ctx context.Context, items []Item, created []bool, st *CreateStats) error {
+	todo := make([]int, len(items))
+	for i := range todo {
+		todo[i] = i
 	}
 	lost := false
+	for len(todo) > 0 {
+		cmps := make([]clientv3.Cmp, len(todo))
+		puts := make([]clientv3.Op, len(todo))
+		gets := make([]clientv3.Op, len(todo))
+		for j, i := range todo {
+			k := string(items[i].Key)
+			cmps[j] = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+			puts[j] = clientv3.OpPut(k, string(items[i].Value))
+			gets[j] = clientv3.OpGet(k, clientv3.WithCountOnly())
+		}
+		resp, wasLost, err := c.commit(ctx, cmps, puts, gets, items[todo[0]].Key, len(todo), st)
+		if err != nil {
+			return err
+		}
+		lost = lost || wasLost
+		if resp.Succeeded {
+			for _, i := range todo {
+				created[i] = true
+			}
+			st.Created += len(todo)
+			return nil
+		}
+		if len(resp.Responses) != len(todo) {
+			return fmt.Errorf("%s: a transaction of %d creates answered %d responses", c.where(), len(todo), len(resp.Responses))
+		}
+		rest := todo[:0]
+		for j, i := range todo {
+			r := resp.Responses[j].GetResponseRange()
+			if r == nil {
+				return fmt.Errorf("%s: a read answered %T", c.where(), resp.Responses[j].Response)
+			}
+			if r.Count == 0 {
+				rest = append(rest, i)
+				continue
+			}
+			created[i] = false
+			st.Existed++
+			if lost {
+				st.Ambiguous++
+			}
+		}
+		if len(rest) == len(todo) {
+			return fmt.Errorf("%s: a compare-and-create of %d keys from %s failed, yet none of them exists", c.where(), len(todo), quoteKey(items[todo[0]].Key, len(items[todo[0]].Key)))
+		}
+		todo = rest
+	}
+	return nil
+}
+
+// commit sends one transaction, again after a lost outcome; lost says
+// whether an attempt's outcome was lost.
+func (c *Client) commit(ctx context.Context, cmps []clientv3.Cmp, then, els []clientv3.Op, first []byte, n int, st *CreateStats) (resp *clientv3.TxnResponse, lost bool, err error) {
 	for try := 0; ; try++ {
 		actx, cancel := context.WithTimeout(ctx, c.o.Timeout)
-		resp, err := c.c.Txn(actx).Then(ops...).Commit()
+		resp, err = c.c.Txn(actx).If(cmps...).Then(then...).Else(els...).Commit()
 		cancel()
 		if err == nil {
 			st.Txns++
-			if len(resp.Responses) != len(items) {
-				return fmt.Errorf("%s: a transaction of %d creates answered %d responses", c.where(), len(items), len(resp.Responses))
-			}
-			for i, r := range resp.Responses {
-				t := r.GetResponseTxn()
-				if t == nil {
-					return fmt.Errorf("%s: a nested transaction answered %T", c.where(), r.Response)
-				}
-				if created != nil {
-					created[i] = t.Succeeded
-				}
-				if t.Succeeded {
-					st.Created++
-				} else {
-					st.Existed++
-					if lost {
-						st.Ambiguous++
-					}
-				}
-			}
-			return nil
+			return resp, lost, nil
 		}
 		if try >= c.o.Retries || !retryable(ctx, err) {
-			return c.writeErr(items, try, err)
+			return nil, lost, c.writeErr(first, n, try, err)
 		}
 		lost = true
 		st.Retries++
 		if err := backoff(ctx, try+1); err != nil {
-			return err
+			return nil, lost, err
 		}
 	}
 }
 
-// writeErr names a failed transaction by its first key.
-func (c *Client) writeErr(items []Item, tries int, err error) error {
+// writeErr names a failed transaction of n keys by its first key.
+func (c *Client) writeErr(first []byte, n, tries int, err error) error {
 	switch {
 	case errors.Is(rpctypes.Error(err), rpctypes.ErrRequestTooLarge), grpcCode(err) == codes.ResourceExhausted:
-		return keyErr(items[0].Key, fmt.Errorf("%w (the server's --max-request-bytes is below MaxRequestBytes): %v", ErrTooLarge, err))
+		return keyErr(first, fmt.Errorf("%w (the server's --max-request-bytes is below MaxRequestBytes): %v", ErrTooLarge, err))
+	case isAuth(err):
+		return fmt.Errorf("%s: create of %d keys from %s: %w: %v", c.where(), n, quoteKey(first, len(first)), ErrAuth, err)
 	case retryable(context.Background(), err):
-		return &DialError{Endpoints: c.o.Endpoints, Err: fmt.Errorf("create of %d keys from %s, after %d retries: %w", len(items), quoteKey(items[0].Key, len(items[0].Key)), tries, err)}
+		return &DialError{Endpoints: c.o.Endpoints, Err: fmt.Errorf("create of %d keys from %s, after %d retries: %w", n, quoteKey(first, len(first)), tries, err)}
 	}
-	return fmt.Errorf("%s: create of %d keys from %s: %w", c.where(), len(items), quoteKey(items[0].Key, len(items[0].Key)), err)
+	return fmt.Errorf("%s: create of %d keys from %s: %w", c.where(), n, quoteKey(first, len(first)), err)
 }
 
 // noDuplicates refuses a batch that names a key twice: etcd would refuse

@@ -59,14 +59,14 @@ func TestCreate(t *testing.T) {
 		pre[string(all[i].Key)] = "online"
 	}
 	putAll(t, rc, pre)
-	c := dial(t, eps, f.Prefix, func(o *Options) { o.MaxTxnOps = 51 })
+	c := dial(t, eps, f.Prefix, func(o *Options) { o.MaxTxnOps = 50 })
 	ctx := context.Background()
 	created := make([]bool, len(all))
 	st, err := c.Create(ctx, all, created)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Created != len(all)-len(pre) || st.Existed != len(pre) || st.Txns != 20 || st.Ambiguous != 0 {
+	if st.Created != len(all)-len(pre) || st.Existed != len(pre) || st.Txns != 40 || st.Ambiguous != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	got := make([]KV, len(all))
