@@ -223,50 +223,63 @@ func (c *Client) Get(ctx context.Context, keys [][]byte, out []KV) error {
 			continue
 		}
 		if err != nil {
-			return err
+			return c.readErr(keys[lo], hi-lo, err)
 		}
 		lo = hi
 	}
 	return nil
 }
 
+// getTxn reads keys in one transaction, sent again after a lost member or
+// an attempt's timeout.
 func (c *Client) getTxn(ctx context.Context, keys [][]byte, out []KV) error {
 	ops := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
 		ops[i] = clientv3.OpGet(string(k))
 	}
+	var resp *clientv3.TxnResponse
+	var err error
 	for try := 0; ; try++ {
 		actx, cancel := context.WithTimeout(ctx, c.o.Timeout)
-		resp, err := c.c.Txn(actx).Then(ops...).Commit()
+		resp, err = c.c.Txn(actx).Then(ops...).Commit()
 		cancel()
-		if err == nil {
-			if len(resp.Responses) != len(keys) {
-				return fmt.Errorf("%s: a transaction of %d reads answered %d responses", c.where(), len(keys), len(resp.Responses))
-			}
-			for i, r := range resp.Responses {
-				rr := r.GetResponseRange()
-				if rr == nil {
-					return fmt.Errorf("%s: a read answered %T", c.where(), r.Response)
-				}
-				out[i] = KV{}
-				if len(rr.Kvs) > 0 {
-					kv := rr.Kvs[0]
-					out[i] = KV{Found: true, Value: kv.Value, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
-				}
-			}
-			return nil
-		}
-		if grpcCode(err) == codes.ResourceExhausted || try >= c.o.Retries || !retryable(ctx, err) {
-			if grpcCode(err) == codes.ResourceExhausted {
-				return err
-			}
-			if retryable(context.Background(), err) {
-				return &DialError{Endpoints: c.o.Endpoints, Err: fmt.Errorf("read back of %d keys from %s, after %d retries: %w", len(keys), quoteKey(keys[0], len(keys[0])), try, err)}
-			}
-			return fmt.Errorf("%s: read back of %d keys from %s: %w", c.where(), len(keys), quoteKey(keys[0], len(keys[0])), err)
+		if err == nil || try >= c.o.Retries || !retryable(ctx, err) {
+			break
 		}
 		if err := backoff(ctx, try+1); err != nil {
 			return err
 		}
 	}
+	if err != nil {
+		return err
+	}
+	if len(resp.Responses) != len(keys) {
+		return fmt.Errorf("a transaction of %d reads answered %d responses", len(keys), len(resp.Responses))
+	}
+	for i, r := range resp.Responses {
+		rr := r.GetResponseRange()
+		if rr == nil {
+			return fmt.Errorf("a read answered %T", r.Response)
+		}
+		out[i] = KV{}
+		if len(rr.Kvs) > 0 {
+			kv := rr.Kvs[0]
+			out[i] = KV{Found: true, Value: kv.Value, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision, Version: kv.Version, Lease: kv.Lease}
+		}
+	}
+	return nil
+}
+
+// readErr names a failed read-back of n keys by its first key.
+func (c *Client) readErr(first []byte, n int, err error) error {
+	what := fmt.Sprintf("read back of %d keys from %s", n, quoteKey(first, len(first)))
+	switch {
+	case isAuth(err):
+		return fmt.Errorf("%s: %s: %w: %v", c.where(), what, ErrAuth, err)
+	case grpcCode(err) == codes.ResourceExhausted:
+		return keyErr(first, fmt.Errorf("%w: one key and its value are larger than %d bytes (MaxRecvBytes): %v", ErrTooLarge, c.o.MaxRecvBytes, err))
+	case retryable(context.Background(), err):
+		return &DialError{Endpoints: c.o.Endpoints, Err: fmt.Errorf("%s, after %d retries: %w", what, c.o.Retries, err)}
+	}
+	return fmt.Errorf("%s: %s: %w", c.where(), what, err)
 }

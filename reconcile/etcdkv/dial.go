@@ -132,7 +132,11 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 	}
 	// clientv3.New connects lazily: this read is what proves a member
 	// answers (and, with a user, that it may read the prefix).
-	if _, err := c.Get(ctx, o.Prefix, clientv3.WithLimit(1), clientv3.WithKeysOnly()); err != nil {
+	probe := o.Prefix
+	if probe == "" {
+		probe = "\x00" // etcd has no empty key
+	}
+	if _, err := c.Get(ctx, probe, clientv3.WithLimit(1), clientv3.WithKeysOnly()); err != nil {
 		c.Close()
 		return nil, o.dialErr(ctx, err, deadline)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -196,9 +197,12 @@ func (s *Scanner) Rev() int64 { return s.st.Rev }
 // bounds are part i's [start, end).
 func (s *Scanner) bounds(i int) (start, end string) {
 	p := s.o.Format.Prefix
-	if i > 0 {
+	switch {
+	case i > 0:
 		start = p + fmt.Sprintf("%0*x", s.digits, i)
-	} else {
+	case p == "":
+		start = "\x00" // etcd has no empty key; "\x00" to "\x00" is every key
+	default:
 		start = p
 	}
 	if i+1 < 1<<(4*s.digits) {
@@ -251,12 +255,15 @@ func (s *Scanner) fetch() error {
 // count fixes the revision, counts the keys under the prefix there and
 // splits the prefix into parts of about half a page each.
 func (s *Scanner) count() error {
-	p := s.o.Format.Prefix
+	p, _ := s.bounds(0)
 	opts := []clientv3.OpOption{clientv3.WithRange(s.o.Format.End()), clientv3.WithCountOnly()}
 	if s.o.Rev > 0 {
 		opts = append(opts, clientv3.WithRev(s.o.Rev))
 	}
-	resp, err := s.get(p, opts...)
+	// etcd 3.4 counts by walking every key of the range (1-3 s a million
+	// keys here, loaded): this attempt gets 30 timeouts (5 min at the
+	// default), pages get one.
+	resp, err := s.getWithin(30*s.c.o.Timeout, p, opts...)
 	if err != nil {
 		return s.rangeErr(p, err)
 	}
@@ -308,8 +315,12 @@ func (s *Scanner) rangePage(from, end string) (*clientv3.GetResponse, error) {
 // get is one Range, sent again (bounded) after a lost member or an
 // attempt's timeout: at a fixed revision any member answers the same.
 func (s *Scanner) get(key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	return s.getWithin(s.c.o.Timeout, key, opts...)
+}
+
+func (s *Scanner) getWithin(timeout time.Duration, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	for try := 0; ; try++ {
-		ctx, cancel := context.WithTimeout(s.ctx, s.c.o.Timeout)
+		ctx, cancel := context.WithTimeout(s.ctx, timeout)
 		resp, err := s.c.c.Get(ctx, key, opts...)
 		cancel()
 		if err == nil || try >= s.c.o.Retries || !retryable(s.ctx, err) {

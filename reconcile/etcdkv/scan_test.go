@@ -133,6 +133,8 @@ func TestScanHex32(t *testing.T) {
 	if got := scanAll(t, s, nil); !slices.Equal(got, want) {
 		t.Fatalf("%d fingerprints, want %d", len(got), len(want))
 	}
+	// The empty prefix (bare hex keys) is a prefix too: Dial checks it.
+	dial(t, eps, "", nil)
 }
 
 // A scan is a snapshot: keys added and deleted after its first page do not
