@@ -18,6 +18,18 @@
 // sampled as a bad key, never trusted, because one such key out of order
 // would break a merge join.
 //
+// What a store adapter does with it, in order: Dial with the URL's
+// endpoints and the caller's credentials; Scan with the URL's KeyFormat and
+// merge-join the Entries (fingerprints ascending, unique) with the index;
+// on a *CompactedError throw the join away and scan again (bounded tries);
+// report ScanStats (Bad and BadSamples as "not fingerprints", Repeats,
+// Leased, Expired and MinTTL as lease-bound keys, Rev as the snapshot).
+// To repair: ParseTemplate the value once (check Fields against the
+// records' fields before any write), KeyFormat.Append each missing
+// record's SHA-256 as its key, Render its value, Create the batch (from
+// several goroutines for --conns), then Get the keys back: each must be
+// Found, with the value written where Create says it created it.
+//
 // Concurrency: a Client is safe for concurrent use (its Create and Get may
 // be called from several goroutines, each an independent request); a
 // Scanner belongs to one goroutine. Slices a Scanner yields are valid until

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -58,8 +57,8 @@ func (b BadKey) String() string { return quoteKey(b.Key, b.Len) }
 // ScanStats are the figures of a scan; whole once Next has returned false.
 type ScanStats struct {
 	Rev          int64    // the revision read at
-	Expected     int64    // keys under the prefix at Rev, as etcd counted them
-	Keys         int64    // keys read (Expected, once the scan has ended well)
+	Expected     int64    // keys under the prefix at Rev, as etcd counted them (range by range, as read)
+	Keys         int64    // keys read (Expected, once the scan has ended well: checked range by range)
 	Fingerprints int64    // keys yielded
 	Repeats      int64    // hex=64 keys whose first 128 bits equal the key before's
 	Bad          int64    // keys that are not Prefix<hex>, not yielded
@@ -93,6 +92,8 @@ type Scanner struct {
 	digits        int // hex digits a part adds to the prefix (0: one part)
 	part          int
 	next          []byte // where the next page of the part starts; nil: the part's start
+	partCount     int64  // keys in the part, as etcd counted them on its first page
+	partKeys      int64  // keys of the part read
 	limit         int
 	kvs           []*mvccpb.KeyValue
 	i             int
@@ -109,13 +110,15 @@ const maxLeaseCache = 1 << 16
 
 // Scan returns a Scanner over o.Format.Prefix. Nothing is read until Next.
 //
-// The scan counts the keys under the prefix at its revision first, then,
-// for more than a page of them, reads the prefix as 16^d ranges split on
-// the first d hex digits, so that each page's range holds about a page of
-// keys: etcd 3.4 walks a Range's whole [start, end) to count it on every
-// page, so pages over the whole prefix would cost it O(n²/page). The
-// ranges are contiguous, so every key under the prefix (bad ones too) is
-// read once, in key order.
+// The scan reads the prefix as 16^d ranges split on the first d hex
+// digits, so that each page's range holds about a page of keys: etcd 3.4
+// walks a Range's whole [start, end) to count it on every page, so pages
+// over the whole prefix would cost it O(n²/page). d comes from a count of
+// the keys whose hex starts "00", 1/256 of them since SHA-256 is uniform
+// (a whole count would walk the prefix once more: 1-3 s a million keys
+// here). The ranges are contiguous, so every key under the prefix (bad
+// ones too) is read once, in key order; each range's first page says how
+// many keys it holds at the revision, and the scan checks it read as many.
 func (c *Client) Scan(ctx context.Context, o ScanOptions) *Scanner {
 	if o.PageSize <= 0 {
 		o.PageSize = 10000
@@ -217,7 +220,7 @@ func (s *Scanner) bounds(i int) (start, end string) {
 func (s *Scanner) fetch() error {
 	if !s.started {
 		s.started = true
-		if err := s.count(); err != nil {
+		if err := s.plan(); err != nil {
 			return err
 		}
 	}
@@ -232,19 +235,24 @@ func (s *Scanner) fetch() error {
 			return err
 		}
 		s.kvs = resp.Kvs
+		if s.next == nil {
+			s.partCount, s.partKeys = resp.Count, 0
+			s.st.Expected += resp.Count
+		}
+		s.partKeys += int64(len(resp.Kvs))
 		if resp.More && len(resp.Kvs) > 0 {
 			last := resp.Kvs[len(resp.Kvs)-1].Key
 			s.next = append(append(s.next[:0], last...), 0)
 		} else {
+			if s.partKeys != s.partCount {
+				return fmt.Errorf("%s: %d keys read from %s to %s at revision %d, but etcd counted %d there", s.c.where(),
+					s.partKeys, quoteKey([]byte(start), len(start)), quoteKey([]byte(end), len(end)), s.st.Rev, s.partCount)
+			}
 			s.next = nil
 			s.part++
 			if s.part >= 1<<(4*s.digits) {
 				s.done = true
 			}
-		}
-		if s.done && s.st.Keys+int64(len(s.kvs)) != s.st.Expected {
-			return fmt.Errorf("%s: %d keys read under %q at revision %d, but etcd counted %d there", s.c.where(),
-				s.st.Keys+int64(len(s.kvs)), s.o.Format.Prefix, s.st.Rev, s.st.Expected)
 		}
 		if len(s.kvs) > 0 || s.done {
 			return nil
@@ -252,27 +260,23 @@ func (s *Scanner) fetch() error {
 	}
 }
 
-// count fixes the revision, counts the keys under the prefix there and
-// splits the prefix into parts of about half a page each.
-func (s *Scanner) count() error {
-	p, _ := s.bounds(0)
-	opts := []clientv3.OpOption{clientv3.WithRange(s.o.Format.End()), clientv3.WithCountOnly()}
+// plan fixes the revision and splits the prefix into parts of about half
+// a page each, from the count of 1/256 of the hex space.
+func (s *Scanner) plan() error {
+	p := s.o.Format.Prefix
+	opts := []clientv3.OpOption{clientv3.WithRange(p + "01"), clientv3.WithCountOnly()}
 	if s.o.Rev > 0 {
 		opts = append(opts, clientv3.WithRev(s.o.Rev))
 	}
-	// etcd 3.4 counts by walking every key of the range (1-3 s a million
-	// keys here, loaded): this attempt gets 30 timeouts (5 min at the
-	// default), pages get one.
-	resp, err := s.getWithin(30*s.c.o.Timeout, p, opts...)
+	resp, err := s.get(p+"00", opts...)
 	if err != nil {
-		return s.rangeErr(p, err)
+		return s.rangeErr(p+"00", err)
 	}
 	s.st.Rev = s.o.Rev
 	if s.st.Rev == 0 {
 		s.st.Rev = resp.Header.Revision
 	}
-	s.st.Expected = resp.Count
-	for s.digits < 4 && resp.Count > int64(s.o.PageSize)/2<<(4*s.digits) {
+	for n := resp.Count << 8; s.digits < 4 && n > int64(s.o.PageSize)/2<<(4*s.digits); {
 		s.digits++
 	}
 	s.st.Parts = 1 << (4 * s.digits)
@@ -315,12 +319,8 @@ func (s *Scanner) rangePage(from, end string) (*clientv3.GetResponse, error) {
 // get is one Range, sent again (bounded) after a lost member or an
 // attempt's timeout: at a fixed revision any member answers the same.
 func (s *Scanner) get(key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	return s.getWithin(s.c.o.Timeout, key, opts...)
-}
-
-func (s *Scanner) getWithin(timeout time.Duration, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	for try := 0; ; try++ {
-		ctx, cancel := context.WithTimeout(s.ctx, timeout)
+		ctx, cancel := context.WithTimeout(s.ctx, s.c.o.Timeout)
 		resp, err := s.c.c.Get(ctx, key, opts...)
 		cancel()
 		if err == nil || try >= s.c.o.Retries || !retryable(s.ctx, err) {
