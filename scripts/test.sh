@@ -61,11 +61,13 @@ if command -v flatc >/dev/null && [ -d .git ]; then
   go generate ./schema
   git diff --quiet -- schema || { git diff --stat -- schema; echo "schema/*.go were not what flatc generates from fpx.fbs: regenerated them; commit the result"; exit 1; }
 fi
-phase "go test (with real Redis, a 3-master Redis Cluster and MariaDB on loopback for reconcile)"
-# with-services.sh installs redis-server and mariadb-server from Debian when
-# missing (as root), starts them on 127.0.0.1:6390/3390 and the cluster on
-# 7391-7393, exports FPDEDUP_REDIS_ADDR / FPDEDUP_REDIS_CLUSTER /
-# FPDEDUP_MYSQL_DSN, runs the tests and tears down.
+phase "go test (with real Redis, a 3-master Redis Cluster, MariaDB and etcd on loopback for reconcile)"
+# with-services.sh installs redis-server, mariadb-server and etcd-server from
+# Debian when missing (as root), starts them on 127.0.0.1:6390/3390, the
+# Redis cluster on 7391-7393, etcd on 2391 and its 3-member cluster on
+# 2393/2395/2397, exports FPDEDUP_REDIS_ADDR / FPDEDUP_REDIS_CLUSTER /
+# FPDEDUP_MYSQL_DSN / FPDEDUP_ETCD / FPDEDUP_ETCD_CLUSTER, runs the tests and
+# tears down.
 # Then the packages that run goroutines, under the race detector (-short
 # leaves out the slowest cases; reconcile's CLI tests run a -race binary).
 # go test runs the packages side by side on the machine's cores, so a
@@ -83,7 +85,7 @@ bash scripts/services/with-services.sh bash -c '
   set -e
   longest="./reconcile/mysqltable/ ./cmd/fpdedup/ ./reconcile/bitmapbloom/ ./reconcile/rediskeys/ ./reconcile/ ./reconcile/..."
   go test -count=1 -timeout 25m ${GOTEST_FLAGS:-} $longest ./fpstore/ ./...
-  echo "== go test -race (reconcile, cmd/fpdedup, fpstore, ingest, internal, pipeline) (at $(( $(date +%s) - TEST_SH_T0 ))s)"
+  echo "== go test -race (reconcile and its rooms, etcdkv among them, cmd/fpdedup, fpstore, ingest, internal, pipeline) (at $(( $(date +%s) - TEST_SH_T0 ))s)"
   go test -race -short -count=1 -timeout 25m $longest ./fpstore/ ./ingest/ ./internal/... ./pipeline/
 '
 phase "Parquet against DuckDB, live (scripts/duckdb-oracle.sh)"

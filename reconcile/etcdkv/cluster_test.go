@@ -66,8 +66,8 @@ func TestClusterMemberKilledMidWrite(t *testing.T) {
 	ctx := context.Background()
 
 	var written atomic.Int64
-	var killOnce sync.Once
-	var victim string
+	var signalOnce sync.Once
+	killNow, finished := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var first CreateStats
 	var errs []error
@@ -91,15 +91,23 @@ func TestClusterMemberKilledMidWrite(t *testing.T) {
 				}
 				mu.Unlock()
 				if written.Add(int64(st.Created)) >= 6000 {
-					killOnce.Do(func() {
-						victim = leader(t, rc, eps)
-						killMember(t, dir, victim)
-					})
+					signalOnce.Do(func() { close(killNow) })
 				}
 			}
 		}()
 	}
-	wg.Wait()
+	go func() { wg.Wait(); close(finished) }()
+	// The kill from the test's goroutine (t.Fatal may not run elsewhere),
+	// while the writers go on.
+	var victim string
+	select {
+	case <-killNow:
+		victim = leader(t, rc, eps)
+		killMember(t, dir, victim)
+	case <-finished:
+		t.Fatal("the writers finished before 6000 keys were written")
+	}
+	<-finished
 	for _, err := range errs {
 		var de *DialError
 		if !errors.As(err, &de) {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -281,4 +280,3 @@ func mustRev(t *testing.T, rc *clientv3.Client) int64 {
 	return r.Header.Revision
 }
 
-var _ = time.Second

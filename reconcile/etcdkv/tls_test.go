@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -217,4 +216,3 @@ func makeCert(t *testing.T, dir, name string, parent *x509.Certificate, parentKe
 	return cert, key
 }
 
-var _ = tls.VersionTLS12
