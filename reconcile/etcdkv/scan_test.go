@@ -279,4 +279,3 @@ func mustRev(t *testing.T, rc *clientv3.Client) int64 {
 	}
 	return r.Header.Revision
 }
-

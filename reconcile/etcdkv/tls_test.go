@@ -215,4 +215,3 @@ func makeCert(t *testing.T, dir, name string, parent *x509.Certificate, parentKe
 	}
 	return cert, key
 }
-
