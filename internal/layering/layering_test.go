@@ -19,8 +19,7 @@ var layers = [][]string{
 	{"internal/"},
 	{"schema"},
 	{"fpstore"},
-	// reconcile/etcdkv: the etcd store alone, beneath reconcile's machinery
-	{"ingest", "bench/gen", "reconcile/etcdkv"},
+	{"ingest", "bench/gen"},
 	// the offline jobs and the online comparison: neither needs the other
 	{"pipeline", "reconcile", "reconcile/"},
 	{"cmd/fpdedup"},
@@ -36,9 +35,9 @@ var layers = [][]string{
 var reconcileRooms = [][]string{
 	{"reconcile/report"}, // the run's document
 	{"reconcile/online"}, // the contract between the machinery and the adapters
-	// the machinery's comparison, and the Redis connections the Redis
-	// adapters share
-	{"reconcile/join", "reconcile/redisconn"},
+	// the machinery's comparison, the Redis connections the Redis adapters
+	// share, and the etcd store's client (scan, compare-and-create)
+	{"reconcile/join", "reconcile/redisconn", "reconcile/etcdkv"},
 	{"reconcile/apply"}, // writes what join found missing
 	// the stores' adapters
 	{"reconcile/rediskeys", "reconcile/bitmapbloom", "reconcile/mysqltable", "reconcile/exportfile"},
