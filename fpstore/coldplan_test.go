@@ -1,12 +1,12 @@
 package fpstore
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"testing"
 
+	"github.com/fpdedup/fpdedup/internal/devrate"
 	"github.com/fpdedup/fpdedup/internal/pagecache"
 )
 
@@ -22,14 +22,20 @@ func coldFile(t *testing.T, seed uint64) (path string, all []Fingerprint, r *ran
 }
 
 // openIndex opens path, closed at the test's end.
-func openIndex(t *testing.T, path string) *Index {
+func openIndex(t *testing.T, path string, opts ...Option) *Index {
 	t.Helper()
-	x, err := Open(path)
+	x, err := Open(path, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { x.Close() })
 	return x
+}
+
+// fixedRates prices cold batches with *r as it is when the first is
+// planned.
+func fixedRates(r *devrate.Rates) Option {
+	return WithRates(func(string, int64) devrate.Rates { return *r })
 }
 
 // evict drops path from the page cache, all but what this process maps
@@ -130,10 +136,10 @@ func TestPlanPrices(t *testing.T) {
 // Answers are right throughout, in the batch that drops them and after.
 func TestPlanAddsUp(t *testing.T) {
 	path, all, r := coldFile(t, 43)
-	x := openIndex(t, path)
+	var rates devrate.Rates
+	x := openIndex(t, path, fixedRates(&rates))
 	const n = 200
-	rate := randomCost(n, len(x.foot.segments), 1) / 0.4
-	t.Setenv("FPDEDUP_DEVICE", fmt.Sprintf("rand=%g,seq=%d", rate, x.Size()))
+	rates = devrate.Rates{Random: randomCost(n, len(x.foot.segments), 1) / 0.4, Seq: float64(x.Size())}
 	for b := range 4 {
 		if b < 3 { // the fourth batch follows the whole read
 			evict(t, path)
@@ -173,12 +179,12 @@ func TestPlanExpects(t *testing.T) {
 		{2 * n, true},
 		{1 << 40, true},
 	} {
-		x, err := Open(path)
+		var rates devrate.Rates
+		x, err := Open(path, fixedRates(&rates))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rate := randomCost(n, len(x.foot.segments), 1) / 0.4
-		t.Setenv("FPDEDUP_DEVICE", fmt.Sprintf("rand=%g,seq=%d", rate, x.Size()))
+		rates = devrate.Rates{Random: randomCost(n, len(x.foot.segments), 1) / 0.4, Seq: float64(x.Size())}
 		evict(t, path)
 		set, err := NewSet([]*Index{x})
 		if err != nil {
@@ -224,11 +230,10 @@ func TestPlanExpects(t *testing.T) {
 // read its keys' extents again), and not after many lookups either.
 func TestPlanWholeFits(t *testing.T) {
 	path, all, _ := coldFile(t, 47)
-	x := openIndex(t, path)
+	x := openIndex(t, path, fixedRates(&devrate.Rates{Random: 1, Seq: 1e12})) // whole would win
 	was := memoryForWhole
 	memoryForWhole = func() uint64 { return uint64(x.Size()) - 1 }
 	defer func() { memoryForWhole = was }()
-	t.Setenv("FPDEDUP_DEVICE", "rand=1,seq=1e12") // whole would win
 	evict(t, path)
 	set, err := NewSet([]*Index{x})
 	if err != nil {

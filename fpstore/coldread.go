@@ -105,20 +105,15 @@ func readsWhole(spent, batch, ahead, whole float64) bool {
 	return ahead > whole || spent+batch > whole
 }
 
-// measuredSize is the smallest index whose device is measured for a plan
-// (devrate.For, once per device, cached): below it a whole read is cheap
-// either way and the defaults do.
-const measuredSize = 1 << 30
-
 // deviceRates are the rates of the device under the index: 4 KiB random
-// reads a second at depth 32 and bytes a second read whole.
+// reads a second at depth 32 and bytes a second read whole, asked of the
+// caller (WithRates) once, when the first batch is planned.
 func (x *Index) deviceRates() (rand, seq float64) {
 	x.ratesOnce.Do(func() {
-		r, ok, _ := devrate.EnvOverride(devrate.Default)
-		if !ok && int64(x.size) >= measuredSize {
-			r, _ = devrate.For(x.path)
+		x.rates = devrate.Default
+		if x.ratesFor != nil {
+			x.rates = x.ratesFor(x.path, x.size)
 		}
-		x.rates = r
 	})
 	return x.rates.Random, x.rates.Seq
 }

@@ -31,9 +31,11 @@ import (
 // far as lookupcheck.go says; Verify checks all of it.
 type Index struct {
 	path string
-	// rates: the device's, for cold batch plans (deviceRates)
+	// rates: the device's, for cold batch plans (deviceRates), from
+	// ratesFor (WithRates)
 	ratesOnce sync.Once
 	rates     devrate.Rates
+	ratesFor  func(path string, size int64) devrate.Rates
 	size      int64
 	data      []byte // the whole file, mapped read-only
 	file      *os.File
@@ -97,8 +99,21 @@ type segment struct {
 	sampleErr     error
 }
 
+// An Option configures an index as it is opened.
+type Option func(*Index)
+
+// WithRates has a large lookup batch in the index, when it is not in
+// memory, priced with the read rates rates gives for the index's path and
+// size (its device's: coldread.go), instead of devrate.Default. rates is
+// called at most once, when the first such batch is planned, from the
+// goroutine that asked for it: the caller decides there whether to
+// measure the device (devrate.Measure), which this package never does.
+func WithRates(rates func(path string, size int64) devrate.Rates) Option {
+	return func(x *Index) { x.ratesFor = rates }
+}
+
 // Open maps the index at path after checking its header, trailer and footer.
-func Open(path string) (*Index, error) {
+func Open(path string, opts ...Option) (*Index, error) {
 	if !littleEndian() {
 		return nil, errors.New("fpdedup indexes are little-endian and this machine is not; refusing to read garbage")
 	}
@@ -173,6 +188,9 @@ func Open(path string) (*Index, error) {
 	// in the page cache read a page each, not 2 MiB.
 	_ = unix.Madvise(data, unix.MADV_RANDOM)
 	x := &Index{path: path, size: size, data: data, file: f, foot: ft}
+	for _, o := range opts {
+		o(x)
+	}
 	keep = true
 	x.segs = make([]segSlot, len(x.foot.segments))
 	x.buildLUT()

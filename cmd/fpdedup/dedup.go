@@ -180,7 +180,7 @@ func dedupModes(inv *invocation, o *dedupOptions) (pipeline.DedupOptions, error)
 	}
 	opts.Check = o.check
 	if len(o.against) > 0 {
-		set, err := openSet(o.against)
+		set, err := openSet(o.against, inv.indexOptions()...)
 		if err != nil {
 			return opts, err
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
-	"github.com/fpdedup/fpdedup/internal/devrate"
 )
 
 // A job is one command's run. The command declares what it reads, what it
@@ -30,7 +29,9 @@ import (
 //     quarantine closed, and all of them are published with --stats-json
 //     and --metrics at the one commit point; a negative answer (exit 1)
 //     was computed in full and is published like a success;
-//  5. the summary is printed.
+//  5. what the run learned for later runs (a disk's measured read rates,
+//     devices.go) is cached, a warning if it cannot be;
+//  6. the summary is printed.
 //
 // Outputs that a library writes (an index, a backfill) join j.grp, so they
 // are published at the same point. Nothing a job starts outlives run.
@@ -132,15 +133,13 @@ func (j *job) run(work func(ctx context.Context) (map[string]any, error)) error 
 	}
 	j.paths.output("--stats-json", j.inv.statsJSON)
 	j.paths.output("--metrics", j.inv.metrics)
+	if j.paths.reads(kindIndex) {
+		// A cold lookup batch prices its reads with the device's rates,
+		// which the job may measure and cache (devices.go).
+		j.inv.devices.declare(j)
+	}
 	if err := j.paths.check(j.inv); err != nil {
 		return err
-	}
-	if j.paths.reads(kindIndex) {
-		// A cold lookup batch may price its reads with the cached device
-		// rates; a cache that cannot be used is measured around, said once.
-		if err := devrate.CacheProblem(); err != nil {
-			fmt.Fprintln(j.inv.stderr, "fpdedup: warning:", err)
-		}
 	}
 	if err := j.open(ctx); err != nil {
 		return err
@@ -184,6 +183,7 @@ func (j *job) run(work func(ctx context.Context) (map[string]any, error)) error 
 	if cerr := j.commit(ctx, figures); cerr != nil {
 		return cerr
 	}
+	j.inv.devices.save(j)
 	for _, l := range j.lines {
 		j.inv.summary("%s", l)
 	}

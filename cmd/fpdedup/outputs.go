@@ -45,6 +45,8 @@ type ioPath struct {
 	kind       pathKind
 	inPlace    []pathKind  // outputs only: the inputs it may replace
 	stdout     bool        // outputs only: a stream that "" and "-" send to stdout
+	optional   bool        // outputs only: dropped, not refused, when check fails it
+	dropped    bool        // an optional output check failed
 	st         os.FileInfo // inputs only: what check found there
 }
 
@@ -84,6 +86,21 @@ func (p *ioPaths) output(flag, path string, inPlace ...pathKind) {
 // "-", else a file as output has it.
 func (p *ioPaths) stream(flag, path string, inPlace ...pathKind) {
 	p.outputs = append(p.outputs, ioPath{flag: flag, path: path, inPlace: inPlace, stdout: path == "" || path == "-"})
+}
+
+// optional declares a file the job may write for later runs' sake (the
+// device cache): checked as an output is, but one that cannot be written
+// there, or that lands on an input or another output, is dropped rather
+// than refused (usable says which).
+func (p *ioPaths) optional(flag, path string) {
+	if path != "" {
+		p.outputs = append(p.outputs, ioPath{flag: flag, path: path, optional: true})
+	}
+}
+
+// usable tells whether an optional output at path passed check.
+func (p *ioPaths) usable(path string) bool {
+	return slices.ContainsFunc(p.outputs, func(o ioPath) bool { return o.optional && o.path == path && !o.dropped })
 }
 
 // sink is where an output's bytes land, as check compares them.
@@ -183,33 +200,50 @@ func (p *ioPaths) check(inv *invocation) error {
 		return nil
 	}
 	var sinks []sink
-	for _, o := range p.outputs {
-		s, err := p.sink(inv, o)
+	for i, o := range p.outputs {
+		s, err := p.checkOutput(inv, o, sameInput, sinks)
+		if err != nil && o.optional {
+			p.outputs[i].dropped = true
+			continue
+		}
 		if err != nil {
 			return err
 		}
-		if s.abs == "" {
-			// Written through what the shell set up: a regular file there
-			// is appended to or overwritten in place, so no input may be
-			// it, in place or not.
-			if in := sameInput(s.id); in != nil {
-				return usageErrorf("%s is also an input (%s %s): it would be written over while it is read; write to another file", s.name(), in.flag, in.path)
-			}
-		} else if in := sameInput(s.id); in != nil && !containsKind(o.inPlace, in.kind) {
-			return usageErrorf("%s is also an input (%s %s): it would be overwritten; write to another file", s.name(), in.flag, in.path)
-		}
-		for _, prev := range sinks {
-			if !oneSink(prev, s) {
-				continue
-			}
-			if prev.abs != "" && s.abs != "" {
-				return usageErrorf("%s and %s are the same file", prev.name(), s.name())
-			}
-			return usageErrorf("%s and %s write to one stream: their bytes would be mixed; write one of them elsewhere", prev.name(), s.name())
+		if !o.stdout && !o.optional {
+			inv.publishes = true
 		}
 		sinks = append(sinks, s)
 	}
 	return nil
+}
+
+// checkOutput is check's refusal of one output o, given the outputs
+// checked before it.
+func (p *ioPaths) checkOutput(inv *invocation, o ioPath, sameInput func(*fileID) *ioPath, sinks []sink) (sink, error) {
+	s, err := p.sink(inv, o)
+	if err != nil {
+		return s, err
+	}
+	if s.abs == "" {
+		// Written through what the shell set up: a regular file there
+		// is appended to or overwritten in place, so no input may be
+		// it, in place or not.
+		if in := sameInput(s.id); in != nil {
+			return s, usageErrorf("%s is also an input (%s %s): it would be written over while it is read; write to another file", s.name(), in.flag, in.path)
+		}
+	} else if in := sameInput(s.id); in != nil && !containsKind(o.inPlace, in.kind) {
+		return s, usageErrorf("%s is also an input (%s %s): it would be overwritten; write to another file", s.name(), in.flag, in.path)
+	}
+	for _, prev := range sinks {
+		if !oneSink(prev, s) {
+			continue
+		}
+		if prev.abs != "" && s.abs != "" {
+			return s, usageErrorf("%s and %s are the same file", prev.name(), s.name())
+		}
+		return s, usageErrorf("%s and %s write to one stream: their bytes would be mixed; write one of them elsewhere", prev.name(), s.name())
+	}
+	return s, nil
 }
 
 // sink resolves where o's bytes land, refusing a path that cannot be
@@ -235,7 +269,6 @@ func (p *ioPaths) sink(inv *invocation, o ioPath) (sink, error) {
 	if err != nil {
 		return s, usageErrorf("%s: %v", o.flag, err)
 	}
-	inv.publishes = true
 	if through {
 		if fd, ok := atomicfile.Descriptor(target); ok {
 			s.fd = fd

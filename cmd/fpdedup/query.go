@@ -104,7 +104,7 @@ func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []strin
 		// query the name.
 		return usageErrorf("--format parquet reads rows from standard input (fpdedup query --format parquet IDX < %s): KEY arguments are keys, never files; without --format they are queried as keys", args[0])
 	}
-	set, err := openSet(paths)
+	set, err := openSet(paths, inv.indexOptions()...)
 	if err != nil {
 		return err
 	}
@@ -210,10 +210,10 @@ func queryRecords(j *job, o *queryOptions, opts *pipeline.QueryOptions) error {
 }
 
 // openSet opens indexes as one set.
-func openSet(paths []string) (*fpstore.Set, error) {
+func openSet(paths []string, opts ...fpstore.Option) (*fpstore.Set, error) {
 	var xs []*fpstore.Index
 	for _, p := range paths {
-		x, err := fpstore.Open(p)
+		x, err := fpstore.Open(p, opts...)
 		if err != nil {
 			for _, o := range xs {
 				o.Close()

@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/fpstore"
-	"github.com/fpdedup/fpdedup/internal/devrate"
 	"github.com/fpdedup/fpdedup/internal/sysinfo"
 	"github.com/fpdedup/fpdedup/internal/units"
 )
@@ -38,6 +37,7 @@ type invocation struct {
 	quiet     bool
 	cpuProf   string
 	devRates  string
+	devices   *devices // the read rates of the disks under the indexes
 	rss       *sysinfo.RSSSampler
 	// publishes: the command declared outputs (ioPaths.check), so an
 	// interruption is reported as "nothing was published".
@@ -134,17 +134,11 @@ func (inv *invocation) adopt(c *cobra.Command) {
 }
 
 func (inv *invocation) resolve() error {
-	if inv.devRates != "" {
-		if _, err := devrate.Parse(inv.devRates, devrate.Default); err != nil {
-			return usageErrorf("--device-rates: %v", err)
-		}
-		// The one way the rates are overridden, for this process.
-		os.Setenv("FPDEDUP_DEVICE", inv.devRates)
-	} else if v := os.Getenv("FPDEDUP_DEVICE"); v != "" {
-		if _, err := devrate.Parse(v, devrate.Default); err != nil {
-			return usageErrorf("$FPDEDUP_DEVICE: %v; fix or unset it (--device-rates overrides it)", err)
-		}
+	devs, err := newDevices(inv)
+	if err != nil {
+		return err
 	}
+	inv.devices = devs
 	switch inv.progress {
 	case "auto", "always", "never":
 	default:

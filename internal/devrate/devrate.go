@@ -1,13 +1,13 @@
 // Package devrate tells how fast the device under a file reads: 4 KiB
 // random reads a second with many in flight, and bytes a second read in
 // 2 MiB extents, one a core at once, as a whole read of an index goes. A
-// cold lookup batch prices its reads with them (fpstore). They are
-// measured once per device, on the file itself (the random reads with
+// cold lookup batch prices its reads with them (fpstore's cold plan).
+// Measure measures them on the file itself (the random reads with
 // O_DIRECT; the extents through a mapping, only those not in memory, and
-// evicted after: the page cache neither helps nor is disturbed), and
-// cached per device in the user's cache directory;
-// FPDEDUP_DEVICE=rand=N,seq=BYTES overrides them (the --device-rates flag
-// sets it).
+// evicted after: the page cache neither helps nor is disturbed); a Cache
+// keeps what was measured, per device, in the user's cache directory.
+// Whether and when to measure is the caller's to decide: this package
+// reads no environment and writes nothing but the cache it is asked to.
 package devrate
 
 import (
@@ -40,30 +40,10 @@ type Rates struct {
 	Seq    float64 `json:"seq_bytes_per_s"`    // 2 MiB extents, one a core at once
 }
 
-// Default is what is assumed when nothing better is known: this project's
-// test machine's (fio: 28k IOPS at depth 32 on the day of issue 30, 2 GB/s
-// in 2 MiB reads).
+// Default is what is assumed when nothing better is known: a local SSD of
+// modest speed (fio: 28k 4 KiB reads a second at depth 32, 2 GB/s in
+// 2 MiB reads), so that a plan made with it is not far off on one.
 var Default = Rates{Random: 28000, Seq: 2e9}
-
-// Where the rates came from.
-const (
-	FromDefault  = "default"
-	FromEnv      = "FPDEDUP_DEVICE"
-	FromCache    = "cache"
-	FromMeasured = "measured"
-)
-
-// EnvOverride is the rates FPDEDUP_DEVICE gives, over base: rand=N
-// (reads a second), seq=BYTES (a second); ok when it gives any.
-func EnvOverride(base Rates) (r Rates, ok bool, err error) {
-	r = base
-	v := os.Getenv("FPDEDUP_DEVICE")
-	if v == "" {
-		return r, false, nil
-	}
-	r, err = Parse(v, base)
-	return r, err == nil, err
-}
 
 // Parse reads rand=N,seq=BYTES (either or both) over base.
 func Parse(s string, base Rates) (Rates, error) {
@@ -103,37 +83,13 @@ type cacheEntry struct {
 // read a file just written from the host's cache); 1 was never cached.
 const method = 3
 
-var mu sync.Mutex // one measurement at a time in this process
-
-// For is the rates of the device holding path and where they came from:
-// FPDEDUP_DEVICE, else the cache, else measured on path now (about half a
-// second) and cached; Default when none of those works (a file system
-// without O_DIRECT, such as tmpfs, or a file too small to measure).
-func For(path string) (Rates, string) {
-	if r, ok, _ := EnvOverride(Default); ok {
-		return r, FromEnv
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return Default, FromDefault
-	}
-	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
-	cache := cachePath()
-	entries, cerr := readCache(cache)
-	if e, ok := entries[dev]; ok && e.Method == method && time.Since(e.Measured) < maxAge && e.Random > 0 && e.Seq > 0 {
-		return e.Rates, FromCache
-	}
-	r, err := Measure(path, 250*time.Millisecond)
-	if err != nil {
-		return Default, FromDefault
-	}
-	if cache != "" && cerr == nil {
-		entries[dev] = cacheEntry{Rates: r, Measured: time.Now().UTC(), File: path, Method: method}
-		_ = writeCache(cache, entries) // a cache that cannot be written is measured again next time
-	}
-	return r, FromMeasured
+// Cache is the figures measured before, one a device, as read from the
+// cache file. Not safe for concurrent use.
+type Cache struct {
+	path    string
+	entries map[string]cacheEntry
+	usable  bool // read from a regular file (or none): Write may replace it
+	changed bool // Add since ReadCache
 }
 
 // CacheError says why the cache file is not used: it is not a regular
@@ -148,21 +104,9 @@ func (e *CacheError) Error() string {
 	return fmt.Sprintf("device cache %s %s: not used (remove it to cache the device's rates again)", e.Path, e.Problem)
 }
 
-// CacheProblem is the *CacheError of the cache For would read, nil when it
-// is usable, absent, or not read at all (FPDEDUP_DEVICE gives the rates).
-// Checking it costs an open and a stat; a command that may look up a cold
-// index says it once.
-func CacheProblem() error {
-	if _, ok, _ := EnvOverride(Default); ok {
-		return nil
-	}
-	_, err := readCache(cachePath())
-	return err
-}
-
-// cachePath is $XDG_CACHE_HOME/fpdedup/devices.json (or ~/.cache/…), ""
+// CachePath is $XDG_CACHE_HOME/fpdedup/devices.json (or ~/.cache/…), ""
 // when there is no cache directory.
-func cachePath() string {
+func CachePath() string {
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		return ""
@@ -174,42 +118,114 @@ func cachePath() string {
 // this is thousands of devices, and a file larger is not one fpdedup wrote.
 const maxCache = 1 << 20
 
-// readCache reads the cache file; a missing or damaged one is empty. One
-// that is not a regular file (a FIFO, which would block the open and every
-// read; a link to /dev/zero, which never ends) or is larger than maxCache
-// is empty too, and a *CacheError says so. The open does not block, and
+// ReadCache reads the cache file at path ("": none). A missing or damaged
+// one is empty (replaced by the next Write). One that is not a regular
+// file (a FIFO, which would block the open and every read; a link to
+// /dev/zero, which never ends) or is larger than maxCache is empty too,
+// never written, and a *CacheError says so. The open does not block, and
 // nothing is read past maxCache.
-func readCache(path string) (map[string]cacheEntry, error) {
-	entries := map[string]cacheEntry{}
+func ReadCache(path string) (*Cache, error) {
+	c := &Cache{path: path, entries: map[string]cacheEntry{}}
 	if path == "" {
-		return entries, nil
+		return c, nil
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return entries, nil
+		c.usable = true
+		return c, nil
 	}
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return entries, &CacheError{Path: path, Problem: "cannot be opened (" + err.Error() + ")"}
+		return c, &CacheError{Path: path, Problem: "cannot be opened (" + err.Error() + ")"}
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	switch {
 	case err != nil:
-		return entries, &CacheError{Path: path, Problem: "cannot be read (" + err.Error() + ")"}
+		return c, &CacheError{Path: path, Problem: "cannot be read (" + err.Error() + ")"}
 	case !st.Mode().IsRegular():
-		return entries, &CacheError{Path: path, Problem: "is not a regular file (" + fileKind(st.Mode()) + ")"}
+		return c, &CacheError{Path: path, Problem: "is not a regular file (" + fileKind(st.Mode()) + ")"}
 	case st.Size() > maxCache:
-		return entries, &CacheError{Path: path, Problem: fmt.Sprintf("is %d bytes, over the %d a cache holds", st.Size(), maxCache)}
+		c.usable = true // a regular file: the next Write replaces it
+		return c, &CacheError{Path: path, Problem: fmt.Sprintf("is %d bytes, over the %d a cache holds", st.Size(), maxCache)}
 	}
+	c.usable = true
 	b, err := io.ReadAll(io.LimitReader(f, maxCache+1))
-	if err != nil || len(b) > maxCache || json.Unmarshal(b, &entries) != nil {
-		return map[string]cacheEntry{}, nil // replaced by the next measure
+	if err != nil || len(b) > maxCache || json.Unmarshal(b, &c.entries) != nil {
+		c.entries = map[string]cacheEntry{} // replaced by the next Write
 	}
-	return entries, nil
+	return c, nil
+}
+
+// Path is the cache file's path ("": none).
+func (c *Cache) Path() string { return c.path }
+
+// Writable reports whether Write may replace the cache file: there is
+// one to write, and what is there now is a regular file or nothing.
+func (c *Cache) Writable() bool { return c.path != "" && c.usable }
+
+// Changed reports whether a figure was added since the cache was read.
+func (c *Cache) Changed() bool { return c.changed }
+
+// device names the device holding file, as the cache keys it.
+func device(file string) (string, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(file, &st); err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev)), true
+}
+
+// Lookup is the figure cached for the device holding file: one measured
+// the current way within the last month.
+func (c *Cache) Lookup(file string) (Rates, bool) {
+	dev, ok := device(file)
+	if !ok {
+		return Rates{}, false
+	}
+	e, ok := c.entries[dev]
+	if ok && e.Method == method && time.Since(e.Measured) < maxAge && e.Random > 0 && e.Seq > 0 {
+		return e.Rates, true
+	}
+	return Rates{}, false
+}
+
+// Add records r, measured now on file, for the device holding it.
+func (c *Cache) Add(file string, r Rates) {
+	if dev, ok := device(file); ok {
+		c.entries[dev] = cacheEntry{Rates: r, Measured: time.Now().UTC(), File: file, Method: method}
+		c.changed = true
+	}
+}
+
+// Write publishes the cache whole, as every output is (atomicfile: a temp
+// file beside it, fsynced and renamed, through the fault seam), with g
+// when g commits or at once when g is nil, making its directory if need
+// be; through a symlink, its target. A cache read from something other
+// than a regular file is left alone: never written through, never
+// replaced (a *CacheError).
+func (c *Cache) Write(g *atomicfile.Group) error {
+	if !c.Writable() {
+		return &CacheError{Path: c.path, Problem: "is not a regular file"}
+	}
+	b, err := json.MarshalIndent(c.entries, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
+		return err
+	}
+	target, through, err := atomicfile.Resolve(c.path)
+	if err != nil {
+		return err
+	}
+	if through {
+		return &CacheError{Path: c.path, Problem: "is not a regular file"}
+	}
+	return atomicfile.WriteFile(g, target, append(b, '\n'))
 }
 
 func fileKind(m os.FileMode) string {
@@ -228,42 +244,7 @@ func fileKind(m os.FileMode) string {
 	return m.Type().String()
 }
 
-// writeCache replaces the cache file whole (a temporary file renamed), so
-// a reader never sees half of it; through a symlink, its target. A target
-// that is not a regular file is left alone: never written through, never
-// replaced.
-func writeCache(path string, entries map[string]cacheEntry) error {
-	b, err := json.MarshalIndent(entries, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	target, through, err := atomicfile.Resolve(path)
-	if err != nil {
-		return err
-	}
-	if through {
-		return &CacheError{Path: path, Problem: "is not a regular file"}
-	}
-	path = target
-	f, err := os.CreateTemp(filepath.Dir(path), ".devices-*.json")
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(append(b, '\n'))
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
-}
+var measuring sync.Mutex
 
 // minMeasured is the smallest file measured on: random reads over a
 // smaller one land in the device's own cache and say nothing.
@@ -280,6 +261,8 @@ const depth = 32
 // written, from the host's cache, where a whole read of an index went at
 // 3.7: through the page cache the guest's own copying is the limit.
 func Measure(path string, d time.Duration) (Rates, error) {
+	measuring.Lock() // one at a time: two would share the device and halve each other
+	defer measuring.Unlock()
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECT, 0)
 	if err != nil {
 		return Rates{}, err

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/failpoint"
 	"github.com/fpdedup/fpdedup/internal/pagecache"
 )
 
@@ -85,60 +87,114 @@ func evict(t *testing.T, path string) {
 	}
 }
 
-// TestFor: measured once, then from the cache; a figure another method
-// measured, and a damaged cache, are measured again; FPDEDUP_DEVICE wins
-// over both; a file too small to measure on, on a device not measured
-// yet, gives the defaults.
-func TestFor(t *testing.T) {
-	t.Setenv("FPDEDUP_DEVICE", "")
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+// TestCache: a figure measured and written is found again for the
+// file's device; one another method measured, one older than maxAge and a
+// damaged cache are not; a file too small to measure on is refused.
+func TestCache(t *testing.T) {
 	path := bigFile(t)
-	evict(t, path)
-	r, from := For(path)
-	if from != FromMeasured || r.Random <= 0 || r.Seq <= 0 {
-		t.Fatalf("first: %v from %s", r, from)
+	cachePath := filepath.Join(t.TempDir(), "fpdedup", "devices.json")
+	c, err := ReadCache(cachePath)
+	if err != nil || !c.Writable() {
+		t.Fatalf("no cache yet: %v, writable %v", err, c.Writable())
 	}
-	r2, from := For(path)
-	if from != FromCache || r2 != r {
-		t.Fatalf("second: %v from %s, want %v from the cache", r2, from, r)
-	}
-	// A figure cached by the first method (2 MiB reads in order from the
-	// file's start, which a file just written serves from the host's
-	// cache) is measured again.
-	entries, err := readCache(cachePath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for dev, e := range entries {
-		e.Method, e.Seq = 0, 10.7e9
-		entries[dev] = e
-	}
-	if err := writeCache(cachePath(), entries); err != nil {
-		t.Fatal(err)
+	if _, ok := c.Lookup(path); ok {
+		t.Fatal("a figure in an empty cache")
 	}
 	evict(t, path)
-	if r3, from := For(path); from != FromMeasured || r3.Seq == 10.7e9 {
-		t.Fatalf("after a figure of the first method: %v from %s", r3, from)
+	r, err := Measure(path, 250*time.Millisecond)
+	if err != nil || r.Random <= 0 || r.Seq <= 0 {
+		t.Fatalf("Measure: %v, %v", r, err)
 	}
-	if err := os.WriteFile(cachePath(), []byte("{not json"), 0o644); err != nil {
+	c.Add(path, r)
+	if !c.Changed() {
+		t.Fatal("Add did not change the cache")
+	}
+	if err := c.Write(nil); err != nil {
 		t.Fatal(err)
 	}
-	evict(t, path)
-	if _, from := For(path); from != FromMeasured {
-		t.Fatalf("after a damaged cache: from %s", from)
+	c2, err := ReadCache(cachePath)
+	if err != nil || c2.Changed() {
+		t.Fatalf("read back: %v, changed %v", err, c2.Changed())
 	}
-	t.Setenv("FPDEDUP_DEVICE", "rand=1234,seq=5678")
-	if r, from := For(path); from != FromEnv || r != (Rates{1234, 5678}) {
-		t.Fatalf("with FPDEDUP_DEVICE: %v from %s", r, from)
+	if got, ok := c2.Lookup(path); !ok || got != r {
+		t.Fatalf("read back: %v %v, want %v", got, ok, r)
 	}
-	t.Setenv("FPDEDUP_DEVICE", "")
-	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // nothing known of the device
+	for name, edit := range map[string]func(*cacheEntry){
+		"the first method": func(e *cacheEntry) { e.Method = 0 },
+		"older than maxAge": func(e *cacheEntry) { e.Measured = time.Now().Add(-maxAge - time.Hour) },
+	} {
+		c3, _ := ReadCache(cachePath)
+		for dev, e := range c3.entries {
+			edit(&e)
+			c3.entries[dev] = e
+		}
+		if _, ok := c3.Lookup(path); ok {
+			t.Errorf("a figure of %s was used", name)
+		}
+	}
+	write(t, cachePath, []byte("{not json"))
+	if c4, err := ReadCache(cachePath); err != nil || len(c4.entries) != 0 || !c4.Writable() {
+		t.Fatalf("a damaged cache: %v, %d entries", err, len(c4.entries))
+	}
 	small := filepath.Join(t.TempDir(), "small")
-	if err := os.WriteFile(small, make([]byte, 1<<20), 0o644); err != nil {
-		t.Fatal(err)
+	write(t, small, make([]byte, 1<<20))
+	if _, err := Measure(small, 10*time.Millisecond); err == nil {
+		t.Fatal("measured on a 1 MiB file")
 	}
-	if r, from := For(small); from != FromDefault || r != Default {
-		t.Fatalf("a small file: %v from %s", r, from)
+}
+
+// TestWriteFaults fails each file operation of a cache's Write in turn
+// (the fault seam every output goes through): each fails with the
+// injected fault, leaves the old cache as it was and no temp or lock file
+// beside it; the directory fsync after the rename fails with the new
+// cache in place. It went through no seam on 9cdcd90.
+func TestWriteFaults(t *testing.T) {
+	ops := []failpoint.Op{failpoint.Create, failpoint.Write, failpoint.Sync, failpoint.Close, failpoint.Rename, failpoint.DirSync}
+	dir := filepath.Join(t.TempDir(), "fpdedup")
+	path := filepath.Join(dir, "devices.json")
+	old := []byte(`{"1:1": {"random_reads_per_s": 1, "seq_bytes_per_s": 1, "measured": "2026-01-01T00:00:00Z", "file": "x", "method": 3}}` + "\n")
+	reset := func() {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, path, old)
+	}
+	newCache := func() *Cache {
+		c, err := ReadCache(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Add(dir, Rates{5, 6})
+		return c
+	}
+	reset()
+	disarm := failpoint.Arm(0, ops...)
+	err := newCache().Write(nil)
+	n, log := disarm()
+	if err != nil || n == 0 {
+		t.Fatalf("clean write: %v; %d operations through the fault seam", err, n)
+	}
+	for i := int64(1); i <= n; i++ {
+		reset()
+		c := newCache()
+		disarm := failpoint.Arm(i, ops...)
+		err := c.Write(nil)
+		disarm()
+		dirSync := strings.HasPrefix(log[i-1], failpoint.DirSync.String())
+		var fe *failpoint.Error
+		if dirSync && !errors.Is(err, atomicfile.ErrNotDurable) || !dirSync && !errors.As(err, &fe) {
+			t.Errorf("fault %d (%s): %v", i, log[i-1], err)
+		}
+		got, _ := os.ReadFile(path)
+		if replaced := string(got) != string(old); replaced != dirSync {
+			t.Errorf("fault %d (%s): cache replaced: %v", i, log[i-1], replaced)
+		}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.Name() != "devices.json" {
+				t.Errorf("fault %d (%s): %s left beside the cache", i, log[i-1], e.Name())
+			}
+		}
 	}
 }
 
@@ -224,7 +280,7 @@ func TestCacheOnlyARegularFile(t *testing.T) {
 		make    func(t *testing.T, path string)
 		entries int    // entries read
 		problem string // in the CacheError, "" for none
-		kept    bool   // writeCache leaves it as it is
+		kept    bool   // Write leaves it as it is
 	}{
 		{"missing", func(*testing.T, string) {}, 0, "", false},
 		{"regular", func(t *testing.T, p string) { write(t, p, good) }, 1, "", false},
@@ -247,43 +303,33 @@ func TestCacheOnlyARegularFile(t *testing.T) {
 		{"over maxCache", func(t *testing.T, p string) { write(t, p, make([]byte, maxCache+1)) }, 0, "bytes, over the", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv("FPDEDUP_DEVICE", "")
-			t.Setenv("XDG_CACHE_HOME", t.TempDir())
-			path := cachePath()
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
+			path := filepath.Join(t.TempDir(), "devices.json")
 			c.make(t, path)
 			before, _ := os.Lstat(path)
-			entries, err := readCache(path)
+			cache, err := ReadCache(path)
+			entries := cache.entries
 			var ce *CacheError
 			switch {
 			case c.problem == "" && err != nil:
-				t.Errorf("readCache: %v", err)
+				t.Errorf("ReadCache: %v", err)
 			case c.problem != "" && (!errors.As(err, &ce) || !strings.Contains(err.Error(), c.problem)):
-				t.Errorf("readCache: %v, want a CacheError saying %q", err, c.problem)
+				t.Errorf("ReadCache: %v, want a CacheError saying %q", err, c.problem)
 			case len(entries) != c.entries:
-				t.Errorf("readCache: %d entries, want %d", len(entries), c.entries)
+				t.Errorf("ReadCache: %d entries, want %d", len(entries), c.entries)
 			}
-			if perr := CacheProblem(); (perr == nil) != (c.problem == "") {
-				t.Errorf("CacheProblem: %v", perr)
-			}
-			t.Setenv("FPDEDUP_DEVICE", "rand=1,seq=1")
-			if perr := CacheProblem(); perr != nil {
-				t.Errorf("CacheProblem with FPDEDUP_DEVICE (the cache is not read): %v", perr)
-			}
-			werr := writeCache(path, map[string]cacheEntry{"1:2": {Rates: Rates{1, 2}, Method: method}})
+			cache.entries = map[string]cacheEntry{"1:2": {Rates: Rates{1, 2}, Method: method}}
+			werr := cache.Write(nil)
 			after, _ := os.Lstat(path)
 			if c.kept {
 				if werr == nil || after == nil || before.Mode() != after.Mode() || !os.SameFile(before, after) {
-					t.Errorf("writeCache over it: %v; %v became %v", werr, before.Mode(), after.Mode())
+					t.Errorf("Write over it: %v; %v became %v", werr, before.Mode(), after.Mode())
 				}
 				return
 			}
 			if werr != nil {
-				t.Fatalf("writeCache: %v", werr)
+				t.Fatalf("Write: %v", werr)
 			}
-			if got, err := readCache(path); err != nil || got["1:2"].Random != 1 {
+			if got, err := ReadCache(path); err != nil || got.entries["1:2"].Random != 1 {
 				t.Errorf("read back: %v, %v", got, err)
 			}
 			if before != nil && before.Mode()&os.ModeSymlink != 0 && after.Mode()&os.ModeSymlink == 0 {
@@ -293,22 +339,22 @@ func TestCacheOnlyARegularFile(t *testing.T) {
 	}
 }
 
-// TestForCacheAFIFO: For with the cache a FIFO nobody writes returns (it
-// blocked in the cache's open on f13b27f), measures, and leaves the FIFO.
-func TestForCacheAFIFO(t *testing.T) {
-	t.Setenv("FPDEDUP_DEVICE", "")
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	path := bigFile(t)
-	cache := cachePath()
-	if err := os.MkdirAll(filepath.Dir(cache), 0o755); err != nil {
-		t.Fatal(err)
-	}
+// TestCacheAFIFO: a cache that is a FIFO nobody writes is read at once
+// (it blocked in the cache's open on f13b27f) as empty, with a
+// *CacheError, and left as it is by Write.
+func TestCacheAFIFO(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "devices.json")
 	if err := unix.Mkfifo(cache, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	evict(t, path)
-	if _, from := For(path); from != FromMeasured {
-		t.Errorf("from %s, want %s", from, FromMeasured)
+	c, err := ReadCache(cache)
+	var ce *CacheError
+	if !errors.As(err, &ce) || c.Writable() {
+		t.Fatalf("ReadCache of a FIFO: %v, writable %v", err, c.Writable())
+	}
+	c.Add(cache, Rates{1, 2})
+	if err := c.Write(nil); !errors.As(err, &ce) {
+		t.Errorf("Write over a FIFO: %v", err)
 	}
 	if st, err := os.Lstat(cache); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
 		t.Errorf("the cache FIFO is now %v (%v)", st.Mode(), err)

@@ -5,16 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // Checkpoint records how far an Apply got: every missing key up to and
 // including Last (in fingerprint order) has been written and acknowledged.
-// It is saved (temp file, fsync, rename, directory fsync) about once a
+// It is saved (atomically and durably: save) about once a
 // second and when the run stops, so after a failure it names the exact
 // last acknowledged batch; after a SIGKILL at most a second of batches is
 // written again, which SET NX / SADD / INSERT IGNORE make harmless. A
@@ -66,39 +66,22 @@ func (c *Checkpoint) advance(fp fpstore.Fingerprint, n int64) {
 	c.Written += n
 }
 
-// save publishes the checkpoint atomically and durably.
+// save publishes the checkpoint as every output is published
+// (atomicfile: temp file, fsync, rename, directory fsync, each through the
+// fault seam), at once rather than at a commit point: it must say how far
+// the run got even when the run then fails.
 func (c *Checkpoint) save(path string) error {
 	c.Updated = time.Now().UTC().Format(time.RFC3339Nano)
 	b, err := marshal(c)
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return &online.FileError{Op: "write", File: online.CheckpointFile, Err: err}
-	}
-	tmp := f.Name()
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	err = atomicfile.WriteFile(nil, path, append(b, '\n'))
+	switch {
+	case errors.Is(err, atomicfile.ErrNotDurable):
+		return &online.FileError{Op: "fsync the directory of", File: online.CheckpointFile, Path: path, Err: err}
+	case err != nil:
 		return &online.FileError{Op: "write", File: online.CheckpointFile, Path: path, Err: err}
-	}
-	if d, err := os.Open(dir); err == nil {
-		err = d.Sync()
-		d.Close()
-		if err != nil {
-			return &online.FileError{Op: "fsync the directory of", File: online.CheckpointFile, Path: path, Err: err}
-		}
 	}
 	return nil
 }
