@@ -120,7 +120,7 @@ func TestCache(t *testing.T) {
 		t.Fatalf("read back: %v %v, want %v", got, ok, r)
 	}
 	for name, edit := range map[string]func(*cacheEntry){
-		"the first method": func(e *cacheEntry) { e.Method = 0 },
+		"the first method":  func(e *cacheEntry) { e.Method = 0 },
 		"older than maxAge": func(e *cacheEntry) { e.Measured = time.Now().Add(-maxAge - time.Hour) },
 	} {
 		c3, _ := ReadCache(cachePath)
