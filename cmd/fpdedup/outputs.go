@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -90,8 +91,8 @@ func (p *ioPaths) stream(flag, path string, inPlace ...pathKind) {
 
 // optional declares a file the job may write for later runs' sake (the
 // device cache): checked as an output is, but one that cannot be written
-// there, or that lands on an input or another output, is dropped rather
-// than refused (usable says which).
+// there, or that lands on an input or another output, is dropped with a
+// warning rather than refused (usable says which).
 func (p *ioPaths) optional(flag, path string) {
 	if path != "" {
 		p.outputs = append(p.outputs, ioPath{flag: flag, path: path, optional: true})
@@ -203,6 +204,7 @@ func (p *ioPaths) check(inv *invocation) error {
 	for i, o := range p.outputs {
 		s, err := p.checkOutput(inv, o, sameInput, sinks)
 		if err != nil && o.optional {
+			fmt.Fprintf(inv.stderr, "fpdedup: warning: %v; it is not written\n", err)
 			p.outputs[i].dropped = true
 			continue
 		}
