@@ -92,7 +92,7 @@ error, not an index; 130 on SIGINT, 143 on SIGTERM (nothing published);
 	f.BoolVarP(&inv.quiet, "quiet", "q", false, "no summary line on stderr")
 	f.StringVar(&inv.cpuProf, "cpuprofile", "", "write a CPU profile to `FILE` (for go tool pprof)")
 	_ = f.MarkHidden("cpuprofile")
-	f.StringVar(&inv.devRates, "device-rates", "", "the disk's read rates that price a large lookup batch in a cold index against reading it whole, rand=READS/S (4KiB at random, many in flight),seq=BYTES/S (read whole) (default: measured once per device on an index of 1GiB or more and cached in ~/.cache/fpdedup; also $FPDEDUP_DEVICE)")
+	f.StringVar(&inv.devRates, "device-rates", "", "the disk's read rates that price a large lookup batch in a cold index against reading it whole, rand=READS/S (4KiB at random, many in flight),seq=BYTES/S (read whole) (default: measured once per device on an index of 1GiB or more, said on stderr, never under -q, and cached in ~/.cache/fpdedup; also $FPDEDUP_DEVICE)")
 	root.AddCommand(
 		newBuildCommand(inv),
 		newDedupCommand(inv),
