@@ -14,18 +14,17 @@ import (
 	"github.com/fpdedup/fpdedup/internal/sysinfo"
 )
 
-// Cold reads. A batch of lookups in an index that is not in memory used to
-// read a page a fault, one fault at a time (~120-210 µs each here), or,
-// past four lookups per 2 MiB of file, the whole file: 16 GiB for 10^5
-// keys that need ~400 MB of it. A cold batch is now read the way the
+// Cold reads. A batch of lookups in an index that is not in memory would
+// otherwise read a page a fault, one fault at a time, or the whole file,
+// however little of it the batch needs. It is read instead the way a
 // device is fastest at random reads, many at once: each stage of a lookup
 // group (segment headers, filter blocks, directory entries, the guessed
 // fingerprints) asks the kernel for all of its group's pages at once
 // (MADV_WILLNEED: reads queued together, in flight in parallel) before it
 // touches them, in groups of coldGroupSize keys. Whether that costs less
 // than one sequential read of the file is priced with the device's rates
-// (Index.deviceRates); answers, order and the checks of every page are the
-// warm path's.
+// (Index.deviceRates, which the caller gives: WithRates); answers, order
+// and the checks of every page are the warm path's.
 
 // coldGroupSize is how many keys' pages are asked for at once: enough to
 // keep a device's queue full (fio: 4 KiB random reads reach their peak
@@ -56,9 +55,9 @@ const (
 
 // coldShare is the share of the device's random reads (devrate: 4 KiB,
 // 32 in flight) that a cold batch's lookup groups keep busy: they ask for
-// a stage's pages, then wait for them. Measured on a 10^9-key index: 64%
-// of fio's depth-32 rate (session 27), 68% of devrate's (33k of 47.7k
-// reads a second, 10^5 keys, session 28).
+// a stage's pages, then wait for them. Measured on a 10^9-key index
+// (bench/results/query-share-2026-12-06-s27.md, scale-2026-12-06-s28):
+// 64% of fio's depth-32 rate, 68% of devrate's.
 const coldShare = 0.65
 
 // wholeFits reports whether reading the index whole can pay: only when

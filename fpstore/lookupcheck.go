@@ -8,7 +8,7 @@ import "fmt"
 // writer) passes every one. A lookup that trusted the filter, the directory
 // or the order of such a file would answer "absent" for a key it holds
 // while Verify rejects it, and `dedup --against` would keep every record
-// as new (issue 27 item 4). So a lookup trusts no structure it has not
+// as new. So a lookup trusts no structure it has not
 // checked, and the damage it finds is an ErrCorrupt error naming the file,
 // segment and offset:
 //

@@ -42,7 +42,6 @@ type Sorter struct {
 	runs    []string
 	nextRun int
 	closed  bool
-	added   atomic.Int64
 	spills  atomic.Int64
 }
 
@@ -131,7 +130,6 @@ func (c *Collector) Add(fps []Fingerprint) error {
 			return err
 		}
 	}
-	c.s.added.Add(int64(len(fps)))
 	return nil
 }
 
@@ -208,9 +206,6 @@ func (s *Sorter) createRun() (*os.File, error) {
 	}
 	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 }
-
-// Added is the number of fingerprints added (duplicates included).
-func (s *Sorter) Added() int64 { return s.added.Load() }
 
 // Spills is the number of runs written to disk.
 func (s *Sorter) Spills() int64 { return s.spills.Load() }

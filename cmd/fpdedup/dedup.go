@@ -52,9 +52,8 @@ columns are decoded to decide; a row group's kept rows are copied as it is
 decided, while the next is decided, so memory holds two row groups' key values
 (the next one's is decoded while this one's keys are hashed) and two row
 groups being copied (their rows decoded, and the output's pages), never the
-file. Those come on top of --mem: with DuckDB's default row groups of 122,880
-rows, --mem 256MiB peaked at 337 MiB of anonymous memory on 10M events of five
-columns. --output-format csv, tsv or
+file. Those come on top of --mem, as large as the input's row groups are
+(README "Performance" has a measure). --output-format csv, tsv or
 jsonl writes the rows as text instead, every value by the key text rules:
 csv and tsv a header of column paths, then a line a row (NULL an empty
 field; tsv has no quoting, so a value holding a TAB or line break is an

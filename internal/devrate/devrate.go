@@ -288,9 +288,8 @@ func Measure(path string, d time.Duration) (Rates, error) {
 }
 
 // windows is how many times each rate is measured, in as many slices of
-// the time given: this virtual disk stalls now and then (730 random reads
-// a second in one 250 ms measure where the next said 42k), and a figure is
-// cached for a month.
+// the time given: a virtual disk stalls now and then, one window reading
+// a fiftieth of what the next does, and a figure is cached for a month.
 const windows = 5
 
 // medianOf is the median of windows measures, or the first error.
