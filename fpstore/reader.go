@@ -781,23 +781,39 @@ func (g *lookupGroup) fetch(x *Index, addrs []uintptr) {
 	prefetch.Addrs(addrs)
 }
 
+// run answers a group of lookups in stages, each of which first asks for
+// the lines (cold: the pages) it reads, all of the group's at once, so
+// that their misses overlap. Each stage takes the group's arrays as locals
+// of the group's length: their bounds checks go, and no slice header is
+// loaded from g a key.
 func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 	g.passed = 0
-	// The group's arrays as locals of the batch's length: their bounds
-	// checks go, and no load of a slice header from g a key (10-15% of a
-	// warm batch's time when they were read through g).
-	n := len(fps)
-	segs, pos, los, his := g.seg[:n], g.pos[:n], g.lo[:n], g.hi[:n]
-	found = found[:n]
-	// Stage 1: segment and filter; the filter blocks prefetched first (see
-	// stage 3). In sorted keys, a key in the node of the key before it is
-	// in the same segment (nodes are disjoint, checked at Open), and most
-	// keys skip find and segment. In keys in no order the
-	// test would mostly fail, a branch mispredicted for nothing, so it is
-	// made only for sorted keys.
 	if g.cold {
 		x.willNeedSegments(g, fps)
 	}
+	if err := g.findSegments(x, fps, found); err != nil {
+		return err
+	}
+	if g.useFilter {
+		if err := g.filter(x, fps); err != nil {
+			return err
+		}
+	}
+	if err := g.directory(x, fps); err != nil {
+		return err
+	}
+	g.fetchGuesses(x, len(fps))
+	return g.walk(fps, found)
+}
+
+// findSegments is stage 1: each key's segment (nil: none holds its
+// range). In sorted keys, a key in the node of the key before it is in
+// the same segment (nodes are disjoint, checked at Open), and most keys
+// skip find and segment. In keys in no order the test would mostly fail,
+// a branch mispredicted for nothing, so it is made only for sorted keys.
+func (g *lookupGroup) findSegments(x *Index, fps []Fingerprint, found []bool) error {
+	segs := g.seg[:len(fps)]
+	found = found[:len(fps)]
 	var last *segment
 	for i, fp := range fps {
 		found[i] = false
@@ -816,36 +832,46 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 		}
 		segs[i], last = s, s
 	}
-	if g.useFilter {
-		n := 0
-		for i, fp := range fps {
-			if s := segs[i]; s != nil {
-				g.addrs[n] = uintptr(unsafe.Pointer(&s.filter[BloomBlock(fp, uint64(len(s.filter)))]))
-				n++
-			}
-		}
-		g.fetch(x, g.addrs[:n])
-		for i, fp := range fps {
-			s := segs[i]
-			if s == nil {
-				continue
-			}
-			ok, err := s.mayContain(fp)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				segs[i] = nil
-				continue
-			}
-			g.passed++
+	return nil
+}
+
+// filter is stage 1's second half: the keys the filter rules out leave
+// the group (their segment nil); the filter blocks are fetched first.
+func (g *lookupGroup) filter(x *Index, fps []Fingerprint) error {
+	segs := g.seg[:len(fps)]
+	n := 0
+	for i, fp := range fps {
+		if s := segs[i]; s != nil {
+			g.addrs[n] = uintptr(unsafe.Pointer(&s.filter[BloomBlock(fp, uint64(len(s.filter)))]))
+			n++
 		}
 	}
-	// Stage 2: directory bucket, and a guess of the position inside it
-	// from the bits after the directory's: fingerprints are uniform. The
-	// entries are prefetched first: a directory is 4 bytes a bucket of
-	// ~24 keys, so a large index's does not stay cached.
-	n = 0
+	g.fetch(x, g.addrs[:n])
+	for i, fp := range fps {
+		s := segs[i]
+		if s == nil {
+			continue
+		}
+		ok, err := s.mayContain(fp)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			segs[i] = nil
+			continue
+		}
+		g.passed++
+	}
+	return nil
+}
+
+// directory is stage 2: each key's directory bucket, and a guess of its
+// position inside it from the bits after the directory's: fingerprints
+// are uniform. The entries are fetched first: a directory is 4 bytes a
+// bucket of ~24 keys, so a large index's does not stay cached.
+func (g *lookupGroup) directory(x *Index, fps []Fingerprint) error {
+	segs, pos, los, his := g.seg[:len(fps)], g.pos[:len(fps)], g.lo[:len(fps)], g.hi[:len(fps)]
+	n := 0
 	for i, fp := range fps {
 		if s := segs[i]; s != nil {
 			g.addrs[n] = uintptr(unsafe.Pointer(&s.dir[fp.bits(s.depth, s.dirBits)]))
@@ -873,13 +899,19 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 		frac := fp.bits(s.depth+s.dirBits, 16)
 		pos[i] = int32(lo + uint32((frac*uint64(hi-lo))>>16))
 	}
-	// The guesses' lines, prefetched: with the walk's compares between
-	// plain loads, the reorder buffer holds two or three misses at a time;
-	// a loop of plain loads alone holds the group's, but stalls until the
-	// last arrives, and a prefetch retires at once. (Walking one group
-	// while the next one's lines load gains nothing more.)
-	n = 0
-	for i := range fps {
+	return nil
+}
+
+// fetchGuesses fetches the lines of the n keys' guesses before the walk:
+// with the walk's compares between plain loads, the reorder buffer holds
+// two or three misses at a time; a loop of plain loads alone holds the
+// group's, but stalls until the last arrives, and a prefetch retires at
+// once. (Walking one group while the next one's lines load gains nothing
+// more.)
+func (g *lookupGroup) fetchGuesses(x *Index, n int) {
+	segs, pos, los, his := g.seg[:n], g.pos[:n], g.lo[:n], g.hi[:n]
+	k := 0
+	for i := range segs {
 		if s := segs[i]; s != nil && los[i] < his[i] {
 			// The key is nearly always in the guess's line or a
 			// neighbour (its rank in the bucket is binomial around the
@@ -891,17 +923,23 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 			// only less often the right one.)
 			p := min(pos[i], his[i]-1)
 			a := uintptr(unsafe.Pointer(&s.fps[p]))
-			g.addrs[n] = a
+			g.addrs[k] = a
 			if a&63 < 32 {
-				g.addrs[n+1] = uintptr(unsafe.Pointer(&s.fps[max(p-2, los[i])]))
+				g.addrs[k+1] = uintptr(unsafe.Pointer(&s.fps[max(p-2, los[i])]))
 			} else {
-				g.addrs[n+1] = uintptr(unsafe.Pointer(&s.fps[min(p+2, his[i]-1)]))
+				g.addrs[k+1] = uintptr(unsafe.Pointer(&s.fps[min(p+2, his[i]-1)]))
 			}
-			n += 2
+			k += 2
 		}
 	}
-	g.fetch(x, g.addrs[:n])
-	// Stage 3: walk from the guess.
+	g.fetch(x, g.addrs[:k])
+}
+
+// walk is stage 3: from each guess to the key, or to where it would be
+// (absentAt checks that the order says it is absent).
+func (g *lookupGroup) walk(fps []Fingerprint, found []bool) error {
+	segs, pos, los, his := g.seg[:len(fps)], g.pos[:len(fps)], g.lo[:len(fps)], g.hi[:len(fps)]
+	found = found[:len(fps)]
 	for i, fp := range fps {
 		s := segs[i]
 		if s == nil {
