@@ -175,46 +175,87 @@ func (e emitError) Unwrap() error { return e.error }
 // report says the count was not compared.
 func (m *Source) Read(ctx context.Context, st *online.ReadStats, emit func([]fpstore.Fingerprint) error) error {
 	st.Expected = -1
-	var conn *sql.Conn
-	var g *packetConn // conn's
-	defer func() {
-		if conn != nil {
-			conn.Close()
-		}
-	}()
-	connect := func() error {
-		if conn != nil {
-			conn.Close()
-			conn = nil
-		}
-		c, err := m.db.Conn(ctx)
-		if err != nil {
-			return err
-		}
-		conn, g = c, m.guardOf(c)
-		return nil
-	}
-	if err := m.o.Retry(ctx, Retryable, "reading "+m.o.Target, nil, connect); err != nil {
+	c := &readConn{m: m}
+	defer c.close()
+	if err := m.o.Retry(ctx, Retryable, "reading "+m.o.Target, nil, func() error { return c.connect(ctx) }); err != nil {
 		return fmt.Errorf("cannot reach %s: %w", m.o.Target, err)
 	}
-	count := m.t.Count == CountAlways
+	count, err := m.willCount(ctx, c, st)
+	if err != nil {
+		return err
+	}
+	if count {
+		if err := m.countInSnapshot(ctx, c, st); err != nil {
+			return err
+		}
+	}
+	buf := make([]fpstore.Fingerprint, 0, 8192)
+	if err := m.readResuming(ctx, c, st, emit, &buf); err != nil {
+		return err
+	}
+	if count {
+		if err := m.checkCount(ctx, c, st); err != nil {
+			return err
+		}
+	}
+	if len(buf) > 0 {
+		if err := emit(buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readConn is the one connection a Read uses at a time, and its guard.
+type readConn struct {
+	m    *Source
+	conn *sql.Conn
+	g    *packetConn // conn's
+}
+
+// connect replaces the connection with a new one.
+func (c *readConn) connect(ctx context.Context) error {
+	c.close()
+	conn, err := c.m.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	c.conn, c.g = conn, c.m.guardOf(conn)
+	return nil
+}
+
+func (c *readConn) close() {
+	if c.conn != nil {
+		c.conn.Close()
+		c.conn = nil
+	}
+}
+
+// willCount decides whether the rows read are compared with COUNT(*):
+// always, never, or (CountAuto) when the table's row estimate says a count
+// is cheap; st.Note says why not.
+func (m *Source) willCount(ctx context.Context, c *readConn, st *online.ReadStats) (bool, error) {
 	switch m.t.Count {
+	case CountAlways:
+		return true, nil
 	case CountNever:
 		st.Note = "rows read not compared with COUNT(*) (&count=0)"
+		return false, nil
 	case CountAuto:
 		var est sql.NullInt64
 		schema, table := m.t.Name, m.t.Table
 		if s, tb, ok := strings.Cut(m.t.Table, "."); ok {
 			schema, table = s, tb
 		}
-		err := m.srv.call(g, func() error {
-			return conn.QueryRowContext(ctx, "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, table).Scan(&est)
+		err := m.srv.call(c.g, func() error {
+			return c.conn.QueryRowContext(ctx, "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", schema, table).Scan(&est)
 		})
 		if online.IsPermanent(err) {
-			return fmt.Errorf("%s: reading the row estimate: %w", m.o.Target, err)
+			return false, fmt.Errorf("%s: reading the row estimate: %w", m.o.Target, err)
 		}
-		switch count = err == nil && est.Valid && est.Int64 <= countAutoMax; {
+		switch count := err == nil && est.Valid && est.Int64 <= countAutoMax; {
 		case count:
+			return true, nil
 		case err != nil || !est.Valid:
 			// (A lost connection shows again, and is retried, in the read.)
 			st.Note = "rows read not compared with COUNT(*): the table's size could not be read (&count=1 forces the count); rows.Err() still guards the read"
@@ -223,36 +264,46 @@ func (m *Source) Read(ctx context.Context, st *online.ReadStats, emit func([]fps
 			st.Note = fmt.Sprintf("rows read not compared with COUNT(*): the table holds ~%d rows, too many for a cheap count (&count=1 forces it); rows.Err() still guards the read", est.Int64)
 		}
 	}
-	if count {
-		err := m.srv.call(g, func() error {
-			_, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-			return err
+	return false, nil
+}
+
+// countInSnapshot opens the consistent snapshot the read runs in and
+// counts the rows there (st.Expected).
+func (m *Source) countInSnapshot(ctx context.Context, c *readConn, st *online.ReadStats) error {
+	err := m.srv.call(c.g, func() error {
+		_, err := c.conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+		return err
+	})
+	if err == nil {
+		err = m.srv.call(c.g, func() error {
+			return c.conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+m.table+m.where(false)).Scan(&st.Expected)
 		})
-		if err == nil {
-			err = m.srv.call(g, func() error {
-				return conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+m.table+m.where(false)).Scan(&st.Expected)
-			})
-		}
-		if err != nil {
-			return fmt.Errorf("%s: counting the rows: %w", m.o.Target, err)
-		}
 	}
+	if err != nil {
+		return fmt.Errorf("%s: counting the rows: %w", m.o.Target, err)
+	}
+	return nil
+}
+
+// readResuming streams the column, and after a failure that a retry may
+// fix reconnects and resumes after the last value read, within the
+// retries and with backoff; unsent fingerprints are left in *buf.
+func (m *Source) readResuming(ctx context.Context, c *readConn, st *online.ReadStats, emit func([]fpstore.Fingerprint) error, buf *[]fpstore.Fingerprint) error {
 	q := "SELECT " + m.column + " FROM " + m.table + m.where(false) + " ORDER BY " + m.column
 	var args []any
 	var last []byte
-	buf := make([]fpstore.Fingerprint, 0, 8192)
-	var connErr error // why the last reconnect failed, while conn is nil
+	var connErr error // why the last reconnect failed, while c.conn is nil
 	for attempt := 0; ; attempt++ {
 		var err error
-		if conn == nil {
+		if c.conn == nil {
 			// The reconnect after the last failure failed too: that is
 			// this attempt's failure (a nil conn is never used).
 			err = connErr
 		} else {
-			err = m.stream(ctx, conn, q, args, st, emit, &last, &buf)
+			err = m.stream(ctx, c.conn, q, args, st, emit, &last, buf)
 		}
 		if err == nil {
-			break
+			return nil
 		}
 		var ee emitError
 		if errors.As(err, &ee) {
@@ -274,40 +325,40 @@ func (m *Source) Read(ctx context.Context, st *online.ReadStats, emit func([]fps
 			return context.Cause(ctx)
 		case <-time.After(min(m.o.Backoff<<attempt, 5*time.Second)):
 		}
-		if err := connect(); err != nil {
+		if err := c.connect(ctx); err != nil {
 			// Counted as the next attempt's failure, with its retries.
 			connErr = fmt.Errorf("reconnecting: %w", err)
 		}
 		if last != nil {
-			if m.safeLiteral(last) {
-				q = "SELECT " + m.column + " FROM " + m.table + " WHERE " + m.column + " > " + string(m.literal(nil, last)) + m.where(true) + " ORDER BY " + m.column
-				args = nil
-			} else {
-				// A value that is no hex (counted as bad): bound, as it may hold anything.
-				q = "SELECT " + m.column + " FROM " + m.table + " WHERE " + m.column + " > ?" + m.where(true) + " ORDER BY " + m.column
-				args = []any{string(last)}
-			}
+			q, args = m.resumeQuery(last)
 		}
 	}
-	if count {
-		_ = m.srv.call(g, func() error {
-			_, err := conn.ExecContext(ctx, "COMMIT")
-			return err
-		})
-		if st.Retries == 0 {
-			st.Checked = true
-			if got := st.Values.Load(); got != st.Expected {
-				return fmt.Errorf("reading %s: %d rows read but COUNT(*) in the same snapshot says %d: a truncated read; nothing was published, rerun", m.o.Target, got, st.Expected)
-			}
-		} else {
-			st.Note = fmt.Sprintf("read resumed %d times on new connections: rows read (%d) not compared with COUNT(*) (%d) of the first snapshot", st.Retries, st.Values.Load(), st.Expected)
-		}
+}
+
+// resumeQuery reads the column after last.
+func (m *Source) resumeQuery(last []byte) (string, []any) {
+	if m.safeLiteral(last) {
+		return "SELECT " + m.column + " FROM " + m.table + " WHERE " + m.column + " > " + string(m.literal(nil, last)) + m.where(true) + " ORDER BY " + m.column, nil
 	}
-	if len(buf) > 0 {
-		if err := emit(buf); err != nil {
-			return err
+	// A value that is no hex (counted as bad): bound, as it may hold anything.
+	return "SELECT " + m.column + " FROM " + m.table + " WHERE " + m.column + " > ?" + m.where(true) + " ORDER BY " + m.column, []any{string(last)}
+}
+
+// checkCount ends the snapshot and holds the rows read to its count, when
+// the read ran in it whole (no resume on another connection).
+func (m *Source) checkCount(ctx context.Context, c *readConn, st *online.ReadStats) error {
+	_ = m.srv.call(c.g, func() error {
+		_, err := c.conn.ExecContext(ctx, "COMMIT")
+		return err
+	})
+	if st.Retries == 0 {
+		st.Checked = true
+		if got := st.Values.Load(); got != st.Expected {
+			return fmt.Errorf("reading %s: %d rows read but COUNT(*) in the same snapshot says %d: a truncated read; nothing was published, rerun", m.o.Target, got, st.Expected)
 		}
+		return nil
 	}
+	st.Note = fmt.Sprintf("read resumed %d times on new connections: rows read (%d) not compared with COUNT(*) (%d) of the first snapshot", st.Retries, st.Values.Load(), st.Expected)
 	return nil
 }
 

@@ -143,25 +143,8 @@ func (r *Source) Wide() (bool, bool) {
 func (r *Source) Read(ctx context.Context, st *online.ReadStats, emit func([]fpstore.Fingerprint) error) error {
 	st.Expected = -1
 	if r.k.Set != "" {
-		// SCARD bounds the scan, and is compared with what it reads.
-		var n int64
-		err := r.o.Retry(ctx, redisconn.Retryable, "reading "+r.o.Target+": SCARD", nil, func() error {
-			var err error
-			n, err = r.C.SCard(ctx, r.k.Set).Result()
+		if err := r.expectMembers(ctx, st); err != nil {
 			return err
-		})
-		if err != nil {
-			return fmt.Errorf("reading %s: SCARD: %w", r.o.Target, err)
-		}
-		st.Expected = n
-		st.CheckDistinct = func(got int64) string {
-			// SSCAN returns every member present for the whole scan at
-			// least once; SCARD was taken before it. A difference means
-			// the set changed meanwhile (or members are not fingerprints).
-			if got != n {
-				return fmt.Sprintf("SCARD said %d members before the scan, %d distinct were read: the set changed during the scan?", n, got)
-			}
-			return ""
 		}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -170,68 +153,8 @@ func (r *Source) Read(ctx context.Context, st *online.ReadStats, emit func([]fps
 	errc := make(chan error, 1)
 	var retries atomic.Int64
 	defer func() { st.Retries += int(retries.Load()) }()
-	// scan walks one cursor: the set's (SSCAN, on whichever node owns it),
-	// or one node's key space (SCAN).
 	scan := func(ctx context.Context, node *redis.Client, where string) error {
-		var cursor uint64
-		match := escapeGlob(r.k.Prefix) + "*"
-		fail := func(what string, err error) error {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			return fmt.Errorf("reading %s: %s%s%w (after %d values; rerun to read again)", r.o.Target, where, what, err, st.Values.Load())
-		}
-		bound := &ScanBoundError{Target: r.o.Target, Command: "SSCAN", Counted: "SCARD", Expected: st.Expected, Count: r.k.ScanCount}
-		if r.k.Set != "" {
-			bound.Server = r.srv.Addr
-			if r.CC != nil {
-				if m, err := r.CC.MasterForKey(ctx, r.k.Set); err == nil {
-					bound.Server = m.Options().Addr
-				}
-			}
-		} else {
-			bound.Command, bound.Counted, bound.Server = "SCAN", "DBSIZE", node.Options().Addr
-			err := r.o.Retry(ctx, redisconn.Retryable, "reading "+r.o.Target+": DBSIZE", &retries, func() error {
-				var err error
-				bound.Expected, err = node.DBSize(ctx).Result()
-				return err
-			})
-			if err != nil {
-				return fail("DBSIZE: ", err)
-			}
-		}
-		bound.MaxValues, bound.MaxCalls = scanBound(bound.Expected, r.k.ScanCount)
-		for {
-			var keys []string
-			var next uint64
-			err := r.o.Retry(ctx, redisconn.Retryable, "reading "+r.o.Target, &retries, func() error {
-				var err error
-				if r.k.Set != "" {
-					keys, next, err = r.C.SScan(ctx, r.k.Set, cursor, "", int64(r.k.ScanCount)).Result()
-				} else {
-					keys, next, err = node.Scan(ctx, cursor, match, int64(r.k.ScanCount)).Result()
-				}
-				return err
-			})
-			if err != nil {
-				return fail("", err)
-			}
-			bound.Calls++
-			bound.Values += int64(len(keys))
-			if len(keys) > 0 {
-				select {
-				case pages <- keys:
-				case <-ctx.Done():
-					return context.Cause(ctx)
-				}
-			}
-			if cursor = next; cursor == 0 {
-				return nil
-			}
-			if bound.Values > bound.MaxValues || bound.Calls > bound.MaxCalls {
-				return bound
-			}
-		}
+		return r.scanCursor(ctx, node, where, st, pages, &retries)
 	}
 	go func() {
 		defer close(pages)
@@ -245,11 +168,131 @@ func (r *Source) Read(ctx context.Context, st *online.ReadStats, emit func([]fps
 		}
 		errc <- r.scanCluster(ctx, cancel, scan, &st.Masters)
 	}()
+	rest, err := r.parsePages(ctx, st, pages, emit)
+	if err != nil {
+		return err
+	}
+	if err := <-errc; err != nil {
+		return err // the producer's error, or the cause of a cancelled context
+	}
+	st.Narrow, st.Full = r.narrow, r.full
+	if len(rest) > 0 {
+		return emit(rest)
+	}
+	return nil
+}
+
+// expectMembers asks SCARD how many members the set has: it bounds the
+// scan, and is compared with what the scan reads.
+func (r *Source) expectMembers(ctx context.Context, st *online.ReadStats) error {
+	var n int64
+	err := r.o.Retry(ctx, redisconn.Retryable, "reading "+r.o.Target+": SCARD", nil, func() error {
+		var err error
+		n, err = r.C.SCard(ctx, r.k.Set).Result()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reading %s: SCARD: %w", r.o.Target, err)
+	}
+	st.Expected = n
+	st.CheckDistinct = func(got int64) string {
+		// SSCAN returns every member present for the whole scan at
+		// least once; SCARD was taken before it. A difference means
+		// the set changed meanwhile (or members are not fingerprints).
+		if got != n {
+			return fmt.Sprintf("SCARD said %d members before the scan, %d distinct were read: the set changed during the scan?", n, got)
+		}
+		return ""
+	}
+	return nil
+}
+
+// scanCursor walks one cursor, the set's (SSCAN, on whichever node owns
+// it) or one node's key space (SCAN), sending each page that holds names
+// to pages.
+func (r *Source) scanCursor(ctx context.Context, node *redis.Client, where string, st *online.ReadStats, pages chan<- []string, retries *atomic.Int64) error {
+	fail := func(what string, err error) error {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return fmt.Errorf("reading %s: %s%s%w (after %d values; rerun to read again)", r.o.Target, where, what, err, st.Values.Load())
+	}
+	bound, err := r.cursorBound(ctx, node, st.Expected, retries)
+	if err != nil {
+		return fail("DBSIZE: ", err)
+	}
+	var cursor uint64
+	match := escapeGlob(r.k.Prefix) + "*"
+	for {
+		var keys []string
+		var next uint64
+		err := r.o.Retry(ctx, redisconn.Retryable, "reading "+r.o.Target, retries, func() error {
+			var err error
+			if r.k.Set != "" {
+				keys, next, err = r.C.SScan(ctx, r.k.Set, cursor, "", int64(r.k.ScanCount)).Result()
+			} else {
+				keys, next, err = node.Scan(ctx, cursor, match, int64(r.k.ScanCount)).Result()
+			}
+			return err
+		})
+		if err != nil {
+			return fail("", err)
+		}
+		bound.Calls++
+		bound.Values += int64(len(keys))
+		if len(keys) > 0 {
+			select {
+			case pages <- keys:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+		if bound.Values > bound.MaxValues || bound.Calls > bound.MaxCalls {
+			return bound
+		}
+	}
+}
+
+// cursorBound is what a cursor's walk may read before it is a
+// *ScanBoundError: from SCARD's count (expected) for the set, on the
+// server that owns it, else from the node's DBSIZE.
+func (r *Source) cursorBound(ctx context.Context, node *redis.Client, expected int64, retries *atomic.Int64) (*ScanBoundError, error) {
+	bound := &ScanBoundError{Target: r.o.Target, Command: "SSCAN", Counted: "SCARD", Expected: expected, Count: r.k.ScanCount}
+	if r.k.Set != "" {
+		bound.Server = r.srv.Addr
+		if r.CC != nil {
+			if m, err := r.CC.MasterForKey(ctx, r.k.Set); err == nil {
+				bound.Server = m.Options().Addr
+			}
+		}
+	} else {
+		bound.Command, bound.Counted, bound.Server = "SCAN", "DBSIZE", node.Options().Addr
+		err := r.o.Retry(ctx, redisconn.Retryable, "reading "+r.o.Target+": DBSIZE", retries, func() error {
+			var err error
+			bound.Expected, err = node.DBSize(ctx).Result()
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	bound.MaxValues, bound.MaxCalls = scanBound(bound.Expected, r.k.ScanCount)
+	return bound, nil
+}
+
+// parsePages turns the names of each page into fingerprints for emit, in
+// batches, at the read rate, and returns the last batch, not yet full,
+// for Read to emit once the scan has ended well; a name that is not the
+// prefix and 32 or 64 hex digits is counted bad.
+func (r *Source) parsePages(ctx context.Context, st *online.ReadStats, pages <-chan []string, emit func([]fpstore.Fingerprint) error) ([]fpstore.Fingerprint, error) {
 	buf := make([]fpstore.Fingerprint, 0, 8192)
 	plen := len(r.k.Prefix)
 	for keys := range pages {
 		if err := st.Wait(ctx, len(keys)); err != nil {
-			return err
+			return nil, err
 		}
 		st.Values.Add(int64(len(keys)))
 		for _, k := range keys {
@@ -266,20 +309,13 @@ func (r *Source) Read(ctx context.Context, st *online.ReadStats, emit func([]fps
 			}
 			if buf = append(buf, fp); len(buf) == cap(buf) {
 				if err := emit(buf); err != nil {
-					return err
+					return nil, err
 				}
 				buf = buf[:0]
 			}
 		}
 	}
-	if err := <-errc; err != nil {
-		return err // the producer's error, or the cause of a cancelled context
-	}
-	st.Narrow, st.Full = r.narrow, r.full
-	if len(buf) > 0 {
-		return emit(buf)
-	}
-	return nil
+	return buf, nil
 }
 
 // scanCluster runs scan on every master of the cluster at once; the first
