@@ -18,6 +18,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/bench/gen"
 	"github.com/fpdedup/fpdedup/internal/failpoint"
+	"github.com/fpdedup/fpdedup/internal/pagecache"
 	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
@@ -295,12 +296,7 @@ func runInProcess(args ...string) (code int, stdout, stderr string) {
 // cold.
 func evictFile(t *testing.T, path string) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+	if _, err := pagecache.Drop(path); err != nil {
 		t.Fatal(err)
 	}
 }
