@@ -71,7 +71,7 @@ var memoryForWhole = sync.OnceValue(func() uint64 {
 	if m := sysinfo.MemTotal(); m > 0 {
 		return uint64(m)
 	}
-	return math.MaxUint64 // unknown: no limit, as before there was one
+	return math.MaxUint64 // unknown: no limit
 })
 
 // randomCost is how long reading the pages of n keys at random takes, in
@@ -117,8 +117,8 @@ func (x *Index) deviceRates() (rand, seq float64) {
 	return x.rates.Random, x.rates.Seq
 }
 
-// planBatch decides how a batch's pages are read: counted as before for a
-// small batch or an index in memory (ReadAheadAfter may then read the
+// planBatch decides how a batch's pages are read: counted (countLookups)
+// for a small batch or an index in memory (ReadAheadAfter may then read the
 // file whole); for a large batch of a cold index, whole when reading its
 // pages at random, with those of the cold batches before it or of the
 // keys the caller expects after it (Set.ExpectMore), would take longer

@@ -12,14 +12,12 @@ import (
 // without writing the patched bytes anywhere: each word is patched in a
 // register as it is loaded.
 //
-// Why it exists: a key of adjacent csv columns joined by another separator
-// (--key 1,2,3 --key-sep :, the usual recipe) was copied and its
-// delimiters patched byte by byte, and the hash then loaded words spanning
-// those fresh stores, which the CPU cannot forward from its store buffer:
-// each such load waits for the stores to reach the cache: dedup --format
-// csv --key 1,2,3 was slower with ':' than with ',' (no copy), and pprof
-// put several times the share of its CPU in hashAny128 that the same bytes
-// took in lines format. The steps and constants are those of XXH3's
+// Why: a key of adjacent csv columns joined by another separator (--key
+// 1,2,3 --key-sep :, the usual recipe) copied with its delimiters patched
+// byte by byte would be hashed by loads of words spanning those fresh
+// stores, which the CPU cannot forward from its store buffer: each such
+// load waits for the stores to reach the cache, and a ':' key would hash
+// several times slower than the same bytes read in place. The steps and constants are those of XXH3's
 // 17-128 byte path (zeebo/xxh3's hashAny128, the reference's
 // XXH3_len_17to128_128b with the default secret); FuzzXXH3Patched and the
 // Keyer fuzz targets check it against the library.
