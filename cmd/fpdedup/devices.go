@@ -71,7 +71,7 @@ func (inv *invocation) indexOptions() []fpstore.Option {
 // cache (a cache that cannot be used is said once, and measured around),
 // and declares it as an output when a measure may run on one of them.
 func (d *devices) declare(j *job) {
-	if d.fixed != nil {
+	if d == nil || d.fixed != nil {
 		return
 	}
 	d.mu.Lock()
@@ -112,6 +112,9 @@ func (d *devices) mayMeasure(inputs []ioPath) bool {
 // rates is fpstore.WithRates' question: the rates of the disk under the
 // index at path, size bytes, asked when its first cold batch is planned.
 func (d *devices) rates(path string, size int64) devrate.Rates {
+	if d == nil {
+		return devrate.Default
+	}
 	if d.fixed != nil {
 		return *d.fixed
 	}
@@ -141,6 +144,9 @@ func (d *devices) rates(path string, size int64) devrate.Rates {
 // point. A cache that cannot be written is a warning: the run's outputs
 // are published, and the disk is measured again next time.
 func (d *devices) save(j *job) {
+	if d == nil {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.cache == nil || !d.cache.Changed() || !d.keep || !j.paths.usable(d.cache.Path()) {
