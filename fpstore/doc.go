@@ -19,5 +19,10 @@
 // page that faults (a file truncated under us, an I/O error) becomes an
 // error, never a SIGBUS: reads run with debug.SetPanicOnFault.
 //
+// Cold reads: a lookup batch in an index not in memory reads its pages as
+// planned (coldread.go), priced with the disk's read rates the caller
+// gives when it opens the index (WithRates); the package never measures a
+// disk, nor reads the environment.
+//
 // The package has no CLI concerns: no stdout, no os.Exit, no flags.
 package fpstore
