@@ -1,6 +1,7 @@
-// Package layering holds one test: that fpdedup's packages import each
-// other only downwards (README "Layout"), and that the product never links
-// the benchmark harness.
+// Package layering holds the tests of how fpdedup's packages stand to each
+// other: that they import each other only downwards (README "Layout"), that
+// the product never links the benchmark harness, and that the store is
+// configured by its callers, not the environment (env_test.go).
 package layering
 
 import (
