@@ -11,17 +11,17 @@ import (
 	"github.com/fpdedup/fpdedup/internal/devrate"
 )
 
-// Device rates (README "Performance", cold indexes). A large lookup batch in an index
-// that is not in memory is priced with the read rates of the disk under
-// it: --device-rates, else $FPDEDUP_DEVICE, else the figure cached for
-// that disk (devrate.CachePath), else devrate.Default. The command alone
-// decides when the disk is measured instead: the first time a batch in an
-// index of measureAbove bytes or more needs the rates and none of these gives
-// them, and never under -q, so that a quiet run (a cron job) never spends
-// half a second reading a disk unannounced. A measure is said on stderr,
-// and the figure is cached by the job (the cache is declared with its
-// outputs, and written after the commit point: a cache that cannot be
-// written is a warning, and the disk is measured again next time).
+// Device rates (README "Performance", cold indexes). A large lookup batch
+// in an index that is not in memory is priced with the read rates of the
+// disk under it: --device-rates, else $FPDEDUP_DEVICE, else the figure
+// cached for that disk (devrate.CachePath), else devrate.Default. The
+// command alone decides when the disk is measured instead: the first time a
+// batch in an index of measureAbove bytes or more needs the rates and none
+// of these gives them, and never under -q, so that a quiet run (a cron job)
+// never spends half a second reading a disk unannounced. A measure is said
+// on stderr, and the figure is cached by the job (the cache is declared
+// with its outputs, and written after the commit point: a cache that cannot
+// be written is a warning, and the disk is measured again next time).
 type devices struct {
 	fixed *devrate.Rates // --device-rates or $FPDEDUP_DEVICE: nothing else is read
 	inv   *invocation
