@@ -91,7 +91,9 @@ func FuzzURLPasswordNeverPrinted(f *testing.F) {
 		},
 		func(pw string) string { return "mysql://u%3A" + url.QueryEscape(pw) + "@h:1/d?table=t&column=c" },
 		func(pw string) string { return "etcd://" + url.UserPassword("u", pw).String() + "@h:1/?prefix=p/" },
-		func(pw string) string { return "etcd://h1:1," + url.UserPassword("u", pw).String() + "@h2:2/?prefix=p/" },
+		func(pw string) string {
+			return "etcd://h1:1," + url.UserPassword("u", pw).String() + "@h2:2/?prefix=p/"
+		},
 		func(pw string) string { return "etcd://h:1/?prefix=p/&pw=" + url.QueryEscape(pw) },
 	}
 	f.Fuzz(func(t *testing.T, pw string) {
