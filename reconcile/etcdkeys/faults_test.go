@@ -2,8 +2,12 @@ package etcdkeys_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fpdedup/fpdedup/reconcile"
 	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 )
 
@@ -216,5 +221,70 @@ func TestEtcdAuth(t *testing.T) {
 			t.Fatalf("%s: %s", c.url, r.Stderr)
 		}
 		t.Log(strings.TrimSpace(r.Stderr))
+	}
+}
+
+// SIGINT while --apply creates keys: exit 130, the report and the message
+// name the keys written and the checkpoint; every key up to the
+// checkpoint is held; the same command resumes, and every missing key is
+// created once.
+func TestEtcdApplyInterruptedBySIGINT(t *testing.T) {
+	eps := reconciletest.Etcd(t)
+	c := reconciletest.EtcdClient(t, eps)
+	p := reconciletest.EtcdPrefix(t, c)
+	d := reconciletest.NewDataset(t, 50_000)
+	loadDataset(t, c, p, d)
+	url := reconciletest.EtcdURL(eps, p, "")
+	ckpt := filepath.Join(d.Dir, "apply.ckpt")
+	args := []string{"reconcile", "--index", d.Index, "--online", url, "--records", d.Records, "--apply", "--value", `{"by":"fpdedup"}`,
+		"--batch", "100", "--conns", "2", "--checkpoint", ckpt}
+	cmd := exec.Command(reconciletest.CLIBinary(t), append(args, "--rate", "2k", "--report", "a.json")...)
+	cmd.Dir = d.Dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !reconciletest.WaitFor(60*time.Second, func() bool { _, err := os.Stat(ckpt); return err == nil }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("no checkpoint appeared")
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("after SIGINT: %v, want exit 130\n%s", err, stderr.String())
+	}
+	rep := reconciletest.ReadReport(t, filepath.Join(d.Dir, "a.json"))
+	var ck reconcile.Checkpoint
+	if err := json.Unmarshal(reconciletest.Must(os.ReadFile(ckpt)), &ck); err != nil || ck.Written == 0 || ck.Written >= 5_000 || ck.Written != rep.Apply.Written {
+		t.Fatalf("checkpoint %+v (%v), report %+v", ck, err, rep.Apply)
+	}
+	if want := fmt.Sprintf("interrupted by SIGINT; --apply had written %d keys to %s; rerun with --checkpoint %s to resume", ck.Written, url, ckpt); !strings.Contains(stderr.String(), want) || rep.ExitCode != 130 {
+		t.Fatalf("stderr %q lacks %q (report exit %d)", stderr.String(), want, rep.ExitCode)
+	}
+	held := reconciletest.EtcdGet(t, c, p)
+	for _, i := range d.Missing {
+		if reconciletest.FPHex(d.Keys[i]) > ck.Last {
+			continue
+		}
+		if kv, ok := held[p+reconciletest.FullHex(d.Keys[i])]; !ok || kv.Value != `{"by":"fpdedup"}` {
+			t.Fatalf("checkpoint at %s, but key %d is %+v (held %v)", ck.Last, i, kv, ok)
+		}
+	}
+	reconciletest.Fpdedup(t, d.Dir, nil, append(args, "--report", "b.json")...).Want(t, 1)
+	rep = reconciletest.ReadReport(t, filepath.Join(d.Dir, "b.json"))
+	if rep.Missing != 0 || rep.Apply.Written != 5_000-int64(len(held)-len(d.OnlineKeys())) || rep.Etcd.Existed != 0 {
+		t.Fatalf("resume: %+v %+v, %d still missing", rep.Apply, rep.Etcd, rep.Missing)
+	}
+	got := reconciletest.EtcdGet(t, c, p)
+	if len(got) != len(d.OnlineKeys())+5_000 {
+		t.Fatalf("%d keys, want %d", len(got), len(d.OnlineKeys())+5_000)
+	}
+	for k, kv := range got {
+		if kv.Version != 1 {
+			t.Fatalf("%s written %d times", k, kv.Version)
+		}
 	}
 }
