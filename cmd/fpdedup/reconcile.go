@@ -449,7 +449,11 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 		etcdReadSummary(j, e)
 	}
 	if rs := r.Records; rs != nil {
-		j.summary("reconcile: %d records read (%s), %d with keys missing online, %d written to %s", rs.Records, rs.Format, rs.Missing, rs.Written, rs.Backfill)
+		backfill := "" // the records are read for the keys' digests alone, without --backfill
+		if rs.Backfill != "" {
+			backfill = fmt.Sprintf(", %d written to %s", rs.Written, rs.Backfill)
+		}
+		j.summary("reconcile: %d records read (%s), %d with keys missing online%s", rs.Records, rs.Format, rs.Missing, backfill)
 		if rs.Bad > 0 {
 			j.summary("reconcile: %d records without a key were skipped (--on-bad)", rs.Bad)
 		}

@@ -31,7 +31,8 @@ func loadDataset(t *testing.T, c *clientv3.Client, prefix string, d *reconcilete
 
 // 20k truth keys, 10% missing, 1% online only, as 64-hex keys under a
 // prefix, beside keys that are not fingerprints (a name, upper case, the
-// wrong width, invalid UTF-8, 64 KiB) and keys bound to a lease: exact
+// wrong width, invalid UTF-8, 64 KiB), keys bound to a lease and a value
+// of 1 MiB: exact
 // counts, the bad keys counted and named, the leases reported, the
 // missing and extra indexes and the backfill; --dry-run writes nothing;
 // --apply creates exactly the missing keys with --value, never touching
@@ -52,6 +53,8 @@ func TestEtcdAudit(t *testing.T) {
 	}
 	leased := []string{p + reconciletest.FullHex(d.Keys[d.Online[0]]), p + reconciletest.FullHex(d.Keys[d.Online[1]]), p + reconciletest.FullHex(d.Keys[d.Online[2]])}
 	reconciletest.EtcdPut(t, c, leased, nil, clientv3.WithLease(lease.ID))
+	// A value of 1 MiB: the audit reads keys only.
+	reconciletest.EtcdPut(t, c, []string{p + reconciletest.FullHex(d.Keys[d.Online[3]])}, []string{strings.Repeat("v", 1<<20)})
 	url := reconciletest.EtcdURL(eps, p, "page=1000")
 	before := reconciletest.EtcdGet(t, c, p)
 
@@ -126,7 +129,8 @@ func TestEtcdAudit(t *testing.T) {
 			t.Fatalf("%q written as %+v", k, kv)
 		}
 	}
-	if !strings.Contains(r.Stderr, "etcd compare-and-create: 2000 keys created") {
+	// The records were read for the keys' digests, without --backfill.
+	if !strings.Contains(r.Stderr, "etcd compare-and-create: 2000 keys created") || !strings.Contains(r.Stderr, "2000 with keys missing online\n") {
 		t.Fatalf("summary: %s", r.Stderr)
 	}
 
