@@ -214,7 +214,7 @@ func (s *Source) Held(ctx context.Context, items []online.Item, present []bool) 
 			s.otherValue.Add(1)
 			s.samplesMu.Lock()
 			if len(s.samples) < s.o.Samples {
-				s.samples = append(s.samples, etcdkv.BadKey{Key: keys[i], Len: len(keys[i])}.String())
+				s.samples = append(s.samples, strconv.Quote(string(keys[i]))) // a key of ours: the prefix and hex
 			}
 			s.samplesMu.Unlock()
 		}

@@ -142,3 +142,38 @@ func TestSourceMemberKilledMidRead(t *testing.T) {
 	s.Report(&rep)
 	t.Logf("killed %s after 4096 keys; %+v", victim, *rep.Etcd)
 }
+
+// A key another writer created first (between the audit and the write)
+// keeps its value: Write counts it as existing, Held finds it present and
+// counts it apart, naming it; the key that was free is created once.
+func TestSourceWriteNeverOverwrites(t *testing.T) {
+	eps := reconciletest.Etcd(t)
+	c := reconciletest.EtcdClient(t, eps)
+	p := reconciletest.EtcdPrefix(t, c)
+	s := openSource(t, eps, p, 1)
+	var items []online.Item
+	for i := range 2 {
+		d := reconciletest.Digest(reconciletest.Key(i))
+		fp, _ := online.ParseHex(reconciletest.FPHex(reconciletest.Key(i)))
+		items = append(items, online.Item{FP: fp, Full: d, HasFull: true})
+	}
+	theirs := p + reconciletest.FullHex(reconciletest.Key(0))
+	reconciletest.EtcdPut(t, c, []string{theirs}, []string{"theirs"})
+	ctx := context.Background()
+	if err := s.Write(ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	present := make([]bool, len(items))
+	if err := s.Held(ctx, items, present); err != nil || !present[0] || !present[1] {
+		t.Fatalf("held %v (%v)", present, err)
+	}
+	var rep report.Report
+	s.Report(&rep)
+	if e := rep.Etcd; e.Created != 1 || e.Existed != 1 || e.OtherValue != 1 || len(e.OtherValueSamples) != 1 || !strings.Contains(e.OtherValueSamples[0], theirs) {
+		t.Fatalf("report: %+v", e)
+	}
+	got := reconciletest.EtcdGet(t, c, p)
+	if got[theirs] != (reconciletest.EtcdKV{Value: "theirs", Version: 1}) || got[p+reconciletest.FullHex(reconciletest.Key(1))] != (reconciletest.EtcdKV{Value: "", Version: 1}) {
+		t.Fatalf("after the write: %+v", got)
+	}
+}
