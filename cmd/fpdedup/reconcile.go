@@ -90,9 +90,9 @@ Online sources (--online):
       their own function and cannot be read this way.
 Hex names of 64 digits (whole SHA-256 digests) are compared on their first
 128 bits. Passwords come from $FPDEDUP_REDIS_PASSWORD, $FPDEDUP_MYSQL_PASSWORD,
-$FPDEDUP_ETCD_PASSWORD or --password-file, never from the URL (one holding a password anywhere, as
-it is or percent-encoded, is refused, its query not shown), and are never
-printed, in any of the forms a URL encodes them in.
+$FPDEDUP_ETCD_PASSWORD or --password-file, never from the URL (one holding a
+password anywhere, as it is or percent-encoded, is refused, its query not
+shown), and are never printed, in any of the forms a URL encodes them in.
 
 A MySQL column is read by one streamed SELECT … ORDER BY and merge-joined with
 the index in one pass; a lost connection resumes after the last value read
@@ -133,7 +133,7 @@ value, each key's value from --value JSON or empty) in batches of
 --batch on --conns connections, at most --rate keys/s, retried with backoff;
 --checkpoint FILE records the last key written so an interrupted run resumes
 after it. Then every key that was missing is read back with read-only
-commands (EXISTS, SMISMEMBER, SELECT … IN, BITFIELD_RO; a bloom's shards written
+commands (EXISTS, SMISMEMBER, SELECT … IN, etcd Range, BITFIELD_RO; a bloom's shards written
 also by STRLEN and BITCOUNT, which must be whole and hold at least the bits
 the audit read): the sides agree only if all are there, never because the
 writes were answered; keys gone since (deleted, expired) are counted missing,
