@@ -288,3 +288,54 @@ func TestEtcdApplyInterruptedBySIGINT(t *testing.T) {
 		}
 	}
 }
+
+// The whole cluster stopped mid --apply: exit 2 after the retries, the
+// message naming the members, the keys written and the checkpoint; once
+// the cluster is back the same command resumes, and every missing key is
+// created once.
+func TestEtcdClusterStoppedMidApply(t *testing.T) {
+	eps := reconciletest.EtcdCluster(t)
+	c := reconciletest.EtcdClient(t, eps)
+	p := reconciletest.EtcdPrefix(t, c)
+	d := reconciletest.NewDataset(t, 30_000)
+	loadDataset(t, c, p, d)
+	t.Cleanup(func() { reconciletest.EtcdRestart(t, eps) })
+	url := reconciletest.EtcdURL(eps, p, "")
+	ckpt := filepath.Join(d.Dir, "apply.ckpt")
+	args := []string{"reconcile", "--index", d.Index, "--online", url, "--records", d.Records, "--apply",
+		"--batch", "50", "--conns", "2", "--rate", "1000", "--checkpoint", ckpt, "--timeout", "2s", "--retries", "1"}
+	done := reconciletest.RunAsync(t, d.Dir, nil, append(args, "--report", "a.json")...)
+	stopped := reconciletest.WaitFor(60*time.Second, func() bool { _, err := os.Stat(ckpt); return err == nil })
+	if stopped {
+		for _, e := range eps {
+			reconciletest.EtcdKill(t, e)
+		}
+	}
+	r := <-done
+	if !stopped {
+		t.Fatalf("no checkpoint appeared: exit %d\n%s", r.Code, r.Stderr)
+	}
+	r.Want(t, 2)
+	rep := reconciletest.ReadReport(t, filepath.Join(d.Dir, "a.json"))
+	for _, want := range append([]string{"keys written in this run, checkpoint " + ckpt, "rerun the same command to resume"}, eps...) {
+		if !strings.Contains(r.Stderr, want) || !strings.Contains(rep.Error, want) {
+			t.Fatalf("the error lacks %q:\n%s\nreport: %s", want, r.Stderr, rep.Error)
+		}
+	}
+	t.Log(r.Stderr)
+	reconciletest.EtcdRestart(t, eps)
+	reconciletest.Fpdedup(t, d.Dir, nil, append(args, "--report", "b.json")...).Want(t, 1)
+	rep = reconciletest.ReadReport(t, filepath.Join(d.Dir, "b.json"))
+	if rep.Missing != 0 || rep.ReadBack == nil || rep.ReadBack.NotHeld != 0 {
+		t.Fatalf("the rerun: missing %d, read back %+v", rep.Missing, rep.ReadBack)
+	}
+	got := reconciletest.EtcdGet(t, c, p)
+	if len(got) != len(d.OnlineKeys())+len(d.Missing) {
+		t.Fatalf("%d keys, want %d", len(got), len(d.OnlineKeys())+len(d.Missing))
+	}
+	for k, kv := range got {
+		if kv.Version != 1 {
+			t.Fatalf("%s written %d times", k, kv.Version)
+		}
+	}
+}
