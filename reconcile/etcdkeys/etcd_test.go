@@ -94,6 +94,12 @@ func TestEtcdAudit(t *testing.T) {
 		t.Fatalf("backfill: %d bytes (%v), want %d", len(bf), err, len(d.MissingRecords()))
 	}
 
+	// 64-hex keys are whole digests: --apply needs the records.
+	r = reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", d.Index, "--online", url, "--apply").Want(t, 2)
+	if !strings.Contains(r.Stderr, "--apply needs --records FILE") {
+		t.Fatalf("--apply without --records: %s", r.Stderr)
+	}
+
 	// --dry-run prints the transactions and writes nothing.
 	r = reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "-q", "--index", d.Index, "--online", url, "--records", d.Records,
 		"--dry-run", "--value", `{"src":"fpdedup"}`).Want(t, 1)
