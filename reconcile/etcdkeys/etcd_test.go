@@ -248,3 +248,35 @@ func TestEtcdValueFromRecords(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// hex=32 keys are the index's own fingerprints: the audit compares them
+// as they are, and --apply writes the missing ones from the index alone,
+// without --records, as 32-hex keys.
+func TestEtcdHex32(t *testing.T) {
+	eps := reconciletest.Etcd(t)
+	c := reconciletest.EtcdClient(t, eps)
+	p := reconciletest.EtcdPrefix(t, c)
+	d := reconciletest.NewDataset(t, 5_000)
+	var keys []string
+	for _, k := range d.OnlineKeys() {
+		keys = append(keys, p+reconciletest.FPHex(k))
+	}
+	reconciletest.EtcdPut(t, c, keys, nil)
+	url := reconciletest.EtcdURL(eps, p, "hex=32")
+	reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", d.Index, "--online", url, "--report", "r.json").Want(t, 1)
+	rep := reconciletest.ReadReport(t, filepath.Join(d.Dir, "r.json"))
+	reconciletest.WantCounts(t, rep.Counts, 4_500, 500, 50)
+	if rep.Online.Wide || rep.Etcd.Hex != 32 || rep.Online.Bad != 0 {
+		t.Fatalf("report: %+v %+v", rep.Online, rep.Etcd)
+	}
+	reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", d.Index, "--online", url, "--apply", "--report", "a.json").Want(t, 1)
+	got := reconciletest.EtcdGet(t, c, p)
+	for _, fp := range d.MissingFPs() {
+		if kv, ok := got[p+fp]; !ok || kv.Value != "" || kv.Version != 1 {
+			t.Fatalf("%s: %+v (held %v)", fp, kv, ok)
+		}
+	}
+	if len(got) != 5_050 {
+		t.Fatalf("%d keys, want 5050", len(got))
+	}
+}
