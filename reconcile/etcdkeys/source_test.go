@@ -60,21 +60,6 @@ func read(s *Source, during func(n int)) ([]fpstore.Fingerprint, error) {
 	return got, err
 }
 
-// compact writes a key and compacts up to it: a read pinned to an earlier
-// revision fails with "compacted".
-func compact(t *testing.T, c *clientv3.Client) {
-	t.Helper()
-	ctx := context.Background()
-	p, err := c.Put(ctx, "/fpdedup-test-compact-marker", "x")
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	if _, err := c.Compact(ctx, p.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Error(err)
-	}
-}
-
 // The revision a read is pinned to compacted under it: the read asks to
 // be made again (*online.ReadAgainError) while Config.Retries allows,
 // then fails with a *SnapshotError naming every revision tried; the
@@ -85,7 +70,7 @@ func TestSourceCompacted(t *testing.T) {
 	s := openSource(t, []string{own.Endpoint}, prefix, 1)
 	once := func(n int) {
 		if n == 4096 { // the first batch: pages are left to read
-			compact(t, own.Client)
+			reconciletest.EtcdCompact(t, own.Client)
 		}
 	}
 	_, err := read(s, once)
