@@ -30,9 +30,9 @@
 // (capacity.go).
 //
 // The scripts beside this file are presets of fpdedup-bench (foundation.sh,
-// dedup.sh, merge.sh, mem.sh; lib.sh builds the two binaries), reconcile.sh
-// and l2bloom.sh (fpdedup reconcile against real servers, under
-// scripts/services: key stores, and the L2 bloom), and
+// dedup.sh, merge.sh, mem.sh; lib.sh builds the two binaries), reconcile.sh,
+// l2bloom.sh and etcd-reconcile.sh (fpdedup reconcile against real servers,
+// under scripts/services: key stores, the L2 bloom, etcd), and
 // peers.sh, which installs the peers. The DuckDB scripts (duckdb-*.mjs)
 // are embedded, so an installed fpdedup-bench runs them without the source
 // tree.

@@ -3,6 +3,8 @@ package reconcile
 import (
 	"github.com/fpdedup/fpdedup/reconcile/apply"
 	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
+	"github.com/fpdedup/fpdedup/reconcile/etcdkeys"
+	"github.com/fpdedup/fpdedup/reconcile/etcdkv"
 	"github.com/fpdedup/fpdedup/reconcile/exportfile"
 	"github.com/fpdedup/fpdedup/reconcile/join"
 	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
@@ -29,6 +31,7 @@ type (
 	RebuildStats  = report.RebuildStats
 	ReadBack      = report.ReadBack
 	ShardReadBack = report.ShardReadBack
+	EtcdReport    = report.EtcdReport
 	Timings       = report.Timings
 	Memory        = report.Memory
 )
@@ -138,3 +141,20 @@ const (
 	CountAlways = mysqltable.CountAlways // always
 	CountNever  = mysqltable.CountNever  // never
 )
+
+// etcd's errors are packages etcdkeys' (the audit, the values) and
+// etcdkv's (the client: members unreachable, credentials refused, a
+// revision compacted, a template or a field refused).
+type (
+	SnapshotError      = etcdkeys.SnapshotError
+	ValueError         = etcdkeys.ValueError
+	TooManyValuesError = etcdkeys.TooManyValuesError
+	EtcdDialError      = etcdkv.DialError
+	CompactedError     = etcdkv.CompactedError
+	TemplateError      = etcdkv.TemplateError
+	FieldError         = etcdkv.FieldError
+)
+
+// ErrEtcdAuth: etcd refused the user, the password or the permission to
+// read the prefix.
+var ErrEtcdAuth = etcdkv.ErrAuth

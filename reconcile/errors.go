@@ -59,6 +59,12 @@ const (
 	RebuildNeedsMem                              // Rebuild with Mem under a shard and 64 MiB (Value: the bytes needed)
 	ExtraNotListed                               // Extra with Probe or a bloom, which list nothing of the online side
 	BackfillRows                                 // BackfillFormat converts records that are not Parquet rows (Err: ingest's)
+	ProbeEtcd                                    // Probe with an etcd target, read whole at one revision
+	ValueNotEtcd                                 // Value with a target other than etcd
+	ValueUnused                                  // Value without Apply or DryRun
+	BadValue                                     // Value is no template (Err: an *etcdkv.TemplateError)
+	ValueNeedsRecords                            // Value names record fields (Value: them), and Records are not given
+	ValueFieldsFormat                            // Value names record fields, and the records have none (Value: their format)
 )
 
 func (e *OptionError) Error() string {
@@ -107,6 +113,18 @@ func (e *OptionError) Error() string {
 		return fmt.Sprintf("Rebuild holds a shard in memory: Mem must be at least %s bytes", e.Value)
 	case ExtraNotListed:
 		return "Extra lists what only the online side holds, which a probe or a bloom cannot tell"
+	case ProbeEtcd:
+		return "probing is not for etcd: a prefix is read whole, in key order, at one revision"
+	case ValueNotEtcd:
+		return "a Value template is for an etcd target (etcd://…): the other stores' keys hold no value of ours"
+	case ValueUnused:
+		return "a Value template is what Apply or DryRun write: give one of them"
+	case BadValue:
+		return fmt.Sprintf("Value: %v", e.Err)
+	case ValueNeedsRecords:
+		return fmt.Sprintf("the Value template names fields of the records (%s): writing needs Records", e.Value)
+	case ValueFieldsFormat:
+		return fmt.Sprintf("the Value template names fields of the records, but %s records have none: read them as csv, tsv or jsonl", e.Value)
 	}
 	return fmt.Sprintf("OptionRule(%d)", int(e.Rule))
 }

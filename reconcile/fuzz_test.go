@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -20,6 +21,8 @@ func FuzzParseURL(f *testing.F) {
 		"mysql://u@db1:3307/d?table=other.t&column=c&where=c%20%3E%200&count=0",
 		"mysql://u:pw@db/d?table=t&column=c", "file:/tmp/x.txt", "file:///x", "", "redis://", "redis://[::1]:1/0?match=*",
 		"redis://h:1/0?bloom=l2:bf:{*}&shards=16&bits=2^33&k=3", "redis://h1:1,h2:2/?bloom=b*&shards=3&bits=1GiB&k=7",
+		"etcd://127.0.0.1:2391/?prefix=/dedupe/sha256/", "etcd://u@e1:1,e2,e3:3/?prefix=d/&hex=32&page=5&ca=c&cert=a&key=b",
+		"etcd://u:pw@e/?prefix=", "etcd://e1,u:pw@e2/?prefix=x",
 	} {
 		f.Add(s)
 	}
@@ -36,6 +39,17 @@ func FuzzParseURL(f *testing.F) {
 			// shard apart.
 			if err := tg.Bloom.Check(); err != nil || strings.Count(string(tg.Bloom.Keys), "*") != 1 {
 				t.Fatalf("%q: bloom %+v %q accepted (%v)", s, tg.Bloom.Layout, tg.Bloom.Keys, err)
+			}
+		}
+		if tg.Kind == Etcd {
+			// Every member is a host:port, and the keys have a width.
+			if len(tg.Etcd.Endpoints) == 0 || tg.Etcd.Format.Check() != nil || tg.Etcd.Page < 1 {
+				t.Fatalf("%q: etcd %+v accepted", s, tg.Etcd)
+			}
+			for _, e := range tg.Etcd.Endpoints {
+				if _, _, err := net.SplitHostPort(e); err != nil {
+					t.Fatalf("%q: member %q: %v", s, e, err)
+				}
 			}
 		}
 		if tg.Redis.Cluster && (len(tg.Redis.Seeds) == 0 || tg.Redis.Seeds[0] != tg.Redis.Addr) {
@@ -76,6 +90,11 @@ func FuzzURLPasswordNeverPrinted(f *testing.F) {
 			return "mysql://" + url.UserPassword("u", pw).String() + "@h:1/d?table=t&column=c"
 		},
 		func(pw string) string { return "mysql://u%3A" + url.QueryEscape(pw) + "@h:1/d?table=t&column=c" },
+		func(pw string) string { return "etcd://" + url.UserPassword("u", pw).String() + "@h:1/?prefix=p/" },
+		func(pw string) string {
+			return "etcd://h1:1," + url.UserPassword("u", pw).String() + "@h2:2/?prefix=p/"
+		},
+		func(pw string) string { return "etcd://h:1/?prefix=p/&pw=" + url.QueryEscape(pw) },
 	}
 	f.Fuzz(func(t *testing.T, pw string) {
 		if len(pw) < 4 || strings.ContainsAny(pw, "\x00\r\n") {

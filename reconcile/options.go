@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
+	"github.com/fpdedup/fpdedup/reconcile/etcdkeys"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
@@ -42,13 +44,17 @@ type Options struct {
 	DryRun    bool
 	DryRunOut io.Writer
 	TTL       time.Duration
-	Rate      float64 // keys/s written, 0: no limit
-	ReadRate  float64 // keys/s read or probed, 0: no limit
-	Batch     int
-	Conns     int
-	Retries   int
-	Backoff   time.Duration
-	Timeout   time.Duration
+	// Value is the template of the values Apply writes with each key of
+	// an etcd prefix ("": the empty value): JSON with $field of the key's
+	// record (etcdkeys.CheckValue; README "etcd").
+	Value    string
+	Rate     float64 // keys/s written, 0: no limit
+	ReadRate float64 // keys/s read or probed, 0: no limit
+	Batch    int
+	Conns    int
+	Retries  int
+	Backoff  time.Duration
+	Timeout  time.Duration
 	// Waiting, if set, is told of every retry (a silent server takes
 	// (1+Retries) × Timeout plus the backoffs to give up).
 	Waiting    func(Wait)
@@ -118,6 +124,12 @@ func (o *Options) check() error {
 	if o.Probe && t.Kind == File {
 		return &OptionError{Rule: ProbeFile}
 	}
+	if o.Probe && t.Kind == Etcd {
+		return &OptionError{Rule: ProbeEtcd}
+	}
+	if err := o.checkValue(); err != nil {
+		return err
+	}
 	if o.writes() && t.Kind == File {
 		return &OptionError{Rule: ApplyToFile, Target: t.Redacted}
 	}
@@ -149,6 +161,28 @@ func (o *Options) check() error {
 	}
 	if o.Rate < 0 || o.ReadRate < 0 {
 		return &OptionError{Rule: NegativeRate}
+	}
+	return nil
+}
+
+// checkValue checks the value template before anything is opened: an
+// etcd target's, for writes, and its fields to be had from the records.
+func (o *Options) checkValue() error {
+	if o.Value == "" {
+		return nil
+	}
+	switch {
+	case o.Target.Kind != Etcd:
+		return &OptionError{Rule: ValueNotEtcd}
+	case !o.writes():
+		return &OptionError{Rule: ValueUnused}
+	}
+	fields, err := etcdkeys.CheckValue(o.Value)
+	if err != nil {
+		return &OptionError{Rule: BadValue, Err: err}
+	}
+	if len(fields) > 0 && len(o.Records) == 0 {
+		return &OptionError{Rule: ValueNeedsRecords, Value: "$" + strings.Join(fields, ", $")}
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/reconcile/apply"
 	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
+	"github.com/fpdedup/fpdedup/reconcile/etcdkeys"
 	"github.com/fpdedup/fpdedup/reconcile/exportfile"
 	"github.com/fpdedup/fpdedup/reconcile/join"
 	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
@@ -104,6 +105,13 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 		return err
 	}
 	defer src.Close()
+	if r, ok := src.(online.Reporter); ok {
+		defer r.Report(rep) // however the run ends
+	}
+	valued, err := valuedSource(o, src, ro)
+	if err != nil {
+		return err
+	}
 	if wide, known := src.Wide(); known {
 		// Said before the comparison, when the source knows already.
 		rep.Online.Wide = wide
@@ -112,14 +120,11 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 		}
 	}
 
-	d, err := join.NewDifferences(cfg, join.Outputs{Missing: o.Missing, Extra: o.Extra, Group: o.Group, Records: len(o.Records) > 0, Writes: o.writes()}, x)
+	d, err := compare(ctx, o, cfg, x, src, rep)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	if err := join.Compare(ctx, cfg, x, src, d, rep); err != nil {
-		return err
-	}
 	if err := d.Commit(rep); err != nil {
 		return err
 	}
@@ -135,15 +140,18 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 		}
 		defer missing.Close()
 	}
+	// Values made of the records' fields are kept by whole digest: the
+	// keys to write come from the records then, whatever their width.
+	fromRecords := wide || valued != nil
 	var digests [][32]byte
 	if len(o.Records) > 0 {
-		if digests, err = readRecords(ctx, o, ro, missing, wide, rep); err != nil {
+		if digests, err = readRecords(ctx, o, ro, missing, fromRecords, valued, rep); err != nil {
 			return err
 		}
 	}
 	if o.writes() && len(o.Rebuild) == 0 {
 		ao := apply.Options{Index: o.Index, Checkpoint: o.Checkpoint, DryRun: o.DryRun, DryRunOut: o.DryRunOut, Rate: o.Rate}
-		if err := apply.Missing(ctx, cfg, ao, rep, src, x, missing, d.Spool(), wide, digests); err != nil {
+		if err := apply.Missing(ctx, cfg, ao, rep, src, x, missing, d.Spool(), fromRecords, digests); err != nil {
 			return err
 		}
 	}
@@ -158,6 +166,50 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 	pending := o.DryRun && len(o.Rebuild) > 0
 	rep.Agree = rep.Missing == 0 && rep.Counts.OnlyOnline <= 0 && rep.Online.Bad == 0 && !pending && rep.ReadBack.Holds()
 	return nil
+}
+
+// compare makes the comparison into new Differences. A source whose read
+// turned out not to be one snapshot (an etcd revision compacted under it)
+// asks for it again: what was joined is thrown away and the comparison
+// made again from the start, as often as the source allows. Outputs
+// written through (a pipe) cannot be taken back: then it fails.
+func compare(ctx context.Context, o *Options, cfg *online.Config, x *fpstore.Index, src online.Source, rep *Report) (*join.Differences, error) {
+	for {
+		d, err := join.NewDifferences(cfg, join.Outputs{Missing: o.Missing, Extra: o.Extra, Group: o.Group, Records: len(o.Records) > 0, Writes: o.writes()}, x)
+		if err != nil {
+			return nil, err
+		}
+		err = join.Compare(ctx, cfg, x, src, d, rep)
+		if err == nil {
+			return d, nil
+		}
+		d.Close()
+		var again *online.ReadAgainError
+		if !errors.As(err, &again) || ctx.Err() != nil {
+			return nil, err
+		}
+		for _, out := range []string{o.Missing, o.Extra} {
+			if _, through, _ := atomicfile.Resolve(out); out != "" && through {
+				return nil, fmt.Errorf("%w (%s is written through as the comparison goes, so it cannot be made again)", again.Err, out)
+			}
+		}
+	}
+}
+
+// valuedSource is src when its values are made of the records' fields,
+// which are then checked to be had: nil when every key gets one value.
+func valuedSource(o *Options, src online.Source, ro ingest.RecordOptions) (online.Valued, error) {
+	v, ok := src.(online.Valued)
+	if !ok || !o.writes() || len(v.ValueFields()) == 0 {
+		return nil, nil
+	}
+	if len(o.Records) == 0 {
+		return nil, &OptionError{Rule: ValueNeedsRecords, Value: "$" + strings.Join(v.ValueFields(), ", $")}
+	}
+	if f := ro.Spec.Format; f == ingest.FormatLines || f == ingest.FormatParquet {
+		return nil, &OptionError{Rule: ValueFieldsFormat, Value: f.String()}
+	}
+	return v, nil
 }
 
 // openIndex opens the truth index, describes it in the report, and
@@ -201,7 +253,7 @@ func keyWidth(o *Options, src online.Source, rep *Report) (wide bool, err error)
 // readRecords is the records pass: the backfill (published with the
 // group), and, when the online side holds whole digests and keys are to
 // be written, those digests, sorted and distinct.
-func readRecords(ctx context.Context, o *Options, ro ingest.RecordOptions, missing *fpstore.Index, wide bool, rep *Report) ([][32]byte, error) {
+func readRecords(ctx context.Context, o *Options, ro ingest.RecordOptions, missing *fpstore.Index, wide bool, valued online.Valued, rep *Report) ([][32]byte, error) {
 	rs := &RecordStats{Backfill: o.Backfill}
 	rep.Records = rs
 	var backfill *atomicfile.File
@@ -217,7 +269,7 @@ func readRecords(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	if wide && o.writes() {
 		collect = &digests
 	}
-	err := recordsPass(ctx, o, ro, missing, backfill, collect, rs)
+	err := recordsPass(ctx, o, ro, missing, backfill, collect, valued, rs)
 	rep.Timings.Records = rs.Seconds
 	if err != nil {
 		return nil, err
@@ -241,6 +293,8 @@ func open(ctx context.Context, o *Options, cfg *online.Config) (online.Source, e
 		return exportfile.Open(o.Target.Path, o.Target.Redacted, o.OnlineFormat == "key"), nil
 	case RedisBloom:
 		return bitmapbloom.Open(ctx, o.Target.Redis, o.Target.Bloom, cfg, bitmapbloom.Options{Rebuild: o.Rebuild, TargetFPR: o.TargetFPR})
+	case Etcd:
+		return etcdkeys.Open(ctx, o.Target.Etcd, cfg, o.Value)
 	}
 	return nil, fmt.Errorf("unknown online kind %v", o.Target.Kind)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // recordReading resolves how Records are read (o.RecordReading against
@@ -48,10 +49,11 @@ func recordReading(o *Options, index string, idx fpstore.Spec, rep *Report) (ing
 // query and dedup) and, for each record whose key's fingerprint is in
 // missing, writes the record unchanged, terminator included, to the
 // backfill output in input order, and collects its whole SHA-256 digest
-// when collect is set. With csv/tsv headers, the first input's header
+// when collect is set, and hands its fields to valued, if set, to make the
+// value the key is written with. With csv/tsv headers, the first input's header
 // starts the backfill (once, as read), so it is read back with the same
 // recipe; every input's header must be the first's.
-func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missing *fpstore.Index, bf *atomicfile.File, collect *[][32]byte, st *RecordStats) (err error) {
+func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missing *fpstore.Index, bf *atomicfile.File, collect *[][32]byte, valued online.Valued, st *RecordStats) (err error) {
 	start := time.Now()
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
 	describe(st, ro.Spec)
@@ -68,6 +70,10 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	}()
 	r := &recordsReader{spec: ro.Spec, maxRecord: ro.MaxRecord, bad: bad, st: st, tmpDir: o.TmpDir,
 		batch: &recordBatch{missing: missing}, collect: collect, maxDigests: max(o.Mem/2/32, 1<<16)}
+	if valued != nil {
+		r.values = &recordValues{to: valued, spec: ro.Spec}
+		r.values.spec.Keys, r.values.spec.Respelled = valued.ValueFields(), nil
+	}
 	if bf != nil {
 		r.backfill = bufio.NewWriterSize(bf, 1<<20)
 		if ro.Spec.Format == ingest.FormatParquet {
@@ -122,6 +128,7 @@ type recordsReader struct {
 	tmpDir     string
 	collect    *[][32]byte // nil: no digests to collect
 	maxDigests int64
+	values     *recordValues // nil: no values to make
 }
 
 // readInput reads one input, chunk by chunk.
@@ -193,11 +200,19 @@ func (r *recordsReader) readChunk(c *ingest.Chunk, name string, first bool, keye
 		if *keyer, err = ingest.NewKeyer(r.spec, hdr); err != nil {
 			return ingest.InInput(err, name)
 		}
+		if r.values != nil {
+			if r.values.keyer, err = ingest.NewKeyer(r.values.spec, hdr); err != nil {
+				return fmt.Errorf("the value's fields: %w", ingest.InInput(err, name))
+			}
+		}
 	}
 	if r.spec.Header && !first {
 		recNo-- // data records are numbered without the header
 	}
 	if err := r.batch.run(data, r.spec, *keyer, first && !r.spec.Header, name, line, recNo, r.bad, r.st); err != nil {
+		return err
+	}
+	if err := r.values.keep(r.batch, name); err != nil {
 		return err
 	}
 	return r.keep()
@@ -351,6 +366,7 @@ type recordBatch struct {
 	digs    [][32]byte
 	recs    [][]byte // aliases the chunk: valid until it is released
 	rows    []int64  // the records' numbers
+	lines   []int64  // the lines they start on
 	// rowGroup is the 1-based row group of a Parquet chunk, for messages.
 	rowGroup int
 	input    int // the input's number among the records, for a Parquet row's quarantine
@@ -362,7 +378,7 @@ type recordBatch struct {
 // BOM to skip), a bad record going to bad; line and recNo are where data
 // starts, for messages. The records it keeps alias data.
 func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer, firstBOM bool, name string, line, recNo int64, bad *ingest.BadPolicy, st *RecordStats) error {
-	p.fps, p.digs, p.recs, p.rows, p.hits = p.fps[:0], p.digs[:0], p.recs[:0], p.rows[:0], p.hits[:0]
+	p.fps, p.digs, p.recs, p.rows, p.lines, p.hits = p.fps[:0], p.digs[:0], p.recs[:0], p.rows[:0], p.lines[:0], p.hits[:0]
 	oneLine := spec.Format == ingest.FormatLines && spec.Term == '\n'
 	var err error
 	ingest.SplitFormat(data, spec.Format, spec.Term, func(rec []byte) bool {
@@ -378,6 +394,7 @@ func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer,
 			p.digs = append(p.digs, d)
 			p.recs = append(p.recs, rec)
 			p.rows = append(p.rows, recNo)
+			p.lines = append(p.lines, line)
 		}
 		if oneLine {
 			line++
@@ -420,4 +437,39 @@ func trimEOL(b []byte) []byte {
 func sortUnique(d [][32]byte) [][32]byte {
 	slices.SortFunc(d, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
 	return slices.Compact(d)
+}
+
+// recordValues hands the fields of the records whose keys are missing
+// online to the source that makes their values of them, before any write:
+// a record whose fields do not fit the value ends the run, naming it.
+type recordValues struct {
+	to     online.Valued
+	spec   ingest.KeySpec // the records' recipe, its keys the value's fields
+	keyer  *ingest.Keyer  // of the input being read (its header)
+	fields [][]byte
+}
+
+// keep makes the values of the batch's hits (a nil r: none to make).
+func (r *recordValues) keep(p *recordBatch, name string) error {
+	if r == nil {
+		return nil
+	}
+	for _, i := range p.hits {
+		bad := func(err error) error {
+			return &ingest.RecordError{Name: name, Line: p.lines[i], Record: p.rows[i], Err: fmt.Errorf("the value: %w", err)}
+		}
+		// The first record of an input may start with a BOM (no header:
+		// records are numbered from 1 at the input's start).
+		if _, err := r.keyer.Key(p.recs[i], !r.spec.Header && p.rows[i] == 1); err != nil {
+			return bad(err)
+		}
+		r.fields = r.fields[:0]
+		for j := range r.spec.Keys {
+			r.fields = append(r.fields, r.keyer.Item(j))
+		}
+		if err := r.to.KeepValue(p.digs[i], r.fields); err != nil {
+			return bad(err)
+		}
+	}
+	return nil
 }

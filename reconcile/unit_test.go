@@ -10,6 +10,8 @@ import (
 
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
 	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
+	"github.com/fpdedup/fpdedup/reconcile/etcdkeys"
+	"github.com/fpdedup/fpdedup/reconcile/etcdkv"
 	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
 	"github.com/fpdedup/fpdedup/reconcile/redisconn"
 	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
@@ -35,6 +37,9 @@ func TestParseURL(t *testing.T) {
 		{"redis://h1:1/2?match=a*&cluster=0", Target{Kind: RedisKeys, Redis: redisconn.Server{Addr: "h1:1", DB: 2}, Keys: rediskeys.Keys{Prefix: "a", ScanCount: 1000}}},
 		{"redis://h:1/0?bloom=l2:bf:{*}&shards=16&bits=2^33&k=3", Target{Kind: RedisBloom, Redis: redisconn.Server{Addr: "h:1"}, Bloom: bitmapbloom.Spec{Keys: "l2:bf:{*}", Layout: l2bloom.Layout{Shards: 16, Bits: 1 << 33, K: 3}}}},
 		{"redis://h1:1,h2:2/?bloom=bf*&shards=3&bits=1GiB&k=7", Target{Kind: RedisBloom, Redis: redisconn.Server{Addr: "h1:1", Seeds: []string{"h1:1", "h2:2"}, Cluster: true}, Bloom: bitmapbloom.Spec{Keys: "bf*", Layout: l2bloom.Layout{Shards: 3, Bits: 8 << 30, K: 7}}}},
+		{"etcd://127.0.0.1:2391/?prefix=/dedupe/sha256/", Target{Kind: Etcd, Etcd: etcdkeys.Spec{Endpoints: []string{"127.0.0.1:2391"}, Format: etcdkv.KeyFormat{Prefix: "/dedupe/sha256/", Hex: 64}, Page: etcdkeys.DefaultPage}}},
+		{"etcd://audit@e1:1,e2,[::1]:3?prefix=d/&hex=32&page=500", Target{Kind: Etcd, Etcd: etcdkeys.Spec{Endpoints: []string{"e1:1", "e2:2379", "[::1]:3"}, User: "audit", Format: etcdkv.KeyFormat{Prefix: "d/", Hex: 32}, Page: 500}}},
+		{"etcd://e:2379/?prefix=&hex=64&ca=/etc/ca.pem&cert=c.pem&key=k.pem", Target{Kind: Etcd, Etcd: etcdkeys.Spec{Endpoints: []string{"e:2379"}, Format: etcdkv.KeyFormat{Hex: 64}, Page: etcdkeys.DefaultPage, CAFile: "/etc/ca.pem", CertFile: "c.pem", KeyFile: "k.pem"}}},
 	}
 	for _, c := range ok {
 		got, err := ParseURL(c.in)
@@ -89,6 +94,18 @@ func TestParseURL(t *testing.T) {
 		{"redis://h1:1/?match=a*&addr=%zzhunter2", "does not decode"},
 		{"redis://h1:1/?match=a*&addr=u:hun&ter2@h2:2", "redis://h1:1/?… holds a password"},
 		{"redis://h1:1/?match=a*;addr=h2:2", "write it %3B"},
+		{"etcd://h:1/", "say which keys: ?prefix=P"},
+		{"etcd://h:1/?prefix=a&prefix=b", "prefix= is given 2 times"},
+		{"etcd://h:1/?prefix=a&hex=40", `hex= must be 64`},
+		{"etcd://h:1/?prefix=a&page=-1", "page= must be a positive number"},
+		{"etcd://h:1/?prefix=a&cert=c.pem", "needs both cert= and key="},
+		{"etcd://h:1/?prefix=a&key=k.pem", "needs both cert= and key="},
+		{"etcd://h:1/db?prefix=a", "has no path"},
+		{"etcd://h:1,,h:2/?prefix=a", "an empty member"},
+		{"etcd://h:1/?prefix=a&match=b*", `unknown parameter "match"`},
+		{"etcd://u:hunter2@h:1/?prefix=a", "FPDEDUP_ETCD_PASSWORD"},
+		{"etcd://h:1/?prefix=a&password=hunter2", "holds a password"},
+		{"etcd://h1:1,u:hunter2@h2:2/?prefix=a", "holds a password"},
 	}
 	for _, c := range bad {
 		_, err := ParseURL(c.in)

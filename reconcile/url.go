@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
+	"github.com/fpdedup/fpdedup/reconcile/etcdkeys"
 	"github.com/fpdedup/fpdedup/reconcile/exportfile"
 	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
 	"github.com/fpdedup/fpdedup/reconcile/online"
@@ -24,6 +25,7 @@ const (
 	MySQL                      // mysql://…?table=T&column=C
 	File                       // file:PATH: one hex fingerprint (or key) per line
 	RedisBloom                 // redis://…?bloom=TEMPLATE&shards=N&bits=M&k=K: the L2 sharded bloom
+	Etcd                       // etcd://…/?prefix=P: keys P<hex> under an etcd prefix
 )
 
 func (k Kind) String() string {
@@ -38,6 +40,8 @@ func (k Kind) String() string {
 		return "file"
 	case RedisBloom:
 		return "redis-bloom"
+	case Etcd:
+		return "etcd"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -60,12 +64,16 @@ type Target struct {
 
 	// File.
 	Path string
+
+	// Etcd: the members, the prefix and its keys' width, TLS, the user.
+	Etcd etcdkeys.Spec
 }
 
 // Environment variables that hold the online store's password.
 const (
 	RedisPasswordEnv = "FPDEDUP_REDIS_PASSWORD"
 	MySQLPasswordEnv = "FPDEDUP_MYSQL_PASSWORD"
+	EtcdPasswordEnv  = "FPDEDUP_ETCD_PASSWORD"
 )
 
 // PasswordEnv is the variable that holds the password for t.
@@ -75,6 +83,8 @@ func (t *Target) PasswordEnv() string {
 		return RedisPasswordEnv
 	case MySQL:
 		return MySQLPasswordEnv
+	case Etcd:
+		return EtcdPasswordEnv
 	}
 	return ""
 }
@@ -90,6 +100,7 @@ var hostRE = regexp.MustCompile(`^[A-Za-z0-9._:\[\]-]*$`)
 //	redis://[user@]host1:port1/?match=PREFIX*&addr=host2:port2&cluster=1
 //	redis://[user@]host:port/db?bloom=l2:bf:{*}&shards=N&bits=M&k=K   (the L2 bloom)
 //	mysql://user@host:port/db?table=T&column=C[&where=SQL][&count=0]
+//	etcd://[user@]host:port[,host:port…]/?prefix=P[&hex=64|32][&page=N][&ca=FILE][&cert=FILE&key=FILE]
 //	file:PATH
 //
 // A URL it refuses is a *URLError (ErrNoPath for "file:" alone), whose
@@ -114,7 +125,7 @@ func ParseURL(s string) (*Target, error) {
 		if cut {
 			shown += "?…"
 		}
-		return nil, &URLError{URL: shown, PasswordEnv: map[string]string{"redis": RedisPasswordEnv, "mysql": MySQLPasswordEnv}[u.Scheme]}
+		return nil, &URLError{URL: shown, PasswordEnv: map[string]string{"redis": RedisPasswordEnv, "mysql": MySQLPasswordEnv, "etcd": EtcdPasswordEnv}[u.Scheme]}
 	}
 	t := &Target{Redacted: redacted}
 	if u.Fragment != "" {
@@ -135,8 +146,11 @@ func ParseURL(s string) (*Target, error) {
 	case "mysql":
 		t.Kind = MySQL
 		t.MySQL, err = mysqltable.ParseTable(t.Redacted, u, q)
+	case "etcd":
+		t.Kind = Etcd
+		t.Etcd, err = etcdkeys.ParseSpec(t.Redacted, u, hostList, q)
 	default:
-		return nil, &URLError{Reason: fmt.Sprintf("unknown scheme %q (want redis://, mysql:// or file:)", u.Scheme)}
+		return nil, &URLError{Reason: fmt.Sprintf("unknown scheme %q (want redis://, mysql://, etcd:// or file:)", u.Scheme)}
 	}
 	if err != nil {
 		return nil, err
@@ -147,22 +161,26 @@ func ParseURL(s string) (*Target, error) {
 	return t, nil
 }
 
-// splitURL parses s, and returns a Redis Cluster's host list apart: a
-// list (h1:p1,h2,h3:p3) is not a host url.Parse accepts when a name
-// before the last lacks its port, so the URL is parsed with seedsStandIn
-// in its place.
+// splitURL parses s, and returns a Redis Cluster's or an etcd cluster's
+// host list apart: a list (h1:p1,h2,h3:p3) is not a host url.Parse
+// accepts when a name before the last lacks its port, so the URL is
+// parsed with seedsStandIn in its place.
 func splitURL(s string) (u *url.URL, hostList string, err error) {
-	if rest, ok := strings.CutPrefix(s, "redis://"); ok {
+	for _, scheme := range []string{"redis://", "etcd://"} {
+		rest, ok := strings.CutPrefix(s, scheme)
+		if !ok {
+			continue
+		}
 		auth := rest[:strings.IndexFunc(rest+"/", func(r rune) bool { return r == '/' || r == '?' || r == '#' })]
 		at := strings.LastIndex(auth, "@")
 		if hosts := auth[at+1:]; strings.Contains(hosts, ",") {
 			hostList = hosts
-			s = "redis://" + auth[:at+1] + seedsStandIn + rest[len(auth):]
+			s = scheme + auth[:at+1] + seedsStandIn + rest[len(auth):]
 		}
 	}
 	if u, err = url.Parse(s); err != nil {
 		// url's errors quote the whole input, password included.
-		return nil, "", &URLError{Reason: "not a URL (want redis://, mysql:// or file:)"}
+		return nil, "", &URLError{Reason: "not a URL (want redis://, mysql://, etcd:// or file:)"}
 	}
 	return u, hostList, nil
 }
@@ -207,7 +225,8 @@ func redisKeys(t *Target, q *online.Params) (err error) {
 // urlParams are the parameters a URL may hold; any other is refused, and
 // its value is never printed (it may be a password=).
 var urlParams = map[string]bool{"match": true, "set": true, "count": true, "hex": true, "addr": true, "cluster": true, "table": true, "column": true, "where": true,
-	"bloom": true, "shards": true, "bits": true, "k": true}
+	"bloom": true, "shards": true, "bits": true, "k": true,
+	"prefix": true, "page": true, "ca": true, "cert": true, "key": true}
 
 // redactURL is u as every message, report and figure prints it: the one
 // redaction. A password in the user info is left out (and a user name
@@ -284,6 +303,6 @@ func secretIn(u *url.URL) bool {
 	return false
 }
 
-// seedsStandIn stands for a Redis Cluster's host list while url.Parse
-// reads the rest of the URL.
+// seedsStandIn stands for a Redis Cluster's or an etcd cluster's host
+// list while url.Parse reads the rest of the URL.
 const seedsStandIn = "fpdedup-seeds.invalid"

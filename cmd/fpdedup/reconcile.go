@@ -37,6 +37,7 @@ type reconcileOptions struct {
 	timeout                     time.Duration
 	checkpoint, tmpDir          string
 	samples                     int
+	value                       string
 }
 
 func newReconcileCommand(inv *invocation) *cobra.Command {
@@ -67,6 +68,18 @@ Online sources (--online):
       compare the rows read with COUNT(*) (auto: up to ~2M rows, where cheap)
   file:PATH                                   one hex fingerprint per line
       (--online-format key: one key per line); gzip/zstd detected
+  etcd://[user@]host:port[,host:port…]/?prefix=P   keys P<hex> under an etcd
+      prefix: &hex=64 (the default: the whole SHA-256 in lowercase hex) or
+      &hex=32 (its first 128 bits); &page=N keys a Range (default 10000);
+      TLS with &ca=FILE, a client certificate with &cert=FILE&key=FILE. Several
+      members are one cluster: a request fails over to another. Read in key
+      order, in pages, all at one revision (the first page's): a consistent
+      snapshot, merge-joined with the index. A revision compacted during
+      the audit starts it again at a new one (up to --retries times; the
+      report lists them). Keys under the prefix that are not lowercase hex of
+      the width are counted and named, not trusted; keys bound to leases are
+      counted with the shortest TTL left, so that "missing" later can be told
+      from "expired by design".
   redis://host:port/0?bloom=l2:bf:{*}&shards=N&bits=M&k=K   the L2 sharded
       bloom itself: plain Redis strings, one a shard (* is the shard number;
       a shard over 2^32 bits is KEY:0, KEY:1, …), bit positions as replay
@@ -76,10 +89,10 @@ Online sources (--online):
       Cluster seeds as above. RedisBloom's BF.* filters hash the raw keys with
       their own function and cannot be read this way.
 Hex names of 64 digits (whole SHA-256 digests) are compared on their first
-128 bits. Passwords come from $FPDEDUP_REDIS_PASSWORD, $FPDEDUP_MYSQL_PASSWORD
-or --password-file, never from the URL (one holding a password anywhere, as
-it is or percent-encoded, is refused, its query not shown), and are never
-printed, in any of the forms a URL encodes them in.
+128 bits. Passwords come from $FPDEDUP_REDIS_PASSWORD, $FPDEDUP_MYSQL_PASSWORD,
+$FPDEDUP_ETCD_PASSWORD or --password-file, never from the URL (one holding a
+password anywhere, as it is or percent-encoded, is refused, its query not
+shown), and are never printed, in any of the forms a URL encodes them in.
 
 A MySQL column is read by one streamed SELECT … ORDER BY and merge-joined with
 the index in one pass; a lost connection resumes after the last value read
@@ -114,11 +127,13 @@ without a key does.
 
 Nothing is written online without --apply: then the missing keys are written
 (Redis SET PREFIX<hex> 1 NX [--ttl], SADD; a bloom's SETBIT of each bit, which
-never clears one; MySQL INSERT IGNORE) in batches of
+never clears one; MySQL INSERT IGNORE; etcd compare-and-create transactions,
+If(CreateRevision(key) == 0) Then(Put(key, value)), which never overwrite a
+value, each key's value from --value JSON or empty) in batches of
 --batch on --conns connections, at most --rate keys/s, retried with backoff;
 --checkpoint FILE records the last key written so an interrupted run resumes
 after it. Then every key that was missing is read back with read-only
-commands (EXISTS, SMISMEMBER, SELECT … IN, BITFIELD_RO; a bloom's shards written
+commands (EXISTS, SMISMEMBER, SELECT … IN, etcd Range, BITFIELD_RO; a bloom's shards written
 also by STRLEN and BITCOUNT, which must be whole and hold at least the bits
 the audit read): the sides agree only if all are there, never because the
 writes were answered; keys gone since (deleted, expired) are counted missing,
@@ -139,6 +154,16 @@ bits; else exit 1, saying what was read.
 Where the online side holds whole 32-byte digests, --apply needs --records to
 compute them.
 
+--value JSON (etcd) is the value written with each key: JSON in which $name is
+the field name of the key's record (csv/tsv header name or column number,
+jsonl field path a.b; ${name} for any other name, $$ a literal $), written
+JSON-escaped inside a string ("$user_id:$device_id") and as it is outside one,
+where it must be a number, true, false or null ({"ts":$timestamp_ms}). The
+template is checked before anything is opened, and every value is made from
+its record before any write: a record without the field, or with one that
+does not fit, stops the run naming it. Without fields it is one value for
+every key; without --value the value is empty.
+
 Exit codes: 0 the sides agree (after --apply); 1 they differ; 2 usage, I/O or
 server error (the report, if asked, says what); 130/143 interrupted (at once, even
 while the server is silent: its connections are closed): nothing is published, but once --apply has begun the message says how many keys were
@@ -153,6 +178,8 @@ written online and how to resume from --checkpoint.`,
       --records events.csv.gz --backfill replay.csv
   fpdedup reconcile --index truth.fpx --online 'redis://10.0.0.5:6379/0?match=dd:*' \
       --apply --ttl 72h --rate 50k --checkpoint apply.ckpt
+  fpdedup reconcile --index truth.fpx --online 'etcd://10.0.2.1:2379,10.0.2.2:2379,10.0.2.3:2379/?prefix=/dedupe/sha256/' \
+      --records events.jsonl --apply --value '{"obj":"$bucket:$object","ts":$ts}' --checkpoint etcd.ckpt
   fpdedup reconcile --index week.fpx --report l2.json --missing lost.fpx \
       --online 'redis://10.0.1.1:7000,10.0.1.2:7000/?bloom=l2:bf:{*}&shards=16&bits=2^33&k=3'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -161,7 +188,7 @@ written online and how to resume from --checkpoint.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.index, "index", "", "the truth `INDEX` (built with --hash sha256)")
-	f.StringVar(&o.online, "online", "", "the online store: redis://…, mysql://… or file:PATH")
+	f.StringVar(&o.online, "online", "", "the online store: redis://…, mysql://…, etcd://… or file:PATH")
 	f.StringVar(&o.passwordFile, "password-file", "", "read the online store's password from `FILE` (first line)")
 	f.BoolVar(&o.probe, "probe", false, "look each offline fingerprint up online instead of reading the online side")
 	f.StringVar(&o.onlineFormat, "online-format", "fp", "file: source lines: fp (hex fingerprints) or key (keys, hashed with SHA-256)")
@@ -173,7 +200,8 @@ written online and how to resume from --checkpoint.`,
 	o.recs.add(f, "lines (the whole record is the key), csv, tsv, jsonl, parquet (keyed by --key); default: the --index's recipe")
 	o.recs.addOutput(f, "--backfill")
 	f.BoolVar(&o.recs.assumeRecipe, "assume-recipe", false, "read --records with another --key/--key-sep than the index's, with a warning")
-	f.BoolVar(&o.apply, "apply", false, "write the missing keys online (SET NX, SADD, INSERT IGNORE)")
+	f.BoolVar(&o.apply, "apply", false, "write the missing keys online (SET NX, SADD, INSERT IGNORE, etcd compare-and-create)")
+	f.StringVar(&o.value, "value", "", "etcd: the `JSON` value written with each key, $field taken from its record (default: empty)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print on stdout what --apply would write, write nothing")
 	f.DurationVar(&o.ttl, "ttl", 0, "with --apply to Redis keys: their time to live (e.g. 72h)")
 	f.StringVar(&o.rate, "rate", "0", "with --apply: at most this many keys/s written (e.g. 50k; 0: no limit)")
@@ -197,6 +225,9 @@ func runReconcile(cmd *cobra.Command, inv *invocation, o *reconcileOptions, args
 	}
 	j := inv.job(cmd)
 	reconcilePaths(j, o, opts.Records)
+	if opts.Target.Kind == reconcile.Etcd {
+		j.input("--online", kindOther, opts.Target.Etcd.Files()...)
+	}
 	var dryRun *stream
 	if o.dryRun {
 		dryRun = j.stream("stdout", "")
@@ -239,7 +270,7 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 		Index: o.index, Target: t, Probe: o.probe, OnlineFormat: o.onlineFormat,
 		Missing: o.missing, Extra: o.extra,
 		Records: append(o.records, args...), Backfill: o.backfill, BadRecords: o.recs.onBad,
-		Apply: o.apply, DryRun: o.dryRun, TTL: o.ttl,
+		Apply: o.apply, DryRun: o.dryRun, TTL: o.ttl, Value: o.value,
 		Batch: o.batch, Conns: o.conns, Retries: o.retries, Timeout: o.timeout, Checkpoint: o.checkpoint,
 		Mem: inv.mem, TmpDir: o.tmpDir, Threads: inv.threads, Samples: o.samples, TargetFPR: o.fpr,
 		Progress: &ingest.Progress{}, Version: version,
@@ -414,8 +445,15 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 	if r.Online.Note != "" {
 		j.summary("reconcile: %s", r.Online.Note)
 	}
+	if e := r.Etcd; e != nil {
+		etcdReadSummary(j, e)
+	}
 	if rs := r.Records; rs != nil {
-		j.summary("reconcile: %d records read (%s), %d with keys missing online, %d written to %s", rs.Records, rs.Format, rs.Missing, rs.Written, rs.Backfill)
+		backfill := "" // the records are read for the keys' digests alone, without --backfill
+		if rs.Backfill != "" {
+			backfill = fmt.Sprintf(", %d written to %s", rs.Written, rs.Backfill)
+		}
+		j.summary("reconcile: %d records read (%s), %d with keys missing online%s", rs.Records, rs.Format, rs.Missing, backfill)
 		if rs.Bad > 0 {
 			j.summary("reconcile: %d records without a key were skipped (--on-bad)", rs.Bad)
 		}
@@ -439,6 +477,9 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 		}
 		j.summary("reconcile: %d keys %s to %s in %d batches, %.2f s, %s keys/s (%d retries, %d skipped by the checkpoint, %d without a record)",
 			a.Written, verb, a.Target, a.Batches, a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.SkippedCheckpoint, a.NotInRecords)
+	}
+	if e := r.Etcd; e != nil {
+		etcdWriteSummary(j, e)
 	}
 	if rb := r.ReadBack; rb != nil {
 		readBackSummary(j, rb)
@@ -540,4 +581,43 @@ func boolInt(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// etcdReadSummary says what an etcd prefix held beyond the counts: the
+// revision read at, the keys bound to leases.
+func etcdReadSummary(j *job, e *reconcile.EtcdReport) {
+	if e.Revision > 0 {
+		again := ""
+		if n := len(e.Compacted); n > 0 {
+			again = fmt.Sprintf(" (started again %s: revision %s compacted during the audit)", counted(int64(n), "time"), joinInts(e.Compacted))
+		}
+		j.summary("reconcile: etcd prefix %q read at revision %d%s: %s in %s, %s of a fingerprint", e.Prefix, e.Revision, again,
+			counted(e.Keys, "key"), counted(int64(e.Pages), "page"), counted(e.Repeats, "repeat"))
+	}
+	if e.Leased > 0 {
+		ttl := "none of their leases is live"
+		if e.MinTTL >= 0 {
+			ttl = fmt.Sprintf("the shortest with %d s to live", e.MinTTL)
+		}
+		j.summary("reconcile: %s bound to %s (%s; %d already expired): they vanish by design, so a key missing later may have expired", counted(e.Leased, "key"), counted(int64(e.Leases), "lease"), ttl, e.Expired)
+	}
+}
+
+// etcdWriteSummary says what the compare-and-create transactions and the
+// read back found.
+func etcdWriteSummary(j *job, e *reconcile.EtcdReport) {
+	if e.Txns > 0 || e.Created > 0 || e.Existed > 0 {
+		j.summary("reconcile: etcd compare-and-create: %d keys created, %d found there and left as they were (%d after a lost reply), %d transactions, %d sent again", e.Created, e.Existed, e.Ambiguous, e.Txns, e.TxnRetry)
+	}
+	if e.OtherValue > 0 {
+		j.summary("reconcile: read back: %d keys hold another value than --value's (written first by another writer; never overwritten), e.g. %s", e.OtherValue, strings.Join(e.OtherValueSamples[:min(3, len(e.OtherValueSamples))], ", "))
+	}
+}
+
+func joinInts(v []int64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatInt(x, 10)
+	}
+	return strings.Join(s, ", ")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/reconcile"
@@ -97,6 +98,10 @@ func sayReconcileTyped(err error) (string, bool) {
 		return fmt.Sprintf("--apply wrote %d keys to %s, but reading them back failed after %d: %s; rerun without --apply to see what it holds", e.Written, e.Target, e.Probed, say(e.Err)), true
 	case *reconcile.RebuiltShortError:
 		return e.Say("rerun --rebuild-shard"), true
+	case *reconcile.SnapshotError:
+		return strings.Replace(e.Error(), "raise the retries", "raise --retries", 1), true
+	case *reconcile.TooManyValuesError:
+		return fmt.Sprintf("the --value values of more than %d keys to write (%d bytes) do not fit in a quarter of --mem: give more --mem, or write a slice at a time (a partitioned index)", e.Values, e.Bytes), true
 	}
 	return "", false
 }
@@ -144,6 +149,18 @@ func sayOptionError(e *reconcile.OptionError) string {
 		return "--extra lists what only the online side holds, which --probe and a bloom cannot tell"
 	case reconcile.TargetFPRNotBloom:
 		return "--fpr sizes a bloom (--online redis://…?bloom=…): other online sides hold keys, not bits"
+	case reconcile.ProbeEtcd:
+		return "--probe is not for etcd: a prefix is read whole, in key order, at one revision"
+	case reconcile.ValueNotEtcd:
+		return "--value is for etcd (--online etcd://…): the other stores' keys hold no value of ours"
+	case reconcile.ValueUnused:
+		return "--value is what --apply or --dry-run write: give one of them"
+	case reconcile.BadValue:
+		return "--value: " + say(e.Err)
+	case reconcile.ValueNeedsRecords:
+		return fmt.Sprintf("--value names fields of the records (%s): --apply needs --records FILE… to take them from", e.Value)
+	case reconcile.ValueFieldsFormat:
+		return fmt.Sprintf("--value names fields of the records, but %s records have none: read them with --format csv, tsv or jsonl", e.Value)
 	}
 	return e.Error()
 }

@@ -54,6 +54,11 @@ func TestURLSecretsNeverPrinted(t *testing.T) {
 		"redis://127.0.0.1:1,u:" + p2 + "@127.0.0.1:2/?match=dd:*",
 		"mysql://audit:" + p2 + "@127.0.0.1:1/db?table=t&column=c",
 		"mysql://audit%3A" + secret + "@127.0.0.1:1/db?table=t&column=c",
+		"etcd://audit:" + secret + "@127.0.0.1:1/?prefix=/d/",
+		"etcd://127.0.0.1:1,audit:" + secret + "@127.0.0.1:2/?prefix=/d/",
+		"etcd://127.0.0.1:1/?prefix=/d/&password=" + secret,
+		"etcd://audit:" + p2 + "@127.0.0.1:1/?prefix=/d/",
+		"etcd://audit%3A" + secret + "@127.0.0.1:1/?prefix=/d/",
 	} {
 		t.Run(url, func(t *testing.T) {
 			out := t.TempDir()

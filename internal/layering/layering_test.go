@@ -41,7 +41,7 @@ var reconcileRooms = [][]string{
 	{"reconcile/join", "reconcile/redisconn", "reconcile/etcdkv"},
 	{"reconcile/apply"}, // writes what join found missing
 	// the stores' adapters
-	{"reconcile/rediskeys", "reconcile/bitmapbloom", "reconcile/mysqltable", "reconcile/exportfile"},
+	{"reconcile/rediskeys", "reconcile/bitmapbloom", "reconcile/mysqltable", "reconcile/exportfile", "reconcile/etcdkeys"},
 	{"reconcile"}, // the facade: Options, Run, the URL
 }
 

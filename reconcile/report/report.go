@@ -22,6 +22,7 @@ type Report struct {
 	Apply   *ApplyStats   `json:"apply,omitempty"`
 	Bloom   *BloomReport  `json:"bloom,omitempty"` // an audit of the L2 bloom
 	Rebuild *RebuildStats `json:"rebuild,omitempty"`
+	Etcd    *EtcdReport   `json:"etcd,omitempty"` // an etcd prefix: its revision, leases, compare-and-create
 	// ReadBack is what was read online after the writes (Apply,
 	// Rebuild): once a run has written, Agree rests on it.
 	ReadBack *ReadBack `json:"read_back,omitempty"`
