@@ -223,6 +223,9 @@ func (a *applier) run(ctx context.Context, produce items) error {
 			return nil
 		})
 	a.st.Retries = retries.Load()
+	if sr, ok := a.src.(online.SelfRetrying); ok {
+		a.st.Retries += sr.WriteRetries()
+	}
 	a.st.CheckpointLast = a.ck.Last
 	if !a.ao.DryRun && ctx.Err() != nil {
 		// Interrupted (also if the last batch was acknowledged just

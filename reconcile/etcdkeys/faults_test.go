@@ -322,6 +322,12 @@ func TestEtcdClusterStoppedMidApply(t *testing.T) {
 			t.Fatalf("the error lacks %q:\n%s\nreport: %s", want, r.Stderr, rep.Error)
 		}
 	}
+	// The client's own retries are the run's: the message and the report
+	// count them (they said 0 when etcd's client had sent batches again).
+	if rep.Apply == nil || rep.Etcd == nil || rep.Etcd.TxnRetry == 0 || rep.Apply.Retries != rep.Etcd.TxnRetry ||
+		!strings.Contains(r.Stderr, fmt.Sprintf("(%d retries in all,", rep.Etcd.TxnRetry)) {
+		t.Fatalf("retries: apply %+v, etcd %+v\n%s", rep.Apply, rep.Etcd, r.Stderr)
+	}
 	t.Log(r.Stderr)
 	reconciletest.EtcdRestart(t, eps)
 	reconciletest.Fpdedup(t, d.Dir, nil, append(args, "--report", "b.json")...).Want(t, 1)

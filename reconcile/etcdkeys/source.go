@@ -188,6 +188,14 @@ func (s *Source) Write(ctx context.Context, items []online.Item) error {
 	return err
 }
 
+// WriteRetries is how many transactions the client sent again (after a
+// lost member, a leader change or a timeout): the run's retries.
+func (s *Source) WriteRetries() int64 {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return int64(s.write.Retries)
+}
+
 // Held reads the items' keys back with Get: present when they exist. A key
 // held with another value than this run writes is present (it is never
 // overwritten) and counted apart.

@@ -51,3 +51,12 @@ type Reporter interface {
 	Source
 	Report(rep *report.Report)
 }
+
+// A SelfRetrying source sends its own writes again (etcd's client, inside
+// Write, before it gives up with a Permanent error): WriteRetries is how
+// many it sent again so far, counted in the run's retries beside the ones
+// the machinery made, so that "N retries in all" is true of either.
+type SelfRetrying interface {
+	Source
+	WriteRetries() int64
+}
