@@ -7,6 +7,7 @@ import (
 	"github.com/fpdedup/fpdedup/reconcile/join"
 	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/redisbloom"
 	"github.com/fpdedup/fpdedup/reconcile/redisconn"
 	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
 	"github.com/fpdedup/fpdedup/reconcile/report"
@@ -15,22 +16,27 @@ import (
 // The report's sections are package report's; a caller of Run reads them
 // through these names.
 type (
-	Report        = report.Report
-	IndexInfo     = report.IndexInfo
-	OnlineInfo    = report.OnlineInfo
-	Counts        = report.Counts
-	Samples       = report.Samples
-	Outputs       = report.Outputs
-	RecordStats   = report.RecordStats
-	ApplyStats    = report.ApplyStats
-	BloomReport   = report.BloomReport
-	BloomShard    = report.BloomShard
-	Sizing        = report.Sizing
-	RebuildStats  = report.RebuildStats
-	ReadBack      = report.ReadBack
-	ShardReadBack = report.ShardReadBack
-	Timings       = report.Timings
-	Memory        = report.Memory
+	Report      = report.Report
+	IndexInfo   = report.IndexInfo
+	OnlineInfo  = report.OnlineInfo
+	Counts      = report.Counts
+	Samples     = report.Samples
+	Outputs     = report.Outputs
+	RecordStats = report.RecordStats
+	ApplyStats  = report.ApplyStats
+	BloomReport = report.BloomReport
+	BloomShard  = report.BloomShard
+	// RedisBloomReport, RedisBloomShard and RedisBloomSubFilter are an
+	// audit of RedisBloom filters.
+	RedisBloomReport    = report.RedisBloomReport
+	RedisBloomShard     = report.RedisBloomShard
+	RedisBloomSubFilter = report.RedisBloomSubFilter
+	Sizing              = report.Sizing
+	RebuildStats        = report.RebuildStats
+	ReadBack            = report.ReadBack
+	ShardReadBack       = report.ShardReadBack
+	Timings             = report.Timings
+	Memory              = report.Memory
 )
 
 // The errors every part of a run may return are package online's (their
@@ -86,9 +92,20 @@ type (
 	RebuiltShortError = bitmapbloom.RebuiltShortError
 )
 
+// RedisBloom filters' errors are package redisbloom's: a shard's key that
+// is not a filter, a dump that lies, a filter changed while it was read, a
+// rebuild refused because items arrived, a memory budget too small.
+type (
+	FilterKeyError     = redisbloom.FilterKeyError
+	FilterDumpError    = redisbloom.DumpError
+	FilterChangedError = redisbloom.ChangedError
+	FilterArrivedError = redisbloom.ArrivedError
+	AuditMemError      = redisbloom.MemError
+)
+
 // The problems of a reply (ReplyError).
 const (
-	BulkTooLong   = redisconn.BulkTooLong   // a bulk string longer than any key name or field Run reads
+	BulkTooLong   = redisconn.BulkTooLong   // a bulk string longer than any key name, field or filter chunk Run reads
 	ReplyTooLarge = redisconn.ReplyTooLarge // more declared in one reply than a reply may hold
 	ReplyTooDeep  = redisconn.ReplyTooDeep  // arrays nested deeper than any reply Run reads
 	LineTooLong   = redisconn.LineTooLong   // a simple string, error or integer longer than any Redis sends

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/rbloom"
 	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 )
@@ -65,8 +67,13 @@ type Options struct {
 	Rebuild []uint64
 
 	// TargetFPR is the false-positive rate a bloom audit sizes the L2 for
-	// (0: DefaultTargetFPR).
+	// (0: DefaultTargetFPR; RedisBloom filters: each its own error rate).
 	TargetFPR float64
+
+	// RebuildCapacity and RebuildError are BF.RESERVE's capacity and
+	// error rate for RedisBloom filters rebuilt (0: the live filter's).
+	RebuildCapacity uint64
+	RebuildError    float64
 
 	Mem     int64
 	TmpDir  string
@@ -118,13 +125,21 @@ func (o *Options) check() error {
 	if o.Probe && t.Kind == File {
 		return &OptionError{Rule: ProbeFile}
 	}
+	if o.Probe && t.Kind == RedisBF {
+		return &OptionError{Rule: ProbeRedisBF}
+	}
+	if t.Kind == RedisBF {
+		if err := o.checkRedisBF(); err != nil {
+			return err
+		}
+	}
 	if o.writes() && t.Kind == File {
 		return &OptionError{Rule: ApplyToFile, Target: t.Redacted}
 	}
 	if o.Backfill != "" && len(o.Records) == 0 {
 		return &OptionError{Rule: BackfillWithoutRecords}
 	}
-	if len(o.Records) > 0 && o.Backfill == "" && !o.writes() {
+	if len(o.Records) > 0 && o.Backfill == "" && !o.writes() && !o.keyTexts() {
 		return &OptionError{Rule: RecordsUnused}
 	}
 	if _, err := ingest.ParseOnBad(o.BadRecords); err != nil {
@@ -133,14 +148,17 @@ func (o *Options) check() error {
 	if o.Checkpoint != "" && !o.Apply {
 		return &OptionError{Rule: CheckpointWithoutApply}
 	}
-	if o.Extra != "" && (o.Probe || t.Kind == RedisBloom) {
+	if o.Extra != "" && (o.Probe || t.Kind == RedisBloom || t.Kind == RedisBF) {
 		return &OptionError{Rule: ExtraNotListed}
 	}
 	if o.TargetFPR < 0 || o.TargetFPR >= 1 {
 		return &OptionError{Rule: BadTargetFPR}
 	}
-	if o.TargetFPR != 0 && t.Kind != RedisBloom {
+	if o.TargetFPR != 0 && t.Kind != RedisBloom && t.Kind != RedisBF {
 		return &OptionError{Rule: TargetFPRNotBloom}
+	}
+	if (o.RebuildCapacity != 0 || o.RebuildError != 0) && (t.Kind != RedisBF || len(o.Rebuild) == 0) {
+		return &OptionError{Rule: RebuildParamsNotBF}
 	}
 	if len(o.Rebuild) > 0 {
 		if err := o.checkRebuild(); err != nil {
@@ -156,6 +174,8 @@ func (o *Options) check() error {
 func (o *Options) checkRebuild() error {
 	t := o.Target
 	switch {
+	case t.Kind == RedisBF:
+		return o.checkRebuildBF()
 	case t.Kind != RedisBloom:
 		return &OptionError{Rule: RebuildNotBloom}
 	case o.Apply || o.Probe:
@@ -173,6 +193,46 @@ func (o *Options) checkRebuild() error {
 	}
 	return nil
 }
+
+// checkRedisBF checks what RedisBloom filters need: the key texts (the
+// records) when the items are made of them or the router hashes them,
+// and a router that names a shard for what is written.
+func (o *Options) checkRedisBF() error {
+	spec := &o.Target.BF
+	if spec.NeedsKeys() && len(o.Records) == 0 {
+		return &OptionError{Rule: NeedKeyTexts, Value: "item=" + spec.Item.String(), Target: "route=" + spec.Router.Route()}
+	}
+	if spec.Router.All() && (o.writes() || len(o.Rebuild) > 0) {
+		return &OptionError{Rule: RouteAllWrites}
+	}
+	return nil
+}
+
+// checkRebuildBF checks a rebuild of RedisBloom filters.
+func (o *Options) checkRebuildBF() error {
+	t := o.Target
+	switch {
+	case o.Apply || o.Probe:
+		return &OptionError{Rule: RebuildWithApply}
+	case t.Redis.Cluster && !t.BF.HashTagHoldsShard():
+		return &OptionError{Rule: RebuildNeedsHashTag, Value: t.BF.Template, Target: "bf"}
+	}
+	for _, s := range o.Rebuild {
+		if s >= uint64(t.BF.Router.Shards()) {
+			return &OptionError{Rule: RebuildShardRange, Value: fmt.Sprint(s), Target: fmt.Sprint(t.BF.Router.Shards())}
+		}
+	}
+	// What is not given is the live filter's, checked as the module made it.
+	p := rbloom.Params{Capacity: cmp.Or(o.RebuildCapacity, 1), Error: cmp.Or(o.RebuildError, 0.01)}
+	if err := p.Check(); err != nil {
+		return &OptionError{Rule: BadRebuildParams, Err: err}
+	}
+	return nil
+}
+
+// keyTexts: the run reads the records for the truth's key texts (an audit
+// of RedisBloom filters whose items or router need them).
+func (o *Options) keyTexts() bool { return o.Target.Kind == RedisBF && o.Target.BF.NeedsKeys() }
 
 // writes: the run writes the missing keys online, or prints what it would
 // write (DryRun).

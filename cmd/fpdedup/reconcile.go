@@ -24,6 +24,8 @@ type reconcileOptions struct {
 	index, online, passwordFile string
 	probe                       bool
 	rebuild                     string
+	capacity                    uint64
+	errorRate                   float64
 	fpr                         float64
 	onlineFormat                string
 	report, missing, extra      string
@@ -73,8 +75,18 @@ Online sources (--online):
       --l2 shards=N,bits=M,k=K computes them from the index's own fingerprints
       (any --hash): shard = hi mod N, bit j = (lo + j*hi) mod 2^64 mod M, Redis
       bit order (SETBIT/GETBIT). bits= takes replay's forms (2^33, 1GiB, 1M).
-      Cluster seeds as above. RedisBloom's BF.* filters hash the raw keys with
-      their own function and cannot be read this way.
+      Cluster seeds as above. RedisBloom's BF.* filters are bf= below.
+  redis://host:port/0?bf=l2:rb:{*}&shards=N&route=ROUTER&item=ITEM   the L2 as
+      RedisBloom scalable filters (BF.RESERVE/BF.ADD; Redis Stack, Redis 8),
+      one a shard, * the shard's name (0 … N-1, or a ring's node; no * for a
+      single filter). ROUTER, a function of the key text: mod-md5 (shard =
+      first 4 bytes of MD5(key), big-endian, mod N), ring (&nodes=A,B,…&vnodes=V:
+      points MD5("NODE#i") first 4 bytes, a key goes to the first point at or
+      after its own hash, wrapping; shards= optional), all (the router is not
+      known: a key is held if any shard holds it; conservative, and nothing
+      can be written). ITEM, what the filters hold of a key: key (its text, as
+      the index's recipe makes it), sha256 (its lowercase hex SHA-256), fp (the
+      index's own fingerprint, 32 hex). Cluster seeds as above.
 Hex names of 64 digits (whole SHA-256 digests) are compared on their first
 128 bits. Passwords come from $FPDEDUP_REDIS_PASSWORD, $FPDEDUP_MYSQL_PASSWORD
 or --password-file, never from the URL (one holding a password anywhere, as
@@ -100,6 +112,24 @@ M-1 0 makes one): a missing key, another type or another length is an error
 naming it. --probe asks for each key's bits instead (BITFIELD_RO GET u1, a
 shard's bits of a batch in one command; GETBIT before Redis 6.2), for a small
 index.
+
+RedisBloom filters (bf=) are audited: each shard's filter is read with
+BF.SCANDUMP, chunk by chunk, as much of it at a time as --mem allows beside a
+bit a truth key, and each truth key is tested in its shard (route=all: in
+every shard) exactly as BF.EXISTS tests it; keys not found are asked again with
+BF.MEXISTS before they are called missing (a dump is not a snapshot: an add
+racing the audit is never reported), and each filter's header is read again
+last (a filter deleted or replaced meanwhile is an error, exit 2). What is
+audited: with item=fp and route=all the index's fingerprints; otherwise the
+keys of --records (required then: the index holds no key texts), each record
+whose key's fingerprint the index holds, once; index fingerprints no record
+gives are counted "not audited" and the sides are not said to agree (exit 1).
+The summary and --report give each shard's filter: the items the module counts,
+the truth keys routed there, those missing, its sub-filters (capacity, error,
+fill), its false-positive rate now against BF.RESERVE's, its memory and how
+many new items until the next sub-filter. A shard's key that is missing, of
+another type or with a header the module would not load is an error naming the
+shard and the key (exit 2).
 
 Outputs: the summary on stderr; --report FILE.json (counts, spec, source,
 timings, samples of each side); --missing and --extra as indexes; with
@@ -186,7 +216,9 @@ written online and how to resume from --checkpoint.`,
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for sorted runs and temporary indexes")
 	f.IntVar(&o.samples, "samples", 20, "fingerprints of each side listed in the report")
 	f.Float64Var(&o.fpr, "fpr", 0, "bloom audit: the false-positive rate to size the L2 for (0: 0.01)")
-	f.StringVar(&o.rebuild, "rebuild-shard", "", "bloom: rebuild these `SHARDS` (S, S,S,… or all) from the truth instead of auditing them, missing or short ones too: each written beside the live one, ORed with the bits set meanwhile and swapped in atomically; --mem must hold a shard")
+	f.StringVar(&o.rebuild, "rebuild-shard", "", "bloom: rebuild these `SHARDS` (S, S,S,… or all; RedisBloom: the shards' names) from the truth instead of auditing them, missing or short ones too: each written beside the live one and swapped in atomically; --mem must hold a shard")
+	f.Uint64Var(&o.capacity, "capacity", 0, "with --rebuild-shard of RedisBloom filters: BF.RESERVE's capacity of the rebuilt filters (0: the live filter's)")
+	f.Float64Var(&o.errorRate, "error", 0, "with --rebuild-shard of RedisBloom filters: BF.RESERVE's error rate of the rebuilt filters (0: the live filter's)")
 	return cmd
 }
 
@@ -242,6 +274,7 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 		Apply: o.apply, DryRun: o.dryRun, TTL: o.ttl,
 		Batch: o.batch, Conns: o.conns, Retries: o.retries, Timeout: o.timeout, Checkpoint: o.checkpoint,
 		Mem: inv.mem, TmpDir: o.tmpDir, Threads: inv.threads, Samples: o.samples, TargetFPR: o.fpr,
+		RebuildCapacity: o.capacity, RebuildError: o.errorRate,
 		Progress: &ingest.Progress{}, Version: version,
 	}
 	// --records are read as the index was built (its recorded format and
@@ -264,10 +297,15 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 		}
 	}
 	if o.rebuild != "" {
-		if t.Kind != reconcile.RedisBloom {
-			return opts, usageErrorf("--rebuild-shard is for a bloom (--online redis://…?bloom=…)")
+		switch t.Kind {
+		case reconcile.RedisBloom:
+			opts.Rebuild, err = parseShardList(o.rebuild, t.Bloom.Shards)
+		case reconcile.RedisBF:
+			opts.Rebuild, err = parseShardNames(o.rebuild, t.BF.Router.Shards(), t.BF.Router.Name)
+		default:
+			return opts, usageErrorf("--rebuild-shard is for a bloom (--online redis://…?bloom=… or ?bf=…)")
 		}
-		if opts.Rebuild, err = parseShardList(o.rebuild, t.Bloom.Shards); err != nil {
+		if err != nil {
 			return opts, err
 		}
 	}
@@ -400,6 +438,8 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 	}
 	if b := r.Bloom; b != nil {
 		bloomSummary(j, r, b)
+	} else if b := r.RedisBloom; b != nil {
+		redisBloomSummary(j, r, b)
 	} else {
 		j.summary("reconcile (%s): %d offline, %d online values read; both %d, only offline (missing online) %d, only online (unknown offline) %s; %.2f s, %s keys/s",
 			r.Mode, r.Index.Fingerprints, r.Online.Values, r.Counts.Both, r.Counts.OnlyOffline, online,
@@ -512,6 +552,46 @@ func bloomSummary(j *job, r *reconcile.Report, b *reconcile.BloomReport) {
 		b.Layout, 100*b.FPRNow, 100*z.LiveFPRTruth, 100*z.TargetFPR, z.BitsNeeded, units.FormatBytes(z.BytesNeeded), units.FormatBytes(z.BytesLive))
 }
 
+// redisBloomSummary is an audit of RedisBloom filters: a line in all, and
+// a table of the shards (the 16 missing most keys when there are more).
+func redisBloomSummary(j *job, r *reconcile.Report, b *reconcile.RedisBloomReport) {
+	from := "the index's fingerprints"
+	if b.TruthFrom == "records" {
+		from = fmt.Sprintf("the keys of %s, %d of them not in the index", counted(b.Records, "record"), b.RecordsNotInIndex)
+	}
+	j.summary("reconcile (redisbloom-audit): %d truth keys tested (%s), %d held by the filters, %d not (a repeat of any of them passes L2 today); %s of %d filters read in %s; %.2f s",
+		b.TruthKeys, from, b.Held, b.Missing, units.FormatBytes(b.BytesRead), len(b.Shards), counted(b.Passes, "pass"), r.Timings.Compare)
+	if b.Rechecked > 0 {
+		j.summary("reconcile: %d keys not in the dumps as read were found when asked again (BF.MEXISTS): added while the audit read them", b.Rechecked)
+	}
+	if b.Unaudited > 0 {
+		j.summary("reconcile: %d of the index's %d fingerprints are not audited: no record among --records has their key (give the records the index was built from)", b.Unaudited, r.Index.Fingerprints)
+	}
+	shards := slices.Clone(b.Shards)
+	if len(shards) > 16 {
+		slices.SortStableFunc(shards, func(a, b reconcile.RedisBloomShard) int { return cmp.Compare(b.Missing, a.Missing) })
+		j.summary("reconcile: the 16 shards missing most keys of %d:", len(shards))
+		shards = shards[:16]
+	}
+	const row = "reconcile:   %5s  %10s  %10s  %8s  %11s  %10s  %8s  %8s  %9s  %s"
+	j.summary(row, "shard", "items", "truth keys", "missing", "sub-filters", "capacity", "fpr now", "target", "memory", "room")
+	for _, s := range shards {
+		missing := strconv.FormatInt(s.Missing, 10)
+		switch {
+		case s.Rebuilt:
+			missing = "rebuilt"
+		case s.Rebuild:
+			missing = "-" // not audited, not rebuilt
+		}
+		room := strconv.FormatUint(s.Room, 10)
+		if s.NonScaling {
+			room += " (nonscaling)"
+		}
+		j.summary(row, s.Shard, strconv.FormatUint(s.Items, 10), strconv.FormatInt(s.TruthKeys, 10), missing, strconv.Itoa(len(s.SubFilters)),
+			strconv.FormatUint(s.Capacity, 10), fmt.Sprintf("%.4f%%", 100*s.FPRNow), fmt.Sprintf("%.4f%%", 100*s.TargetFPR), units.FormatBytes(int64(s.Memory)), room)
+	}
+}
+
 // parseShardList reads --rebuild-shard: "all", or shard numbers below n,
 // comma-separated.
 func parseShardList(s string, n uint64) ([]uint64, error) {
@@ -527,6 +607,37 @@ func parseShardList(s string, n uint64) ([]uint64, error) {
 		v, err := strconv.ParseUint(f, 10, 64)
 		if err != nil || v >= n {
 			return nil, usageErrorf("--rebuild-shard %s: want all, or shard numbers 0 to %d, comma-separated", s, n-1)
+		}
+		if !slices.Contains(list, v) {
+			list = append(list, v)
+		}
+	}
+	return list, nil
+}
+
+// parseShardNames reads --rebuild-shard of RedisBloom filters: "all", or
+// shards by the router's names (0 … N-1, or a ring's nodes),
+// comma-separated.
+func parseShardNames(s string, n int, name func(int) string) ([]uint64, error) {
+	if s == "all" {
+		return parseShardList(s, uint64(n))
+	}
+	byName := make(map[string]uint64, n)
+	var names []string
+	for i := range n {
+		byName[name(i)] = uint64(i)
+		if i < 8 {
+			names = append(names, name(i))
+		}
+	}
+	if n > 8 {
+		names = append(names, "…")
+	}
+	var list []uint64
+	for _, f := range strings.Split(s, ",") {
+		v, ok := byName[f]
+		if !ok {
+			return nil, usageErrorf("--rebuild-shard %s: %q names no shard: want all, or shards' names (%s), comma-separated", s, f, strings.Join(names, ", "))
 		}
 		if !slices.Contains(list, v) {
 			list = append(list, v)

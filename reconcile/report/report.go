@@ -9,19 +9,21 @@ import (
 // Report is the figures of a run: what a caller writes as its JSON report
 // (the CLI adds its error message and exit code) and makes its summary of.
 type Report struct {
-	Command string        `json:"command"`
-	Version string        `json:"version,omitempty"`
-	Started string        `json:"started"`
-	Index   IndexInfo     `json:"index"`
-	Online  OnlineInfo    `json:"online"`
-	Mode    string        `json:"mode"`
-	Counts  Counts        `json:"counts"`
-	Samples Samples       `json:"samples"`
-	Outputs Outputs       `json:"outputs"`
-	Records *RecordStats  `json:"records,omitempty"`
-	Apply   *ApplyStats   `json:"apply,omitempty"`
-	Bloom   *BloomReport  `json:"bloom,omitempty"` // an audit of the L2 bloom
-	Rebuild *RebuildStats `json:"rebuild,omitempty"`
+	Command string       `json:"command"`
+	Version string       `json:"version,omitempty"`
+	Started string       `json:"started"`
+	Index   IndexInfo    `json:"index"`
+	Online  OnlineInfo   `json:"online"`
+	Mode    string       `json:"mode"`
+	Counts  Counts       `json:"counts"`
+	Samples Samples      `json:"samples"`
+	Outputs Outputs      `json:"outputs"`
+	Records *RecordStats `json:"records,omitempty"`
+	Apply   *ApplyStats  `json:"apply,omitempty"`
+	Bloom   *BloomReport `json:"bloom,omitempty"` // an audit of the L2 bloom
+	// RedisBloom is an audit of the L2 kept as RedisBloom filters.
+	RedisBloom *RedisBloomReport `json:"redisbloom,omitempty"`
+	Rebuild    *RebuildStats     `json:"rebuild,omitempty"`
 	// ReadBack is what was read online after the writes (Apply,
 	// Rebuild): once a run has written, Agree rests on it.
 	ReadBack *ReadBack `json:"read_back,omitempty"`
@@ -98,7 +100,8 @@ type RecordStats struct {
 	Missing  int64    `json:"missing_records"` // records whose key is missing online (repeats included)
 	Backfill string   `json:"backfill,omitempty"`
 	Written  int64    `json:"backfill_records"`
-	Digests  int64    `json:"digests,omitempty"` // distinct whole digests collected for Apply
+	Digests  int64    `json:"digests,omitempty"`   // distinct whole digests collected for Apply
+	KeyTexts int64    `json:"key_texts,omitempty"` // distinct key texts collected for Apply (RedisBloom filters)
 	Seconds  float64  `json:"seconds"`
 }
 
@@ -163,6 +166,75 @@ type Sizing struct {
 	LiveFPRTruth float64 `json:"live_fpr_at_truth_keys"` // the formula for the live size
 }
 
+// RedisBloomReport is what an audit of RedisBloom filters (BF.*) found,
+// shard by shard: each filter's dump read, every truth key tested as
+// BF.EXISTS would, those not found asked again with BF.MEXISTS.
+type RedisBloomReport struct {
+	Template string `json:"template"` // the filters' key, * for the shard
+	Route    string `json:"route"`
+	Item     string `json:"item"`
+	// TruthFrom says where the items tested come from: "index" (item=fp
+	// with route=all: the index's fingerprints) or "records" (the key
+	// texts of --records, whose fingerprints the index holds).
+	TruthFrom string            `json:"truth_from"`
+	Shards    []RedisBloomShard `json:"shards"`
+	TruthKeys int64             `json:"truth_keys"` // the index's fingerprints tested
+	// Unaudited are the index's fingerprints whose key text no record
+	// gave (TruthFrom "records"): not tested, so the sides are not said to
+	// agree while there are any.
+	Unaudited         int64 `json:"unaudited"`
+	Records           int64 `json:"records_read"`         // records read for their key texts (bad ones aside)
+	RecordsNotInIndex int64 `json:"records_not_in_index"` // of them, keys whose fingerprint the index does not hold
+	Held              int64 `json:"held"`
+	Missing           int64 `json:"missing"`
+	// Rechecked are keys not in the dump as read but held when asked
+	// again (BF.MEXISTS): added while it was read.
+	Rechecked int64 `json:"rechecked"`
+	Passes    int   `json:"passes"` // reads of a part of a filter that memory held, tested against the shard's keys
+	BytesRead int64 `json:"bytes_read"`
+}
+
+// RedisBloomShard is one shard's filter, as its dump was read.
+type RedisBloomShard struct {
+	Shard     string `json:"shard"` // the router's name
+	Key       string `json:"key"`
+	Items     uint64 `json:"items"`      // the module's count (BF.INFO "Number of items inserted")
+	TruthKeys int64  `json:"truth_keys"` // routed to it (route=all: every truth key)
+	Held      int64  `json:"held"`
+	// Missing are its truth keys not held (route=all: 0; the report's
+	// Missing counts the keys no shard holds).
+	Missing    int64                 `json:"missing"`
+	Rechecked  int64                 `json:"rechecked"`
+	Capacity   uint64                `json:"capacity"`     // BF.INFO "Capacity"
+	Memory     uint64                `json:"memory_bytes"` // BF.INFO "Size"
+	Expansion  uint32                `json:"expansion"`
+	NonScaling bool                  `json:"nonscaling,omitempty"`
+	SubFilters []RedisBloomSubFilter `json:"sub_filters"`
+	// FPRNow is the rate an absent item meets now, from every
+	// sub-filter's fill; TargetFPR BF.RESERVE's error rate.
+	FPRNow    float64 `json:"fpr_now"`
+	TargetFPR float64 `json:"target_fpr"`
+	// Room is how many more new items the last sub-filter takes before
+	// the module appends Next (none for NONSCALING: it refuses them).
+	Room   uint64               `json:"items_until_next_sub_filter"`
+	Next   *RedisBloomSubFilter `json:"next_sub_filter,omitempty"`
+	Passes int                  `json:"passes"`
+	// Rebuild: --rebuild-shard names it, so it was not audited; Rebuilt:
+	// it was swapped in and read back equal to what was built.
+	Rebuild bool `json:"rebuild,omitempty"`
+	Rebuilt bool `json:"rebuilt,omitempty"`
+}
+
+// RedisBloomSubFilter is one sub-filter of a chain.
+type RedisBloomSubFilter struct {
+	Capacity uint64  `json:"capacity"`
+	Items    uint64  `json:"items"`
+	Error    float64 `json:"error"`
+	Hashes   uint32  `json:"hashes"`
+	Bytes    uint64  `json:"bytes"`
+	Fill     float64 `json:"fill"` // of its bits below its modulus; 0 for Next
+}
+
 // RebuildStats are the figures of a rebuild of bloom shards
 // (reconcile's Options.Rebuild).
 type RebuildStats struct {
@@ -213,7 +285,12 @@ type ShardReadBack struct {
 	WantBits  int64  `json:"want_bits"` // at least
 	// WantFrom says what WantBits is: "truth" or "audit".
 	WantFrom string `json:"want_from"`
-	Short    bool   `json:"short"`
+	// A RedisBloom filter: the items the module counts, and at least
+	// those the audit read (--apply only adds); its header must extend
+	// the one the audit read (its sub-filters as they were, grown).
+	Items     uint64 `json:"items,omitempty"`
+	WantItems uint64 `json:"want_items,omitempty"`
+	Short     bool   `json:"short"`
 }
 
 // Timings are wall-clock seconds per phase.
