@@ -16,27 +16,29 @@ import (
 // The report's sections are package report's; a caller of Run reads them
 // through these names.
 type (
-	Report      = report.Report
-	IndexInfo   = report.IndexInfo
-	OnlineInfo  = report.OnlineInfo
-	Counts      = report.Counts
-	Samples     = report.Samples
-	Outputs     = report.Outputs
-	RecordStats = report.RecordStats
-	ApplyStats  = report.ApplyStats
-	BloomReport = report.BloomReport
-	BloomShard  = report.BloomShard
-	// RedisBloomReport, RedisBloomShard and RedisBloomSubFilter are an
-	// audit of RedisBloom filters.
+	Report        = report.Report
+	IndexInfo     = report.IndexInfo
+	OnlineInfo    = report.OnlineInfo
+	Counts        = report.Counts
+	Samples       = report.Samples
+	Outputs       = report.Outputs
+	RecordStats   = report.RecordStats
+	ApplyStats    = report.ApplyStats
+	BloomReport   = report.BloomReport
+	BloomShard    = report.BloomShard
+	Sizing        = report.Sizing
+	RebuildStats  = report.RebuildStats
+	ReadBack      = report.ReadBack
+	ShardReadBack = report.ShardReadBack
+	Timings       = report.Timings
+	Memory        = report.Memory
+)
+
+// An audit of RedisBloom filters, in the report.
+type (
 	RedisBloomReport    = report.RedisBloomReport
 	RedisBloomShard     = report.RedisBloomShard
 	RedisBloomSubFilter = report.RedisBloomSubFilter
-	Sizing              = report.Sizing
-	RebuildStats        = report.RebuildStats
-	ReadBack            = report.ReadBack
-	ShardReadBack       = report.ShardReadBack
-	Timings             = report.Timings
-	Memory              = report.Memory
 )
 
 // The errors every part of a run may return are package online's (their

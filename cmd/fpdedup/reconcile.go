@@ -455,7 +455,11 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 		j.summary("reconcile: %s", r.Online.Note)
 	}
 	if rs := r.Records; rs != nil {
-		j.summary("reconcile: %d records read (%s), %d with keys missing online, %d written to %s", rs.Records, rs.Format, rs.Missing, rs.Written, rs.Backfill)
+		if rs.Backfill != "" {
+			j.summary("reconcile: %d records read (%s), %d with keys missing online, %d written to %s", rs.Records, rs.Format, rs.Missing, rs.Written, rs.Backfill)
+		} else {
+			j.summary("reconcile: %d records read (%s), %d with keys missing online", rs.Records, rs.Format, rs.Missing)
+		}
 		if rs.Bad > 0 {
 			j.summary("reconcile: %d records without a key were skipped (--on-bad)", rs.Bad)
 		}
