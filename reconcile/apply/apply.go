@@ -105,15 +105,16 @@ func digestItems(digests [][32]byte) items {
 	}
 }
 
-// keyedItems are items with their key texts (sorted, distinct).
+// keyedItems are items with their key texts (sorted, distinct), given
+// whole at each call: once to write them, again to read them back.
 func keyedItems(keyed []online.Item) items {
 	return func(emit func([]online.Item) error) error {
-		for len(keyed) > 0 {
-			n := min(len(keyed), 4096)
-			if err := emit(keyed[:n]); err != nil {
+		for rest := keyed; len(rest) > 0; {
+			n := min(len(rest), 4096)
+			if err := emit(rest[:n]); err != nil {
 				return err
 			}
-			keyed = keyed[n:]
+			rest = rest[n:]
 		}
 		return nil
 	}

@@ -1,0 +1,142 @@
+package redisbloom_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
+)
+
+// TestApply: --dry-run prints, shard by shard, the BF.INSERT … NOCREATE
+// ITEMS of exactly the items the module does not hold and writes nothing;
+// --apply adds them through the apply machinery (batches, connections,
+// checkpoint), says "agree" from what BF.MEXISTS reads back, and the
+// module then holds every truth key: a re-audit exits 0. Standalone and
+// in the Cluster, each router that names a shard.
+func TestApply(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		cluster bool
+		router  *refRouter
+		item    string
+	}{
+		{"sha256, mod-md5", false, newRefRouter("mod-md5", 4, nil, 0), "sha256"},
+		{"key, ring, cluster", true, newRefRouter("ring", 0, []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"}, 40), "key"},
+		{"fp, mod-md5, cluster", true, newRefRouter("mod-md5", 8, nil, 0), "fp"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rc := &rbCase{template: "ap:{*}", router: c.router, item: c.item, n: 6000, capacity: 200, errRate: 0.01}
+			if c.cluster {
+				rc.c, rc.url = reconciletest.ClusterClient(t), func(q string) string { return reconciletest.ClusterURL(t, q) }
+			} else {
+				rc.c, rc.url = reconciletest.RedisDB(t, 9), func(q string) string { return reconciletest.RedisURL(t, 9, q) }
+			}
+			rc.setup(t)
+			if len(rc.missing) == 0 {
+				t.Fatal("nothing missing: a test that cannot tell")
+			}
+			before := rc.items(t)
+
+			// The dry run: the commands, and nothing written.
+			r := reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--dry-run")...).Want(t, 1)
+			want := rc.missingItems()
+			got := map[string][]string{}
+			for _, line := range strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n") {
+				f := strings.Fields(line)
+				if len(f) < 5 || f[0] != "BF.INSERT" || f[2] != "NOCREATE" || f[3] != "ITEMS" {
+					t.Fatalf("dry run line %q", line)
+				}
+				got[f[1]] = append(got[f[1]], f[4:]...)
+			}
+			for k := range got {
+				slices.Sort(got[k])
+			}
+			if len(got) != len(want) {
+				t.Fatalf("dry run: %d filters written, want %d", len(got), len(want))
+			}
+			for k, items := range want {
+				if !slices.Equal(got[k], items) {
+					t.Fatalf("dry run: %s gets %d items, want %d", k, len(got[k]), len(items))
+				}
+			}
+			if after := rc.items(t); !slices.Equal(after, before) {
+				t.Fatalf("the dry run wrote: items %v, before %v", after, before)
+			}
+
+			// The apply, in several batches on two connections, with a
+			// checkpoint; read back.
+			reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--apply", "--batch", "50", "--conns", "2", "--checkpoint", "ck.json", "--report", "ap.json")...).Want(t, 0)
+			rep := reconciletest.ReadReport(t, filepath.Join(rc.dir, "ap.json"))
+			if a := rep.Apply; a == nil || a.Written != int64(len(rc.missing)) || a.Batches < 2 || !a.CheckpointRemoved {
+				t.Fatalf("apply %+v, want %d written in batches, the checkpoint removed", a, len(rc.missing))
+			}
+			if rb := rep.ReadBack; rb == nil || rb.Keys != int64(len(rc.missing)) || rb.NotHeld != 0 || rb.Short != 0 || len(rb.Shards) != len(want) {
+				t.Fatalf("read back %+v, want %d keys held in %d filters", rep.ReadBack, len(rc.missing), len(want))
+			}
+			rc.reference(t)
+			if len(rc.missing) != 0 {
+				t.Fatalf("after --apply the module lacks %d truth keys", len(rc.missing))
+			}
+			rc.audit(t)
+		})
+	}
+}
+
+// TestApplyFilterGone: a filter deleted between the audit and the writes
+// is not made again with the module's defaults by the adds (NOCREATE):
+// the run fails naming the shard, exit 2, and nothing is created.
+func TestApplyFilterGone(t *testing.T) {
+	db := reconciletest.RedisDB(t, 9)
+	ctx := context.Background()
+	rc := &rbCase{c: db, url: func(q string) string { return reconciletest.RedisURL(t, 9, q) }, template: "gone:{*}",
+		router: newRefRouter("mod-md5", 2, nil, 0), item: "sha256", n: 3000, capacity: 200, errRate: 0.01}
+	rc.setup(t)
+	p := reconciletest.NewHoldProxy(t, reconciletest.RedisAddr(t), "BF.INSERT", -1)
+	rc.url = func(q string) string { return "redis://" + p.Addr + "/9?" + q }
+	done := reconciletest.RunAsync(t, rc.dir, nil, rc.args("--apply", "--retries", "0")...)
+	select {
+	case <-p.Held:
+	case r := <-done:
+		t.Fatalf("nothing written: exit %d\n%s", r.Code, r.Stderr)
+	}
+	db.Del(ctx, rc.key(0), rc.key(1))
+	p.Release()
+	r := <-done
+	if r.Code != 2 || !strings.Contains(r.Stderr, "does not exist") || !strings.Contains(r.Stderr, "gone:{") {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	if n := db.Exists(ctx, rc.key(0), rc.key(1)).Val(); n != 0 {
+		t.Fatalf("%d filters made again by the writes", n)
+	}
+}
+
+// items is BF.INFO's items of every shard.
+func (rc *rbCase) items(t *testing.T) []int64 {
+	var v []int64
+	for s := range rc.router.shards {
+		v = append(v, rc.info(t, s)["Number of items inserted"])
+	}
+	return v
+}
+
+// missingItems are the items of the keys missing, by filter, sorted.
+func (rc *rbCase) missingItems() map[string][]string {
+	miss := map[string]bool{}
+	for _, fp := range rc.missing {
+		miss[fp] = true
+	}
+	m := map[string][]string{}
+	for _, k := range rc.keys {
+		if miss[reconciletest.FPHex(k)] {
+			key := rc.key(rc.router.shard(k))
+			m[key] = append(m[key], refItem(rc.item, k))
+		}
+	}
+	for k := range m {
+		slices.Sort(m[k])
+	}
+	return m
+}
