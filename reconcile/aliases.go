@@ -103,6 +103,9 @@ type (
 	FilterChangedError = redisbloom.ChangedError
 	FilterArrivedError = redisbloom.ArrivedError
 	AuditMemError      = redisbloom.MemError
+	RebuildMemError    = redisbloom.RebuildMemError
+	RebuiltWrongError  = redisbloom.RebuiltWrongError
+	NoParamsError      = redisbloom.NoParamsError
 )
 
 // The problems of a reply (ReplyError).

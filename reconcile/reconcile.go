@@ -171,7 +171,7 @@ func rebuild(ctx context.Context, o *Options, cfg *online.Config, rep *Report, s
 		ro := bitmapbloom.RebuildOptions{Shards: o.Rebuild, DryRun: o.DryRun, DryRunOut: o.DryRunOut}
 		return bitmapbloom.Rebuild(ctx, cfg, ro, rep, b, x)
 	case *redisbloom.Source:
-		return errors.New("a rebuild of RedisBloom filters is not built yet")
+		return b.Rebuild(ctx, redisbloom.RebuildOptions{DryRun: o.DryRun, DryRunOut: o.DryRunOut}, rep)
 	}
 	return fmt.Errorf("BUG: a rebuild of %T", src)
 }

@@ -71,6 +71,10 @@ func sayReconcileTyped(err error) (string, bool) {
 		return fmt.Sprintf("%s:%d: not a 32- or 64-digit hex fingerprint: %q (with --online-format key each line is a key)", e.Name, e.Line, e.Text), true
 	case *reconcile.TooManyKeyTextsError:
 		return fmt.Sprintf("the key texts to write take more than the %s --mem leaves them: apply a slice at a time (a partitioned index, or fewer --records)", units.FormatBytes(e.Max)), true
+	case *reconcile.NoParamsError:
+		return fmt.Sprintf("RedisBloom shard %s: filter %q does not exist, so its capacity and error rate are not known: give --capacity and --error for its rebuild", e.Shard, e.Key), true
+	case *reconcile.RebuildMemError:
+		return fmt.Sprintf("RedisBloom shard %s: the filter rebuilt for %q outgrows --mem %s (a shard's filter is built whole in memory): give more", e.Shard, e.Key, units.FormatBytes(e.Mem)), true
 	case *reconcile.AuditMemError:
 		return fmt.Sprintf("--mem is too small for a RedisBloom audit of these filters and keys: give --mem %s or more", units.FormatBytes(e.Need)), true
 	case *reconcile.TooManyDigestsError:

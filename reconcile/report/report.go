@@ -9,21 +9,19 @@ import (
 // Report is the figures of a run: what a caller writes as its JSON report
 // (the CLI adds its error message and exit code) and makes its summary of.
 type Report struct {
-	Command string       `json:"command"`
-	Version string       `json:"version,omitempty"`
-	Started string       `json:"started"`
-	Index   IndexInfo    `json:"index"`
-	Online  OnlineInfo   `json:"online"`
-	Mode    string       `json:"mode"`
-	Counts  Counts       `json:"counts"`
-	Samples Samples      `json:"samples"`
-	Outputs Outputs      `json:"outputs"`
-	Records *RecordStats `json:"records,omitempty"`
-	Apply   *ApplyStats  `json:"apply,omitempty"`
-	Bloom   *BloomReport `json:"bloom,omitempty"` // an audit of the L2 bloom
-	// RedisBloom is an audit of the L2 kept as RedisBloom filters.
-	RedisBloom *RedisBloomReport `json:"redisbloom,omitempty"`
-	Rebuild    *RebuildStats     `json:"rebuild,omitempty"`
+	Command string        `json:"command"`
+	Version string        `json:"version,omitempty"`
+	Started string        `json:"started"`
+	Index   IndexInfo     `json:"index"`
+	Online  OnlineInfo    `json:"online"`
+	Mode    string        `json:"mode"`
+	Counts  Counts        `json:"counts"`
+	Samples Samples       `json:"samples"`
+	Outputs Outputs       `json:"outputs"`
+	Records *RecordStats  `json:"records,omitempty"`
+	Apply   *ApplyStats   `json:"apply,omitempty"`
+	Bloom   *BloomReport  `json:"bloom,omitempty"` // an audit of the L2 bloom
+	Rebuild *RebuildStats `json:"rebuild,omitempty"`
 	// ReadBack is what was read online after the writes (Apply,
 	// Rebuild): once a run has written, Agree rests on it.
 	ReadBack *ReadBack `json:"read_back,omitempty"`
@@ -34,6 +32,9 @@ type Report struct {
 	// Warnings are what the run went on despite (records keyed otherwise
 	// than the index, under Options.RecordReading.Assume).
 	Warnings []string `json:"warnings,omitempty"`
+
+	// RedisBloom is an audit of the L2 kept as RedisBloom filters.
+	RedisBloom *RedisBloomReport `json:"redisbloom,omitempty"`
 }
 
 // IndexInfo describes the truth index.
