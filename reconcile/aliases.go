@@ -41,6 +41,9 @@ type (
 	RedisBloomSubFilter = report.RedisBloomSubFilter
 )
 
+// RedisBloomType is the TYPE of a RedisBloom filter's key.
+const RedisBloomType = redisbloom.ModuleType
+
 // The errors every part of a run may return are package online's (their
 // constants too, below); the retry a caller hears of (Options.Waiting).
 type (

@@ -464,7 +464,9 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 			j.summary("reconcile: %d records without a key were skipped (--on-bad)", rs.Bad)
 		}
 	}
-	if b := r.Rebuild; b != nil {
+	if b := r.Rebuild; b != nil && r.RedisBloom != nil {
+		redisBloomRebuildSummary(j, r, b)
+	} else if b != nil {
 		verb := "rebuilt"
 		if b.DryRun {
 			verb = "would be rebuilt"
@@ -484,7 +486,9 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 		j.summary("reconcile: %d keys %s to %s in %d batches, %.2f s, %s keys/s (%d retries, %d skipped by the checkpoint, %d without a record)",
 			a.Written, verb, a.Target, a.Batches, a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.SkippedCheckpoint, a.NotInRecords)
 	}
-	if rb := r.ReadBack; rb != nil {
+	if rb := r.ReadBack; rb != nil && r.RedisBloom != nil {
+		redisBloomReadBackSummary(j, r, rb)
+	} else if rb != nil {
 		readBackSummary(j, rb)
 	}
 	switch {
@@ -556,46 +560,6 @@ func bloomSummary(j *job, r *reconcile.Report, b *reconcile.BloomReport) {
 		b.Layout, 100*b.FPRNow, 100*z.LiveFPRTruth, 100*z.TargetFPR, z.BitsNeeded, units.FormatBytes(z.BytesNeeded), units.FormatBytes(z.BytesLive))
 }
 
-// redisBloomSummary is an audit of RedisBloom filters: a line in all, and
-// a table of the shards (the 16 missing most keys when there are more).
-func redisBloomSummary(j *job, r *reconcile.Report, b *reconcile.RedisBloomReport) {
-	from := "the index's fingerprints"
-	if b.TruthFrom == "records" {
-		from = fmt.Sprintf("the keys of %s, %d of them not in the index", counted(b.Records, "record"), b.RecordsNotInIndex)
-	}
-	j.summary("reconcile (redisbloom-audit): %d truth keys tested (%s), %d held by the filters, %d not (a repeat of any of them passes L2 today); %s of %d filters read in %s; %.2f s",
-		b.TruthKeys, from, b.Held, b.Missing, units.FormatBytes(b.BytesRead), len(b.Shards), counted(b.Passes, "pass"), r.Timings.Compare)
-	if b.Rechecked > 0 {
-		j.summary("reconcile: %d keys not in the dumps as read were found when asked again (BF.MEXISTS): added while the audit read them", b.Rechecked)
-	}
-	if b.Unaudited > 0 {
-		j.summary("reconcile: %d of the index's %d fingerprints are not audited: no record among --records has their key (give the records the index was built from)", b.Unaudited, r.Index.Fingerprints)
-	}
-	shards := slices.Clone(b.Shards)
-	if len(shards) > 16 {
-		slices.SortStableFunc(shards, func(a, b reconcile.RedisBloomShard) int { return cmp.Compare(b.Missing, a.Missing) })
-		j.summary("reconcile: the 16 shards missing most keys of %d:", len(shards))
-		shards = shards[:16]
-	}
-	const row = "reconcile:   %5s  %10s  %10s  %8s  %11s  %10s  %8s  %8s  %9s  %s"
-	j.summary(row, "shard", "items", "truth keys", "missing", "sub-filters", "capacity", "fpr now", "target", "memory", "room")
-	for _, s := range shards {
-		missing := strconv.FormatInt(s.Missing, 10)
-		switch {
-		case s.Rebuilt:
-			missing = "rebuilt"
-		case s.Rebuild:
-			missing = "-" // not audited, not rebuilt
-		}
-		room := strconv.FormatUint(s.Room, 10)
-		if s.NonScaling {
-			room += " (nonscaling)"
-		}
-		j.summary(row, s.Shard, strconv.FormatUint(s.Items, 10), strconv.FormatInt(s.TruthKeys, 10), missing, strconv.Itoa(len(s.SubFilters)),
-			strconv.FormatUint(s.Capacity, 10), fmt.Sprintf("%.4f%%", 100*s.FPRNow), fmt.Sprintf("%.4f%%", 100*s.TargetFPR), units.FormatBytes(int64(s.Memory)), room)
-	}
-}
-
 // parseShardList reads --rebuild-shard: "all", or shard numbers below n,
 // comma-separated.
 func parseShardList(s string, n uint64) ([]uint64, error) {
@@ -611,37 +575,6 @@ func parseShardList(s string, n uint64) ([]uint64, error) {
 		v, err := strconv.ParseUint(f, 10, 64)
 		if err != nil || v >= n {
 			return nil, usageErrorf("--rebuild-shard %s: want all, or shard numbers 0 to %d, comma-separated", s, n-1)
-		}
-		if !slices.Contains(list, v) {
-			list = append(list, v)
-		}
-	}
-	return list, nil
-}
-
-// parseShardNames reads --rebuild-shard of RedisBloom filters: "all", or
-// shards by the router's names (0 … N-1, or a ring's nodes),
-// comma-separated.
-func parseShardNames(s string, n int, name func(int) string) ([]uint64, error) {
-	if s == "all" {
-		return parseShardList(s, uint64(n))
-	}
-	byName := make(map[string]uint64, n)
-	var names []string
-	for i := range n {
-		byName[name(i)] = uint64(i)
-		if i < 8 {
-			names = append(names, name(i))
-		}
-	}
-	if n > 8 {
-		names = append(names, "…")
-	}
-	var list []uint64
-	for _, f := range strings.Split(s, ",") {
-		v, ok := byName[f]
-		if !ok {
-			return nil, usageErrorf("--rebuild-shard %s: %q names no shard: want all, or shards' names (%s), comma-separated", s, f, strings.Join(names, ", "))
 		}
 		if !slices.Contains(list, v) {
 			list = append(list, v)

@@ -87,7 +87,7 @@ type auditor struct {
 func (b *Source) Audit(ctx context.Context, x *fpstore.Index, st *online.ReadStats, held *int64, missing func(fpstore.Fingerprint) error, rep *report.Report) error {
 	rep.Mode = "redisbloom-audit"
 	spec := &b.spec
-	rr := &report.RedisBloomReport{Template: spec.Template, Route: spec.Router.Route(), Item: spec.Item.String(), TruthFrom: "index",
+	rr := &report.RedisBloomReport{Template: spec.Template, Route: spec.Router.Route(), Item: spec.Item.String(), TruthFrom: "index", TargetFPR: b.opt.TargetFPR,
 		Shards: make([]report.RedisBloomShard, len(b.keys))}
 	rep.RedisBloom = rr
 	for s := range rr.Shards {
@@ -287,6 +287,7 @@ func (a *auditor) shard(ctx context.Context, s int) (*rbloom.Marks, error) {
 		a.rr.Passes++
 	}
 	describeFilter(sh, h, fill)
+	sizeFilter(sh, h, b.opt.TargetFPR)
 	return m, nil
 }
 

@@ -199,3 +199,45 @@ func TestAuditRecords(t *testing.T) {
 		t.Fatalf("summary: %s", r.Stderr)
 	}
 }
+
+// TestAuditSizing: --fpr gives, for each shard, the filter its truth keys
+// need (BF.RESERVE's capacity at that error, its expansion kept) and the
+// memory it takes, which is what the module's BF.INFO says of a filter
+// reserved so; without --fpr each shard is sized for its own error rate.
+func TestAuditSizing(t *testing.T) {
+	db := reconciletest.RedisDB(t, 9)
+	ctx := context.Background()
+	rc := &rbCase{c: db, url: func(q string) string { return reconciletest.RedisURL(t, 9, q) }, template: "sz:{*}",
+		router: newRefRouter("mod-md5", 3, nil, 0), item: "sha256", n: 9000, capacity: 400, errRate: 0.01, expansion: 4}
+	rc.setup(t)
+	for _, fpr := range []float64{0.001, 0} {
+		args := []string{"--report", "r.json"}
+		if fpr > 0 {
+			args = append(args, "--fpr", fmt.Sprint(fpr))
+		}
+		r := reconciletest.Fpdedup(t, rc.dir, nil, rc.args(args...)...).Want(t, 1)
+		if said := strings.Contains(r.Stderr, "sized for a false-positive rate of 0.1% (--fpr)"); said != (fpr > 0) {
+			t.Fatalf("--fpr %g: summary %s", fpr, r.Stderr)
+		}
+		want := fpr
+		if want == 0 {
+			want = rc.errRate
+		}
+		for _, sh := range reconciletest.ReadReport(t, filepath.Join(rc.dir, "r.json")).RedisBloom.Shards {
+			if sh.SizedFor != want || sh.NeedCapacity < uint64(sh.TruthKeys) {
+				t.Fatalf("--fpr %g: shard %s sized for %g, capacity %d for %d keys", fpr, sh.Shard, sh.SizedFor, sh.NeedCapacity, sh.TruthKeys)
+			}
+			db.Del(ctx, "sz:ref")
+			if err := db.Do(ctx, "BF.RESERVE", "sz:ref", want, sh.NeedCapacity, "EXPANSION", 4).Err(); err != nil {
+				t.Fatal(err)
+			}
+			v, err := db.Do(ctx, "BF.INFO", "sz:ref", "SIZE").Slice()
+			if err != nil || len(v) != 1 {
+				t.Fatalf("BF.INFO SIZE: %v %v", v, err)
+			}
+			if info, _ := v[0].(int64); uint64(info) != sh.NeedMemory {
+				t.Fatalf("--fpr %g: shard %s needs %d bytes, the module's filter of capacity %d takes %v", fpr, sh.Shard, sh.NeedMemory, sh.NeedCapacity, v[0])
+			}
+		}
+	}
+}

@@ -166,6 +166,7 @@ func (b *Source) rebuildShard(ctx context.Context, s int, ro RebuildOptions, rep
 		rs.BitsTruth += int64(n)
 	}
 	describeFilter(sh, h, f.Fill())
+	sizeFilter(sh, h, b.opt.TargetFPR)
 	if ro.DryRun {
 		var n int
 		var size int64

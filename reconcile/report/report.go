@@ -193,6 +193,9 @@ type RedisBloomReport struct {
 	Rechecked int64 `json:"rechecked"`
 	Passes    int   `json:"passes"` // reads of a part of a filter that memory held, tested against the shard's keys
 	BytesRead int64 `json:"bytes_read"`
+	// TargetFPR is the rate the shards are sized for (Options.TargetFPR;
+	// 0: each its own, RedisBloomShard.SizedFor).
+	TargetFPR float64 `json:"target_fpr,omitempty"`
 }
 
 // RedisBloomShard is one shard's filter, as its dump was read.
@@ -220,6 +223,13 @@ type RedisBloomShard struct {
 	Room   uint64               `json:"items_until_next_sub_filter"`
 	Next   *RedisBloomSubFilter `json:"next_sub_filter,omitempty"`
 	Passes int                  `json:"passes"`
+	// Sizing: the filter its truth keys need for a false-positive rate
+	// within SizedFor (Options.TargetFPR, else TargetFPR): BF.RESERVE's
+	// capacity at that error, its expansion and scaling kept, and the
+	// memory it takes (rbloom.Need); 0 when it was not read.
+	SizedFor     float64 `json:"sized_for_fpr"`
+	NeedCapacity uint64  `json:"need_capacity"`
+	NeedMemory   uint64  `json:"need_memory_bytes"`
 	// Rebuild: --rebuild-shard names it, so it was not audited; Rebuilt:
 	// it was swapped in and read back equal to what was built.
 	Rebuild bool `json:"rebuild,omitempty"`
