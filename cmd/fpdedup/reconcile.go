@@ -129,7 +129,20 @@ the truth keys routed there, those missing, its sub-filters (capacity, error,
 fill), its false-positive rate now against BF.RESERVE's, its memory and how
 many new items until the next sub-filter. A shard's key that is missing, of
 another type or with a header the module would not load is an error naming the
-shard and the key (exit 2).
+shard and the key (exit 2). --fpr F adds what each shard needs for its truth
+keys at rate F: BF.RESERVE's capacity at error F (its expansion kept) and the
+memory, beside what it has. --apply adds the missing items with BF.INSERT KEY
+NOCREATE ITEMS … (BF.MADD that never makes a filter of the module's defaults
+where a shard's is gone) and reads them back with BF.MEXISTS. --rebuild-shard
+S,S|all makes each named shard's filter offline, as the module would build it
+for the shard's truth keys (BF.RESERVE at --capacity and --error, else the live
+filter's, then each key added in the records' order), writes it with
+BF.LOADCHUNK to KEY:rebuild, checks it there (its header, BF.INFO, BF.MEXISTS
+of a sample), and renames it over the live filter only if the live one holds
+the same items as when the rebuild read it: an item added online meanwhile
+makes it refuse, exit 2, the live filter as it was (rebuild with the writers
+paused, or migrate by dual-writing). A missing filter needs --capacity and
+--error. In a Cluster the shard's name must be in the hash tag (l2:rb:{*}).
 
 Outputs: the summary on stderr; --report FILE.json (counts, spec, source,
 timings, samples of each side); --missing and --extra as indexes; with
@@ -215,7 +228,7 @@ written online and how to resume from --checkpoint.`,
 	f.StringVar(&o.checkpoint, "checkpoint", "", "with --apply: resume from and record progress in `FILE`")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for sorted runs and temporary indexes")
 	f.IntVar(&o.samples, "samples", 20, "fingerprints of each side listed in the report")
-	f.Float64Var(&o.fpr, "fpr", 0, "bloom audit: the false-positive rate to size the L2 for (0: 0.01)")
+	f.Float64Var(&o.fpr, "fpr", 0, "bloom audit: the false-positive rate to size the L2 for (0: 0.01; RedisBloom: each filter's own error rate)")
 	f.StringVar(&o.rebuild, "rebuild-shard", "", "bloom: rebuild these `SHARDS` (S, S,S,… or all; RedisBloom: the shards' names) from the truth instead of auditing them, missing or short ones too: each written beside the live one and swapped in atomically; --mem must hold a shard")
 	f.Uint64Var(&o.capacity, "capacity", 0, "with --rebuild-shard of RedisBloom filters: BF.RESERVE's capacity of the rebuilt filters (0: the live filter's)")
 	f.Float64Var(&o.errorRate, "error", 0, "with --rebuild-shard of RedisBloom filters: BF.RESERVE's error rate of the rebuilt filters (0: the live filter's)")
