@@ -270,6 +270,11 @@ func (b *Source) build(ctx context.Context, s int, p rbloom.Params) (*rbloom.Fil
 	name, key := b.spec.Router.Name(s), b.keys[s]
 	budget := b.o.Mem - slack - rbloom.MarksBytes(int(b.truth.keys(s)))
 	memErr := &RebuildMemError{Shard: name, Key: key, Mem: b.o.Mem}
+	// NewFilter's error for a first sub-filter past the budget is
+	// ErrParams: the budget is told from the parameters first.
+	if first, err := p.Memory(); err == nil && int64(first) > budget {
+		return nil, 0, memErr
+	}
 	f, err := rbloom.NewFilter(p, budget)
 	if errors.Is(err, rbloom.ErrGrow) || budget <= 0 {
 		return nil, 0, memErr

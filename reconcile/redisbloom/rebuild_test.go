@@ -213,3 +213,57 @@ func TestRebuildCutMidWrite(t *testing.T) {
 		t.Fatal("the rerun's filter is not the module's")
 	}
 }
+
+// TestRebuildServerRestarted: the server killed and started again, empty,
+// between the rebuilt filter's write and its swap: the swap finds it gone
+// and says so (exit 2), swapping nothing in; the rerun (the filter now
+// missing: --capacity and --error given) rebuilds it.
+func TestRebuildServerRestarted(t *testing.T) {
+	reconciletest.NeedKill(t)
+	db := reconciletest.RedisDB(t, 9)
+	rc := &rbCase{c: db, template: "rs:{*}", router: newRefRouter("mod-md5", 2, nil, 0), item: "sha256", n: 4000, capacity: 300, errRate: 0.01}
+	p := reconciletest.NewHoldProxy(t, reconciletest.RedisAddr(t), "evalsha", -1)
+	rc.url = func(q string) string { return fmt.Sprintf("redis://%s/9?%s", p.Addr, q) }
+	rc.setup(t)
+	done := reconciletest.RunAsync(t, rc.dir, nil, rc.args("--rebuild-shard", "all", "--retries", "8", "--timeout", "20s")...)
+	select {
+	case <-p.Held:
+	case r := <-done:
+		t.Fatalf("the swap was never sent: exit %d\n%s", r.Code, r.Stderr)
+	}
+	reconciletest.RestartRedis(t)
+	p.Release()
+	r := <-done
+	r.Want(t, 2)
+	if !strings.Contains(r.Stderr, "was lost before the swap") || !strings.Contains(r.Stderr, "the live filter is as it was") {
+		t.Fatalf("stderr: %s", r.Stderr)
+	}
+	db = reconciletest.RedisDB(t, 9) // the restarted server's
+	if n := db.DBSize(context.Background()).Val(); n != 0 {
+		t.Fatalf("%d keys on the restarted server: something was swapped in", n)
+	}
+	rc.c = db
+	rc.url = func(q string) string { return reconciletest.RedisURL(t, 9, q) }
+	reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "all", "--capacity", "300", "--error", "0.01")...).Want(t, 0)
+	for s := range 2 {
+		if got, want := dumpOf(t, db, rc.key(s)), rc.refFilter(t, s, 0.01, 300, 2); !bytes.Equal(got, want) {
+			t.Fatalf("shard %d: the rerun's filter is not the module's", s)
+		}
+	}
+}
+
+// TestRebuildOutgrowsMem: a rebuilt filter larger than --mem is refused
+// before anything is allocated or written, naming the shard (exit 2).
+func TestRebuildOutgrowsMem(t *testing.T) {
+	db := reconciletest.RedisDB(t, 9)
+	rc := &rbCase{c: db, url: func(q string) string { return reconciletest.RedisURL(t, 9, q) }, template: "om:{*}",
+		router: newRefRouter("mod-md5", 2, nil, 0), item: "sha256", n: 2000, capacity: 300, errRate: 0.01}
+	rc.setup(t)
+	r := reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "1", "--capacity", "1000000000", "--error", "0.0001", "--mem", "100MiB")...).Want(t, 2)
+	if !strings.Contains(r.Stderr, `RedisBloom shard 1: the filter rebuilt for "om:{1}" outgrows --mem 100.0 MiB`) {
+		t.Fatalf("stderr: %s", r.Stderr)
+	}
+	if db.Exists(context.Background(), rc.key(1)+":rebuild").Val() != 0 {
+		t.Fatal("written")
+	}
+}

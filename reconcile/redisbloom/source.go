@@ -231,3 +231,12 @@ func (b *Source) Wide() (wide, known bool) { return false, true }
 
 // Shards is the number of shards.
 func (b *Source) Shards() uint64 { return uint64(len(b.keys)) }
+
+// Close releases the connections and the truth's spool.
+func (b *Source) Close() error {
+	if b.truth != nil {
+		b.truth.close()
+		b.truth = nil
+	}
+	return b.Client.Close()
+}
