@@ -2,9 +2,12 @@ package redisbloom_test
 
 import (
 	"context"
+	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
@@ -139,4 +142,60 @@ func (rc *rbCase) missingItems() map[string][]string {
 		slices.Sort(m[k])
 	}
 	return m
+}
+
+// TestApplyInterrupted: SIGINT while --apply waits on the server (its
+// batches after the first held back) ends the run with 130 and the
+// checkpoint saved; the rerun with the checkpoint skips no more than the
+// first run wrote, writes the rest, reads every item back and exits 0.
+func TestApplyInterrupted(t *testing.T) {
+	db := reconciletest.RedisDB(t, 9)
+	rc := &rbCase{c: db, template: "ai:{*}", router: newRefRouter("mod-md5", 3, nil, 0), item: "sha256", n: 6000, capacity: 200, errRate: 0.01}
+	rc.url = func(q string) string { return reconciletest.RedisURL(t, 9, q) }
+	rc.setup(t)
+	// Held once the first batch's answer begins: the next batch waits.
+	p := reconciletest.NewHoldProxy(t, reconciletest.RedisAddr(t), "BF.INSERT", 1)
+	rc.url = func(q string) string { return fmt.Sprintf("redis://%s/9?%s", p.Addr, q) }
+	cmd := exec.Command(reconciletest.CLIBinary(t), rc.args("--apply", "--batch", "100", "--conns", "1", "--checkpoint", "ck.json", "--report", "a.json")...)
+	cmd.Dir = rc.dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-p.Held:
+	case err := <-exited:
+		t.Fatalf("the run ended (%v) before its writes were held:\n%s", err, stderr.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := <-exited
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v, want 130:\n%s", err, stderr.String())
+	}
+	p.Release()
+	first := reconciletest.ReadReport(t, filepath.Join(rc.dir, "a.json")).Apply
+	if first == nil || first.Written >= int64(len(rc.missing)) {
+		t.Fatalf("the interrupted run: %+v of %d", first, len(rc.missing))
+	}
+	// The same URL (the proxy, now passing all): a checkpoint is a run's.
+	reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--apply", "--batch", "100", "--checkpoint", "ck.json", "--report", "b.json")...).Want(t, 0)
+	rep := reconciletest.ReadReport(t, filepath.Join(rc.dir, "b.json"))
+	// The rerun audits again: what the first run wrote (its batches
+	// acknowledged, and perhaps the one held when it was stopped) is no
+	// longer missing. Of what is, the checkpoint skips no more than the
+	// first run wrote; all of it is read back.
+	if a := rep.Apply; a.SkippedCheckpoint > first.Written || rep.Counts.OnlyOffline > int64(len(rc.missing))-first.Written ||
+		a.Written+a.SkippedCheckpoint != rep.Counts.OnlyOffline || rep.ReadBack.Keys != rep.Counts.OnlyOffline || rep.ReadBack.NotHeld != 0 {
+		t.Fatalf("the rerun: apply %+v, read back %+v; the first run wrote %d of %d", a, rep.ReadBack, first.Written, len(rc.missing))
+	}
+	t.Logf("the first run wrote %d, the rerun skipped %d by the checkpoint", first.Written, rep.Apply.SkippedCheckpoint)
+	rc.reference(t)
+	if len(rc.missing) != 0 {
+		t.Fatalf("after the rerun the module lacks %d truth keys", len(rc.missing))
+	}
 }
