@@ -3,7 +3,9 @@ package redisbloom_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -265,5 +267,34 @@ func TestRebuildOutgrowsMem(t *testing.T) {
 	}
 	if db.Exists(context.Background(), rc.key(1)+":rebuild").Val() != 0 {
 		t.Fatal("written")
+	}
+}
+
+// TestRebuildBadHeader: a filter whose header no filter the module makes
+// has (loaded with BF.LOADCHUNK; the audit refuses it) is what a rebuild
+// is for: with --capacity and --error it is replaced by the module's
+// filter of its truth keys.
+func TestRebuildBadHeader(t *testing.T) {
+	db := reconciletest.RedisDB(t, 9)
+	ctx := context.Background()
+	rc := &rbCase{c: db, url: func(q string) string { return reconciletest.RedisURL(t, 9, q) }, template: "bh:{*}",
+		router: newRefRouter("mod-md5", 2, nil, 0), item: "sha256", n: 3000, capacity: 300, errRate: 0.01}
+	rc.setup(t)
+	hdr, err := db.Do(ctx, "BF.SCANDUMP", rc.key(0), 0).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := []byte(hdr[1].(string))
+	binary.LittleEndian.PutUint64(b[20+32:], math.Float64bits(-1)) // bpe -1, hashes 0 (TestAuditShardKeys)
+	binary.LittleEndian.PutUint32(b[20+40:], 0)
+	db.Del(ctx, rc.key(0))
+	if err := db.Do(ctx, "BF.LOADCHUNK", rc.key(0), 1, b).Err(); err != nil {
+		t.Fatalf("the module refuses the header: %v", err)
+	}
+	reconciletest.Fpdedup(t, rc.dir, nil, rc.args()...).Want(t, 2)
+	reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "0")...).Want(t, 2) // its parameters are not known
+	reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "all", "--capacity", "300", "--error", "0.01")...).Want(t, 0)
+	if got, want := dumpOf(t, db, rc.key(0)), rc.refFilter(t, 0, 0.01, 300, 2); !bytes.Equal(got, want) {
+		t.Fatal("the rebuilt filter is not the module's")
 	}
 }

@@ -123,6 +123,10 @@ func (b *Source) checkFilters(ctx context.Context) error {
 				return &FilterKeyError{Shard: b.spec.Router.Name(s), Key: b.keys[s], Type: typ}
 			}
 			h, _, err := b.parseHeader(s, dumps[s-from])
+			var fk *FilterKeyError
+			if errors.As(err, &fk) && fk.Err != nil && b.rebuild[s] {
+				continue // a header no filter has: rebuilt all the same
+			}
 			if err != nil {
 				return err
 			}
@@ -144,7 +148,8 @@ func isAnswer(err error) bool {
 func isNotFound(err error) bool { return err != nil && strings.Contains(err.Error(), "ERR not found") }
 
 // parseHeader reads the answer to BF.SCANDUMP key 0 (iterator 1 and the
-// header) as shard s's header.
+// header) as shard s's header; the header's bytes come with a
+// *FilterKeyError of a header that does not parse.
 func (b *Source) parseHeader(s int, c *redis.Cmd) (*rbloom.Header, []byte, error) {
 	it, data, err := scandump(c)
 	switch {
@@ -158,7 +163,7 @@ func (b *Source) parseHeader(s int, c *redis.Cmd) (*rbloom.Header, []byte, error
 	}
 	h, err := rbloom.ParseHeader(data, b.headerBudget())
 	if err != nil {
-		return nil, nil, &FilterKeyError{Shard: b.spec.Router.Name(s), Key: b.keys[s], Type: ModuleType, Err: err}
+		return nil, data, &FilterKeyError{Shard: b.spec.Router.Name(s), Key: b.keys[s], Type: ModuleType, Err: err}
 	}
 	return h, data, nil
 }
