@@ -116,12 +116,25 @@ func (b *Source) Rebuild(ctx context.Context, ro RebuildOptions, rep *report.Rep
 	if !ro.DryRun {
 		rep.ReadBack = rb
 	}
+	named := 0
+	for _, want := range b.rebuild {
+		if want {
+			named++
+		}
+	}
 	for s, want := range b.rebuild {
 		if !want {
 			continue
 		}
 		rs.Shards = append(rs.Shards, uint64(s))
 		if err := b.rebuildShard(ctx, s, ro, rep, rb); err != nil {
+			// Said beside the error but for the typed ones a caller words
+			// itself (the report's Rebuild has it too).
+			var np *NoParamsError
+			var me *RebuildMemError
+			if rs.Swapped > 0 && ctx.Err() == nil && !errors.As(err, &np) && !errors.As(err, &me) {
+				return fmt.Errorf("%w (%d of the %d filters named were rebuilt and swapped in before this one)", err, rs.Swapped, named)
+			}
 			return err
 		}
 	}
