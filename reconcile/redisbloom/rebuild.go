@@ -306,7 +306,7 @@ func (b *Source) build(ctx context.Context, s int, p rbloom.Params) (*rbloom.Fil
 		case errors.Is(err, rbloom.ErrGrow):
 			return memErr
 		case errors.Is(err, rbloom.ErrFull):
-			return fmt.Errorf("RedisBloom shard %s: a NONSCALING filter of capacity %d cannot hold its %d truth keys: give --capacity", name, p.Capacity, b.truth.keys(s))
+			return fmt.Errorf("RedisBloom shard %s: a NONSCALING filter of capacity %d cannot hold its %d truth keys: rebuild it with a larger capacity", name, p.Capacity, b.truth.keys(s))
 		case err != nil:
 			return err
 		}

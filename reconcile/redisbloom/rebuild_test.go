@@ -39,14 +39,14 @@ func dumpOf(t *testing.T, c redis.UniversalClient, key string) []byte {
 }
 
 // refFilter is the filter the module itself builds for shard s's truth
-// keys: BF.RESERVE with the parameters, then BF.MADD of their items in
-// the records' order; its dump.
-func (rc *rbCase) refFilter(t *testing.T, s int, errRate float64, capacity, expansion int) []byte {
+// keys: BF.RESERVE with the parameters (opts: EXPANSION n, NONSCALING),
+// then BF.MADD of their items in the records' order; its dump.
+func (rc *rbCase) refFilter(t *testing.T, s int, errRate float64, capacity int, opts ...any) []byte {
 	t.Helper()
 	ctx := context.Background()
 	ref := "ref:" + rc.key(s)
 	rc.c.Del(ctx, ref)
-	if err := rc.c.Do(ctx, "BF.RESERVE", ref, errRate, capacity, "EXPANSION", expansion).Err(); err != nil {
+	if err := rc.c.Do(ctx, append([]any{"BF.RESERVE", ref, errRate, capacity}, opts...)...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	var items []any
@@ -121,7 +121,7 @@ func TestRebuild(t *testing.T) {
 				t.Fatalf("rebuild %+v, read back %+v", rep.Rebuild, rep.ReadBack)
 			}
 			for s := range 2 {
-				if got, want := dumpOf(t, rc.c, rc.key(s)), rc.refFilter(t, s, 0.001, 5000, 2); !bytes.Equal(got, want) {
+				if got, want := dumpOf(t, rc.c, rc.key(s)), rc.refFilter(t, s, 0.001, 5000, "EXPANSION", 2); !bytes.Equal(got, want) {
 					t.Fatalf("shard %d: the rebuilt filter (%d bytes) is not the module's (%d bytes)", s, len(got), len(want))
 				}
 			}
@@ -132,7 +132,7 @@ func TestRebuild(t *testing.T) {
 				if s < 2 {
 					errRate, capacity = 0.001, 5000
 				}
-				if got, want := dumpOf(t, rc.c, rc.key(s)), rc.refFilter(t, s, errRate, capacity, 2); !bytes.Equal(got, want) {
+				if got, want := dumpOf(t, rc.c, rc.key(s)), rc.refFilter(t, s, errRate, capacity, "EXPANSION", 2); !bytes.Equal(got, want) {
 					t.Fatalf("shard %d, rebuilt as it was reserved: not the module's filter", s)
 				}
 				if rc.c.Exists(ctx, rc.key(s)+":rebuild").Val() != 0 {
@@ -211,7 +211,7 @@ func TestRebuildCutMidWrite(t *testing.T) {
 	if rs := reconciletest.ReadReport(t, filepath.Join(rc.dir, "r.json")).Rebuild; rs == nil || rs.Rebuilt != 1 {
 		t.Fatalf("the rerun: %+v", rs)
 	}
-	if got, want := dumpOf(t, db, rc.key(0)), rc.refFilter(t, 0, rc.errRate, rc.capacity, 2); !bytes.Equal(got, want) {
+	if got, want := dumpOf(t, db, rc.key(0)), rc.refFilter(t, 0, rc.errRate, rc.capacity, "EXPANSION", 2); !bytes.Equal(got, want) {
 		t.Fatal("the rerun's filter is not the module's")
 	}
 }
@@ -248,7 +248,7 @@ func TestRebuildServerRestarted(t *testing.T) {
 	rc.url = func(q string) string { return reconciletest.RedisURL(t, 9, q) }
 	reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "all", "--capacity", "300", "--error", "0.01")...).Want(t, 0)
 	for s := range 2 {
-		if got, want := dumpOf(t, db, rc.key(s)), rc.refFilter(t, s, 0.01, 300, 2); !bytes.Equal(got, want) {
+		if got, want := dumpOf(t, db, rc.key(s)), rc.refFilter(t, s, 0.01, 300, "EXPANSION", 2); !bytes.Equal(got, want) {
 			t.Fatalf("shard %d: the rerun's filter is not the module's", s)
 		}
 	}
@@ -294,7 +294,40 @@ func TestRebuildBadHeader(t *testing.T) {
 	reconciletest.Fpdedup(t, rc.dir, nil, rc.args()...).Want(t, 2)
 	reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "0")...).Want(t, 2) // its parameters are not known
 	reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "all", "--capacity", "300", "--error", "0.01")...).Want(t, 0)
-	if got, want := dumpOf(t, db, rc.key(0)), rc.refFilter(t, 0, 0.01, 300, 2); !bytes.Equal(got, want) {
+	if got, want := dumpOf(t, db, rc.key(0)), rc.refFilter(t, 0, 0.01, 300, "EXPANSION", 2); !bytes.Equal(got, want) {
 		t.Fatal("the rebuilt filter is not the module's")
+	}
+}
+
+// TestRebuildKeepsParams: without --capacity and --error a filter is
+// rebuilt as it was reserved, its expansion and scaling kept: EXPANSION 4,
+// and NONSCALING (which must hold its truth keys: else a larger capacity
+// is asked for, exit 2, nothing written).
+func TestRebuildKeepsParams(t *testing.T) {
+	db := reconciletest.RedisDB(t, 9)
+	ctx := context.Background()
+	rc := &rbCase{c: db, url: func(q string) string { return reconciletest.RedisURL(t, 9, q) }, template: "kp:{*}",
+		router: newRefRouter("mod-md5", 2, nil, 0), item: "key", n: 4000, capacity: 150, errRate: 0.02, expansion: 4}
+	rc.setup(t)
+	// Shard 1 made again NONSCALING, large enough for its keys.
+	db.Del(ctx, rc.key(1))
+	if err := db.Do(ctx, "BF.RESERVE", rc.key(1), 0.02, 3000, "NONSCALING").Err(); err != nil {
+		t.Fatal(err)
+	}
+	reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "all")...).Want(t, 0)
+	if got, want := dumpOf(t, db, rc.key(0)), rc.refFilter(t, 0, 0.02, 150, "EXPANSION", 4); !bytes.Equal(got, want) {
+		t.Fatal("shard 0 (EXPANSION 4): not the module's filter")
+	}
+	if got, want := dumpOf(t, db, rc.key(1)), rc.refFilter(t, 1, 0.02, 3000, "NONSCALING"); !bytes.Equal(got, want) {
+		t.Fatal("shard 1 (NONSCALING): not the module's filter")
+	}
+	// A NONSCALING filter too small for its truth keys.
+	db.Del(ctx, rc.key(1))
+	if err := db.Do(ctx, "BF.RESERVE", rc.key(1), 0.02, 100, "NONSCALING").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "1")...).Want(t, 2)
+	if !strings.Contains(r.Stderr, "a NONSCALING filter of capacity 100 cannot hold its") || db.Exists(ctx, rc.key(1)+":rebuild").Val() != 0 {
+		t.Fatalf("stderr: %s", r.Stderr)
 	}
 }
