@@ -109,6 +109,7 @@ type (
 	RebuildMemError    = redisbloom.RebuildMemError
 	RebuiltWrongError  = redisbloom.RebuiltWrongError
 	NoParamsError      = redisbloom.NoParamsError
+	UncoveredError     = redisbloom.UncoveredError
 )
 
 // The problems of a reply (ReplyError).

@@ -72,6 +72,17 @@ func (e *RebuildMemError) Error() string {
 	return fmt.Sprintf("RedisBloom shard %s: the filter rebuilt for %q outgrows the memory budget of %s (it is built whole in memory): give more", e.Shard, e.Key, units.FormatBytes(e.Mem))
 }
 
+// UncoveredError is a rebuild refused because the records give the key
+// texts of only some of the index's fingerprints: the filters rebuilt
+// would lack the others' items, which the live ones may hold.
+type UncoveredError struct {
+	Keys, Index int64
+}
+
+func (e *UncoveredError) Error() string {
+	return fmt.Sprintf("not rebuilt: the records give the keys of %d of the index's %d fingerprints, so the filters rebuilt would lack the others' items, which the live ones may hold; give the records the index was built from", e.Keys, e.Index)
+}
+
 // NoParamsError is a shard to rebuild whose filter is missing, without
 // a capacity and error rate to rebuild it with.
 type NoParamsError struct {
@@ -107,6 +118,11 @@ func (e *RebuiltWrongError) Error() string {
 func (b *Source) Rebuild(ctx context.Context, ro RebuildOptions, rep *report.Report) error {
 	if b.truth == nil {
 		return errors.New("BUG: a RedisBloom rebuild before the audit read the truth")
+	}
+	// A filter built from part of the truth would drop the rest of what
+	// the live one holds: the records must give every key of the index.
+	if t := b.truth; !t.fromIndex && t.distinct < int64(t.x.Len()) {
+		return &UncoveredError{Keys: t.distinct, Index: int64(t.x.Len())}
 	}
 	rs := &report.RebuildStats{DryRun: ro.DryRun, Target: b.o.Target}
 	rep.Rebuild = rs

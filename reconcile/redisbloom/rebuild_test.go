@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -329,5 +330,29 @@ func TestRebuildKeepsParams(t *testing.T) {
 	r := reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "1")...).Want(t, 2)
 	if !strings.Contains(r.Stderr, "a NONSCALING filter of capacity 100 cannot hold its") || db.Exists(ctx, rc.key(1)+":rebuild").Val() != 0 {
 		t.Fatalf("stderr: %s", r.Stderr)
+	}
+}
+
+// TestRebuildUncovered: records that give the keys of only some of the
+// index's fingerprints rebuild nothing (exit 2): the filters rebuilt from
+// them would lack the other keys' items, which the live ones hold.
+func TestRebuildUncovered(t *testing.T) {
+	db := reconciletest.RedisDB(t, 9)
+	rc := &rbCase{c: db, url: func(q string) string { return reconciletest.RedisURL(t, 9, q) }, template: "uc:{*}",
+		router: newRefRouter("mod-md5", 2, nil, 0), item: "key", n: 2000, capacity: 300, errRate: 0.01}
+	rc.setup(t)
+	before := [][]byte{dumpOf(t, db, rc.key(0)), dumpOf(t, db, rc.key(1))}
+	some := strings.Join(rc.keys[:1500], "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(rc.dir, "records.txt"), []byte(some), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "all")...).Want(t, 2)
+	if !strings.Contains(r.Stderr, "the records give the keys of 1500 of the index's 2000 fingerprints") {
+		t.Fatalf("stderr: %s", r.Stderr)
+	}
+	for s := range 2 {
+		if !bytes.Equal(dumpOf(t, db, rc.key(s)), before[s]) {
+			t.Fatalf("shard %d changed", s)
+		}
 	}
 }
