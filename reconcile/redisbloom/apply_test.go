@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 )
 
@@ -198,4 +200,51 @@ func TestApplyInterrupted(t *testing.T) {
 	if len(rc.missing) != 0 {
 		t.Fatalf("after the rerun the module lacks %d truth keys", len(rc.missing))
 	}
+}
+
+// TestApplyServerRestarted: the server killed and started again, empty,
+// while --apply writes (its later batches held back meanwhile): the
+// writes find the filters gone and stop, naming them (exit 2), making no
+// filter of the module's defaults; the filters rebuilt from the truth
+// (--rebuild-shard all with their parameters), a rerun agrees.
+func TestApplyServerRestarted(t *testing.T) {
+	reconciletest.NeedKill(t)
+	db := reconciletest.RedisDB(t, 9)
+	rc := &rbCase{c: db, template: "ar2:{*}", router: newRefRouter("mod-md5", 2, nil, 0), item: "sha256", n: 4000, capacity: 300, errRate: 0.01}
+	p := reconciletest.NewHoldProxy(t, reconciletest.RedisAddr(t), "BF.INSERT", 1)
+	rc.url = func(q string) string { return fmt.Sprintf("redis://%s/9?%s", p.Addr, q) }
+	rc.setup(t)
+	done := reconciletest.RunAsync(t, rc.dir, nil, rc.args("--apply", "--batch", "50", "--conns", "1", "--retries", "8", "--timeout", "20s")...)
+	select {
+	case <-p.Held:
+	case r := <-done:
+		t.Fatalf("the writes were never held: exit %d\n%s", r.Code, r.Stderr)
+	}
+	reconciletest.RestartRedis(t)
+	p.Release()
+	r := <-done
+	r.Want(t, 2)
+	if !strings.Contains(r.Stderr, "a filter written to does not exist") {
+		t.Fatalf("stderr: %s", r.Stderr)
+	}
+	if n := keysOnRestarted(t); n != 0 {
+		t.Fatalf("%d keys on the restarted server: made by the run", n)
+	}
+	db = reconciletest.RedisDB(t, 9) // the restarted server's
+	rc.c = db
+	reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--rebuild-shard", "all", "--capacity", "300", "--error", "0.01")...).Want(t, 0)
+	reconciletest.Fpdedup(t, rc.dir, nil, rc.args()...).Want(t, 0)
+}
+
+// keysOnRestarted counts the keys of database 9 on the test Redis,
+// without flushing it (as RedisDB does).
+func keysOnRestarted(t *testing.T) int64 {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: reconciletest.RedisAddr(t), DB: 9, Protocol: 2})
+	defer c.Close()
+	n, err := c.DBSize(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
