@@ -9,6 +9,7 @@ import (
 	"github.com/fpdedup/fpdedup/reconcile/join"
 	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/redisbloom"
 	"github.com/fpdedup/fpdedup/reconcile/redisconn"
 	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
 	"github.com/fpdedup/fpdedup/reconcile/report"
@@ -35,6 +36,16 @@ type (
 	Timings       = report.Timings
 	Memory        = report.Memory
 )
+
+// An audit of RedisBloom filters, in the report.
+type (
+	RedisBloomReport    = report.RedisBloomReport
+	RedisBloomShard     = report.RedisBloomShard
+	RedisBloomSubFilter = report.RedisBloomSubFilter
+)
+
+// RedisBloomType is the TYPE of a RedisBloom filter's key.
+const RedisBloomType = redisbloom.ModuleType
 
 // The errors every part of a run may return are package online's (their
 // constants too, below); the retry a caller hears of (Options.Waiting).
@@ -89,9 +100,24 @@ type (
 	RebuiltShortError = bitmapbloom.RebuiltShortError
 )
 
+// RedisBloom filters' errors are package redisbloom's: a shard's key that
+// is not a filter, a dump that lies, a filter changed while it was read, a
+// rebuild refused because items arrived, a memory budget too small.
+type (
+	FilterKeyError     = redisbloom.FilterKeyError
+	FilterDumpError    = redisbloom.DumpError
+	FilterChangedError = redisbloom.ChangedError
+	FilterArrivedError = redisbloom.ArrivedError
+	AuditMemError      = redisbloom.MemError
+	RebuildMemError    = redisbloom.RebuildMemError
+	RebuiltWrongError  = redisbloom.RebuiltWrongError
+	NoParamsError      = redisbloom.NoParamsError
+	UncoveredError     = redisbloom.UncoveredError
+)
+
 // The problems of a reply (ReplyError).
 const (
-	BulkTooLong   = redisconn.BulkTooLong   // a bulk string longer than any key name or field Run reads
+	BulkTooLong   = redisconn.BulkTooLong   // a bulk string longer than any key name, field or filter chunk Run reads
 	ReplyTooLarge = redisconn.ReplyTooLarge // more declared in one reply than a reply may hold
 	ReplyTooDeep  = redisconn.ReplyTooDeep  // arrays nested deeper than any reply Run reads
 	LineTooLong   = redisconn.LineTooLong   // a simple string, error or integer longer than any Redis sends

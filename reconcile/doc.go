@@ -1,7 +1,7 @@
 // Package reconcile compares an offline truth index with the online dedup
 // store (DESIGN section 5): Redis keys named PREFIX<hex> or members of a
 // set, on one server or in a Redis Cluster, the L2 bloom kept in plain
-// Redis strings, a MySQL/MariaDB table with a BINARY(16|32) or
+// Redis strings or as RedisBloom (BF.*) filters, a MySQL/MariaDB table with a BINARY(16|32) or
 // CHAR(32|64) hex fingerprint column, or a plain export file. It counts
 // the fingerprints both sides hold, those only the index holds (missing
 // online: the backfill) and those only the online side holds (unknown
@@ -25,7 +25,7 @@
 //     Cluster, each reply checked before it is read.
 //   - apply: the writes of the missing keys, the checkpoint, the read back.
 //   - the stores' adapters, none importing another: rediskeys,
-//     bitmapbloom, mysqltable, exportfile. Each says how its store is read,
+//     bitmapbloom, redisbloom, mysqltable, exportfile. Each says how its store is read,
 //     probed, written and read back, and how it fails.
 //
 // Interruptions: a cancelled context (SIGINT, SIGTERM in the CLI) never

@@ -65,6 +65,11 @@ const (
 	BadValue                                     // Value is no template (Err: an *etcdkv.TemplateError)
 	ValueNeedsRecords                            // Value names record fields (Value: them), and Records are not given
 	ValueFieldsFormat                            // Value names record fields, and the records have none (Value: their format)
+	ProbeRedisBF                                 // Probe of RedisBloom filters, which are audited from their dumps
+	NeedKeyTexts                                 // RedisBloom filters whose items or router need the key texts, without Records (Value: item=, Target: route=)
+	RouteAllWrites                               // Apply, DryRun or Rebuild of RedisBloom filters of route=all, which names no shard for an item
+	RebuildParamsNotBF                           // RebuildCapacity or RebuildError without a Rebuild of RedisBloom filters
+	BadRebuildParams                             // RebuildCapacity or RebuildError that BF.RESERVE refuses (Err: rbloom's)
 )
 
 func (e *OptionError) Error() string {
@@ -106,6 +111,9 @@ func (e *OptionError) Error() string {
 	case RebuildWithApply:
 		return "Rebuild writes whole shards: not with Apply or Probe"
 	case RebuildNeedsHashTag:
+		if e.Target == "bf" {
+			return fmt.Sprintf("Rebuild in a Redis Cluster needs the shard's name in the filters' hash tag (bf=l2:rb:{*}), so that a filter and its rebuilt copy share a slot; %s does not", e.Value)
+		}
 		return fmt.Sprintf("Rebuild in a Redis Cluster needs the shard number in the keys' hash tag (bloom=l2:bf:{*}), so that a shard and its rebuilt copy share a slot; %s does not", e.Value)
 	case RebuildShardRange:
 		return fmt.Sprintf("Rebuild of shard %s: the layout has %s (0 to %s-1)", e.Value, e.Target, e.Target)
@@ -125,6 +133,16 @@ func (e *OptionError) Error() string {
 		return fmt.Sprintf("the Value template names fields of the records (%s): writing needs Records", e.Value)
 	case ValueFieldsFormat:
 		return fmt.Sprintf("the Value template names fields of the records, but %s records have none: read them as csv, tsv or jsonl", e.Value)
+	case ProbeRedisBF:
+		return "Probe is not for RedisBloom filters (?bf=…): each is read whole from its dump and every truth key tested"
+	case NeedKeyTexts:
+		return fmt.Sprintf("RedisBloom filters of %s and %s are audited from the keys' texts (the items are made of them, or the router hashes them), which the index does not hold: give Records, the records the index was made of", e.Value, e.Target)
+	case RouteAllWrites:
+		return "RedisBloom filters of route=all cannot be written or rebuilt: the router is not known, so no shard is for an item"
+	case RebuildParamsNotBF:
+		return "RebuildCapacity and RebuildError go with a Rebuild of RedisBloom filters (?bf=…)"
+	case BadRebuildParams:
+		return fmt.Sprintf("RebuildCapacity, RebuildError: %v", e.Err)
 	}
 	return fmt.Sprintf("OptionRule(%d)", int(e.Rule))
 }
@@ -176,4 +194,15 @@ type TooManyDigestsError struct {
 
 func (e *TooManyDigestsError) Error() string {
 	return fmt.Sprintf("more than %d whole digests to write do not fit in Options.Mem: apply a slice at a time (mysql …&where=, or a partitioned index)", e.Max)
+}
+
+// A TooManyKeyTextsError: the key texts of the keys Apply must write to
+// RedisBloom filters, collected from the records, do not fit in half of
+// Options.Mem.
+type TooManyKeyTextsError struct {
+	Max int64 // the bytes they may take
+}
+
+func (e *TooManyKeyTextsError) Error() string {
+	return fmt.Sprintf("the key texts to write take more than the %d bytes Options.Mem leaves them: apply a slice at a time (a partitioned index, or fewer records)", e.Max)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fpdedup/fpdedup/ingest"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestEtcdCompareAgainAfterCompaction(t *testing.T) {
 			}
 			defer x.Close()
 			ctx := context.Background()
-			src, err := open(ctx, &o, cfg)
+			src, err := open(ctx, &o, cfg, ingest.RecordOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -71,8 +71,13 @@ type Options struct {
 	Rebuild []uint64
 
 	// TargetFPR is the false-positive rate a bloom audit sizes the L2 for
-	// (0: DefaultTargetFPR).
+	// (0: DefaultTargetFPR; RedisBloom filters: each its own error rate).
 	TargetFPR float64
+
+	// RebuildCapacity and RebuildError are BF.RESERVE's capacity and
+	// error rate for RedisBloom filters rebuilt (0: the live filter's).
+	RebuildCapacity uint64
+	RebuildError    float64
 
 	Mem     int64
 	TmpDir  string
@@ -130,13 +135,21 @@ func (o *Options) check() error {
 	if err := o.checkValue(); err != nil {
 		return err
 	}
+	if o.Probe && t.Kind == RedisBF {
+		return &OptionError{Rule: ProbeRedisBF}
+	}
+	if t.Kind == RedisBF {
+		if err := o.checkRedisBF(); err != nil {
+			return err
+		}
+	}
 	if o.writes() && t.Kind == File {
 		return &OptionError{Rule: ApplyToFile, Target: t.Redacted}
 	}
 	if o.Backfill != "" && len(o.Records) == 0 {
 		return &OptionError{Rule: BackfillWithoutRecords}
 	}
-	if len(o.Records) > 0 && o.Backfill == "" && !o.writes() {
+	if len(o.Records) > 0 && o.Backfill == "" && !o.writes() && !o.keyTexts() {
 		return &OptionError{Rule: RecordsUnused}
 	}
 	if _, err := ingest.ParseOnBad(o.BadRecords); err != nil {
@@ -145,14 +158,17 @@ func (o *Options) check() error {
 	if o.Checkpoint != "" && !o.Apply {
 		return &OptionError{Rule: CheckpointWithoutApply}
 	}
-	if o.Extra != "" && (o.Probe || t.Kind == RedisBloom) {
+	if o.Extra != "" && (o.Probe || t.Kind == RedisBloom || t.Kind == RedisBF) {
 		return &OptionError{Rule: ExtraNotListed}
 	}
 	if o.TargetFPR < 0 || o.TargetFPR >= 1 {
 		return &OptionError{Rule: BadTargetFPR}
 	}
-	if o.TargetFPR != 0 && t.Kind != RedisBloom {
+	if o.TargetFPR != 0 && t.Kind != RedisBloom && t.Kind != RedisBF {
 		return &OptionError{Rule: TargetFPRNotBloom}
+	}
+	if (o.RebuildCapacity != 0 || o.RebuildError != 0) && (t.Kind != RedisBF || len(o.Rebuild) == 0) {
+		return &OptionError{Rule: RebuildParamsNotBF}
 	}
 	if len(o.Rebuild) > 0 {
 		if err := o.checkRebuild(); err != nil {
@@ -190,6 +206,8 @@ func (o *Options) checkValue() error {
 func (o *Options) checkRebuild() error {
 	t := o.Target
 	switch {
+	case t.Kind == RedisBF:
+		return o.checkRebuildBF()
 	case t.Kind != RedisBloom:
 		return &OptionError{Rule: RebuildNotBloom}
 	case o.Apply || o.Probe:

@@ -19,6 +19,7 @@ import (
 	"github.com/fpdedup/fpdedup/reconcile/join"
 	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/redisbloom"
 	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
 	"github.com/fpdedup/fpdedup/reconcile/report"
 )
@@ -100,7 +101,7 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 			return err
 		}
 	}
-	src, err := open(ctx, o, cfg)
+	src, err := open(ctx, o, cfg, ro)
 	if err != nil {
 		return err
 	}
@@ -144,27 +145,30 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 	// keys to write come from the records then, whatever their width.
 	fromRecords := wide || valued != nil
 	var digests [][32]byte
-	if len(o.Records) > 0 {
-		if digests, err = readRecords(ctx, o, ro, missing, fromRecords, valued, rep); err != nil {
+	var keyed []online.Item
+	if len(o.Records) > 0 && (o.Backfill != "" || o.writes()) {
+		if digests, keyed, err = readRecords(ctx, o, ro, missing, fromRecords, valued, rep); err != nil {
 			return err
 		}
 	}
 	if o.writes() && len(o.Rebuild) == 0 {
 		ao := apply.Options{Index: o.Index, Checkpoint: o.Checkpoint, DryRun: o.DryRun, DryRunOut: o.DryRunOut, Rate: o.Rate}
-		if err := apply.Missing(ctx, cfg, ao, rep, src, x, missing, d.Spool(), fromRecords, digests); err != nil {
+		if err := apply.Missing(ctx, cfg, ao, rep, src, x, missing, d.Spool(), fromRecords, digests, keyed); err != nil {
 			return err
 		}
 	}
 	if len(o.Rebuild) > 0 {
-		ro := bitmapbloom.RebuildOptions{Shards: o.Rebuild, DryRun: o.DryRun, DryRunOut: o.DryRunOut}
-		if err := bitmapbloom.Rebuild(ctx, cfg, ro, rep, src.(*bitmapbloom.Source), x); err != nil {
+		if err := rebuild(ctx, o, cfg, rep, src, x); err != nil {
 			return err
 		}
 	}
 	// The shards a rebuild names are not audited: held once it is done,
 	// and, in a dry run, the work it would do.
 	pending := o.DryRun && len(o.Rebuild) > 0
-	rep.Agree = rep.Missing == 0 && rep.Counts.OnlyOnline <= 0 && rep.Online.Bad == 0 && !pending && rep.ReadBack.Holds()
+	// Keys no record gave the text of were not audited: nothing is said
+	// of them, so the sides are not said to agree.
+	unaudited := rep.RedisBloom != nil && rep.RedisBloom.Unaudited > 0
+	rep.Agree = rep.Missing == 0 && rep.Counts.OnlyOnline <= 0 && rep.Online.Bad == 0 && !pending && !unaudited && rep.ReadBack.Holds()
 	return nil
 }
 
@@ -212,6 +216,18 @@ func valuedSource(o *Options, src online.Source, ro ingest.RecordOptions) (onlin
 	return v, nil
 }
 
+// rebuild rebuilds the bloom shards Options.Rebuild names.
+func rebuild(ctx context.Context, o *Options, cfg *online.Config, rep *Report, src online.Source, x *fpstore.Index) error {
+	switch b := src.(type) {
+	case *bitmapbloom.Source:
+		ro := bitmapbloom.RebuildOptions{Shards: o.Rebuild, DryRun: o.DryRun, DryRunOut: o.DryRunOut}
+		return bitmapbloom.Rebuild(ctx, cfg, ro, rep, b, x)
+	case *redisbloom.Source:
+		return b.Rebuild(ctx, redisbloom.RebuildOptions{DryRun: o.DryRun, DryRunOut: o.DryRunOut}, rep)
+	}
+	return fmt.Errorf("BUG: a rebuild of %T", src)
+}
+
 // openIndex opens the truth index, describes it in the report, and
 // refuses one whose fingerprints are not SHA-256 ones.
 func openIndex(o *Options, rep *Report) (*fpstore.Index, error) {
@@ -224,9 +240,9 @@ func openIndex(o *Options, rep *Report) (*fpstore.Index, error) {
 	if rep.Index.Key == nil {
 		rep.Index.Key = []string{}
 	}
-	// A bloom's bits come from the index's own fingerprints, whatever
-	// their hash; a key store is named by SHA-256 digests.
-	if spec.Hash != ingest.SHA256.String() && o.Target.Kind != RedisBloom {
+	// A bloom's bits come from the index's own fingerprints (or the key
+	// texts), whatever their hash; a key store is named by SHA-256 digests.
+	if spec.Hash != ingest.SHA256.String() && o.Target.Kind != RedisBloom && o.Target.Kind != RedisBF {
 		x.Close()
 		return nil, &WrongHashError{Index: o.Index, Hash: spec.Hash, Key: spec.Key, KeySep: spec.KeySep}
 	}
@@ -251,39 +267,58 @@ func keyWidth(o *Options, src online.Source, rep *Report) (wide bool, err error)
 }
 
 // readRecords is the records pass: the backfill (published with the
-// group), and, when the online side holds whole digests and keys are to
-// be written, those digests, sorted and distinct.
-func readRecords(ctx context.Context, o *Options, ro ingest.RecordOptions, missing *fpstore.Index, wide bool, valued online.Valued, rep *Report) ([][32]byte, error) {
+// group), and, when keys are to be written, those the online side names
+// by their whole digests or their key texts (RedisBloom filters), sorted
+// by fingerprint and distinct.
+func readRecords(ctx context.Context, o *Options, ro ingest.RecordOptions, missing *fpstore.Index, wide bool, valued online.Valued, rep *Report) ([][32]byte, []online.Item, error) {
 	rs := &RecordStats{Backfill: o.Backfill}
 	rep.Records = rs
-	var backfill *atomicfile.File
+	out := recordsOut{missing: missing}
 	if o.Backfill != "" {
 		var err error
-		if backfill, err = atomicfile.Create(o.Backfill); err != nil {
-			return nil, err
+		if out.backfill, err = atomicfile.Create(o.Backfill); err != nil {
+			return nil, nil, err
 		}
-		defer backfill.Abort()
+		defer out.backfill.Abort()
 	}
 	var digests [][32]byte
-	var collect *[][32]byte
-	if wide && o.writes() {
-		collect = &digests
+	var keyed []online.Item
+	switch {
+	case wide && o.writes():
+		out.digests = &digests
+	case o.Target.Kind == RedisBF && o.writes():
+		keyed = []online.Item{} // not nil: the items come from here, none found or not
+		out.keyed = &keyed
 	}
-	err := recordsPass(ctx, o, ro, missing, backfill, collect, valued, rs)
-	rep.Timings.Records = rs.Seconds
+	out.valued = valued
+	err := recordsPass(ctx, o, ro, out, rs)
+	rep.Timings.Records += rs.Seconds
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if backfill != nil {
-		if err := o.Group.Finish(backfill); err != nil {
-			return nil, err
+	if out.backfill != nil {
+		if err := o.Group.Finish(out.backfill); err != nil {
+			return nil, nil, err
 		}
 		rep.Outputs.Backfill = o.Backfill
 	}
-	return digests, nil
+	return digests, keyed, nil
 }
 
-func open(ctx context.Context, o *Options, cfg *online.Config) (online.Source, error) {
+// keyTexts is the records pass of an audit of RedisBloom filters whose
+// items or router need the key texts: every record's key, with its
+// fingerprint, to fn. A record without a key is dealt with as
+// Options.BadRecords says, but for a quarantine, which the records pass
+// after the audit writes when there is one (the same records again).
+func keyTexts(ctx context.Context, o *Options, ro ingest.RecordOptions, fn func([]fpstore.Fingerprint, [][]byte) error) error {
+	out := recordsOut{texts: fn}
+	if bad, _ := ingest.ParseOnBad(o.BadRecords); bad.Quarantines() && (o.Backfill != "" || o.writes()) {
+		out.onBad = "skip"
+	}
+	return recordsPass(ctx, o, ro, out, &RecordStats{})
+}
+
+func open(ctx context.Context, o *Options, cfg *online.Config, ro ingest.RecordOptions) (online.Source, error) {
 	switch o.Target.Kind {
 	case RedisKeys, RedisSet:
 		return rediskeys.Open(ctx, o.Target.Redis, o.Target.Keys, cfg, o.TTL)
@@ -295,6 +330,17 @@ func open(ctx context.Context, o *Options, cfg *online.Config) (online.Source, e
 		return bitmapbloom.Open(ctx, o.Target.Redis, o.Target.Bloom, cfg, bitmapbloom.Options{Rebuild: o.Rebuild, TargetFPR: o.TargetFPR})
 	case Etcd:
 		return etcdkeys.Open(ctx, o.Target.Etcd, cfg, o.Value)
+	case RedisBF:
+		bo := redisbloom.Options{TargetFPR: o.TargetFPR, Capacity: o.RebuildCapacity, Error: o.RebuildError}
+		for _, s := range o.Rebuild {
+			bo.Rebuild = append(bo.Rebuild, int(s))
+		}
+		if o.keyTexts() {
+			bo.KeyTexts = func(ctx context.Context, fn func([]fpstore.Fingerprint, [][]byte) error) error {
+				return keyTexts(ctx, o, ro, fn)
+			}
+		}
+		return redisbloom.Open(ctx, o.Target.Redis, o.Target.BF, cfg, bo)
 	}
 	return nil, fmt.Errorf("unknown online kind %v", o.Target.Kind)
 }

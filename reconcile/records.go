@@ -3,6 +3,7 @@ package reconcile
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
@@ -19,8 +21,9 @@ import (
 
 // recordReading resolves how Records are read (o.RecordReading against
 // the index; a recipe used despite a mismatch is a warning in the report)
-// and whether BackfillFormat can write them.
-// Records are keyed and hashed with SHA-256, as the online side is.
+// and whether BackfillFormat can write them. Records are keyed and hashed
+// as the index was (SHA-256 for the stores keyed by it, which the index
+// must then be; any hash for a bloom's index).
 func recordReading(o *Options, index string, idx fpstore.Spec, rep *Report) (ingest.RecordOptions, error) {
 	req := ingest.RecipeRequest{Spec: ingest.KeySpec{Format: ingest.FormatLines, Term: '\n'}}
 	if o.RecordReading != nil {
@@ -41,23 +44,42 @@ func recordReading(o *Options, index string, idx fpstore.Spec, rep *Report) (ing
 	if err := o.BackfillFormat.ForRecords(spec.Format); err != nil {
 		return ingest.RecordOptions{}, &OptionError{Rule: BackfillRows, Err: err}
 	}
-	return ingest.RecordOptions{Spec: spec, Hash: ingest.SHA256, MaxRecord: o.MaxRecord}, nil
+	h, err := ingest.ParseHash(idx.Hash)
+	if err != nil {
+		return ingest.RecordOptions{}, fmt.Errorf("%s: %w", index, err)
+	}
+	return ingest.RecordOptions{Spec: spec, Hash: h, MaxRecord: o.MaxRecord}, nil
+}
+
+// recordsOut is what a records pass gives, each optional: the backfill of
+// the records whose key is missing online, and of those keys the whole
+// SHA-256 digests or the key texts (as items to write); or every key's
+// text, with its fingerprint (missing nil).
+type recordsOut struct {
+	missing  *fpstore.Index // the keys missing online, looked up
+	backfill *atomicfile.File
+	digests  *[][32]byte
+	keyed    *[]online.Item
+	texts    func(fps []fpstore.Fingerprint, keys [][]byte) error
+	onBad    string        // the policy for records without a key (Options.BadRecords unless said)
+	valued   online.Valued // makes the missing keys' values of their records' fields; nil: none
 }
 
 // recordsPass reads the Records inputs with the ingest record layer
 // (format, key recipe and header as ro says, the same reading as build,
 // query and dedup) and, for each record whose key's fingerprint is in
-// missing, writes the record unchanged, terminator included, to the
+// out.missing, writes the record unchanged, terminator included, to the
 // backfill output in input order, and collects its whole SHA-256 digest
-// when collect is set, and hands its fields to valued, if set, to make the
-// value the key is written with. With csv/tsv headers, the first input's header
-// starts the backfill (once, as read), so it is read back with the same
-// recipe; every input's header must be the first's.
-func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missing *fpstore.Index, bf *atomicfile.File, collect *[][32]byte, valued online.Valued, st *RecordStats) (err error) {
+// or its key text when asked to, and hands its fields to out.valued, if
+// set, to make the value the key is written with; or gives every record's key to
+// out.texts. With csv/tsv headers, the first input's header starts the
+// backfill (once, as read), so it is read back with the same recipe;
+// every input's header must be the first's.
+func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, out recordsOut, st *RecordStats) (err error) {
 	start := time.Now()
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
 	describe(st, ro.Spec)
-	bad, err := ingest.ParseOnBad(o.BadRecords)
+	bad, err := ingest.ParseOnBad(cmp.Or(out.onBad, o.BadRecords))
 	if err != nil {
 		return &OptionError{Rule: BadRecordsPolicy, Err: err}
 	}
@@ -68,11 +90,13 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 			err = cerr
 		}
 	}()
+	bf := out.backfill
 	r := &recordsReader{spec: ro.Spec, maxRecord: ro.MaxRecord, bad: bad, st: st, tmpDir: o.TmpDir,
-		batch: &recordBatch{missing: missing}, collect: collect, maxDigests: max(o.Mem/2/32, 1<<16)}
-	if valued != nil {
-		r.values = &recordValues{to: valued, spec: ro.Spec}
-		r.values.spec.Keys, r.values.spec.Respelled = valued.ValueFields(), nil
+		batch:   &recordBatch{missing: out.missing, hash: ro.Hash, digests: out.digests != nil, keepKeys: out.keyed != nil || out.texts != nil},
+		collect: out.digests, keyed: out.keyed, texts: out.texts, maxDigests: max(o.Mem/2/32, 1<<16), maxKeyBytes: max(o.Mem/2, 1<<20)}
+	if out.valued != nil {
+		r.values = &recordValues{to: out.valued, spec: ro.Spec}
+		r.values.spec.Keys, r.values.spec.Respelled = out.valued.ValueFields(), nil
 	}
 	if bf != nil {
 		r.backfill = bufio.NewWriterSize(bf, 1<<20)
@@ -92,9 +116,13 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 			return backfillError(err)
 		}
 	}
-	if collect != nil {
-		*collect = sortUnique(*collect)
-		st.Digests = int64(len(*collect))
+	if r.collect != nil {
+		*r.collect = sortUnique(*r.collect)
+		st.Digests = int64(len(*r.collect))
+	}
+	if r.keyed != nil {
+		*r.keyed = sortUniqueItems(*r.keyed)
+		st.KeyTexts = int64(len(*r.keyed))
 	}
 	if r.backfill != nil {
 		if err := r.backfill.Flush(); err != nil {
@@ -129,6 +157,11 @@ type recordsReader struct {
 	collect    *[][32]byte // nil: no digests to collect
 	maxDigests int64
 	values     *recordValues // nil: no values to make
+	// keyed collects the key texts of the keys missing online; texts is
+	// given every record's key.
+	keyed                 *[]online.Item
+	keyBytes, maxKeyBytes int64
+	texts                 func(fps []fpstore.Fingerprint, keys [][]byte) error
 }
 
 // readInput reads one input, chunk by chunk.
@@ -334,9 +367,13 @@ func (r *recordsReader) readHeader(data []byte, name string) ([]byte, error) {
 }
 
 // keep writes the batch's records whose key is missing online to the
-// backfill, and collects their whole digests.
+// backfill, and collects their whole digests or key texts; or gives every
+// key to texts.
 func (r *recordsReader) keep() error {
 	p := r.batch
+	if r.texts != nil {
+		return r.texts(p.fps, p.kept)
+	}
 	for _, i := range p.hits {
 		r.st.Missing++
 		if r.backfill != nil && r.rows == nil {
@@ -354,19 +391,41 @@ func (r *recordsReader) keep() error {
 			}
 			*r.collect = append(*r.collect, p.digs[i])
 		}
+		if r.keyed != nil {
+			if r.keyBytes += int64(len(p.kept[i])) + itemBytes; r.keyBytes > r.maxKeyBytes {
+				*r.keyed = sortUniqueItems(*r.keyed)
+				r.keyBytes = 0
+				for _, it := range *r.keyed {
+					r.keyBytes += int64(len(it.Key)) + itemBytes
+				}
+				if r.keyBytes > r.maxKeyBytes {
+					return &TooManyKeyTextsError{Max: r.maxKeyBytes}
+				}
+			}
+			*r.keyed = append(*r.keyed, online.Item{FP: p.fps[i], Key: bytes.Clone(p.kept[i])})
+		}
 	}
 	return nil
 }
 
+// itemBytes is what an item to write takes besides its key text.
+const itemBytes = int64(unsafe.Sizeof(online.Item{}))
+
 // recordBatch keys the records of one chunk and looks their fingerprints
 // up in the missing index.
 type recordBatch struct {
-	missing *fpstore.Index
-	fps     []fpstore.Fingerprint
-	digs    [][32]byte
-	recs    [][]byte // aliases the chunk: valid until it is released
-	rows    []int64  // the records' numbers
-	lines   []int64  // the lines they start on
+	missing  *fpstore.Index // nil: every record is a hit
+	hash     ingest.Hash    // the index's
+	digests  bool           // keep whole SHA-256 digests (digs)
+	keepKeys bool           // keep the key texts (kept: copies in arena)
+	fps      []fpstore.Fingerprint
+	digs     [][32]byte
+	arena    []byte
+	ends     []int
+	kept     [][]byte
+	recs     [][]byte // aliases the chunk: valid until it is released
+	rows     []int64  // the records' numbers
+	lines    []int64  // the lines they start on
 	// rowGroup is the 1-based row group of a Parquet chunk, for messages.
 	rowGroup int
 	input    int // the input's number among the records, for a Parquet row's quarantine
@@ -379,6 +438,7 @@ type recordBatch struct {
 // starts, for messages. The records it keeps alias data.
 func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer, firstBOM bool, name string, line, recNo int64, bad *ingest.BadPolicy, st *RecordStats) error {
 	p.fps, p.digs, p.recs, p.rows, p.lines, p.hits = p.fps[:0], p.digs[:0], p.recs[:0], p.rows[:0], p.lines[:0], p.hits[:0]
+	p.arena, p.ends = p.arena[:0], p.ends[:0]
 	oneLine := spec.Format == ingest.FormatLines && spec.Term == '\n'
 	var err error
 	ingest.SplitFormat(data, spec.Format, spec.Term, func(rec []byte) bool {
@@ -389,9 +449,22 @@ func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer,
 				return false
 			}
 		} else {
-			d := sha256.Sum256(key)
-			p.fps = append(p.fps, fpstore.FromBytes(d[:16]))
-			p.digs = append(p.digs, d)
+			if p.hash == ingest.SHA256 || p.digests {
+				d := sha256.Sum256(key)
+				if p.hash == ingest.SHA256 {
+					p.fps = append(p.fps, fpstore.FromBytes(d[:16]))
+				}
+				if p.digests {
+					p.digs = append(p.digs, d)
+				}
+			}
+			if p.hash != ingest.SHA256 {
+				p.fps = append(p.fps, p.hash.Sum(key))
+			}
+			if p.keepKeys {
+				p.arena = append(p.arena, key...)
+				p.ends = append(p.ends, len(p.arena))
+			}
 			p.recs = append(p.recs, rec)
 			p.rows = append(p.rows, recNo)
 			p.lines = append(p.lines, line)
@@ -404,8 +477,20 @@ func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer,
 		recNo++
 		return true
 	})
-	if err != nil || p.missing.Len() == 0 || len(p.fps) == 0 {
+	if err != nil {
 		return err
+	}
+	if p.keepKeys {
+		// Sliced once the arena no longer moves.
+		p.kept = p.kept[:0]
+		start := 0
+		for _, end := range p.ends {
+			p.kept = append(p.kept, p.arena[start:end:end])
+			start = end
+		}
+	}
+	if p.missing == nil || p.missing.Len() == 0 || len(p.fps) == 0 {
+		return nil
 	}
 	if cap(p.found) < len(p.fps) {
 		p.found = make([]bool, len(p.fps))
@@ -432,6 +517,13 @@ func sameHeader(a, b []byte) bool {
 func trimEOL(b []byte) []byte {
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	return bytes.TrimSuffix(b, []byte("\r"))
+}
+
+// sortUniqueItems sorts items by fingerprint and keeps the first of each
+// (one key text a fingerprint).
+func sortUniqueItems(its []online.Item) []online.Item {
+	slices.SortStableFunc(its, func(a, b online.Item) int { return a.FP.Compare(b.FP) })
+	return slices.CompactFunc(its, func(a, b online.Item) bool { return a.FP == b.FP })
 }
 
 func sortUnique(d [][32]byte) [][32]byte {

@@ -225,3 +225,27 @@ func TestRecordsJSONLMySQL(t *testing.T) {
 	reconciletest.Fpdedup(t, d.Dir, env, "reconcile", "--index", "jsonl.fpx", "--online", url, "--report", "b.json").Want(t, 1)
 	reconciletest.WantCounts(t, reconciletest.ReadReport(t, filepath.Join(d.Dir, "b.json")).Counts, 20_000, 0, 200)
 }
+
+// TestRecordsHashedAsTheIndex: a bloom's index may hold any hash; the
+// records are hashed with the index's own, so that the backfill holds the
+// records of the keys missing online (it came out empty, exit 1 all the
+// same, for an index of XXH3 fingerprints: the records were hashed with
+// SHA-256 whatever the index).
+func TestRecordsHashedAsTheIndex(t *testing.T) {
+	c := reconciletest.RedisDB(t, 4)
+	dir := t.TempDir()
+	var recs strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&recs, "ev-%d\n", i)
+	}
+	os.WriteFile(filepath.Join(dir, "k.txt"), []byte(recs.String()), 0o644)
+	reconciletest.Fpdedup(t, dir, nil, "build", "-q", "-o", "t.fpx", "k.txt").Want(t, 0) // XXH3
+	if err := c.SetBit(context.Background(), "hb:0", 999, 0).Err(); err != nil {         // an empty shard
+		t.Fatal(err)
+	}
+	url := reconciletest.RedisURL(t, 4, "bloom=hb:*&shards=1&bits=1000&k=3")
+	reconciletest.Fpdedup(t, dir, nil, "reconcile", "--index", "t.fpx", "--online", url, "--records", "k.txt", "--backfill", "bf.txt").Want(t, 1)
+	if got, _ := os.ReadFile(filepath.Join(dir, "bf.txt")); string(got) != recs.String() {
+		t.Fatalf("the backfill holds %d bytes, the records of the 100 keys missing %d", len(got), recs.Len())
+	}
+}

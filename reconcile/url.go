@@ -11,6 +11,7 @@ import (
 	"github.com/fpdedup/fpdedup/reconcile/exportfile"
 	"github.com/fpdedup/fpdedup/reconcile/mysqltable"
 	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/redisbloom"
 	"github.com/fpdedup/fpdedup/reconcile/redisconn"
 	"github.com/fpdedup/fpdedup/reconcile/rediskeys"
 )
@@ -25,6 +26,7 @@ const (
 	MySQL                      // mysql://…?table=T&column=C
 	File                       // file:PATH: one hex fingerprint (or key) per line
 	RedisBloom                 // redis://…?bloom=TEMPLATE&shards=N&bits=M&k=K: the L2 sharded bloom
+	RedisBF                    // redis://…?bf=TEMPLATE&shards=N&route=R&item=I: the L2 as RedisBloom (BF.*) filters
 	Etcd                       // etcd://…/?prefix=P: keys P<hex> under an etcd prefix
 )
 
@@ -40,6 +42,8 @@ func (k Kind) String() string {
 		return "file"
 	case RedisBloom:
 		return "redis-bloom"
+	case RedisBF:
+		return "redisbloom"
 	case Etcd:
 		return "etcd"
 	}
@@ -58,6 +62,8 @@ type Target struct {
 	Keys rediskeys.Keys
 	// RedisBloom: the shards' layout and the template of their keys.
 	Bloom bitmapbloom.Spec
+	// RedisBF: the filters' key template, router and item.
+	BF redisbloom.Spec
 
 	// MySQL: the fingerprint column of a table.
 	MySQL mysqltable.Table
@@ -79,7 +85,7 @@ const (
 // PasswordEnv is the variable that holds the password for t.
 func (t *Target) PasswordEnv() string {
 	switch t.Kind {
-	case RedisKeys, RedisSet, RedisBloom:
+	case RedisKeys, RedisSet, RedisBloom, RedisBF:
 		return RedisPasswordEnv
 	case MySQL:
 		return MySQLPasswordEnv
@@ -99,6 +105,8 @@ var hostRE = regexp.MustCompile(`^[A-Za-z0-9._:\[\]-]*$`)
 //	redis://[user@]host1:port1,host2:port2/?match=PREFIX*   (Redis Cluster)
 //	redis://[user@]host1:port1/?match=PREFIX*&addr=host2:port2&cluster=1
 //	redis://[user@]host:port/db?bloom=l2:bf:{*}&shards=N&bits=M&k=K   (the L2 bloom)
+//	redis://[user@]host:port/db?bf=l2:rb:{*}&shards=N&route=mod-md5&item=sha256   (RedisBloom filters)
+//	redis://[user@]host:port/db?bf=l2:rb:{*}&route=ring&nodes=A,B,C&vnodes=100&item=key
 //	mysql://user@host:port/db?table=T&column=C[&where=SQL][&count=0]
 //	etcd://[user@]host:port[,host:port…]/?prefix=P[&hex=64|32][&page=N][&ca=FILE][&cert=FILE&key=FILE]
 //	file:PATH
@@ -194,19 +202,19 @@ func parseRedisURL(t *Target, u *url.URL, hostList string, q *online.Params) (er
 	return redisKeys(t, q)
 }
 
-// redisKeys reads which keys hold the fingerprints, match=PREFIX*, set=KEY
-// or bloom=TEMPLATE, and the rest of their store's URL.
+// redisKeys reads which keys hold the fingerprints, match=PREFIX*, set=KEY,
+// bloom=TEMPLATE or bf=TEMPLATE, and the rest of their store's URL.
 func redisKeys(t *Target, q *online.Params) (err error) {
-	match, set, bloom := q.Get("match"), q.Get("set"), q.Get("bloom")
+	match, set, bloom, bf := q.Get("match"), q.Get("set"), q.Get("bloom"), q.Get("bf")
 	given := 0
-	for _, v := range []string{match, set, bloom} {
+	for _, v := range []string{match, set, bloom, bf} {
 		if v != "" {
 			given++
 		}
 	}
 	switch {
 	case given > 1:
-		return badURL(t, "match=, set= and bloom= exclude each other")
+		return badURL(t, "match=, set=, bloom= and bf= exclude each other")
 	case match != "":
 		t.Kind = RedisKeys
 		t.Keys, err = rediskeys.ParseKeys(t.Redacted, match, "", q)
@@ -216,8 +224,11 @@ func redisKeys(t *Target, q *online.Params) (err error) {
 	case bloom != "":
 		t.Kind = RedisBloom
 		t.Bloom, err = bitmapbloom.ParseSpec(t.Redacted, bloom, q)
+	case bf != "":
+		t.Kind = RedisBF
+		t.BF, err = redisbloom.ParseSpec(t.Redacted, bf, q)
 	default:
-		return badURL(t, "say which keys: ?match=PREFIX* (keys PREFIX<hex>), ?set=KEY (members of a set) or ?bloom=TEMPLATE&shards=N&bits=M&k=K (the L2 bloom)")
+		return badURL(t, "say which keys: ?match=PREFIX* (keys PREFIX<hex>), ?set=KEY (members of a set), ?bloom=TEMPLATE&shards=N&bits=M&k=K (the L2 bloom of plain bitmaps) or ?bf=TEMPLATE&shards=N&route=R&item=I (RedisBloom filters)")
 	}
 	return err
 }
@@ -226,7 +237,8 @@ func redisKeys(t *Target, q *online.Params) (err error) {
 // its value is never printed (it may be a password=).
 var urlParams = map[string]bool{"match": true, "set": true, "count": true, "hex": true, "addr": true, "cluster": true, "table": true, "column": true, "where": true,
 	"bloom": true, "shards": true, "bits": true, "k": true,
-	"prefix": true, "page": true, "ca": true, "cert": true, "key": true}
+	"prefix": true, "page": true, "ca": true, "cert": true, "key": true,
+	"bf": true, "route": true, "item": true, "nodes": true, "vnodes": true}
 
 // redactURL is u as every message, report and figure prints it: the one
 // redaction. A password in the user info is left out (and a user name

@@ -24,6 +24,8 @@ type reconcileOptions struct {
 	index, online, passwordFile string
 	probe                       bool
 	rebuild                     string
+	capacity                    uint64
+	errorRate                   float64
 	fpr                         float64
 	onlineFormat                string
 	report, missing, extra      string
@@ -86,8 +88,18 @@ Online sources (--online):
       --l2 shards=N,bits=M,k=K computes them from the index's own fingerprints
       (any --hash): shard = hi mod N, bit j = (lo + j*hi) mod 2^64 mod M, Redis
       bit order (SETBIT/GETBIT). bits= takes replay's forms (2^33, 1GiB, 1M).
-      Cluster seeds as above. RedisBloom's BF.* filters hash the raw keys with
-      their own function and cannot be read this way.
+      Cluster seeds as above. RedisBloom's BF.* filters are bf= below.
+  redis://host:port/0?bf=l2:rb:{*}&shards=N&route=ROUTER&item=ITEM   the L2 as
+      RedisBloom scalable filters (BF.RESERVE/BF.ADD; Redis Stack, Redis 8),
+      one a shard, * the shard's name (0 … N-1, or a ring's node; no * for a
+      single filter). ROUTER, a function of the key text: mod-md5 (shard =
+      first 4 bytes of MD5(key), big-endian, mod N), ring (&nodes=A,B,…&vnodes=V:
+      points MD5("NODE#i") first 4 bytes, a key goes to the first point at or
+      after its own hash, wrapping; shards= optional), all (the router is not
+      known: a key is held if any shard holds it; conservative, and nothing
+      can be written). ITEM, what the filters hold of a key: key (its text, as
+      the index's recipe makes it), sha256 (its lowercase hex SHA-256), fp (the
+      index's own fingerprint, 32 hex). Cluster seeds as above.
 Hex names of 64 digits (whole SHA-256 digests) are compared on their first
 128 bits. Passwords come from $FPDEDUP_REDIS_PASSWORD, $FPDEDUP_MYSQL_PASSWORD,
 $FPDEDUP_ETCD_PASSWORD or --password-file, never from the URL (one holding a
@@ -113,6 +125,37 @@ M-1 0 makes one): a missing key, another type or another length is an error
 naming it. --probe asks for each key's bits instead (BITFIELD_RO GET u1, a
 shard's bits of a batch in one command; GETBIT before Redis 6.2), for a small
 index.
+
+RedisBloom filters (bf=) are audited: each shard's filter is read with
+BF.SCANDUMP, chunk by chunk, as much of it at a time as --mem allows beside a
+bit a truth key, and each truth key is tested in its shard (route=all: in
+every shard) exactly as BF.EXISTS tests it; keys not found are asked again with
+BF.MEXISTS before they are called missing (a dump is not a snapshot: an add
+racing the audit is never reported), and each filter's header is read again
+last (a filter deleted or replaced meanwhile is an error, exit 2). What is
+audited: with item=fp and route=all the index's fingerprints; otherwise the
+keys of --records (required then: the index holds no key texts), each record
+whose key's fingerprint the index holds, once; index fingerprints no record
+gives are counted "not audited" and the sides are not said to agree (exit 1).
+The summary and --report give each shard's filter: the items the module counts,
+the truth keys routed there, those missing, its sub-filters (capacity, error,
+fill), its false-positive rate now against BF.RESERVE's, its memory and how
+many new items until the next sub-filter. A shard's key that is missing, of
+another type or with a header the module would not load is an error naming the
+shard and the key (exit 2). --fpr F adds what each shard needs for its truth
+keys at rate F: BF.RESERVE's capacity at error F (its expansion kept) and the
+memory, beside what it has. --apply adds the missing items with BF.INSERT KEY
+NOCREATE ITEMS … (BF.MADD that never makes a filter of the module's defaults
+where a shard's is gone) and reads them back with BF.MEXISTS. --rebuild-shard
+S,S|all makes each named shard's filter offline, as the module would build it
+for the shard's truth keys (BF.RESERVE at --capacity and --error, else the live
+filter's, then each key added in the records' order), writes it with
+BF.LOADCHUNK to KEY:rebuild, checks it there (its header, BF.INFO, BF.MEXISTS
+of a sample), and renames it over the live filter only if the live one holds
+the same items as when the rebuild read it: an item added online meanwhile
+makes it refuse, exit 2, the live filter as it was (rebuild with the writers
+paused, or migrate by dual-writing). A missing filter needs --capacity and
+--error. In a Cluster the shard's name must be in the hash tag (l2:rb:{*}).
 
 Outputs: the summary on stderr; --report FILE.json (counts, spec, source,
 timings, samples of each side); --missing and --extra as indexes; with
@@ -213,8 +256,10 @@ written online and how to resume from --checkpoint.`,
 	f.StringVar(&o.checkpoint, "checkpoint", "", "with --apply: resume from and record progress in `FILE`")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for sorted runs and temporary indexes")
 	f.IntVar(&o.samples, "samples", 20, "fingerprints of each side listed in the report")
-	f.Float64Var(&o.fpr, "fpr", 0, "bloom audit: the false-positive rate to size the L2 for (0: 0.01)")
-	f.StringVar(&o.rebuild, "rebuild-shard", "", "bloom: rebuild these `SHARDS` (S, S,S,… or all) from the truth instead of auditing them, missing or short ones too: each written beside the live one, ORed with the bits set meanwhile and swapped in atomically; --mem must hold a shard")
+	f.Float64Var(&o.fpr, "fpr", 0, "bloom audit: the false-positive rate to size the L2 for (0: 0.01; RedisBloom: each filter's own error rate)")
+	f.StringVar(&o.rebuild, "rebuild-shard", "", "bloom: rebuild these `SHARDS` (S, S,S,… or all; RedisBloom: the shards' names) from the truth instead of auditing them, missing or short ones too: each written beside the live one and swapped in atomically; --mem must hold a shard")
+	f.Uint64Var(&o.capacity, "capacity", 0, "with --rebuild-shard of RedisBloom filters: BF.RESERVE's capacity of the rebuilt filters (0: the live filter's)")
+	f.Float64Var(&o.errorRate, "error", 0, "with --rebuild-shard of RedisBloom filters: BF.RESERVE's error rate of the rebuilt filters (0: the live filter's)")
 	return cmd
 }
 
@@ -273,6 +318,7 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 		Apply: o.apply, DryRun: o.dryRun, TTL: o.ttl, Value: o.value,
 		Batch: o.batch, Conns: o.conns, Retries: o.retries, Timeout: o.timeout, Checkpoint: o.checkpoint,
 		Mem: inv.mem, TmpDir: o.tmpDir, Threads: inv.threads, Samples: o.samples, TargetFPR: o.fpr,
+		RebuildCapacity: o.capacity, RebuildError: o.errorRate,
 		Progress: &ingest.Progress{}, Version: version,
 	}
 	// --records are read as the index was built (its recorded format and
@@ -295,10 +341,15 @@ func reconcileRunOptions(cmd *cobra.Command, inv *invocation, o *reconcileOption
 		}
 	}
 	if o.rebuild != "" {
-		if t.Kind != reconcile.RedisBloom {
-			return opts, usageErrorf("--rebuild-shard is for a bloom (--online redis://…?bloom=…)")
+		switch t.Kind {
+		case reconcile.RedisBloom:
+			opts.Rebuild, err = parseShardList(o.rebuild, t.Bloom.Shards)
+		case reconcile.RedisBF:
+			opts.Rebuild, err = parseShardNames(o.rebuild, t.BF.Router.Shards(), t.BF.Router.Name)
+		default:
+			return opts, usageErrorf("--rebuild-shard is for a bloom (--online redis://…?bloom=… or ?bf=…)")
 		}
-		if opts.Rebuild, err = parseShardList(o.rebuild, t.Bloom.Shards); err != nil {
+		if err != nil {
 			return opts, err
 		}
 	}
@@ -431,6 +482,8 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 	}
 	if b := r.Bloom; b != nil {
 		bloomSummary(j, r, b)
+	} else if b := r.RedisBloom; b != nil {
+		redisBloomSummary(j, r, b)
 	} else {
 		j.summary("reconcile (%s): %d offline, %d online values read; both %d, only offline (missing online) %d, only online (unknown offline) %s; %.2f s, %s keys/s",
 			r.Mode, r.Index.Fingerprints, r.Online.Values, r.Counts.Both, r.Counts.OnlyOffline, online,
@@ -458,7 +511,9 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 			j.summary("reconcile: %d records without a key were skipped (--on-bad)", rs.Bad)
 		}
 	}
-	if b := r.Rebuild; b != nil {
+	if b := r.Rebuild; b != nil && r.RedisBloom != nil {
+		redisBloomRebuildSummary(j, r, b)
+	} else if b != nil {
 		verb := "rebuilt"
 		if b.DryRun {
 			verb = "would be rebuilt"
@@ -481,7 +536,9 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 	if e := r.Etcd; e != nil {
 		etcdWriteSummary(j, e)
 	}
-	if rb := r.ReadBack; rb != nil {
+	if rb := r.ReadBack; rb != nil && r.RedisBloom != nil {
+		redisBloomReadBackSummary(j, r, rb)
+	} else if rb != nil {
 		readBackSummary(j, rb)
 	}
 	switch {

@@ -70,6 +70,14 @@ func sayReconcileTyped(err error) (string, bool) {
 		return fmt.Sprintf("%s names keys by whole SHA-256 digests (hex=64), which a 128-bit index cannot probe: reconcile without --probe (SCAN and merge-join) instead", e.Target), true
 	case *reconcile.NotFingerprintError:
 		return fmt.Sprintf("%s:%d: not a 32- or 64-digit hex fingerprint: %q (with --online-format key each line is a key)", e.Name, e.Line, e.Text), true
+	case *reconcile.TooManyKeyTextsError:
+		return fmt.Sprintf("the key texts to write take more than the %s --mem leaves them: apply a slice at a time (a partitioned index, or fewer --records)", units.FormatBytes(e.Max)), true
+	case *reconcile.NoParamsError:
+		return fmt.Sprintf("RedisBloom shard %s: filter %q does not exist, so its capacity and error rate are not known: give --capacity and --error for its rebuild", e.Shard, e.Key), true
+	case *reconcile.RebuildMemError:
+		return fmt.Sprintf("RedisBloom shard %s: the filter rebuilt for %q outgrows --mem %s (a shard's filter is built whole in memory): give more", e.Shard, e.Key, units.FormatBytes(e.Mem)), true
+	case *reconcile.AuditMemError:
+		return fmt.Sprintf("--mem is too small for a RedisBloom audit of these filters and keys: give --mem %s or more", units.FormatBytes(e.Need)), true
 	case *reconcile.TooManyDigestsError:
 		return fmt.Sprintf("more than %d whole digests to write do not fit in --mem: apply a slice at a time (mysql …&where=, or a partitioned index)", e.Max), true
 	case *reconcile.FileError:
@@ -135,10 +143,13 @@ func sayOptionError(e *reconcile.OptionError) string {
 	case reconcile.BadTargetFPR:
 		return "--fpr is a rate between 0 and 1, such as 0.01"
 	case reconcile.RebuildNotBloom:
-		return "--rebuild-shard is for a bloom (--online redis://…?bloom=…)"
+		return "--rebuild-shard is for a bloom (--online redis://…?bloom=… or ?bf=…)"
 	case reconcile.RebuildWithApply:
 		return "--rebuild-shard writes whole shards: not with --apply or --probe (it sets the missing keys' bits too)"
 	case reconcile.RebuildNeedsHashTag:
+		if e.Target == "bf" {
+			return fmt.Sprintf("--rebuild-shard in a Redis Cluster needs the shard's name in the filters' hash tag (bf=l2:rb:{*}), so that a filter and its rebuilt copy share a slot; bf=%s does not", e.Value)
+		}
 		return fmt.Sprintf("--rebuild-shard in a Redis Cluster needs the shard number in the keys' hash tag (bloom=l2:bf:{*}), so that a shard and its rebuilt copy share a slot; bloom=%s does not", e.Value)
 	case reconcile.RebuildShardRange:
 		return fmt.Sprintf("--rebuild-shard %s: the layout has %s shards", e.Value, e.Target)
@@ -148,7 +159,7 @@ func sayOptionError(e *reconcile.OptionError) string {
 	case reconcile.ExtraNotListed:
 		return "--extra lists what only the online side holds, which --probe and a bloom cannot tell"
 	case reconcile.TargetFPRNotBloom:
-		return "--fpr sizes a bloom (--online redis://…?bloom=…): other online sides hold keys, not bits"
+		return "--fpr sizes a bloom (--online redis://…?bloom=… or ?bf=…): other online sides hold keys, not bits"
 	case reconcile.ProbeEtcd:
 		return "--probe is not for etcd: a prefix is read whole, in key order, at one revision"
 	case reconcile.ValueNotEtcd:
@@ -161,6 +172,16 @@ func sayOptionError(e *reconcile.OptionError) string {
 		return fmt.Sprintf("--value names fields of the records (%s): --apply needs --records FILE… to take them from", e.Value)
 	case reconcile.ValueFieldsFormat:
 		return fmt.Sprintf("--value names fields of the records, but %s records have none: read them with --format csv, tsv or jsonl", e.Value)
+	case reconcile.ProbeRedisBF:
+		return "--probe is not for RedisBloom filters (?bf=…): each is read whole with BF.SCANDUMP and every truth key tested in it"
+	case reconcile.NeedKeyTexts:
+		return fmt.Sprintf("RedisBloom filters of %s and %s are audited from the keys' texts (the items are made of them, or the router hashes them), which the index does not hold: give --records FILE…, the records the index was built from", e.Value, e.Target)
+	case reconcile.RouteAllWrites:
+		return "--apply, --dry-run and --rebuild-shard need the filters' router: with route=all no shard is known for an item"
+	case reconcile.RebuildParamsNotBF:
+		return "--capacity and --error go with --rebuild-shard of RedisBloom filters (--online redis://…?bf=…)"
+	case reconcile.BadRebuildParams:
+		return fmt.Sprintf("--capacity, --error: %v", e.Err)
 	}
 	return e.Error()
 }

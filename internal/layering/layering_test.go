@@ -41,7 +41,7 @@ var reconcileRooms = [][]string{
 	{"reconcile/join", "reconcile/redisconn", "reconcile/etcdkv"},
 	{"reconcile/apply"}, // writes what join found missing
 	// the stores' adapters
-	{"reconcile/rediskeys", "reconcile/bitmapbloom", "reconcile/mysqltable", "reconcile/exportfile", "reconcile/etcdkeys"},
+	{"reconcile/rediskeys", "reconcile/bitmapbloom", "reconcile/redisbloom", "reconcile/mysqltable", "reconcile/exportfile", "reconcile/etcdkeys"},
 	{"reconcile"}, // the facade: Options, Run, the URL
 }
 
@@ -49,7 +49,7 @@ var reconcileRooms = [][]string{
 // The Redis connections are the Redis adapters' (and the facade names
 // their types); the test support is for tests alone.
 var onlyImportedBy = map[string][]string{
-	"reconcile/redisconn":              {"reconcile/rediskeys", "reconcile/bitmapbloom", "reconcile"},
+	"reconcile/redisconn":              {"reconcile/rediskeys", "reconcile/bitmapbloom", "reconcile/redisbloom", "reconcile"},
 	"reconcile/internal/reconciletest": {},
 }
 

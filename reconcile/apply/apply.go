@@ -29,8 +29,10 @@ type Options struct {
 // resuming after the checkpoint, and removes the checkpoint when all are
 // written; then it reads them back (rep.ReadBack, rep.Missing). The keys
 // come from the whole digests of the records (wide: sorted, distinct),
-// else from the missing index or, without one, the spool.
-func Missing(ctx context.Context, o *online.Config, ao Options, rep *report.Report, src online.Source, x, missingIndex *fpstore.Index, missingSpool *join.Spool, wide bool, digests [][32]byte) error {
+// or the key texts of the records (keyed, non-nil for a store that
+// routes or names keys by them: sorted by fingerprint, distinct), else
+// from the missing index or, without one, the spool.
+func Missing(ctx context.Context, o *online.Config, ao Options, rep *report.Report, src online.Source, x, missingIndex *fpstore.Index, missingSpool *join.Spool, wide bool, digests [][32]byte, keyed []online.Item) error {
 	as := &report.ApplyStats{DryRun: ao.DryRun, Target: o.Target, Checkpoint: ao.Checkpoint}
 	rep.Apply = as
 	ck := &Checkpoint{}
@@ -42,10 +44,14 @@ func Missing(ctx context.Context, o *online.Config, ao Options, rep *report.Repo
 	}
 	if missing := rep.Counts.OnlyOffline; missing > 0 {
 		var produce items
-		if wide {
+		switch {
+		case wide:
 			as.NotInRecords = missing - countFingerprints(digests)
 			produce = digestItems(digests)
-		} else {
+		case keyed != nil:
+			as.NotInRecords = missing - int64(len(keyed))
+			produce = keyedItems(keyed)
+		default:
 			produce = fingerprintItems(missingIndex, missingSpool)
 		}
 		a := &applier{src: src, o: o, ao: ao, ck: ck, st: as, pace: online.NewPacer(ao.Rate)}
@@ -96,6 +102,21 @@ func digestItems(digests [][32]byte) items {
 			}
 		}
 		return emit(b)
+	}
+}
+
+// keyedItems are items with their key texts (sorted, distinct), given
+// whole at each call: once to write them, again to read them back.
+func keyedItems(keyed []online.Item) items {
+	return func(emit func([]online.Item) error) error {
+		for rest := keyed; len(rest) > 0; {
+			n := min(len(rest), 4096)
+			if err := emit(rest[:n]); err != nil {
+				return err
+			}
+			rest = rest[n:]
+		}
+		return nil
 	}
 }
 
@@ -299,7 +320,7 @@ func readBackApplied(ctx context.Context, o *online.Config, rep *report.Report, 
 			for i := range j.items {
 				rb.Keys++
 				if sharded {
-					touched[sh.ShardOf(j.items[i].FP)] = true
+					touched[sh.ShardOf(j.items[i])] = true
 				}
 				if !j.present[i] {
 					rb.NotHeld++

@@ -591,8 +591,8 @@ func pow(x float64, k int) float64 {
 // Shards is the layout's shard count.
 func (b *Source) Shards() uint64 { return b.layout.Shards }
 
-// ShardOf is the shard that holds fp's bits.
-func (b *Source) ShardOf(fp fpstore.Fingerprint) uint64 { return b.loc.Shard(fp.Hi) }
+// ShardOf is the shard that holds the item's bits.
+func (b *Source) ShardOf(it online.Item) uint64 { return b.loc.Shard(it.FP.Hi) }
 
 // ReadBackShards reads back whole the shards written (touched): each must
 // be its layout's length and hold at least the bits the audit read before

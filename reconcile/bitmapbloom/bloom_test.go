@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -795,13 +793,13 @@ func TestBloomClusterFailover(t *testing.T) {
 		}
 	}
 	master := reconciletest.ClusterSeeds(t)[2]
-	replica := startReplica(t, master)
+	replica := reconciletest.StartReplica(t, master)
 	for s := range shards {
 		if err := c.Set(ctx, fmt.Sprintf("fo:{%d}", s), online.Bytes[s], 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	replica.caughtUp(t)
+	replica.CaughtUp(t)
 
 	url := reconciletest.ClusterURL(t, fmt.Sprintf("bloom=fo:{*}&shards=%d&bits=%d&k=%d", shards, m, k))
 	done := make(chan reconciletest.Result, 1)
@@ -811,7 +809,7 @@ func TestBloomClusterFailover(t *testing.T) {
 			"--read-rate", "20k", "--report", "f.json", "--missing", "missing.fpx")
 	}()
 	time.Sleep(1500 * time.Millisecond)
-	replica.takeOver(t)
+	replica.TakeOver(t)
 	res := <-done
 	res.Want(t, 1)
 	rep := reconciletest.ReadReport(t, filepath.Join(dir, "f.json"))
@@ -821,126 +819,7 @@ func TestBloomClusterFailover(t *testing.T) {
 	if got := reconciletest.Dump(t, dir, "missing.fpx"); !slices.Equal(got, missing) {
 		t.Fatalf("missing.fpx: %d fingerprints, want the reference's %d", len(got), len(missing))
 	}
-	if replica.role(t) != "master" {
+	if replica.Role(t) != "master" {
 		t.Fatal("the replica did not take over during the audit: a test that cannot tell")
-	}
-}
-
-// testReplica is a cluster node the test started as a replica of one of
-// the shared cluster's masters.
-type testReplica struct {
-	addr, master string
-	id           string
-	node, mnode  *redis.Client
-}
-
-// startReplica starts a cluster node on a free port, makes it a replica of
-// master and waits for its link; the test's cleanup gives the slots back
-// to master and removes the node from the cluster.
-func startReplica(t *testing.T, master string) *testReplica {
-	t.Helper()
-	ctx := context.Background()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	rp := &testReplica{addr: fmt.Sprintf("127.0.0.1:%d", port), master: master}
-	rp.node, rp.mnode = reconciletest.NodeClient(rp.addr), reconciletest.NodeClient(master)
-	t.Cleanup(func() {
-		rp.remove(t)
-		cmd.Process.Kill()
-		cmd.Wait()
-		rp.node.Close()
-		rp.mnode.Close()
-	})
-	mustWait(t, "the replica answers", func() bool { return rp.node.Ping(ctx).Err() == nil })
-	rp.id = rp.node.ClusterMyID(ctx).Val()
-	masterID := rp.mnode.ClusterMyID(ctx).Val()
-	// The master sends its first sync at once, not after the default 5 s.
-	rp.mnode.ConfigSet(ctx, "repl-diskless-sync-delay", "0")
-	host, mport, _ := net.SplitHostPort(master)
-	rp.node.ClusterMeet(ctx, host, mport)
-	mustWait(t, "the replica knows its master", func() bool {
-		return strings.Contains(rp.node.ClusterNodes(ctx).Val(), masterID+" ")
-	})
-	if err := rp.node.Do(ctx, "CLUSTER", "REPLICATE", masterID).Err(); err != nil {
-		t.Fatal(err)
-	}
-	mustWait(t, "the replica's link is up", func() bool {
-		return strings.Contains(rp.node.Info(ctx, "replication").Val(), "master_link_status:up")
-	})
-	return rp
-}
-
-// caughtUp waits until the replica has everything the master wrote.
-func (rp *testReplica) caughtUp(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	mustWait(t, "the replica catches up", func() bool {
-		n, err := rp.mnode.Do(ctx, "WAIT", 1, 100).Int64()
-		return err == nil && n == 1
-	})
-}
-
-func (rp *testReplica) role(t *testing.T) string {
-	v, err := rp.node.Do(context.Background(), "ROLE").Slice()
-	if err != nil || len(v) == 0 {
-		t.Fatalf("ROLE of %s: %v", rp.addr, err)
-	}
-	return fmt.Sprint(v[0])
-}
-
-// takeOver makes the replica the master of its master's slots.
-func (rp *testReplica) takeOver(t *testing.T) {
-	t.Helper()
-	if err := rp.node.Do(context.Background(), "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
-		t.Fatal(err)
-	}
-	mustWait(t, "the replica takes over", func() bool { return rp.role(t) == "master" })
-}
-
-// remove gives the slots back to the first master (a graceful CLUSTER
-// FAILOVER from it, now a replica) and makes every master forget the node.
-func (rp *testReplica) remove(t *testing.T) {
-	ctx := context.Background()
-	if rp.role(t) == "master" {
-		mustWait(t, "the old master follows the new one", func() bool {
-			return strings.Contains(rp.mnode.Info(ctx, "replication").Val(), "master_link_status:up")
-		})
-		if err := rp.mnode.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
-			t.Errorf("CLUSTER FAILOVER on %s: %v", rp.master, err)
-		}
-		mustWait(t, "the old master is master again", func() bool {
-			v, err := rp.mnode.Do(ctx, "ROLE").Slice()
-			return err == nil && len(v) > 0 && v[0] == "master"
-		})
-	}
-	rp.mnode.ConfigSet(ctx, "repl-diskless-sync-delay", "5")
-	rp.node.Do(ctx, "SHUTDOWN", "NOSAVE")
-	for _, seed := range reconciletest.ClusterSeeds(t) {
-		n := reconciletest.NodeClient(seed)
-		n.ClusterForget(ctx, rp.id)
-		mustWait(t, "the masters see the cluster whole", func() bool {
-			info := n.ClusterInfo(ctx).Val()
-			return strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", len(reconciletest.ClusterSeeds(t))))
-		})
-		n.Close()
-	}
-}
-
-// mustWait waits up to a minute for cond, or fails the test.
-func mustWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if !reconciletest.WaitFor(time.Minute, cond) {
-		t.Fatalf("waited a minute for this, in vain: %s", what)
 	}
 }

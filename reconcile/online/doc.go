@@ -1,7 +1,7 @@
 // Package online is the contract between reconcile's machinery (the
 // comparison in package join, the writes in package apply) and the
 // adapters of the online stores (Redis keys and sets, the bitmap bloom,
-// MySQL, a file export), each a package of its own:
+// RedisBloom filters, MySQL, a file export), each a package of its own:
 //
 //   - Source is an opened online side: read whole, probed, written and read
 //     back, with its own Retryable saying which of its errors pass with

@@ -11,11 +11,14 @@ import (
 )
 
 // Item is one key to write online: its fingerprint and, for online sides
-// that hold whole SHA-256 digests, the digest (Full, when HasFull).
+// that hold whole SHA-256 digests, the digest (Full, when HasFull); for
+// those that route or name a key by its text (RedisBloom filters), the
+// key text (Key, from the records).
 type Item struct {
 	FP      fpstore.Fingerprint
 	Full    [32]byte
 	HasFull bool
+	Key     []byte
 }
 
 // Source is an opened online side.
@@ -67,7 +70,7 @@ type Auditor interface {
 type Sharded interface {
 	Source
 	Shards() uint64
-	ShardOf(fp fpstore.Fingerprint) uint64
+	ShardOf(it Item) uint64
 	// ReadBackShards reads the shards touched marks back whole into
 	// rep.ReadBack (its Shards, and Short).
 	ReadBackShards(ctx context.Context, touched []bool, rep *report.Report) error

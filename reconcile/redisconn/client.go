@@ -33,10 +33,17 @@ type Client struct {
 // every slot served, and a single server must not be a node of one.
 // Errors name the server by o.Target.
 func Open(ctx context.Context, srv Server, o *online.Config) (*Client, error) {
+	return OpenBounded(ctx, srv, o, Bounds{})
+}
+
+// OpenBounded is Open for a client whose replies b widens the guard's
+// bounds for.
+func OpenBounded(ctx context.Context, srv Server, o *online.Config, b Bounds) (*Client, error) {
 	r := &Client{srv: srv}
-	maxReply, streams := ReplyBudget(o.Mem)
+	_, streams := ReplyBudget(o.Mem)
 	r.Streams = streams
-	dial := dialGuarded(min(o.Timeout, 5*time.Second), maxReply, o.Hangup)
+	chk := b.checker(o.Mem)
+	dial := dialGuarded(min(o.Timeout, 5*time.Second), chk, o.Hangup)
 	if srv.Cluster {
 		r.CC = redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                    srv.Seeds,
@@ -71,7 +78,7 @@ func Open(ctx context.Context, srv Server, o *online.Config) (*Client, error) {
 			MaxRetries:               1, // ours (online.Config.Retry) are on top, with their own backoff
 			Dialer:                   dial,
 		})
-		r.Raw = newPool(srv.Addr, srv.User, o.Password, srv.DB, o.Timeout, o.Conns, maxReply, o.Hangup)
+		r.Raw = newPool(srv.Addr, srv.User, o.Password, srv.DB, o.Timeout, o.Conns, chk, o.Hangup)
 	}
 	c := r.C
 	err := o.Retry(ctx, Retryable, "reaching "+o.Target, nil, func() error { return c.Ping(ctx).Err() })

@@ -1,6 +1,6 @@
 // Package redisconn is the connection to a Redis server or a Redis
 // Cluster that reconcile's Redis adapters share (the keys and sets, the
-// bitmap bloom): the server a redis:// URL names (Server, ParseServer),
+// bitmap bloom, the RedisBloom filters): the server a redis:// URL names (Server, ParseServer),
 // go-redis's clients opened, pinged and checked (Client: a Cluster whole,
 // a single server not a node of one), a pool of prepared-byte pipelines
 // for the hot writes (Pool), and which Redis errors a retry may pass
@@ -11,7 +11,8 @@
 // Pool reads it, and refuses a reply that declares more than its bounds
 // (a string over MaxBulk, a line over MaxLine, arrays nested over
 // MaxDepth, more in all than its share of the memory budget,
-// ReplyBudget) as a *ReplyError, before anything of its declared size is
+// ReplyBudget; a client opened with Bounds takes BF.SCANDUMP's larger
+// chunks) as a *ReplyError, before anything of its declared size is
 // allocated. A reply refused is not retried: the server would send it
 // again.
 //

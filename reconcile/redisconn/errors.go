@@ -28,7 +28,7 @@ type ReplyProblem int
 
 // The problems of a reply.
 const (
-	BulkTooLong   ReplyProblem = iota + 1 // a bulk string longer than any key name or field Run reads
+	BulkTooLong   ReplyProblem = iota + 1 // a bulk string longer than any key name, field or filter chunk Run reads
 	ReplyTooLarge                         // more declared in one reply (16 bytes an array element, strings at their length) than a reply may hold
 	ReplyTooDeep                          // arrays nested deeper than any reply Run reads
 	LineTooLong                           // a simple string, error or integer longer than any Redis sends
@@ -43,7 +43,7 @@ func (e *ReplyError) Error() string {
 	msg := fmt.Sprintf("redis %s answered %s with ", e.Server, cmd)
 	switch e.Problem {
 	case BulkTooLong:
-		msg += fmt.Sprintf("a string of %d bytes, over the %d any key name or field may have", e.Declared, e.Limit)
+		msg += fmt.Sprintf("a string of %d bytes, over the %d any key name, field or RedisBloom chunk (BF.SCANDUMP's) Run reads may have", e.Declared, e.Limit)
 	case ReplyTooLarge:
 		msg += fmt.Sprintf("a reply declaring %d bytes or more, over the %d a reply may hold (a share of the memory budget: lower count= or the batch, or give more memory)", e.Declared, e.Limit)
 	case ReplyTooDeep:

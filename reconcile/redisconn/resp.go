@@ -25,7 +25,7 @@ type Pool struct {
 	addr, user, password string
 	db                   int
 	timeout              time.Duration
-	maxReply             int64 // what one reply may declare (respguard.go)
+	chk                  respChecker // each connection's guard (respguard.go)
 	idle                 chan *respConn
 	hang                 *online.Hangup
 }
@@ -35,8 +35,8 @@ type respConn struct {
 	br *bufio.Reader
 }
 
-func newPool(addr, user, password string, db int, timeout time.Duration, size int, maxReply int64, h *online.Hangup) *Pool {
-	return &Pool{addr: addr, user: user, password: password, db: db, timeout: timeout, maxReply: maxReply, idle: make(chan *respConn, size), hang: h}
+func newPool(addr, user, password string, db int, timeout time.Duration, size int, chk respChecker, h *online.Hangup) *Pool {
+	return &Pool{addr: addr, user: user, password: password, db: db, timeout: timeout, chk: chk, idle: make(chan *respConn, size), hang: h}
 }
 
 func (p *Pool) close() {
@@ -73,7 +73,7 @@ func (p *Pool) get(ctx context.Context) (*respConn, error) {
 	// Guarded, as go-redis's are: reply reads a declared count of replies
 	// and recurses into nested arrays, so a header must be bounded before
 	// it gets there.
-	nc := newGuardConn(p.hang.Track(tc), p.addr, p.maxReply)
+	nc := newGuardConn(p.hang.Track(tc), p.addr, p.chk)
 	c := &respConn{c: nc, br: bufio.NewReaderSize(nc, 64<<10)}
 	var hello []byte
 	n := 0

@@ -393,7 +393,7 @@ func FuzzGuardedGoRedis(f *testing.F) {
 		want := refRead(data, lim)
 		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c := &goRedisConn{reply: pieces(bytes.Clone(data), seed)}
-			return newGuardConn(c, addr, maxReply), nil
+			return newGuardConn(c, addr, lim), nil
 		}
 		goRedisMu.Lock()
 		defer goRedisMu.Unlock()

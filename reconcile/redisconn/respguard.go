@@ -61,16 +61,16 @@ func ReplyBudget(mem int64) (maxReply int64, streams int) {
 }
 
 // dialGuarded is a go-redis Dialer: TCP, with go-redis's own keep-alive
-// policy, every connection guarded, and closed by h when the run is
-// interrupted.
-func dialGuarded(timeout time.Duration, maxReply int64, h *online.Hangup) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// policy, every connection guarded with chk's bounds, and closed by h when
+// the run is interrupted.
+func dialGuarded(timeout time.Duration, chk respChecker, h *online.Hangup) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		d := net.Dialer{Timeout: timeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 5 * time.Second, Count: 3}}
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return newGuardConn(h.Track(c), addr, maxReply), nil
+		return newGuardConn(h.Track(c), addr, chk), nil
 	}
 }
 
@@ -89,8 +89,10 @@ type guardConn struct {
 	w     cmdParser
 }
 
-func newGuardConn(c net.Conn, server string, maxReply int64) *guardConn {
-	return &guardConn{Conn: c, server: server, chk: newRespChecker(maxReply)}
+// newGuardConn guards c with chk's bounds (a checker not yet fed: each
+// connection has its own copy).
+func newGuardConn(c net.Conn, server string, chk respChecker) *guardConn {
+	return &guardConn{Conn: c, server: server, chk: chk}
 }
 
 // Read reads from the connection and passes on what the checker accepts.
@@ -165,6 +167,29 @@ type respChecker struct {
 
 func newRespChecker(maxReply int64) respChecker {
 	return respChecker{maxReply: maxReply, maxBulk: MaxBulk, maxLine: MaxLine, maxDepth: MaxDepth}
+}
+
+// bulkFraming is what a reply carrying one string of Bounds.Bulk bytes
+// declares besides it: BF.SCANDUMP's array of its iterator and its chunk.
+const bulkFraming = 64
+
+// Bounds widen the guard of a client whose replies carry strings larger
+// than MaxBulk: BF.SCANDUMP answers chunks of up to 16 MiB, whatever the
+// caller asks. Bulk bounds one string (0: MaxBulk), and a reply may then
+// declare Bulk and its framing even where the memory budget's share is
+// less: the caller counts Bulk in its budget for each reply it reads at
+// once.
+type Bounds struct{ Bulk int64 }
+
+// checker is the guard of a client opened within mem with these bounds.
+func (b Bounds) checker(mem int64) respChecker {
+	maxReply, _ := ReplyBudget(mem)
+	chk := newRespChecker(maxReply)
+	if b.Bulk > chk.maxBulk {
+		chk.maxBulk = b.Bulk
+		chk.maxReply = max(chk.maxReply, b.Bulk+bulkFraming)
+	}
+	return chk
 }
 
 const (

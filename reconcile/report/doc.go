@@ -3,7 +3,7 @@
 // every section, whichever part of the run fills it: the comparison
 // (Counts, Samples, OnlineInfo), the records pass (RecordStats), the writes
 // and their read back (ApplyStats, ReadBack), a bloom's audit and rebuild
-// (BloomReport, RebuildStats). It is the one place that says the report's
+// (BloomReport, RedisBloomReport, RebuildStats). It is the one place that says the report's
 // shape, so a store added to reconcile adds its section here.
 //
 // Only types and the reading of the process's memory: no part of the run

@@ -33,6 +33,9 @@ type Report struct {
 	// Warnings are what the run went on despite (records keyed otherwise
 	// than the index, under Options.RecordReading.Assume).
 	Warnings []string `json:"warnings,omitempty"`
+
+	// RedisBloom is an audit of the L2 kept as RedisBloom filters.
+	RedisBloom *RedisBloomReport `json:"redisbloom,omitempty"`
 }
 
 // IndexInfo describes the truth index.
@@ -99,7 +102,8 @@ type RecordStats struct {
 	Missing  int64    `json:"missing_records"` // records whose key is missing online (repeats included)
 	Backfill string   `json:"backfill,omitempty"`
 	Written  int64    `json:"backfill_records"`
-	Digests  int64    `json:"digests,omitempty"` // distinct whole digests collected for Apply
+	Digests  int64    `json:"digests,omitempty"`   // distinct whole digests collected for Apply
+	KeyTexts int64    `json:"key_texts,omitempty"` // distinct key texts collected for Apply (RedisBloom filters)
 	Seconds  float64  `json:"seconds"`
 }
 
@@ -214,7 +218,12 @@ type ShardReadBack struct {
 	WantBits  int64  `json:"want_bits"` // at least
 	// WantFrom says what WantBits is: "truth" or "audit".
 	WantFrom string `json:"want_from"`
-	Short    bool   `json:"short"`
+	// A RedisBloom filter: the items the module counts, and at least
+	// those the audit read (--apply only adds); its header must extend
+	// the one the audit read (its sub-filters as they were, grown).
+	Items     uint64 `json:"items,omitempty"`
+	WantItems uint64 `json:"want_items,omitempty"`
+	Short     bool   `json:"short"`
 }
 
 // Timings are wall-clock seconds per phase.

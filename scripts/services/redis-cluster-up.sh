@@ -15,8 +15,11 @@
 # their nodes.conf, so they rejoin with their slots (and no keys). Either
 # way it waits for cluster_state:ok on every node. Exits 3 if a port belongs
 # to someone else.
+# Every node loads the RedisBloom module (BF.*) when redisbloom-module.sh
+# finds one ($FPDEDUP_REDISBLOOM, or shared/redisbloom/redisbloom.so above
+# the repo).
 # Env: SERVICES_DIR (/tmp/services), REDIS_CLUSTER_NODE_TIMEOUT (ms, 2000),
-#      REDIS_CLUSTER_WAIT_S (60).
+#      REDIS_CLUSTER_WAIT_S (60), FPDEDUP_REDISBLOOM.
 set -euo pipefail
 
 if [ $# -gt 0 ]; then PORTS=("$@"); else PORTS=(7391 7392 7393); fi
@@ -44,6 +47,10 @@ if [ "$running" = 0 ]; then
   for p in "${PORTS[@]}"; do rm -rf -- "$(base "$p")"; done
 fi
 
+MODULE=()
+mod=$(bash "$(dirname "$0")/redisbloom-module.sh") || exit 2
+[ -n "$mod" ] && MODULE=(--loadmodule "$mod")
+
 T0=$(date +%s%N)
 for p in "${PORTS[@]}"; do
   if ours "$p"; then continue; fi
@@ -54,7 +61,7 @@ for p in "${PORTS[@]}"; do
     --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$NODE_TIMEOUT" \
     --save '' --appendonly no --dir "$(base "$p")" --dbfilename dump-unused.rdb \
     --daemonize yes --pidfile "$(base "$p")/redis.pid" --logfile "$(base "$p")/redis.log" \
-    --io-threads 1 >/dev/null
+    --io-threads 1 "${MODULE[@]}" >/dev/null
   for _ in $(seq 1 $((WAIT_S * 20))); do
     ping_ok "$p" && [ -s "$(base "$p")/redis.pid" ] && break
     sleep 0.05

@@ -66,7 +66,7 @@ func Main(m *testing.M, quietRedis func()) {
 }
 
 // CLIBinary is the fpdedup binary the CLI tests run (buildCLI).
-func CLIBinary(t *testing.T) string {
+func CLIBinary(t testing.TB) string {
 	t.Helper()
 	if err := buildCLI(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,504 @@
+package redisbloom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/hugemem"
+	"github.com/fpdedup/fpdedup/internal/rbloom"
+	"github.com/fpdedup/fpdedup/internal/units"
+	"github.com/fpdedup/fpdedup/reconcile/online"
+	"github.com/fpdedup/fpdedup/reconcile/redisconn"
+	"github.com/fpdedup/fpdedup/reconcile/report"
+)
+
+// MemError is a memory budget too small for an audit: a pass must hold
+// some of a filter beside the replies in flight, the truth's bits and the
+// marks of a shard's keys.
+type MemError struct {
+	Need int64 // the least budget that does
+}
+
+func (e *MemError) Error() string {
+	return fmt.Sprintf("the memory budget is too small for a RedisBloom audit of these filters and keys: it needs at least %s", units.FormatBytes(e.Need))
+}
+
+// plan is how an audit spends the memory budget.
+type plan struct {
+	passBytes int64 // a pass's buffer: the bytes of a filter tested at once
+	readAhead int64 // the bytes of BF.SCANDUMP replies asked for at once
+}
+
+// minPass is the least pass worth its round trips.
+const minPass = 64 << 10
+
+// slack is the budget's part for what no one counts: the runtime,
+// go-redis's buffers, the index's pages read.
+const slack = 16 << 20
+
+// planAudit divides b.o.Mem: replies in flight (a chunk of up to
+// MaxChunk at least), the truth's bits (covered, not held: two bits a
+// fingerprint), the largest shard's marks, the spool's buffers, and the
+// rest for a pass.
+func (b *Source) planAudit(t *truth) (plan, error) {
+	n := int64(t.x.Len())
+	var most int64
+	for _, c := range t.count {
+		most = max(most, c)
+	}
+	p := plan{readAhead: min(max(b.o.Mem/8, rbloom.MaxChunk), 64<<20)}
+	fixed := p.readAhead + 2*((n+63)/64*8) + rbloom.MarksBytes(int(most)) + slack
+	if t.sp != nil {
+		fixed += spoolMem(b.o.Mem)
+	}
+	if b.spec.Router.All() {
+		fixed += (most + 63) / 64 * 8 // the keys any shard holds
+	}
+	p.passBytes = b.o.Mem - fixed
+	if p.passBytes < minPass {
+		return p, &MemError{Need: fixed + minPass}
+	}
+	return p, nil
+}
+
+// auditor is the state of one audit.
+type auditor struct {
+	b    *Source
+	t    *truth
+	plan plan
+	rr   *report.RedisBloomReport
+	st   *online.ReadStats
+	miss []uint64 // bit r: rank r not held, asked again
+	buf  []byte   // a pass's buffer, grown as needed up to plan.passBytes
+	read []*rbloom.Header
+}
+
+// Audit reads every shard's filter (its header, then its bits, in passes
+// of what the memory budget holds) and tests every truth key in its
+// shard as BF.EXISTS would (route=all: in every shard); the keys not
+// found are asked again with BF.MEXISTS, a dump not being a snapshot,
+// and the header is read again last: a filter deleted or replaced
+// meanwhile is a *ChangedError. The keys not held go to missing, in
+// order. Shards to rebuild are not audited.
+func (b *Source) Audit(ctx context.Context, x *fpstore.Index, st *online.ReadStats, held *int64, missing func(fpstore.Fingerprint) error, rep *report.Report) error {
+	rep.Mode = "redisbloom-audit"
+	spec := &b.spec
+	rr := &report.RedisBloomReport{Template: spec.Template, Route: spec.Router.Route(), Item: spec.Item.String(), TruthFrom: "index", TargetFPR: b.opt.TargetFPR,
+		Shards: make([]report.RedisBloomShard, len(b.keys))}
+	rep.RedisBloom = rr
+	for s := range rr.Shards {
+		rr.Shards[s] = report.RedisBloomShard{Shard: spec.Router.Name(s), Key: b.keys[s], Rebuild: b.rebuild[s], SubFilters: []report.RedisBloomSubFilter{}}
+	}
+	if spec.NeedsKeys() {
+		rr.TruthFrom = "records"
+	}
+	t, err := newTruth(ctx, x, spec, b.o, b.opt.KeyTexts)
+	if err != nil {
+		return err
+	}
+	b.truth = t
+	rr.Records, rr.RecordsNotInIndex, rr.TruthKeys = t.records, t.notInIndex, t.distinct
+	for s := range rr.Shards {
+		rr.Shards[s].TruthKeys = t.keys(s)
+	}
+	p, err := b.planAudit(t)
+	if err != nil {
+		return err
+	}
+	b.read = make([]*rbloom.Header, len(b.keys))
+	a := &auditor{b: b, t: t, plan: p, rr: rr, st: st, miss: make([]uint64, (x.Len()+63)/64), read: b.read}
+	defer func() {
+		if a.buf != nil {
+			hugemem.Free(a.buf)
+		}
+	}()
+	if spec.Router.All() {
+		err = a.auditAll(ctx)
+	} else {
+		err = a.auditRouted(ctx)
+	}
+	if err != nil {
+		var fk *FilterKeyError
+		var de *DumpError
+		var ce *ChangedError
+		if errors.As(err, &fk) || errors.As(err, &de) || errors.As(err, &ce) {
+			err = fmt.Errorf("%s: %w", b.o.Target, err)
+		}
+		return err
+	}
+
+	// The keys not held, in order, to missing.
+	var r uint64
+	err = x.Scan(func(fps []fpstore.Fingerprint) error {
+		for _, fp := range fps {
+			switch {
+			case !t.isCovered(r):
+				rr.Unaudited++
+			case a.miss[r>>6]&(1<<(r&63)) != 0:
+				rr.Missing++
+				if err := missing(fp); err != nil {
+					return err
+				}
+			default:
+				rr.Held++
+				*held++
+			}
+			r++
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// auditRouted audits each shard for the keys routed to it: its passes,
+// then its keys not found asked again, then its header read again.
+func (a *auditor) auditRouted(ctx context.Context) error {
+	for s := range a.b.keys {
+		if a.b.rebuild[s] {
+			continue
+		}
+		m, err := a.shard(ctx, s)
+		if err != nil {
+			return err
+		}
+		sh := &a.rr.Shards[s]
+		err = a.recheck(ctx, s, func(j int) bool { return !m.Present(j) }, func(j int, rank uint64, heldNow bool) {
+			if heldNow {
+				sh.Rechecked++
+				a.rr.Rechecked++
+				return
+			}
+			sh.Missing++
+			a.miss[rank>>6] |= 1 << (rank & 63)
+		})
+		if err != nil {
+			return err
+		}
+		sh.Held = sh.TruthKeys - sh.Missing
+		if err := a.unchanged(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// auditAll audits every shard for every key (route=all): a key is held if
+// any shard holds it; the keys none holds are asked again of every shard.
+func (a *auditor) auditAll(ctx context.Context) error {
+	n := a.t.count[0]
+	any := make([]uint64, (n+63)/64)
+	var audited []int
+	for s := range a.b.keys {
+		if a.b.rebuild[s] {
+			continue
+		}
+		audited = append(audited, s)
+		m, err := a.shard(ctx, s)
+		if err != nil {
+			return err
+		}
+		sh := &a.rr.Shards[s]
+		for j := range int(n) {
+			if m.Present(j) {
+				any[j>>6] |= 1 << (j & 63)
+				sh.Held++
+			}
+		}
+	}
+	if len(audited) == 0 {
+		return nil
+	}
+	err := a.recheckAll(ctx, audited, func(j int) bool { return any[j>>6]&(1<<(j&63)) == 0 }, func(j int, rank uint64, heldNow bool) {
+		if heldNow {
+			a.rr.Rechecked++
+			return
+		}
+		a.miss[rank>>6] |= 1 << (rank & 63)
+	})
+	if err != nil {
+		return err
+	}
+	for _, s := range audited {
+		if err := a.unchanged(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shard reads shard s's filter in passes and marks its truth keys found.
+func (a *auditor) shard(ctx context.Context, s int) (*rbloom.Marks, error) {
+	b, t := a.b, a.t
+	h, _, err := b.readHeader(ctx, s)
+	if err != nil {
+		return nil, a.gone(s, err)
+	}
+	a.read[s] = h
+	k := t.bucket(s)
+	m := rbloom.NewMarks(int(t.count[k]))
+	fill := make([]uint64, len(h.Links))
+	sh := &a.rr.Shards[s]
+	for p := range h.Plan(a.plan.passBytes) {
+		w, err := h.Window(p, a.buffer(p.To-p.From))
+		if err != nil {
+			return nil, err
+		}
+		if err := a.load(ctx, s, h, p, w); err != nil {
+			var de *DumpError
+			if errors.As(err, &de) {
+				// Chunks that do not fit the header are a lie, or
+				// another filter's: one made again meanwhile.
+				if cerr := a.unchanged(ctx, s); cerr != nil {
+					return nil, cerr
+				}
+			}
+			return nil, err
+		}
+		w.Fill(fill)
+		tested := 0
+		err = t.each(ctx, k, func(j int, _ uint64, item []byte) error {
+			w.Mark(m, j, item)
+			if tested++; tested == 4096 {
+				tested = 0
+				if b.o.Progress != nil {
+					b.o.Progress.Records.Add(4096)
+				}
+				return a.st.Wait(ctx, 4096)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if b.o.Progress != nil {
+			b.o.Progress.Records.Add(int64(tested))
+		}
+		if err := a.st.Wait(ctx, tested); err != nil {
+			return nil, err
+		}
+		sh.Passes++
+		a.rr.Passes++
+	}
+	describeFilter(sh, h, fill)
+	sizeFilter(sh, h, b.opt.TargetFPR)
+	return m, nil
+}
+
+// gone is the error of shard s's filter found missing or of another type
+// after Open saw it whole: changed during the run.
+func (a *auditor) gone(s int, err error) error {
+	var fk *FilterKeyError
+	if errors.As(err, &fk) && fk.Err == nil {
+		return &ChangedError{Shard: fk.Shard, Key: fk.Key, Gone: fk.Type == "none"}
+	}
+	return err
+}
+
+// unchanged reads shard s's header again after its audit: a filter that
+// is not the one whose header was read first (deleted, made again,
+// loaded anew) is a *ChangedError; one that only grew is the same.
+func (a *auditor) unchanged(ctx context.Context, s int) error {
+	h, _, err := a.b.readHeader(ctx, s)
+	if err != nil {
+		return a.gone(s, err)
+	}
+	if !h.Extends(a.read[s]) {
+		return &ChangedError{Shard: a.b.spec.Router.Name(s), Key: a.b.keys[s]}
+	}
+	return nil
+}
+
+// buffer is a pass's buffer of n bytes at least (n <= plan.passBytes).
+func (a *auditor) buffer(n uint64) []byte {
+	if uint64(len(a.buf)) >= n {
+		return a.buf
+	}
+	if a.buf != nil {
+		hugemem.Free(a.buf)
+		a.buf = nil
+	}
+	var err error
+	if a.buf, err = hugemem.Alloc(int(n)); err != nil {
+		a.buf = make([]byte, n)
+	}
+	return a.buf
+}
+
+// load reads pass p of shard s's dump into w: BF.SCANDUMP from the pass's
+// first byte, a pipeline of as many chunks as plan.readAhead holds, their
+// iterators computed from the header as the module computes them (a chunk
+// runs to the end of its sub-filter or MaxChunk bytes, whichever is
+// less), each answer checked by w before it is used. A pipeline that
+// fails is asked again from where the pass got; a filter gone meanwhile
+// is a *ChangedError, a dump that lies a *DumpError, neither retried.
+func (a *auditor) load(ctx context.Context, s int, h *rbloom.Header, p rbloom.Pass, w *rbloom.Window) error {
+	b := a.b
+	key := b.keys[s]
+	off := linkEnds(h)
+	for !w.Done() {
+		err := b.o.Retry(ctx, redisconn.Retryable, "reading "+key+" on "+b.o.Target, nil, func() error {
+			its := chunkIters(off, uint64(w.Iter()-1), p.To, a.plan.readAhead)
+			pipe := b.C.Pipeline()
+			cmds := make([]*redis.Cmd, len(its))
+			for i, it := range its {
+				cmds[i] = pipe.Do(ctx, "BF.SCANDUMP", key, it)
+			}
+			_, err := pipe.Exec(ctx)
+			switch {
+			case isNotFound(err):
+				return online.Permanent{Err: &ChangedError{Shard: b.spec.Router.Name(s), Key: key, Gone: true}}
+			case isWrongType(err):
+				return online.Permanent{Err: &ChangedError{Shard: b.spec.Router.Name(s), Key: key}}
+			case err != nil:
+				return err
+			}
+			for _, c := range cmds {
+				it, data, err := scandump(c)
+				if err == nil {
+					err = w.Load(it, data)
+				}
+				if err != nil {
+					return online.Permanent{Err: &DumpError{Shard: b.spec.Router.Name(s), Key: key, Err: err}}
+				}
+				a.rr.BytesRead += int64(len(data))
+				if pr := b.o.Progress; pr != nil {
+					pr.RawBytes.Add(int64(len(data)))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			var perm online.Permanent
+			var re *redisconn.ReplyError
+			switch {
+			case errors.As(err, &perm):
+				return perm.Err
+			case ctx.Err() != nil:
+				return err
+			case errors.As(err, &re):
+				return &DumpError{Shard: b.spec.Router.Name(s), Key: key, Err: err}
+			}
+			return fmt.Errorf("reading %s on %s failed (%s of the filters read; each read tried %d times): %w; rerun the audit when the server answers",
+				key, b.o.Target, units.FormatBytes(a.rr.BytesRead), 1+b.o.Retries, err)
+		}
+	}
+	return nil
+}
+
+// linkEnds are the offsets in a dump's data where each sub-filter ends.
+func linkEnds(h *rbloom.Header) []uint64 {
+	ends := make([]uint64, len(h.Links))
+	var o uint64
+	for i := range h.Links {
+		o += h.Links[i].Bytes
+		ends[i] = o
+	}
+	return ends
+}
+
+// chunkIters are the BF.SCANDUMP iterators of the chunks from byte pos of
+// the dump's data up to byte to, as many as budget bytes hold (one at
+// least, at most 64): iterator pos+1, the chunk running to the end of its
+// sub-filter or MaxChunk bytes, whichever comes first.
+func chunkIters(ends []uint64, pos, to uint64, budget int64) []int64 {
+	var its []int64
+	var bytes int64
+	k := 0
+	for pos < to && len(its) < 64 {
+		for k < len(ends) && ends[k] <= pos {
+			k++
+		}
+		if k == len(ends) {
+			break
+		}
+		n := min(ends[k]-pos, rbloom.MaxChunk)
+		if len(its) > 0 && bytes+int64(n) > budget {
+			break
+		}
+		its = append(its, int64(pos)+1)
+		bytes += int64(n)
+		pos += n
+	}
+	return its
+}
+
+// recheck asks shard s again, with BF.MEXISTS in batches, for each of its
+// keys want selects, and tells done what it answered.
+func (a *auditor) recheck(ctx context.Context, s int, want func(j int) bool, done func(j int, rank uint64, held bool)) error {
+	return a.recheckAll(ctx, []int{s}, want, done)
+}
+
+// recheckAll asks every shard of shards (one, or every shard for
+// route=all) for the keys want selects, of the bucket they test: a key is
+// held if one of them holds it.
+func (a *auditor) recheckAll(ctx context.Context, shards []int, want func(j int) bool, done func(j int, rank uint64, held bool)) error {
+	b := a.b
+	type entry struct {
+		j    int
+		rank uint64
+	}
+	var items []any
+	var entries []entry
+	flush := func() error {
+		if len(entries) == 0 {
+			return nil
+		}
+		held := make([]bool, len(entries))
+		err := b.o.Retry(ctx, redisconn.Retryable, "asking "+b.o.Target+" again for the keys not found", nil, func() error {
+			pipe := b.C.Pipeline()
+			cmds := make([]*redis.IntSliceCmd, len(shards))
+			for i, s := range shards {
+				args := append([]any{"BF.MEXISTS", b.keys[s]}, items...)
+				cmds[i] = redis.NewIntSliceCmd(ctx, args...)
+				pipe.Process(ctx, cmds[i])
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+			for _, c := range cmds {
+				v := c.Val()
+				if len(v) != len(entries) {
+					return online.Permanent{Err: fmt.Errorf("BF.MEXISTS answered %d of %d items", len(v), len(entries))}
+				}
+				for i, x := range v {
+					held[i] = held[i] || x == 1
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			var perm online.Permanent
+			if errors.As(err, &perm) {
+				return perm.Err
+			}
+			return err
+		}
+		for i, e := range entries {
+			done(e.j, e.rank, held[i])
+		}
+		items, entries = items[:0], entries[:0]
+		return nil
+	}
+	err := a.t.each(ctx, a.t.bucket(shards[0]), func(j int, rank uint64, item []byte) error {
+		if !want(j) {
+			return nil
+		}
+		items = append(items, string(item))
+		entries = append(entries, entry{j, rank})
+		if len(entries) == b.o.Batch {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
+}

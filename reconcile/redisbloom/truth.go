@@ -1,0 +1,237 @@
+package redisbloom
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/rbloom"
+	"github.com/fpdedup/fpdedup/reconcile/online"
+)
+
+// truth is what the audit tests: each truth key's item, in the bucket of
+// the shard the router sends it to (route=all: one bucket, which every
+// shard is tested for), numbered by its rank in the index.
+//
+// Where the items come from: with item=fp and route=all the index alone
+// (its fingerprints are the items, and no shard is chosen), read again for
+// each pass. Otherwise from the key texts of the records the index was
+// made of (Options.KeyTexts): each record whose fingerprint is in the
+// index gives its key's item and shard, once (a repeat is skipped), kept
+// in a spool; the index's fingerprints no record gave are not audited
+// (uncovered).
+type truth struct {
+	x         *fpstore.Index
+	spec      *Spec
+	fromIndex bool
+	covered   []uint64 // bit r: a record gave rank r's key (records only)
+	count     []int64  // truth keys a bucket
+	sp        *spool
+
+	records, notInIndex, distinct int64
+}
+
+// buckets is the number of buckets: one a shard, or one for route=all.
+func (t *truth) bucket(shard int) int {
+	if t.spec.Router.All() {
+		return 0
+	}
+	return shard
+}
+
+// isCovered reports whether rank r's key is audited.
+func (t *truth) isCovered(r uint64) bool {
+	return t.fromIndex || t.covered[r>>6]&(1<<(r&63)) != 0
+}
+
+// keys is the number of truth keys the audit tests in shard s.
+func (t *truth) keys(s int) int64 { return t.count[t.bucket(s)] }
+
+// each gives fn every entry of bucket k in order: its number in the
+// bucket, its rank in the index and its item (valid until fn returns).
+func (t *truth) each(ctx context.Context, k int, fn func(j int, rank uint64, item []byte) error) error {
+	if t.fromIndex {
+		var r uint64
+		var item []byte
+		return t.x.Scan(func(fps []fpstore.Fingerprint) error {
+			for _, fp := range fps {
+				item = rbloom.AppendFP(item[:0], fp.Hi, fp.Lo)
+				if err := fn(int(r), r, item); err != nil {
+					return err
+				}
+				r++
+			}
+			return ctx.Err()
+		})
+	}
+	return t.sp.each(ctx, k, fn)
+}
+
+func (t *truth) close() {
+	if t.sp != nil {
+		t.sp.close()
+	}
+}
+
+// truthMem is what building the truth takes of the memory budget beside
+// the covered bits: a spool's buffers.
+func spoolMem(mem int64) int64 { return min(max(mem/16, 1<<20), 256<<20) }
+
+// newTruth reads what the audit tests (truth's comment says where from).
+func newTruth(ctx context.Context, x *fpstore.Index, spec *Spec, o *online.Config, keyTexts func(context.Context, func([]fpstore.Fingerprint, [][]byte) error) error) (*truth, error) {
+	t := &truth{x: x, spec: spec}
+	buckets := spec.Router.Shards()
+	if spec.Router.All() {
+		buckets = 1
+	}
+	t.count = make([]int64, buckets)
+	if !spec.NeedsKeys() {
+		t.fromIndex = true
+		t.count[0] = int64(x.Len())
+		t.distinct = int64(x.Len())
+		return t, nil
+	}
+	t.covered = make([]uint64, (x.Len()+63)/64)
+	t.sp = newSpool(o.TmpDir, buckets, spoolMem(o.Mem))
+	var item []byte
+	err := keyTexts(ctx, func(fps []fpstore.Fingerprint, keys [][]byte) error {
+		for i, fp := range fps {
+			t.records++
+			r, found, err := x.Rank(fp)
+			if err != nil {
+				return err
+			}
+			if !found {
+				t.notInIndex++
+				continue
+			}
+			if t.covered[r>>6]&(1<<(r&63)) != 0 {
+				continue
+			}
+			t.covered[r>>6] |= 1 << (r & 63)
+			t.distinct++
+			k := 0
+			if !spec.Router.All() {
+				k = spec.Router.Shard(keys[i])
+			}
+			if spec.Item == rbloom.ItemFP {
+				item = rbloom.AppendFP(item[:0], fp.Hi, fp.Lo)
+			} else {
+				item = spec.Item.AppendKeyItem(item[:0], keys[i])
+			}
+			if err := t.sp.add(k, r, item); err != nil {
+				return err
+			}
+			t.count[k]++
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// spool keeps entries (a rank and an item) by bucket: each bucket's in a
+// buffer of its own, written to a temporary file in blocks as it fills,
+// so that a bucket is read back whole without the others.
+type spool struct {
+	dir     string
+	f       *os.File
+	off     int64
+	pending [][]byte
+	blocks  [][]block
+	size    int // a block
+}
+
+type block struct{ off, n int64 }
+
+// newSpool keeps buckets within about mem bytes of buffers (a block a
+// bucket, 4 KiB to 1 MiB).
+func newSpool(dir string, buckets int, mem int64) *spool {
+	size := int(min(max(mem/int64(buckets), 4<<10), 1<<20))
+	return &spool{dir: dir, pending: make([][]byte, buckets), blocks: make([][]block, buckets), size: size}
+}
+
+func (sp *spool) add(k int, rank uint64, item []byte) error {
+	p := binary.AppendUvarint(sp.pending[k], rank)
+	p = binary.AppendUvarint(p, uint64(len(item)))
+	p = append(p, item...)
+	sp.pending[k] = p
+	if len(p) >= sp.size {
+		return sp.flush(k)
+	}
+	return nil
+}
+
+func (sp *spool) flush(k int) error {
+	if sp.f == nil {
+		f, err := os.CreateTemp(sp.dir, "fpdedup-redisbloom-*.spool")
+		if err != nil {
+			return &online.FileError{Op: "make a temp file in", File: online.TempDir, Err: err}
+		}
+		os.Remove(f.Name()) // nothing but this run reads it
+		sp.f = f
+	}
+	p := sp.pending[k]
+	if _, err := sp.f.WriteAt(p, sp.off); err != nil {
+		return &online.FileError{Op: "write to", File: online.TempDir, Err: err}
+	}
+	sp.blocks[k] = append(sp.blocks[k], block{sp.off, int64(len(p))})
+	sp.off += int64(len(p))
+	sp.pending[k] = p[:0]
+	return nil
+}
+
+// each decodes bucket k's entries, in the order they were added.
+func (sp *spool) each(ctx context.Context, k int, fn func(j int, rank uint64, item []byte) error) error {
+	j := 0
+	var buf []byte
+	for _, bl := range sp.blocks[k] {
+		if int64(cap(buf)) < bl.n {
+			buf = make([]byte, bl.n)
+		}
+		buf = buf[:bl.n]
+		if _, err := sp.f.ReadAt(buf, bl.off); err != nil && !errors.Is(err, io.EOF) {
+			return &online.FileError{Op: "read", File: online.TempDir, Err: err}
+		}
+		var err error
+		if j, err = decode(buf, j, fn); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	_, err := decode(sp.pending[k], j, fn)
+	return err
+}
+
+func decode(p []byte, j int, fn func(j int, rank uint64, item []byte) error) (int, error) {
+	for len(p) > 0 {
+		r, n := binary.Uvarint(p)
+		l, m := binary.Uvarint(p[max(n, 0):])
+		if n <= 0 || m <= 0 || uint64(len(p)-n-m) < l {
+			return j, fmt.Errorf("the audit's spool is damaged at entry %d", j)
+		}
+		p = p[n+m:]
+		if err := fn(j, r, p[:l]); err != nil {
+			return j, err
+		}
+		p = p[l:]
+		j++
+	}
+	return j, nil
+}
+
+func (sp *spool) close() {
+	if sp.f != nil {
+		sp.f.Close()
+		sp.f = nil
+	}
+}
