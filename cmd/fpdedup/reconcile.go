@@ -188,7 +188,7 @@ no reader sees half a shard (in a Cluster the shard number must be the keys'
 hash tag, as in l2:bf:{*}); rerunning it is harmless. The shards it names are
 not audited first, and may be missing or short, as after a flush or a failover
 without data: that is what it is for. The script holds the node for its
-BITOP OR, about 3 ms per MiB of shard here. What is written is read back: the
+BITOP OR, for a time in proportion to the shard's size. What is written is read back: the
 new key's BITCOUNT must be the truth's (else it is written again whole: a
 server restarted during the write holds none of it), the script refuses to swap
 in one with fewer bits (both counts said), and a shard is "rebuilt" (exit 0)
