@@ -29,7 +29,8 @@ type values struct {
 	// from several goroutines).
 	entries []valueEntry
 	arena   []byte
-	budget  int64 // bytes entries and arena may take
+	budget  int64  // bytes entries and arena may take
+	seq     uint32 // the next entry's: the order kept
 	once    sync.Once
 }
 
@@ -92,26 +93,63 @@ func (v *values) keep(digest [32]byte, fields [][]byte) error {
 		v.arena = v.arena[:off]
 		return &ValueError{Reason: fmt.Sprintf("its value is %d bytes, over %d", n, MaxValue)}
 	}
-	if int64(len(v.entries)+1)*entryBytes+int64(len(out)) > v.budget || len(out) > 1<<32-1 {
+	if v.over(len(out)) {
+		// Repeats of a key are kept until the room runs out: then only
+		// the first of each, and the budget counts keys, not records.
+		val := bytes.Clone(out[off:])
 		v.arena = v.arena[:off]
-		return &TooManyValuesError{Values: int64(len(v.entries)), Bytes: int64(off)}
+		v.compact()
+		if _, kept := slices.BinarySearchFunc(v.entries, digest, func(e valueEntry, d [32]byte) int { return bytes.Compare(e.digest[:], d[:]) }); kept {
+			return nil // an earlier record of the key gave its value
+		}
+		off = len(v.arena)
+		v.arena = append(v.arena, val...)
+		if v.over(len(v.arena)) {
+			v.arena = v.arena[:off]
+			return &TooManyValuesError{Values: int64(len(v.entries)), Bytes: int64(off)}
+		}
+		out = v.arena
 	}
 	v.arena = out
-	v.entries = append(v.entries, valueEntry{digest: digest, off: uint32(off), n: uint32(n), seq: uint32(len(v.entries))})
+	v.entries = append(v.entries, valueEntry{digest: digest, off: uint32(off), n: uint32(n), seq: v.seq})
+	v.seq++
 	return nil
+}
+
+// over tells whether one entry more and an arena of arena bytes pass the
+// budget (or the offsets' range).
+func (v *values) over(arena int) bool {
+	return int64(len(v.entries)+1)*entryBytes+int64(arena) > v.budget || arena > 1<<32-1
+}
+
+// compact keeps the first value of each key, in a new arena.
+func (v *values) compact() {
+	v.sortByDigest()
+	arena := make([]byte, 0, len(v.arena))
+	for i := range v.entries {
+		e := &v.entries[i]
+		off := len(arena)
+		arena = append(arena, v.arena[e.off:e.off+e.n]...)
+		e.off = uint32(off)
+	}
+	v.arena = arena
+}
+
+// sortByDigest sorts the kept values by digest, the first of each digest
+// kept.
+func (v *values) sortByDigest() {
+	slices.SortFunc(v.entries, func(a, b valueEntry) int {
+		if c := bytes.Compare(a.digest[:], b.digest[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	v.entries = slices.CompactFunc(v.entries, func(a, b valueEntry) bool { return a.digest == b.digest })
 }
 
 // seal sorts the kept values by digest, the first of each digest kept.
 func (v *values) seal() {
-	v.once.Do(func() {
-		slices.SortFunc(v.entries, func(a, b valueEntry) int {
-			if c := bytes.Compare(a.digest[:], b.digest[:]); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.seq, b.seq)
-		})
-		v.entries = slices.CompactFunc(v.entries, func(a, b valueEntry) bool { return a.digest == b.digest })
-	})
+	v.once.Do(v.sortByDigest)
 }
 
 // of is the value of the key whose whole digest is digest (full: known);

@@ -36,6 +36,10 @@ func TestValues(t *testing.T) {
 			want: map[string]string{"a": `{"ts":1}`}, err: "not a JSON number"},
 		{name: "over MaxValue", tmpl: `"$obj"`, budget: 4 << 20, recs: []rec{{"a", []string{strings.Repeat("v", MaxValue), ""}}},
 			want: map[string]string{}, err: "over 1048576"},
+		// Repeats of a key take no room: two keys fit in the room of two,
+		// however many records repeat them (the budget counted records).
+		{name: "repeats within the budget", tmpl: `"$obj"`, budget: 2*entryBytes + 8, recs: []rec{{"a", []string{"1", ""}}, {"a", []string{"x", ""}}, {"a", []string{"y", ""}}, {"b", []string{"2", ""}}, {"a", []string{"z", ""}}, {"b", []string{"w", ""}}},
+			want: map[string]string{"a": `"1"`, "b": `"2"`}},
 		{name: "over the budget", tmpl: `"$obj"`, budget: 3 * entryBytes, recs: []rec{{"a", []string{"1", ""}}, {"b", []string{"2", ""}}, {"c", []string{"3", ""}}},
 			want: map[string]string{"a": `"1"`, "b": `"2"`}, err: "do not fit"},
 	} {
