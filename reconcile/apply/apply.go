@@ -63,6 +63,10 @@ func Missing(ctx context.Context, o *online.Config, ao Options, rep *report.Repo
 			return err
 		case err != nil && ctx.Err() != nil:
 			return online.Interrupted(ctx, err)
+		case err != nil && ao.DryRun:
+			// Nothing was written: what failed is the plan's output (a
+			// closed stdout is then the quiet end of a pipe) or its input.
+			return err
 		case err != nil:
 			return &WriteError{Target: o.Target, Err: err, Retries: as.Retries, MaxRetries: o.Retries, Written: as.Written,
 				Checkpoint: ao.Checkpoint, CheckpointLast: ck.Last}
