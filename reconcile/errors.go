@@ -149,6 +149,26 @@ func (e *OptionError) Error() string {
 
 func (e *OptionError) Unwrap() error { return e.Err }
 
+// A SuspectTargetError refuses writes to an online side where as many of
+// the values read are not fingerprints as are: the URL most likely names
+// the wrong keys (a prefix without its last '/', hex=64 over keys of 32
+// hex digits, a match= or column too wide), and the truth's keys written
+// there would land beside them, where no reader of the dedup store looks.
+type SuspectTargetError struct {
+	Target      string
+	Bad, Values int64
+	Samples     []string // some of the values that are not fingerprints, quoted
+}
+
+func (e *SuspectTargetError) Error() string {
+	such := ""
+	if len(e.Samples) > 0 {
+		such = " (such as " + strings.Join(e.Samples[:min(len(e.Samples), 3)], ", ") + ")"
+	}
+	return fmt.Sprintf("%d of the %d values read from %s are not fingerprints%s: the URL most likely names the wrong keys (a prefix without its last '/', hex=64 over keys of 32 hex digits, a match= or column too wide), so nothing is written there; correct the URL, or clear what is not a fingerprint first",
+		e.Bad, e.Values, e.Target, such)
+}
+
 // A WrongHashError is an index whose fingerprints are not SHA-256 ones,
 // which the online side keys events by. It wraps ErrWrongHash.
 type WrongHashError struct {

@@ -152,6 +152,9 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 		}
 	}
 	if o.writes() && len(o.Rebuild) == 0 {
+		if bad, good := rep.Online.Bad, rep.Online.Values-rep.Online.Bad; bad > 0 && bad >= good {
+			return &SuspectTargetError{Target: o.Target.Redacted, Bad: bad, Values: rep.Online.Values, Samples: rep.Online.BadSamples}
+		}
 		ao := apply.Options{Index: o.Index, Checkpoint: o.Checkpoint, DryRun: o.DryRun, DryRunOut: o.DryRunOut, Rate: o.Rate}
 		if err := apply.Missing(ctx, cfg, ao, rep, src, x, missing, d.Spool(), fromRecords, digests, keyed); err != nil {
 			return err
