@@ -47,6 +47,12 @@ func Open(ctx context.Context, spec Spec, o *online.Config, value string) (*Sour
 	if o.Password != "" && spec.User == "" {
 		return nil, online.BadURL(o.Target, "a password is given, but no user to go with it: name one, etcd://USER@host:port/…")
 	}
+	if spec.User != "" && o.Password == "" {
+		// etcd authenticates a named user by its password alone: without
+		// one the client would connect as nobody, and a server with auth
+		// on answers "user name is empty".
+		return nil, online.BadURL(o.Target, "the user %q is named, but no password is given for it", spec.User)
+	}
 	vals, err := newValues(value, o.Mem/4)
 	if err != nil {
 		return nil, err
