@@ -14,11 +14,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-	"golang.org/x/sys/unix"
 
 	"github.com/fpdedup/fpdedup/bench/gen"
 	"github.com/fpdedup/fpdedup/internal/failpoint"
 	"github.com/fpdedup/fpdedup/internal/pagecache"
+	"github.com/fpdedup/fpdedup/internal/serverlock"
 	"github.com/fpdedup/fpdedup/internal/tempfile"
 )
 
@@ -303,25 +303,14 @@ func evictFile(t *testing.T, path string) {
 
 // faultLoopRedis is the --online URL of a set in database 0 of the test
 // Redis ($FPDEDUP_REDIS_ADDR; the reconcile tests use 1-15), held as the
-// reconcile tests hold the servers (reconciletest.hold: they may kill and
+// reconcile tests hold the servers (internal/serverlock: they may kill and
 // restart them), or skips the test.
 func faultLoopRedis(t *testing.T) string {
 	addr := os.Getenv("FPDEDUP_REDIS_ADDR")
 	if addr == "" {
 		t.Skip("FPDEDUP_REDIS_ADDR is not set: no Redis to apply to (run under scripts/services/with-services.sh)")
 	}
-	dir := os.Getenv("FPDEDUP_SERVICES_DIR")
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	lock, err := os.OpenFile(filepath.Join(dir, "reconcile-tests.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatalf("the servers' lock: %v", err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatalf("the servers' lock: %v", err)
-	}
-	t.Cleanup(func() { lock.Close() })
+	serverlock.Hold(t)
 	return "redis://" + addr + "/0?set=fpdedup:faultloop&hex=32"
 }
 

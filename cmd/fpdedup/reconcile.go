@@ -73,7 +73,8 @@ Online sources (--online):
   etcd://[user@]host:port[,host:port…]/?prefix=P   keys P<hex> under an etcd
       prefix: &hex=64 (the default: the whole SHA-256 in lowercase hex) or
       &hex=32 (its first 128 bits); &page=N keys a Range (default 10000);
-      TLS with &ca=FILE, a client certificate with &cert=FILE&key=FILE. Several
+      TLS with &ca=FILE, a client certificate with &cert=FILE&key=FILE. A
+      member without a port is on 2379 (no host: 127.0.0.1:2379). Several
       members are one cluster: a request fails over to another. Read in key
       order, in pages, all at one revision (the first page's): a consistent
       snapshot, merge-joined with the index. A revision compacted during

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fpdedup/fpdedup/internal/serverlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -36,6 +37,9 @@ func need(t testing.TB, env, what string) string {
 		}
 		t.Skip(msg)
 	}
+	// The servers are shared with reconcile's other test packages, which
+	// compact, kill and restart them: one test at a time across packages.
+	serverlock.Hold(t)
 	return v
 }
 
