@@ -22,6 +22,9 @@ package memplan
 // written, the runtime). README "--mem".
 const Floor = 64 << 20
 
+// MinMem is the least --mem taken.
+const MinMem = 16 << 20
+
 // MinHeap is the least Go heap limit a job runs under: the fixed buffers
 // (chunks in flight, a run being written) need it whatever --mem is.
 const MinHeap = 16 << 20
