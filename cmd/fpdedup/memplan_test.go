@@ -39,6 +39,7 @@ func TestJobMemoryPlan(t *testing.T) {
 		{"dedup", []string{"dedup", "--record", filepath.Join(dir, "r.fpx"), "-o", filepath.Join(dir, "d2.txt"), in}, true},
 		{"dedup", []string{"dedup", "--keep", "last", "-o", filepath.Join(dir, "d3.txt"), in}, true},
 		{"count", []string{"count", "-o", filepath.Join(dir, "c.txt"), in}, true},
+		{"build", []string{"build", "-o", filepath.Join(dir, "b.fpx"), in}, true},
 		{"merge", []string{"merge", "-o", filepath.Join(dir, "m.fpx"), idx, idx}, false},
 		{"query", []string{"query", idx, "a"}, false},
 		{"replay", []string{"replay", "--format", "csv", "--header", "--key", "id", "--time-field", "at", "--l1", "1,ttl=1s", ev}, true},
