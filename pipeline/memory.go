@@ -16,9 +16,13 @@ func parquetPlan(r ingest.RecordOptions) memplan.Parquet {
 	return memplan.Parquet{Parquet: r.Spec.Format == ingest.FormatParquet, MaxRecord: int64(r.MaxRecord)}
 }
 
-// Plan is Dedup's share of o.Mem.
+// Plan is Dedup's share of o.Mem, with KeepLast that of its two passes.
 func (o DedupOptions) Plan() memplan.Plan {
-	return memplan.Dedup(memplan.DedupJob{Mem: o.Mem, Record: o.Record != "", KeepLast: o.KeepLast, Parquet: parquetPlan(o.Records)})
+	j := memplan.DedupJob{Mem: o.Mem, Record: o.Record != "", Parquet: parquetPlan(o.Records)}
+	if o.KeepLast {
+		return memplan.KeepLast(j)
+	}
+	return memplan.Dedup(j)
 }
 
 // Plan is Count's share of o.Mem.

@@ -103,32 +103,39 @@ func (q Parquet) rowGroups() int64 {
 // within the bound a record has in the text formats, four times.
 func ReaderLimit(maxRecord int64) int64 { return 4 * maxRecord }
 
-// DedupJob is what dedup's plan depends on.
+// DedupJob is what the plans of dedup and of dedup --keep last depend on.
 type DedupJob struct {
-	Mem      int64
-	Record   bool // --record: a sorter of its own
-	KeepLast bool // --keep last: a tally in two passes, not a seen-set
+	Mem    int64
+	Record bool // --record: a sorter of its own
 	Parquet
+}
+
+// dedupParts is how many equal parts dedup shares --mem into.
+func (j DedupJob) parts() int64 {
+	if j.Record {
+		return 5
+	}
+	return 4
 }
 
 // Dedup shares --mem out in equal parts: the exact tables, the blooms of
 // the bounded mode, the Go heap, what does not grow with the data (a run
-// being written, chunks in flight) and, with Record, its sorter. With
-// KeepLast the tally takes the parts of the tables and the blooms.
+// being written, chunks in flight) and, with Record, its sorter.
 func Dedup(j DedupJob) Plan {
-	parts := int64(4)
-	if j.Record {
-		parts = 5
-	}
-	p := Plan{Job: "dedup", Mem: j.Mem, Heap: max(j.Mem/parts, MinHeap), RowGroups: j.rowGroups(), MaxRecord: j.MaxRecord}
-	if j.KeepLast {
-		p.Tables = j.Mem * 2 / parts
-	} else {
-		p.Tables, p.SeenBlooms = j.Mem/parts, j.Mem/parts
-	}
+	parts := j.parts()
+	p := Plan{Job: "dedup", Mem: j.Mem, Heap: max(j.Mem/parts, MinHeap), Tables: j.Mem / parts, SeenBlooms: j.Mem / parts, RowGroups: j.rowGroups(), MaxRecord: j.MaxRecord}
 	if j.Record {
 		p.Sorter = j.Mem / parts
 	}
+	p.Fixed = max(j.Mem-p.Within(), 0)
+	return p
+}
+
+// KeepLast is dedup --keep last: the parts of dedup, the tally of two
+// passes taking those of the tables and the blooms.
+func KeepLast(j DedupJob) Plan {
+	p := Dedup(j)
+	p.Tables, p.SeenBlooms, p.Fixed = j.Mem*2/j.parts(), 0, 0
 	p.Fixed = max(j.Mem-p.Within(), 0)
 	return p
 }

@@ -38,10 +38,11 @@ func checkPlan(t *testing.T, p Plan) {
 func TestPlansWithinMem(t *testing.T) {
 	for _, mem := range mems {
 		for _, j := range []DedupJob{
-			{Mem: mem}, {Mem: mem, Record: true}, {Mem: mem, KeepLast: true}, {Mem: mem, KeepLast: true, Record: true},
+			{Mem: mem}, {Mem: mem, Record: true},
 			{Mem: mem, Parquet: Parquet{Parquet: true, MaxRecord: min(mem/8, 64*mib)}},
 		} {
 			checkPlan(t, Dedup(j))
+			checkPlan(t, KeepLast(j))
 		}
 		checkPlan(t, Count(CountJob{Mem: mem}))
 		for _, threads := range []int{1, 2, 8, 64} {
@@ -88,8 +89,10 @@ func TestPlanShares(t *testing.T) {
 			Plan{Job: "dedup", Mem: 16 * mib, Heap: MinHeap, Tables: 4 * mib, SeenBlooms: 4 * mib}},
 		{"dedup --record 1000MiB", Dedup(DedupJob{Mem: 1000 * mib, Record: true}),
 			Plan{Job: "dedup", Mem: 1000 * mib, Heap: 200 * mib, Tables: 200 * mib, SeenBlooms: 200 * mib, Sorter: 200 * mib, Fixed: 200 * mib}},
-		{"dedup --keep last --record 1000MiB", Dedup(DedupJob{Mem: 1000 * mib, Record: true, KeepLast: true}),
+		{"dedup --keep last --record 1000MiB", KeepLast(DedupJob{Mem: 1000 * mib, Record: true}),
 			Plan{Job: "dedup", Mem: 1000 * mib, Heap: 200 * mib, Tables: 400 * mib, Sorter: 200 * mib, Fixed: 200 * mib}},
+		{"dedup --keep last 16MiB", KeepLast(DedupJob{Mem: 16 * mib}),
+			Plan{Job: "dedup", Mem: 16 * mib, Heap: MinHeap, Tables: 8 * mib}},
 		{"dedup parquet 256MiB", Dedup(DedupJob{Mem: 256 * mib, Parquet: Parquet{Parquet: true, MaxRecord: 32 * mib}}),
 			Plan{Job: "dedup", Mem: 256 * mib, Heap: 64 * mib, Tables: 64 * mib, SeenBlooms: 64 * mib, Fixed: 64 * mib, RowGroups: 128 * mib, MaxRecord: 32 * mib}},
 		{"count 1GiB", Count(CountJob{Mem: gib}),
