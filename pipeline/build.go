@@ -47,30 +47,8 @@ type BuildStats struct {
 
 // segmentMemory is what the index writer holds for each segment in
 // flight: its fingerprints (16 MiB) and its FlatBuffers buffer (~18 MiB).
-// (The writer's one 2 MiB write buffer is within sorterBudget's slack.)
+// (The writer's one 2 MiB write buffer is within the heap share's slack.)
 const segmentMemory = 34 << 20
-
-// writerPlan says how the index writer runs within mem: pipelined (a
-// builder a thread building segments while the sorter's workers sort the
-// next partitions, threads+2 segments in flight) when that takes at most
-// a quarter of mem, else sequential (one segment, built between the
-// partitions the sorters hand over). A sequential writer is what the
-// sort phase waits on; pipelining it buys a shorter build for the memory
-// of the segments in flight (bench/results/ab-2026-12-03-s14.md).
-func writerPlan(threads int, mem int64) (sequential bool, memory int64) {
-	if pipelined := int64(threads+2) * segmentMemory; 4*pipelined <= mem {
-		return false, pipelined
-	}
-	return true, segmentMemory
-}
-
-// sorterBudget is the share of --mem left for collecting fingerprints once
-// the writer, the chunk buffers and the runtime have theirs.
-func sorterBudget(threads int, mem int64) int64 {
-	_, writer := writerPlan(threads, mem)
-	reserve := writer + 16<<20 + int64(threads)*8<<20
-	return max(mem-reserve, mem/4)
-}
 
 // Build reads records, fingerprints them and writes the distinct
 // fingerprints as an index at opts.Output, published atomically. Reading,
@@ -88,13 +66,13 @@ func Build(ctx context.Context, opts BuildOptions) (BuildStats, error) {
 	}
 	// The writer takes the output's lock first, so a second build of the
 	// same output fails at once, not after reading its input.
-	sequential, _ := writerPlan(opts.Threads, opts.Mem)
-	w, err := fpstore.Create(opts.Output, fpstore.WriterOptions{Spec: opts.Spec, Range: opts.Range, Sequential: sequential, Threads: opts.Threads, Group: opts.Group})
+	plan := opts.Plan()
+	w, err := fpstore.Create(opts.Output, fpstore.WriterOptions{Spec: opts.Spec, Range: opts.Range, Sequential: plan.Sequential, Threads: opts.Threads, Group: opts.Group})
 	if err != nil {
 		return stats, err
 	}
 	defer w.Abort() // after Commit it does nothing
-	sorter := fpstore.NewSorter(opts.TmpDir, sorterBudget(opts.Threads, opts.Mem))
+	sorter := fpstore.NewSorter(opts.TmpDir, plan.Sorter)
 	defer sorter.Close()
 
 	ctx, cancel := context.WithCancelCause(ctx)

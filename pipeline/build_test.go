@@ -25,11 +25,11 @@ func TestWriterPlan(t *testing.T) {
 		{2, 12 << 30, false}, {2, 1 << 30, false}, {2, 512 << 20, true}, {2, 256 << 20, true},
 		{8, 1 << 30, true}, {8, 2 << 30, false}, {1, 512 << 20, false}, {1, 400 << 20, true},
 	} {
-		seq, writer := writerPlan(c.threads, c.mem)
-		if seq != c.sequential {
-			t.Errorf("threads %d, mem %d MiB: sequential %v, want %v", c.threads, c.mem>>20, seq, c.sequential)
+		p := BuildOptions{Threads: c.threads, Mem: c.mem}.Plan()
+		if p.Sequential != c.sequential {
+			t.Errorf("threads %d, mem %d MiB: sequential %v, want %v", c.threads, c.mem>>20, p.Sequential, c.sequential)
 		}
-		if used := sorterBudget(c.threads, c.mem) + writer + 16<<20 + int64(c.threads)*8<<20; used > c.mem {
+		if used := p.Sorter + p.Writer + 16<<20 + int64(c.threads)*8<<20; used > c.mem {
 			t.Errorf("threads %d, mem %d MiB: sorter, writer and reserves take %d MiB", c.threads, c.mem>>20, used>>20)
 		}
 	}
@@ -52,7 +52,7 @@ func TestBuildWritersAgree(t *testing.T) {
 	}
 	var files [][]byte
 	for _, mem := range []int64{200 << 20, 4 << 30} {
-		seq, _ := writerPlan(2, mem)
+		seq := BuildOptions{Threads: 2, Mem: mem}.Plan().Sequential
 		if seq != (mem < 1<<30) {
 			t.Fatalf("mem %d MiB: sequential %v", mem>>20, seq)
 		}

@@ -47,7 +47,8 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	start := time.Now()
 	opts.Threads, opts.Inputs, opts.Progress = runDefaults(opts.Threads, opts.Inputs, opts.Progress)
 	var st CountStats
-	t, second, done, err := twoPasses(ctx, tallyOptions{Inputs: opts.Inputs, Records: opts.Records, Threads: opts.Threads, Mem: opts.Mem * 3 / 4, TmpDir: opts.TmpDir, Progress: opts.Progress}, newHeaders())
+	plan := opts.Plan()
+	t, second, done, err := twoPasses(ctx, tallyOptions{Inputs: opts.Inputs, Records: opts.Records, Threads: opts.Threads, Tables: plan.Tables, TmpDir: opts.TmpDir, Progress: opts.Progress}, newHeaders())
 	defer done()
 	if err != nil {
 		return st, err
@@ -62,7 +63,7 @@ func Count(ctx context.Context, opts CountOptions, out io.Writer) (CountStats, e
 	// Second pass: at each key's first occurrence, its line (with --top,
 	// what the heap needs).
 	var printed atomic.Int64
-	bp := t.countsByPosition(opts.Mem*3/4, opts.Threads) // the tally's share
+	bp := t.countsByPosition(plan.Tables, opts.Threads) // the tally's share
 	defer bp.free()
 	emit := func(buf []byte, count, _ uint64, rec []byte) []byte {
 		return appendCountLine(buf, count, second.Records.Spec.PrintedLine(rec), opts.TSV, term)

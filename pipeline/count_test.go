@@ -176,7 +176,7 @@ func TestCountInputsMatchMap(t *testing.T) {
 		if !bytes.Equal(out.Bytes(), want.Bytes()) {
 			t.Fatalf("threads %d: count differs from the map's (%d bytes vs %d)", threads, out.Len(), want.Len())
 		}
-		ts, _, done, err := twoPasses(context.Background(), tallyOptions{Inputs: inputs, Records: records, Threads: threads, Mem: 1 << 30, TmpDir: t.TempDir(), Progress: &ingest.Progress{}}, newHeaders())
+		ts, _, done, err := twoPasses(context.Background(), tallyOptions{Inputs: inputs, Records: records, Threads: threads, Tables: 1 << 30, TmpDir: t.TempDir(), Progress: &ingest.Progress{}}, newHeaders())
 		if err != nil {
 			t.Fatal(err)
 		}

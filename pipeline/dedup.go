@@ -119,19 +119,19 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	}
 	st := DedupStats{Mode: "memory"}
 
-	// --mem is shared out in equal parts: the exact tables, the blooms of
-	// the bounded mode and, with --record, its sorter, each get one; the
-	// Go heap's soft limit (set by the caller) another. What does not grow
-	// with the data comes on top: a run being written (~36 MiB), chunks in
-	// flight, the --record writer's segment buffers (made once the tables
-	// are freed) and the runtime (bench/mem.sh measures the whole).
-	parts := dedupParts(opts)
-	rec, err := newRecorder(opts, opts.Mem/parts)
+	// The tables, the blooms of the bounded mode and, with --record, its
+	// sorter take their shares of the plan; the Go heap's soft limit (set
+	// by the caller) its own. What does not grow with the data comes on
+	// top: a run being written (~36 MiB), chunks in flight, the --record
+	// writer's segment buffers (made once the tables are freed) and the
+	// runtime (bench/mem.sh measures the whole).
+	plan := opts.Plan()
+	rec, err := newRecorder(opts, plan.Sorter)
 	if err != nil {
 		return st, err
 	}
 	defer rec.close()
-	shards, err := newSeenSet(opts, opts.Mem/parts)
+	shards, err := newSeenSet(opts, plan.Tables, plan.SeenBlooms)
 	for _, s := range shards {
 		defer s.free()
 	}
@@ -239,9 +239,9 @@ func (r *recorder) close() {
 
 // newSeenSet makes the shards of the exact seen-set, one per thread
 // (rounded up to a power of two), sized from the input's estimated record
-// count within budget. The shards made are returned even on error, to be
-// freed.
-func newSeenSet(opts DedupOptions, budget int64) ([]*shardSet, error) {
+// count within the tables' share, each with its part of the blooms'
+// share. The shards made are returned even on error, to be freed.
+func newSeenSet(opts DedupOptions, tables, blooms int64) ([]*shardSet, error) {
 	nshards := 1
 	for nshards < opts.Threads {
 		nshards *= 2
@@ -250,7 +250,7 @@ func newSeenSet(opts DedupOptions, budget int64) ([]*shardSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	perShard := budget / int64(nshards)
+	perShard := tables / int64(nshards)
 	slots := min(est/int64(nshards), perShard/16)
 	var shards []*shardSet
 	for range nshards {
@@ -258,7 +258,7 @@ func newSeenSet(opts DedupOptions, budget int64) ([]*shardSet, error) {
 		if err != nil {
 			return shards, err
 		}
-		shards = append(shards, &shardSet{table: t, tmpDir: opts.TmpDir, bloomMax: perShard})
+		shards = append(shards, &shardSet{table: t, tmpDir: opts.TmpDir, bloomMax: blooms / int64(nshards)})
 	}
 	return shards, nil
 }

@@ -25,8 +25,9 @@
 // cut into record-aligned chunks, headers peeled off and checked, keyed
 // and fingerprinted on every thread; a Parquet input is read row group by
 // row group, its key columns only (read_parquet.go, over ingest's Parquet
-// reader). How each job shares --mem out is memory.go; the errors a job
-// returns are errors.go.
+// reader). Each job takes its shares of --mem from its internal/memplan
+// plan, made from its options in memory.go; the errors a job returns are
+// errors.go.
 //
 // Concurrency: each job starts its own goroutines and returns when all
 // have stopped; a seen-set shard belongs to one goroutine.

@@ -17,18 +17,15 @@ import (
 func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, error) {
 	start := time.Now()
 	st := DedupStats{Mode: "two passes"}
-	// The tally takes the memory of the tables and blooms; the recorder
-	// its share.
-	parts := int64(4)
-	if opts.Record != "" {
-		parts = 5
-	}
-	rec, err := newRecorder(opts, opts.Mem/parts)
+	// The tally takes the plan's tables (those of the seen-set and its
+	// blooms); the recorder its sorter.
+	plan := opts.Plan()
+	rec, err := newRecorder(opts, plan.Sorter)
 	if err != nil {
 		return st, err
 	}
 	defer rec.close()
-	t, second, done, err := twoPasses(ctx, tallyOptions{Inputs: opts.Inputs, Records: opts.Records, Threads: opts.Threads, Mem: opts.Mem * 2 / parts, TmpDir: opts.TmpDir, Progress: opts.Progress, Stdin: opts.Stdin, KeepLast: true}, newHeaders())
+	t, second, done, err := twoPasses(ctx, tallyOptions{Inputs: opts.Inputs, Records: opts.Records, Threads: opts.Threads, Tables: plan.Tables, TmpDir: opts.TmpDir, Progress: opts.Progress, Stdin: opts.Stdin, KeepLast: true}, newHeaders())
 	defer done()
 	if err != nil {
 		return st, err
@@ -37,7 +34,7 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 	_, _, st.Runs, st.TableBytes = t.figures()
 	// The tally's share holds the last occurrences by position beside the
 	// table while they are filled; the table is freed then.
-	bp := t.countsByPosition(opts.Mem*2/parts, opts.Threads)
+	bp := t.countsByPosition(plan.Tables, opts.Threads)
 	defer bp.free()
 
 	var rows *parquetRows

@@ -1,57 +1,50 @@
 package pipeline
 
-import "github.com/fpdedup/fpdedup/ingest"
+import (
+	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/memplan"
+)
 
-// How each job shares --mem (its Mem) out. The tables, blooms and sorters
-// live outside the Go heap (huge pages) and size themselves from their
-// share; the Go heap's soft limit, which the caller sets while the job
-// runs, is the share left to it: without one it would count the whole of
-// Mem as its own.
+// Each job's shares of its Mem (--mem) are its memplan.Plan, made here
+// from its options: the tables, blooms and sorters, which live outside the
+// Go heap (huge pages, mmap), size themselves from their share, and the
+// caller sets the Go heap's soft limit from the same Plan while the job
+// runs.
 
-// minHeap is the least heap limit a job runs under: the fixed buffers
-// (chunks in flight, a run being written) need it whatever Mem is.
-const minHeap = 16 << 20
-
-// dedupParts is how many equal parts Dedup shares Mem into: the exact
-// tables, the blooms of the bounded mode, the Go heap, what does not grow
-// with the data (a run being written, chunks in flight) and, with Record,
-// its sorter.
-func dedupParts(o DedupOptions) int64 {
-	if o.Record != "" {
-		return 5
-	}
-	return 4
+// parquetPlan is what a job's records say of its Parquet row groups.
+func parquetPlan(r ingest.RecordOptions) memplan.Parquet {
+	return memplan.Parquet{Parquet: r.Spec.Format == ingest.FormatParquet, MaxRecord: int64(r.MaxRecord)}
 }
 
-// HeapLimit is the Go heap's share of o.Mem while Dedup runs.
-func (o DedupOptions) HeapLimit() int64 {
-	return max(o.Mem/dedupParts(o), minHeap) + parquetHeap(o.Records)
+// Plan is Dedup's share of o.Mem, with KeepLast that of its two passes.
+func (o DedupOptions) Plan() memplan.Plan {
+	j := memplan.DedupJob{Mem: o.Mem, Record: o.Record != "", Parquet: parquetPlan(o.Records)}
+	if o.KeepLast {
+		return memplan.KeepLast(j)
+	}
+	return memplan.Dedup(j)
 }
 
-// parquetHeap is what reading Parquet holds on the Go heap beside a job's
-// share of Mem: a row group's decoded key values and a page of each column
-// at most, bounded by the reader's limit (read_parquet.go, four times
-// MaxRecord), and a copy's pages. Without it in the heap limit the
-// collector ran without pause (673 collections instead of 12 for a 1M-row
-// file at --mem 256MiB, 3.6x the time).
-func parquetHeap(r ingest.RecordOptions) int64 {
-	if r.Spec.Format != ingest.FormatParquet {
-		return 0
-	}
-	return 4 * int64(r.MaxRecord)
+// Plan is Count's share of o.Mem.
+func (o CountOptions) Plan() memplan.Plan {
+	return memplan.Count(memplan.CountJob{Mem: o.Mem, Parquet: parquetPlan(o.Records)})
 }
 
-// HeapLimit is the Go heap's share of o.Mem while Count runs: what its key
-// table (three quarters) leaves.
-func (o CountOptions) HeapLimit() int64 { return max(o.Mem/4, minHeap) + parquetHeap(o.Records) }
+// Plan is Build's share of o.Mem, and how its index writer runs in it.
+func (o BuildOptions) Plan() memplan.BuildPlan {
+	threads, _, _ := runDefaults(o.Threads, nil, nil)
+	return memplan.Build(memplan.BuildJob{Mem: o.Mem, Threads: threads, SegmentBytes: segmentMemory, Parquet: parquetPlan(o.Records)})
+}
 
-// HeapLimit is the Go heap's share of o.Mem while Replay runs: a quarter
-// of what the simulated blooms leave, as the exact seen-set shares it,
-// and the RedisBloom filters' share (they live on the Go heap).
-func (o ReplayOptions) HeapLimit() int64 {
-	h := max((o.Mem-ReplayBloomBytes(o))/4, minHeap)
-	if o.RedisBloom != nil {
-		h += replayFilterShare(o)
+// Plan is Replay's share of o.Mem.
+func (o ReplayOptions) Plan() memplan.Plan { return memplan.Replay(o.planJob()) }
+
+func (o ReplayOptions) planJob() memplan.ReplayJob {
+	j := memplan.ReplayJob{Mem: o.Mem, L1Bytes: replayL1Bytes(o), RedisBloom: o.RedisBloom != nil, MaxRecord: int64(o.Records.MaxRecord)}
+	if o.L2 != nil {
+		for _, b := range o.L2.Bits {
+			j.L2Bytes += l2Bytes(o.L2.Shards, b)
+		}
 	}
-	return h
+	return j
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 )
 
 // parquetChunk is how many bytes of framed keys a chunk of Parquet rows
@@ -28,7 +29,7 @@ func readParquet(ctx context.Context, opts readOptions, i int, name string, jobs
 	// groups': the next is decoded ahead): each within the bound a record
 	// has in the text formats, four times (the default --max-record, 64
 	// MiB, gives 256 MiB).
-	limit := 4 * int64(opts.Records.MaxRecord)
+	limit := memplan.ReaderLimit(int64(opts.Records.MaxRecord))
 	open := ingest.OpenParquet
 	if opts.Rows != nil || opts.Records.OnBad.Quarantines() {
 		open = ingest.OpenParquetRows // its rows are copied: counted up front

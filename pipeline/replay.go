@@ -11,6 +11,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/internal/rbloom"
 )
 
@@ -196,19 +197,11 @@ const maxReplayK = 32
 
 // ReplayBloomBytes is the memory the simulated blooms of opts take: every
 // system of a sweep has its own L1 and L2. RedisBloom filters grow as
-// they fill: theirs is the share of Mem they may grow to
-// (replayFilterShare).
+// they fill: theirs is the share of Mem they may grow to (the plan's
+// Filters).
 func ReplayBloomBytes(opts ReplayOptions) int64 {
-	n := replayL1Bytes(opts)
-	if opts.L2 != nil {
-		for _, b := range opts.L2.Bits {
-			n += l2Bytes(opts.L2.Shards, b)
-		}
-	}
-	if opts.RedisBloom != nil {
-		n += replayFilterShare(opts)
-	}
-	return n
+	p := opts.Plan()
+	return p.SimBlooms + p.Filters
 }
 
 // replayL1Bytes is the memory of every system's L1.
@@ -231,19 +224,11 @@ func replaySystems(opts ReplayOptions) int {
 	return 1
 }
 
-// replayMinRest is the least of Mem the blooms must leave: the exact
-// seen-set and the fixed buffers (chunks in flight, a run being written,
-// the runtime: ~60 MiB).
-const replayMinRest = 64 << 20
-
 // ReplayMemNeeded is the least Mem that holds the blooms of opts as they
 // are before the first event (RedisBloom filters as BF.RESERVE makes
-// them) and replayMinRest beside them.
+// them) and memplan.ReplayMinRest beside them.
 func ReplayMemNeeded(opts ReplayOptions) int64 {
-	if opts.RedisBloom != nil {
-		return replayFilterMem(opts, ReplayReservedBytes(opts))
-	}
-	return ReplayBloomBytes(opts) + replayMinRest
+	return memplan.ReplayMemNeeded(opts.planJob(), ReplayReservedBytes(opts))
 }
 
 // ReplayStats are the figures of a Replay run.

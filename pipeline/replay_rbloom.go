@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/internal/rbloom"
 	"github.com/fpdedup/fpdedup/internal/units"
 )
@@ -48,7 +49,7 @@ func (rb *ReplayRedisBloom) Check() error {
 var ErrReplayRouteAll = errors.New("replay: the router must be known (route=all is for an audit): an add's answer depends on the one shard's filter it meets")
 
 // ReplayMemError is a RedisBloom filter that would grow past the share of
-// Mem the filters may take (replayFilterShare).
+// Mem the filters may take (the plan's Filters).
 type ReplayMemError struct {
 	Shard     string // the router's name of the shard
 	SubFilter int    // the sub-filter it would append, counting from 1
@@ -63,19 +64,10 @@ func (e *ReplayMemError) Error() string {
 		e.Shard, e.SubFilter, units.FormatBytes(int64(e.Bytes)), units.FormatBytes(e.Used+int64(e.Bytes)), units.FormatBytes(e.Share))
 }
 
-// replayFilterShare is what RedisBloom filters (all of a sweep's) may grow
-// to: three quarters of what the L1s leave of Mem, and never so much that
-// less than replayMinRest is left; the exact seen-set spills beyond the
-// rest.
-func replayFilterShare(opts ReplayOptions) int64 {
-	rest := opts.Mem - replayL1Bytes(opts)
-	return max(min(rest/4*3, rest-replayMinRest), 0)
-}
-
-// replayFilterMem is the least Mem whose share (replayFilterShare) holds
-// n bytes of filters.
+// replayFilterMem is the least Mem whose plan's Filters hold n bytes of
+// filters.
 func replayFilterMem(opts ReplayOptions, n int64) int64 {
-	return replayL1Bytes(opts) + max(n+replayMinRest, 4*((n+2)/3))
+	return memplan.ReplayMemNeeded(opts.planJob(), n)
 }
 
 // The Go heap a shard takes beside its filter's bits, counted in the

@@ -76,7 +76,8 @@ func newReplayer(opts *ReplayOptions) (*replayer, error) {
 	if opts.L1 != nil {
 		r.ttl = int64(opts.L1.TTL)
 	}
-	budget := &filterBudget{share: replayFilterShare(*opts), opts: opts}
+	plan := opts.Plan()
+	budget := &filterBudget{share: plan.Filters, opts: opts}
 	for i := range replaySystems(*opts) {
 		s := &replaySystem{}
 		r.systems = append(r.systems, s)
@@ -99,21 +100,17 @@ func newReplayer(opts *ReplayOptions) (*replayer, error) {
 			}
 		}
 	}
-	// What the blooms leave of Mem is shared out as dedup shares it: a
-	// quarter for the exact seen-set's table, a quarter for its bloom once
-	// it spills, a quarter for the Go heap (its soft limit, set by the
-	// caller) and a quarter for what does not grow with the data (a run
-	// being written, chunks in flight).
-	rest := max(opts.Mem-ReplayBloomBytes(*opts), 16<<20)
+	// The exact seen-set takes the plan's tables, and its bloom, once it
+	// spills, the plan's seen-set blooms.
 	est, err := estimateRecords(opts.Inputs, opts.Records.Spec.Format)
 	if err != nil {
 		return r, err
 	}
-	t, err := newSeenShard(int(min(est, rest/4/16)), rest/4)
+	t, err := newSeenShard(int(min(est, plan.Tables/16)), plan.Tables)
 	if err != nil {
 		return r, err
 	}
-	r.truth = &shardSet{table: t, tmpDir: opts.TmpDir, bloomMax: rest / 4}
+	r.truth = &shardSet{table: t, tmpDir: opts.TmpDir, bloomMax: plan.SeenBlooms}
 	r.prefault()
 	return r, nil
 }

@@ -443,7 +443,7 @@ type tallyOptions struct {
 	Inputs   []string
 	Records  ingest.RecordOptions
 	Threads  int
-	Mem      int64
+	Tables   int64 // the tally's share of the job's plan
 	TmpDir   string
 	Progress *ingest.Progress
 	Stdin    io.Reader // read for "-" instead of the process's stdin (tests)
@@ -481,7 +481,7 @@ func twoPasses(ctx context.Context, o tallyOptions, headers *Headers) (t *tallyS
 	if err != nil {
 		return nil, second, done, err
 	}
-	if t, err = newTallySet(o.Threads, o.Mem, o.TmpDir, est, o.KeepLast); err != nil {
+	if t, err = newTallySet(o.Threads, o.Tables, o.TmpDir, est, o.KeepLast); err != nil {
 		return nil, second, done, err
 	}
 	if err = t.fill(ctx, first, max(o.Threads, 1), o.Progress); err == nil {

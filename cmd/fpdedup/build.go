@@ -114,6 +114,7 @@ func runBuild(cmd *cobra.Command, inv *invocation, o *buildOptions, args []strin
 	j.input("--spec-from", kindIndex, o.specFrom)
 	j.output("-o", o.output)
 	j.progress(opts.Progress)
+	j.memory(opts.Plan().Plan)
 	return j.run(func(ctx context.Context) (map[string]any, error) {
 		st, err := pipeline.Build(ctx, opts)
 		j.summary("build: %s, %d distinct, %d duplicates, %s, %s read, %.2f s, %s records/s → %s (%s, %.2f bytes/key)",

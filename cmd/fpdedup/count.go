@@ -101,7 +101,7 @@ func runCount(cmd *cobra.Command, inv *invocation, o *countOptions, args []strin
 	j.input("--files0-from", kindOther, o.files0From)
 	out := j.stream("-o", o.output) // counts, not records: never in place
 	j.progress(opts.Progress)
-	j.heapLimit(opts.HeapLimit())
+	j.memory(opts.Plan())
 	return j.run(func(ctx context.Context) (map[string]any, error) {
 		st, err := pipeline.Count(ctx, opts, out.w)
 		spilled := ""

@@ -130,7 +130,7 @@ func runDedup(cmd *cobra.Command, inv *invocation, o *dedupOptions, args []strin
 	j.output("--record", o.record)
 	opts.Group = j.grp
 	j.progress(opts.Progress)
-	j.heapLimit(opts.HeapLimit())
+	j.memory(opts.Plan())
 	return j.run(func(ctx context.Context) (map[string]any, error) {
 		w := io.Writer(io.Discard)
 		if out != nil {

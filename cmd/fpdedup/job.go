@@ -14,20 +14,22 @@ import (
 
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 )
 
 // A job is one command's run. The command declares what it reads, what it
-// writes (each output with its flag), how its records are read, the Go
-// heap's share of --mem and its work; run does the rest, in the same order
+// writes (each output with its flag), how its records are read, its shares
+// of --mem (a memplan.Plan) and its work; run does the rest, in the same order
 // for every command (README "Exit codes, outputs and signals"):
 //
 //  1. every path is resolved and checked against every input and every
 //     other output, and --tmpdir is checked writable, before any work;
 //  2. the streamed outputs are opened: stdout, or a file beside its target;
-//  3. the heap limit is set, progress shown, the work run;
+//  3. the Go heap's limit is set from the plan, progress shown, the work
+//     run;
 //  4. unless a signal came, every output is flushed and finished, the
 //     quarantine closed, and all of them are published with --stats-json
-//     and --metrics at the one commit point; a negative answer (exit 1)
+//     and --metrics (the plan among the figures) at the one commit point; a negative answer (exit 1)
 //     was computed in full and is published like a success;
 //  5. what the run learned for later runs (a disk's measured read rates,
 //     devices.go) is cached, a warning if it cannot be;
@@ -43,7 +45,7 @@ type job struct {
 	streams []*stream
 	bad     []*ingest.BadPolicy
 	prog    *ingest.Progress
-	heap    int64
+	plan    *memplan.Plan
 	// final: once the work has returned, it is done (keys written
 	// online): a signal after it no longer undoes anything.
 	final bool
@@ -111,9 +113,10 @@ func (j *job) records(p *ingest.BadPolicy) {
 // progress shows p while the work runs (with --progress).
 func (j *job) progress(p *ingest.Progress) { j.prog = p }
 
-// heapLimit is the Go heap's share of --mem while the work runs, as the
-// pipeline shares --mem out (the rest lives outside the heap).
-func (j *job) heapLimit(n int64) { j.heap = n }
+// memory declares the job's shares of --mem: the Go heap's soft limit is
+// set from it while the work runs (without one, the heap may have all of
+// --mem), and it is among the run's figures.
+func (j *job) memory(p memplan.Plan) { j.plan = &p }
 
 // summary queues a line for stderr, printed after the commit point unless -q.
 func (j *job) summary(format string, a ...any) {
@@ -144,8 +147,8 @@ func (j *job) run(work func(ctx context.Context) (map[string]any, error)) error 
 	if err := j.open(ctx); err != nil {
 		return err
 	}
-	if j.heap > 0 {
-		debug.SetMemoryLimit(j.heap)
+	if j.plan != nil {
+		debug.SetMemoryLimit(j.plan.HeapLimit())
 	}
 	hook("work")
 	stop := func() {}
@@ -174,6 +177,9 @@ func (j *job) run(work func(ctx context.Context) (map[string]any, error)) error 
 		figures = map[string]any{}
 	}
 	figures["command"] = j.cmd.Name()
+	if j.plan != nil {
+		figures["memory"] = map[string]any{"plan": j.plan}
+	}
 	if j.part != nil {
 		figures["partition"] = j.part
 	}
@@ -269,7 +275,12 @@ func (inv *invocation) finishStats(grp *atomicfile.Group, v map[string]any) erro
 	}
 	if inv.rss != nil {
 		anon, file := inv.rss.Peaks()
-		v["memory"] = map[string]int64{"peak_rss_anon_bytes": anon, "peak_rss_file_bytes": file}
+		m, _ := v["memory"].(map[string]any)
+		if m == nil {
+			m = map[string]any{}
+		}
+		m["peak_rss_anon_bytes"], m["peak_rss_file_bytes"] = anon, file
+		v["memory"] = m
 		inv.rss = nil
 	}
 	m, err := asMap(v)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 )
 
 func newMergeCommand(inv *invocation) *cobra.Command {
@@ -67,6 +68,7 @@ error (nothing is published); 130/143 interrupted (nothing is published).`,
 			j.output("-o", output, kindIndex) // in place: merge -o H H today
 			prog := &ingest.Progress{}
 			j.progress(prog)
+			j.memory(memplan.Merge(inv.mem))
 			var xs []*fpstore.Index
 			defer func() {
 				for _, x := range xs {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
 
@@ -120,6 +121,7 @@ func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []strin
 	if len(args) == 0 {
 		j.progress(opts.Progress)
 	}
+	j.memory(memplan.Query(inv.mem))
 	return j.run(func(ctx context.Context) (map[string]any, error) {
 		var st pipeline.QueryStats
 		var err error

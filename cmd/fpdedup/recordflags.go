@@ -10,6 +10,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/internal/units"
 )
 
@@ -179,7 +180,7 @@ func (r *recordFlags) sniff(j *job, req *ingest.RecipeRequest) error {
 // lowered to that, and 0 means it. A longer one given is refused before any
 // work.
 func (r *recordFlags) maxRecordBytes(f *pflag.FlagSet, mem int64) (int, error) {
-	limit := min(int64(ingest.MaxRecordLimit), mem/8)
+	limit := min(int64(ingest.MaxRecordLimit), memplan.RecordLimit(mem))
 	mr, err := units.ParseSize(r.maxRecord)
 	if err != nil {
 		return 0, usageErrorf("--max-record: %v", err)
@@ -190,7 +191,7 @@ func (r *recordFlags) maxRecordBytes(f *pflag.FlagSet, mem int64) (int, error) {
 	case mr > ingest.MaxRecordLimit:
 		return 0, usageErrorf("--max-record %s: at most 1GiB, the longest record fpdedup reads (0 means the longest --mem allows)", r.maxRecord)
 	case mr > limit:
-		return 0, usageErrorf("--max-record %s needs --mem %s or more: a record is held whole, twice while it is read, within a quarter of --mem", r.maxRecord, units.FormatBytes(mr*8))
+		return 0, usageErrorf("--max-record %s needs --mem %s or more: a record is held whole, twice while it is read, within a quarter of --mem", r.maxRecord, units.FormatBytes(memplan.MemForRecord(mr)))
 	case mr == 0:
 		return int(limit), nil
 	}

@@ -189,7 +189,7 @@ func runReplay(cmd *cobra.Command, inv *invocation, o *replayOptions, args []str
 	}
 	report := j.stream("stdout", "")
 	j.progress(opts.Progress)
-	j.heapLimit(opts.HeapLimit())
+	j.memory(opts.Plan())
 	return j.run(func(ctx context.Context) (map[string]any, error) {
 		if lost != nil {
 			opts.Lost = lost.w

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/internal/sysinfo"
 	"github.com/fpdedup/fpdedup/internal/units"
 )
@@ -156,7 +157,7 @@ func (inv *invocation) resolve() error {
 		if err != nil {
 			return usageErrorf("--mem: %v", err)
 		}
-		if m < 16<<20 {
+		if m < memplan.MinMem {
 			return usageErrorf("--mem %s is below the 16MiB minimum", inv.memText)
 		}
 		inv.mem = m

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/pipeline"
 )
 
@@ -81,9 +82,9 @@ func sayParquetMem(e *ingest.ParquetMemError) string {
 	const defaultMaxRecord = 64 << 20 // --max-record's default
 	mib := func(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
 	maxRecord := (e.Need + 3) / 4
-	fix := fmt.Sprintf("give --mem %dMiB or more", max(mib(8*maxRecord), 16))
+	fix := fmt.Sprintf("give --mem %dMiB or more", max(mib(memplan.MemForRecord(maxRecord)), 16))
 	if maxRecord > defaultMaxRecord {
-		fix = fmt.Sprintf("give --mem %dMiB and --max-record %dMiB or more", 8*mib(maxRecord), mib(maxRecord))
+		fix = fmt.Sprintf("give --mem %dMiB and --max-record %dMiB or more", mib(memplan.MemForRecord(mib(maxRecord)<<20)), mib(maxRecord))
 	}
 	if e.Remedy != "" {
 		fix += ", " + e.Remedy

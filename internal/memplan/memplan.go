@@ -1,0 +1,240 @@
+// Package memplan shares a job's --mem out: one function per job computes
+// every share (the Go heap, the tables, blooms and sort arenas in huge
+// pages, the record limit) from --mem and the job's inputs, and every
+// allocation site takes its share from the Plan. The Go heap's soft limit
+// is set from the same Plan: without one the runtime would count the whole
+// of --mem as its own beside the memory the tables take outside it.
+//
+// The shares within Mem sum to at most Mem once Mem is past Floor; below
+// it, the floors (MinHeap, the fixed buffers) are what a job needs
+// whatever --mem says, and the README bounds the process by
+// max(--mem, Floor) + 16 MiB. RowGroups come on top of Mem (README
+// "--mem": a Parquet input's row groups are counted against four times
+// --max-record, not against --mem).
+//
+// The package holds arithmetic only: no allocation, no flags. It is in
+// internal/ so that pipeline and reconcile, which must not import each
+// other, both take their shares from it.
+package memplan
+
+// Floor is the least memory a job runs in, whatever --mem: about 60 MiB
+// of fixed buffers (index writer segments, input chunks, a run being
+// written, the runtime). README "--mem".
+const Floor = 64 << 20
+
+// MinMem is the least --mem taken.
+const MinMem = 16 << 20
+
+// MinHeap is the least Go heap limit a job runs under: the fixed buffers
+// (chunks in flight, a run being written) need it whatever --mem is.
+const MinHeap = 16 << 20
+
+// A Plan is a job's shares of --mem, in bytes. A share a job does not
+// have is 0 (and left out of --stats-json).
+type Plan struct {
+	Job string `json:"-"`         // for messages: the command is in --stats-json already
+	Mem int64  `json:"mem_bytes"` // --mem
+	// Heap is the Go heap's own share: the runtime, chunks in flight,
+	// the record buffers, an index writer's segments.
+	Heap int64 `json:"heap_bytes"`
+	// Tables are the exact seen-set's hash tables (dedup, replay) or
+	// the tally of keys (count, dedup --keep last), in huge pages.
+	Tables int64 `json:"tables_bytes,omitempty"`
+	// SeenBlooms bound the blooms of the seen-set's bounded mode, once
+	// it spills (huge pages).
+	SeenBlooms int64 `json:"seen_blooms_bytes,omitempty"`
+	// Sorter is a sort arena (mmap): build's collectors, dedup --record's.
+	Sorter int64 `json:"sorter_bytes,omitempty"`
+	// SimBlooms are replay's simulated L1 and bitmap L2 blooms (huge
+	// pages), as large as the flags make them.
+	SimBlooms int64 `json:"sim_blooms_bytes,omitempty"`
+	// Filters are what replay's RedisBloom filters may grow to, on the
+	// Go heap.
+	Filters int64 `json:"filters_bytes,omitempty"`
+	// Fixed is what does not grow with the data (a run being written,
+	// chunks in flight, the --record writer's segments): what the other
+	// shares leave of Mem.
+	Fixed int64 `json:"fixed_bytes,omitempty"`
+	// RowGroups is, beyond Mem, what a Parquet input holds decoded on the
+	// Go heap: a row group's key values and a page of each column, two
+	// row groups' copy buffers, within four times MaxRecord.
+	RowGroups int64 `json:"row_groups_bytes,omitempty"`
+	// MaxRecord is the longest record read (--max-record as resolved): a
+	// limit held within Heap, not a share of its own.
+	MaxRecord int64 `json:"max_record_bytes,omitempty"`
+}
+
+// HeapLimit is the Go heap's soft limit while the job runs: its own share,
+// the shares that live on the heap, and the row groups beyond Mem.
+func (p Plan) HeapLimit() int64 { return p.Heap + p.Filters + p.RowGroups }
+
+// Within is the sum of the shares within Mem.
+func (p Plan) Within() int64 {
+	return p.Heap + p.Tables + p.SeenBlooms + p.Sorter + p.SimBlooms + p.Filters + p.Fixed
+}
+
+// RecordLimit is the longest record --mem holds: a record is held whole,
+// twice while its buffer grows, within a quarter of --mem, so an eighth
+// of it (the readers' own limit, 1 GiB, caps it further).
+func RecordLimit(mem int64) int64 { return mem / 8 }
+
+// MemForRecord is the least --mem whose RecordLimit is n.
+func MemForRecord(n int64) int64 { return 8 * n }
+
+// Parquet says what a job reads, for RowGroups.
+type Parquet struct {
+	Parquet   bool  // the records are Parquet
+	MaxRecord int64 // --max-record as resolved
+}
+
+// rowGroups is the Parquet reader's limit (four times MaxRecord: the
+// reader refuses an input that needs more), held on the Go heap beside
+// the job's share of Mem. Without it in the heap limit the collector ran
+// without pause on a Parquet input (673 collections instead of 12).
+func (q Parquet) rowGroups() int64 {
+	if !q.Parquet {
+		return 0
+	}
+	return ReaderLimit(q.MaxRecord)
+}
+
+// ReaderLimit is what a Parquet reader may hold decoded: a page and a row
+// group's key values (two row groups': the next is decoded ahead), each
+// within the bound a record has in the text formats, four times.
+func ReaderLimit(maxRecord int64) int64 { return 4 * maxRecord }
+
+// DedupJob is what the plans of dedup and of dedup --keep last depend on.
+type DedupJob struct {
+	Mem    int64
+	Record bool // --record: a sorter of its own
+	Parquet
+}
+
+// dedupParts is how many equal parts dedup shares --mem into.
+func (j DedupJob) parts() int64 {
+	if j.Record {
+		return 5
+	}
+	return 4
+}
+
+// Dedup shares --mem out in equal parts: the exact tables, the blooms of
+// the bounded mode, the Go heap, what does not grow with the data (a run
+// being written, chunks in flight) and, with Record, its sorter.
+func Dedup(j DedupJob) Plan {
+	parts := j.parts()
+	p := Plan{Job: "dedup", Mem: j.Mem, Heap: max(j.Mem/parts, MinHeap), Tables: j.Mem / parts, SeenBlooms: j.Mem / parts, RowGroups: j.rowGroups(), MaxRecord: j.MaxRecord}
+	if j.Record {
+		p.Sorter = j.Mem / parts
+	}
+	p.Fixed = max(j.Mem-p.Within(), 0)
+	return p
+}
+
+// KeepLast is dedup --keep last: the parts of dedup, the tally of two
+// passes taking those of the tables and the blooms.
+func KeepLast(j DedupJob) Plan {
+	p := Dedup(j)
+	p.Tables, p.SeenBlooms, p.Fixed = j.Mem*2/j.parts(), 0, 0
+	p.Fixed = max(j.Mem-p.Within(), 0)
+	return p
+}
+
+// CountJob is what count's plan depends on.
+type CountJob struct {
+	Mem int64
+	Parquet
+}
+
+// Count gives three quarters of --mem to the tally of keys (its tables,
+// then the counts by position that replace them), the rest to the heap.
+func Count(j CountJob) Plan {
+	return Plan{Job: "count", Mem: j.Mem, Tables: j.Mem * 3 / 4, Heap: max(j.Mem/4, MinHeap), RowGroups: j.rowGroups(), MaxRecord: j.MaxRecord}
+}
+
+// BuildJob is what build's plan depends on.
+type BuildJob struct {
+	Mem     int64
+	Threads int
+	// SegmentBytes is what the index writer holds for each segment in
+	// flight (fpstore's writer: its fingerprints and its FlatBuffers
+	// buffer).
+	SegmentBytes int64
+	Parquet
+}
+
+// BuildPlan is build's Plan and how its index writer runs within it.
+type BuildPlan struct {
+	Plan
+	// Sequential: the writer builds one segment at a time, between the
+	// partitions the sorters hand over; else a builder thread pipelines
+	// threads+2 segments with the sort.
+	Sequential bool
+	Writer     int64 // the writer's segments in flight, within Heap
+}
+
+// Build gives the sorter's arenas what the writer, the chunk buffers (16
+// MiB, 8 MiB a thread) and the runtime leave of --mem, and never less than
+// a quarter of it; the Go heap holds the rest. The writer pipelines its
+// segments when they take at most a quarter of --mem: pipelining buys a
+// shorter build for the memory of the segments in flight
+// (bench/results/ab-2026-12-03-s14.md).
+func Build(j BuildJob) BuildPlan {
+	b := BuildPlan{Sequential: true, Writer: j.SegmentBytes}
+	if pipelined := int64(j.Threads+2) * j.SegmentBytes; 4*pipelined <= j.Mem {
+		b.Sequential, b.Writer = false, pipelined
+	}
+	reserve := b.Writer + 16<<20 + int64(j.Threads)*8<<20
+	sorter := max(j.Mem-reserve, j.Mem/4)
+	b.Plan = Plan{Job: "build", Mem: j.Mem, Sorter: sorter, Heap: max(j.Mem-sorter, MinHeap), RowGroups: j.rowGroups(), MaxRecord: j.MaxRecord}
+	return b
+}
+
+// Merge and Query hold nothing that grows with --mem (merge streams its
+// inputs in fixed buffers; query's indexes are mapped files, in the page
+// cache): the Go heap may have all of it.
+func Merge(mem int64) Plan { return Plan{Job: "merge", Mem: mem, Heap: mem} }
+
+// Query: see Merge.
+func Query(mem int64) Plan { return Plan{Job: "query", Mem: mem, Heap: mem} }
+
+// ReplayMinRest is the least of --mem the simulated blooms and filters
+// must leave: the exact seen-set and the fixed buffers (chunks in flight,
+// a run being written, the runtime: ~60 MiB).
+const ReplayMinRest = 64 << 20
+
+// ReplayJob is what replay's plan depends on.
+type ReplayJob struct {
+	Mem        int64
+	L1Bytes    int64 // every system's L1
+	L2Bytes    int64 // every system's bitmap L2
+	RedisBloom bool  // the L2s are RedisBloom filters, which grow
+	MaxRecord  int64
+}
+
+// Replay: the simulated blooms take what the flags make them, RedisBloom
+// filters may grow to three quarters of what the L1s leave (and never so
+// much that less than ReplayMinRest is left), and what remains is shared
+// out as dedup shares it: a quarter each for the exact seen-set's table,
+// its bloom once it spills, the Go heap and the fixed buffers.
+func Replay(j ReplayJob) Plan {
+	p := Plan{Job: "replay", Mem: j.Mem, SimBlooms: j.L1Bytes + j.L2Bytes, MaxRecord: j.MaxRecord}
+	if j.RedisBloom {
+		rest := j.Mem - j.L1Bytes
+		p.Filters = max(min(rest/4*3, rest-ReplayMinRest), 0)
+	}
+	rest := max(j.Mem-p.SimBlooms-p.Filters, 16<<20)
+	p.Tables, p.SeenBlooms, p.Heap = rest/4, rest/4, max(rest/4, MinHeap)
+	p.Fixed = max(j.Mem-p.Within(), 0)
+	return p
+}
+
+// ReplayMemNeeded is the least --mem under which Replay leaves
+// ReplayMinRest beside the blooms, and, with RedisBloom, holds reserved
+// bytes of filters in its Filters share.
+func ReplayMemNeeded(j ReplayJob, reserved int64) int64 {
+	if j.RedisBloom {
+		return j.L1Bytes + max(reserved+ReplayMinRest, 4*((reserved+2)/3))
+	}
+	return j.L1Bytes + j.L2Bytes + ReplayMinRest
+}
