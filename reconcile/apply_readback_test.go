@@ -91,7 +91,7 @@ func TestApplyAgreeIsReadBack(t *testing.T) {
 			if rep.Agree || rep.ExitCode != 1 || rep.Missing != deleted || rep.Apply == nil || rep.Apply.Written != int64(len(missing)) {
 				t.Fatalf("report: agree %v, exit %d, %d missing after (want %d), apply %+v", rep.Agree, rep.ExitCode, rep.Missing, deleted, rep.Apply)
 			}
-			if strings.Contains(r.Stderr, "the sides agree") || !strings.Contains(r.Stderr, fmt.Sprintf("the sides differ (%d missing online after the run)", deleted)) {
+			if strings.Contains(r.Stderr, "the sides agree") || !strings.Contains(r.Stderr, fmt.Sprintf("the sides differ (%d missing online after the run", deleted)) {
 				t.Fatalf("summary: %s", r.Stderr)
 			}
 		})

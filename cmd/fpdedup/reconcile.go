@@ -252,7 +252,7 @@ written online and how to resume from --checkpoint.`,
 	f.StringVar(&o.readRate, "read-rate", "0", "at most this many keys/s read, probed or read back online, or truth keys tested in a bloom audit, from the first key (0: no limit)")
 	f.IntVar(&o.batch, "batch", 1000, "keys per pipeline, statement or probe")
 	f.IntVar(&o.conns, "conns", 8, "connections used at once by --probe and --apply")
-	f.IntVar(&o.retries, "retries", 5, "retries of a failed read, probe or write before giving up, after a backoff of 0.25 s doubling to 5 s: a silent server fails after (1 + N) × --timeout plus the backoffs, 3m8s with the defaults")
+	f.IntVar(&o.retries, "retries", 5, "retries of a failed read, probe or write before giving up, after a backoff of 0.25 s doubling to 5 s: a silent server fails after (1 + N) × --timeout plus the backoffs, 3m8s with the defaults (etcd: a backoff of 50 ms doubling to 1.6 s, and at least 1 retry, which compare-and-create makes safe)")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "network timeout of one operation, more than 0 (each retry waits as long again; SIGINT/SIGTERM do not wait for it)")
 	f.StringVar(&o.checkpoint, "checkpoint", "", "with --apply: resume from and record progress in `FILE`")
 	f.StringVar(&o.tmpDir, "tmpdir", os.TempDir(), "directory for sorted runs and temporary indexes")
@@ -542,14 +542,24 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 	} else if rb != nil {
 		readBackSummary(j, rb)
 	}
-	switch {
-	case r.Agree:
+	if r.Agree {
 		j.summary("reconcile: the sides agree")
-	case r.ReadBack != nil && r.ReadBack.Short > 0:
-		j.summary("reconcile: the sides differ (%d missing online after the run; %s short when read back)", r.Missing, counted(r.ReadBack.Short, "shard"))
-	default:
-		j.summary("reconcile: the sides differ (%d missing online after the run)", r.Missing)
+		return
 	}
+	// Every reason the sides differ, not only the keys missing: a run
+	// whose only difference is values that are no fingerprints said "0
+	// missing" and nothing else.
+	why := fmt.Sprintf("%d missing online after the run", r.Missing)
+	if r.ReadBack != nil && r.ReadBack.Short > 0 {
+		why += "; " + counted(r.ReadBack.Short, "shard") + " short when read back"
+	}
+	if n := r.Counts.OnlyOnline; n > 0 {
+		why += fmt.Sprintf("; %d online not in the index", n)
+	}
+	if n := r.Online.Bad; n > 0 {
+		why += fmt.Sprintf("; %d online values not fingerprints", n)
+	}
+	j.summary("reconcile: the sides differ (%s)", why)
 }
 
 // readBackSummary says what was read back after the writes: the keys

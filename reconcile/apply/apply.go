@@ -248,8 +248,9 @@ func (a *applier) run(ctx context.Context, produce items) error {
 			return nil
 		})
 	a.st.Retries = retries.Load()
-	if sr, ok := a.src.(online.SelfRetrying); ok {
+	if sr, ok := a.src.(online.SelfRetrying); ok && !a.ao.DryRun {
 		a.st.Retries += sr.WriteRetries()
+		a.st.Written = max(a.st.Written, sr.KeysWritten())
 	}
 	a.st.CheckpointLast = a.ck.Last
 	if !a.ao.DryRun && ctx.Err() != nil {

@@ -3,6 +3,7 @@ package etcdkeys_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -58,7 +59,13 @@ func TestEtcdApplyRefusedWhereKeysAreNotFingerprints(t *testing.T) {
 		if !strings.Contains(r.Stderr, "are not fingerprints") || !strings.Contains(r.Stderr, "nothing is written") {
 			t.Fatalf("%s:\n%s", url, r.Stderr)
 		}
-		reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", d.Index, "--online", url).Want(t, 1)
+		r = reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", d.Index, "--online", url).Want(t, 1)
+		// The last line says why they differ: the values that are no
+		// fingerprints too (it said "0 missing" and nothing else when
+		// they were the only difference).
+		if !strings.Contains(r.Stderr, fmt.Sprintf("; %d online values not fingerprints)", len(d.OnlineKeys()))) {
+			t.Fatalf("%s:\n%s", url, r.Stderr)
+		}
 	}
 	if got := reconciletest.EtcdGet(t, c, strings.TrimSuffix(p, "/")); len(got) != len(d.OnlineKeys()) {
 		t.Fatalf("%d keys after refused writes, want %d", len(got), len(d.OnlineKeys()))

@@ -325,7 +325,8 @@ func TestEtcdClusterStoppedMidApply(t *testing.T) {
 	// The client's own retries are the run's: the message and the report
 	// count them (they said 0 when etcd's client had sent batches again).
 	if rep.Apply == nil || rep.Etcd == nil || rep.Etcd.TxnRetry == 0 || rep.Apply.Retries != rep.Etcd.TxnRetry ||
-		!strings.Contains(r.Stderr, fmt.Sprintf("(%d retries in all,", rep.Etcd.TxnRetry)) {
+		!strings.Contains(r.Stderr, fmt.Sprintf("(%d retries in all,", rep.Etcd.TxnRetry)) ||
+		rep.Apply.Written != rep.Etcd.Created+rep.Etcd.Existed {
 		t.Fatalf("retries: apply %+v, etcd %+v\n%s", rep.Apply, rep.Etcd, r.Stderr)
 	}
 	t.Log(r.Stderr)

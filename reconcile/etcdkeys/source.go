@@ -202,6 +202,14 @@ func (s *Source) WriteRetries() int64 {
 	return int64(s.write.Retries)
 }
 
+// KeysWritten is how many keys the compare-and-create transactions
+// committed, created or found there.
+func (s *Source) KeysWritten() int64 {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return int64(s.write.Created + s.write.Existed)
+}
+
 // Held reads the items' keys back with Get: present when they exist. A key
 // held with another value than this run writes is present (it is never
 // overwritten) and counted apart.

@@ -59,4 +59,9 @@ type Reporter interface {
 type SelfRetrying interface {
 	Source
 	WriteRetries() int64
+	// KeysWritten is how many keys its writes committed so far, those of a
+	// batch that failed part way included (etcd: the transactions of a
+	// batch that went through before one failed), which the machinery,
+	// counting whole batches acknowledged, does not see.
+	KeysWritten() int64
 }
