@@ -24,6 +24,7 @@ import (
 // finishes; either way every missing key is created exactly once
 // (version 1) and no other key is touched.
 func TestEtcdClusterApplyMemberKilled(t *testing.T) {
+	reconciletest.PlainOnly(t, "a leader killed and the cluster electing another: the time is the servers'; the writes' goroutines are raced by TestEtcdAudit and TestEtcdApplyInterruptedBySIGINT")
 	eps := reconciletest.EtcdCluster(t)
 	c := reconciletest.EtcdClient(t, eps)
 	p := reconciletest.EtcdPrefix(t, c)
@@ -74,6 +75,7 @@ func TestEtcdClusterApplyMemberKilled(t *testing.T) {
 // The whole cluster stopped: the audit fails, exit 2, after its retries,
 // with an error naming every member, in the report too.
 func TestEtcdClusterStopped(t *testing.T) {
+	reconciletest.PlainOnly(t, "a stopped cluster's retries and timeouts: the time is the waits'")
 	eps := reconciletest.EtcdCluster(t)
 	d := reconciletest.NewDataset(t, 1_000)
 	t.Cleanup(func() { reconciletest.EtcdRestart(t, eps) })
@@ -97,6 +99,7 @@ func TestEtcdClusterStopped(t *testing.T) {
 // (accepts, never answers): a clear error naming it, exit 2, within
 // --timeout and its retries (a hang fails the test at its deadline).
 func TestEtcdHostileEndpoint(t *testing.T) {
+	reconciletest.PlainOnly(t, "timeouts against silent and garbage endpoints: the time is the waits'")
 	d := reconciletest.NewDataset(t, 100)
 	garbage := listen(t, func(c net.Conn) { c.Write([]byte(strings.Repeat("HTTP/1.1 200 OK\r\n\r\n\x00\xff garbage", 100))) })
 	silent := listen(t, func(c net.Conn) {})
@@ -141,6 +144,7 @@ func listen(t *testing.T, serve func(net.Conn)) string {
 // TLS: the CA and a client certificate from the URL's files; without them
 // the member cannot be reached, exit 2.
 func TestEtcdTLS(t *testing.T) {
+	reconciletest.PlainOnly(t, "a member of its own started with TLS: the time is the server's")
 	own := reconciletest.StartOwnEtcd(t, true)
 	d := reconciletest.NewDataset(t, 1_000)
 	p := "/dedupe/sha256/"
@@ -161,6 +165,7 @@ func TestEtcdTLS(t *testing.T) {
 // error saying so, exit 2; a user without the permission to read the
 // prefix likewise.
 func TestEtcdAuth(t *testing.T) {
+	reconciletest.PlainOnly(t, "a member of its own started with auth: the time is the server's")
 	own := reconciletest.StartOwnEtcd(t, false)
 	d := reconciletest.NewDataset(t, 1_000)
 	p := "/dedupe/sha256/"
@@ -294,6 +299,7 @@ func TestEtcdApplyInterruptedBySIGINT(t *testing.T) {
 // the cluster is back the same command resumes, and every missing key is
 // created once.
 func TestEtcdClusterStoppedMidApply(t *testing.T) {
+	reconciletest.PlainOnly(t, "a cluster stopped mid-apply and started again: the time is the servers'")
 	eps := reconciletest.EtcdCluster(t)
 	c := reconciletest.EtcdClient(t, eps)
 	p := reconciletest.EtcdPrefix(t, c)

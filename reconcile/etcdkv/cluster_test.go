@@ -21,6 +21,7 @@ type fingerprint = fpstore.Fingerprint
 // client fails over to the others and the scan reads every key once, at
 // its one revision.
 func TestClusterMemberKilledMidScan(t *testing.T) {
+	plainOnly(t, "members killed and elections: the time is the servers'; Scan's and Create's goroutines are raced by the single-member tests")
 	eps := cluster(t)
 	dir := needKill(t)
 	rc := raw(t, eps)
@@ -56,6 +57,7 @@ func TestClusterMemberKilledMidScan(t *testing.T) {
 // is back a rerun finishes, and every key was written exactly once
 // (Version 1) with its value.
 func TestClusterMemberKilledMidWrite(t *testing.T) {
+	plainOnly(t, "members killed and elections: the time is the servers'; Scan's and Create's goroutines are raced by the single-member tests")
 	eps := cluster(t)
 	dir := needKill(t)
 	rc := raw(t, eps)
@@ -145,6 +147,7 @@ func TestClusterMemberKilledMidWrite(t *testing.T) {
 // The whole cluster stopped: a scan and a write end, after their retries,
 // in a *DialError that names every endpoint.
 func TestClusterStopped(t *testing.T) {
+	plainOnly(t, "members killed and elections: the time is the servers'; Scan's and Create's goroutines are raced by the single-member tests")
 	eps := cluster(t)
 	dir := needKill(t)
 	rc := raw(t, eps)

@@ -43,6 +43,18 @@ func need(t testing.TB, env, what string) string {
 	return v
 }
 
+// raceBuild: the tests run under -race (race_test.go).
+var raceBuild bool
+
+// plainOnly skips a test under -race whose time goes to the servers and
+// whose code paths other tests race; CI's plain step runs it.
+func plainOnly(t *testing.T, why string) {
+	t.Helper()
+	if raceBuild {
+		t.Skip("under -race: " + why + "; the plain run tests it")
+	}
+}
+
 func single(t testing.TB) []string { return strings.Split(need(t, "FPDEDUP_ETCD", "etcd"), ",") }
 
 func cluster(t testing.TB) []string {

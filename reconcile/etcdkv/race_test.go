@@ -1,0 +1,5 @@
+//go:build race
+
+package etcdkv
+
+func init() { raceBuild = true }
