@@ -186,8 +186,10 @@ func splitURL(s string) (u *url.URL, hostList string, err error) {
 			s = scheme + auth[:at+1] + seedsStandIn + rest[len(auth):]
 		}
 	}
-	if u, err = url.Parse(s); err != nil {
-		// url's errors quote the whole input, password included.
+	if u, err = url.Parse(s); err != nil || u.Opaque != "" {
+		// url's errors quote the whole input, password included; and an
+		// opaque URL (etcd::/…, redis:h) has no host, user or password
+		// parsed apart, so nothing of it may be printed either.
 		return nil, "", &URLError{Reason: "not a URL (want redis://, mysql://, etcd:// or file:)"}
 	}
 	return u, hostList, nil
