@@ -599,26 +599,40 @@ func bloomSummary(j *job, r *reconcile.Report, b *reconcile.BloomReport) {
 	j.summary("reconcile (bloom-audit): %d truth keys, %d held by the bloom, %d not (a repeat of any of them passes L2 today); %s of %s (%s) read, %s over the index; %.2f s, %s keys/s",
 		r.Index.Fingerprints, b.Held, b.Missing, units.FormatBytes(b.BytesRead), b.Layout, b.Keys, counted(b.Passes, "pass"),
 		r.Timings.Compare, humanRate(r.Timings.KeysPerSecond))
-	shards := slices.Clone(b.Shards)
-	if len(shards) > 16 {
-		slices.SortStableFunc(shards, func(a, b reconcile.BloomShard) int { return cmp.Compare(b.Missing, a.Missing) })
-		j.summary("reconcile: the 16 shards missing most keys of %d:", len(shards))
-		shards = shards[:16]
-	}
+	shards := worstShards(j, b.Shards, func(s reconcile.BloomShard) int64 { return s.Missing })
 	j.summary("reconcile:   shard  truth keys   missing    fill   fpr now  formula")
 	for _, s := range shards {
-		missing := strconv.FormatInt(s.Missing, 10)
-		switch {
-		case s.Rebuilt:
-			missing = "rebuilt"
-		case s.Rebuild:
-			missing = "-" // not audited, not rebuilt
-		}
+		missing := shardMissing(s.Missing, s.Rebuilt, s.Rebuild)
 		j.summary("reconcile:   %5d  %10d  %8s  %5.1f%%  %7.4f%%  %6.4f%%", s.Shard, s.Keys, missing, 100*s.Fill, 100*s.FPRNow, 100*s.FPRFormula)
 	}
 	z := b.Sizing
 	j.summary("reconcile: sizing: the live %s gives %.4f%% now (the formula: %.4f%% for the truth's keys); %.4f%% needs %d bits a shard, %s in all (live: %s)",
 		b.Layout, 100*b.FPRNow, 100*z.LiveFPRTruth, 100*z.TargetFPR, z.BitsNeeded, units.FormatBytes(z.BytesNeeded), units.FormatBytes(z.BytesLive))
+}
+
+// worstShards is shards, or when there are more than 16 the 16 missing
+// most keys (missing says how many a shard misses), said so: a table of
+// thousands of shards is no summary.
+func worstShards[S any](j *job, shards []S, missing func(S) int64) []S {
+	shards = slices.Clone(shards)
+	if len(shards) > 16 {
+		slices.SortStableFunc(shards, func(a, b S) int { return cmp.Compare(missing(b), missing(a)) })
+		j.summary("reconcile: the 16 shards missing most keys of %d:", len(shards))
+		shards = shards[:16]
+	}
+	return shards
+}
+
+// shardMissing is a shard's "missing" cell: the keys it misses, "rebuilt",
+// or "-" for one a rebuild named, neither audited nor rebuilt.
+func shardMissing(missing int64, rebuilt, rebuild bool) string {
+	switch {
+	case rebuilt:
+		return "rebuilt"
+	case rebuild:
+		return "-"
+	}
+	return strconv.FormatInt(missing, 10)
 }
 
 // parseShardList reads --rebuild-shard: "all", or shard numbers below n,

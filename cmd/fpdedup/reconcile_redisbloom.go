@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -30,22 +29,11 @@ func redisBloomSummary(j *job, r *reconcile.Report, b *reconcile.RedisBloomRepor
 	if b.Unaudited > 0 {
 		j.summary("reconcile: %d of the index's %d fingerprints are not audited: no record among --records has their key (give the records the index was built from)", b.Unaudited, r.Index.Fingerprints)
 	}
-	shards := slices.Clone(b.Shards)
-	if len(shards) > 16 {
-		slices.SortStableFunc(shards, func(a, b reconcile.RedisBloomShard) int { return cmp.Compare(b.Missing, a.Missing) })
-		j.summary("reconcile: the 16 shards missing most keys of %d:", len(shards))
-		shards = shards[:16]
-	}
+	shards := worstShards(j, b.Shards, func(s reconcile.RedisBloomShard) int64 { return s.Missing })
 	const row = "reconcile:   %5s  %10s  %10s  %8s  %11s  %10s  %8s  %8s  %9s  %s"
 	j.summary(row, "shard", "items", "truth keys", "missing", "sub-filters", "capacity", "fpr now", "target", "memory", "room")
 	for _, s := range shards {
-		missing := strconv.FormatInt(s.Missing, 10)
-		switch {
-		case s.Rebuilt:
-			missing = "rebuilt"
-		case s.Rebuild:
-			missing = "-" // not audited, not rebuilt
-		}
+		missing := shardMissing(s.Missing, s.Rebuilt, s.Rebuild)
 		room := strconv.FormatUint(s.Room, 10)
 		if s.NonScaling {
 			room += " (nonscaling)"
