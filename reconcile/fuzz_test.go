@@ -23,6 +23,8 @@ func FuzzParseURL(f *testing.F) {
 		"redis://h:1/0?bloom=l2:bf:{*}&shards=16&bits=2^33&k=3", "redis://h1:1,h2:2/?bloom=b*&shards=3&bits=1GiB&k=7",
 		"etcd://127.0.0.1:2391/?prefix=/dedupe/sha256/", "etcd://u@e1:1,e2,e3:3/?prefix=d/&hex=32&page=5&ca=c&cert=a&key=b",
 		"etcd://u:pw@e/?prefix=", "etcd://e1,u:pw@e2/?prefix=x",
+		"redis://h:1/0?bf=l2:rb:{*}&shards=16&route=mod-md5&item=sha256", "redis://h1:1,h2:2/?bf=rb&route=all&item=fp",
+		"redis://h:1/2?bf=l2:rb:{*}&route=ring&item=key&vnodes=100&nodes=a:1,b:2,c:3",
 	} {
 		f.Add(s)
 	}
