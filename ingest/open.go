@@ -142,9 +142,17 @@ func (in *Input) Idle(wait time.Duration) bool {
 	if in.poll < 0 || in.raw.Buffered() > 0 {
 		return false
 	}
-	fds := []unix.PollFd{{Fd: int32(in.poll), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, int(wait/time.Millisecond))
-	return err == nil && n == 0
+	// poll is never restarted after a signal, and the runtime's own
+	// (preemption, the profiler) land on this thread more often the busier
+	// the machine: an EINTR is waited out, not taken for input.
+	deadline := time.Now().Add(wait)
+	for {
+		fds := []unix.PollFd{{Fd: int32(in.poll), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(max(time.Until(deadline), 0)/time.Millisecond))
+		if err != unix.EINTR {
+			return err == nil && n == 0
+		}
+	}
 }
 
 // watchedFile reads a file and, when it is a regular file, checks at the
