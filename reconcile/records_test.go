@@ -81,6 +81,7 @@ func csvRecords(t *testing.T, d *reconciletest.Dataset) ([]string, string) {
 // byte for byte, in input order, repeats included. A mismatched recipe is
 // refused, and --on-bad skip counts the records that have no key.
 func TestRecordsCSVRedis(t *testing.T) {
+	reconciletest.PlainOnly(t, "a record format; the records pass runs under -race in TestRecordsJSONLMySQL")
 	c := reconciletest.RedisDB(t, 7)
 	d := reconciletest.NewDataset(t, 20_000)
 	files, want := csvRecords(t, d)
@@ -232,6 +233,7 @@ func TestRecordsJSONLMySQL(t *testing.T) {
 // same, for an index of XXH3 fingerprints: the records were hashed with
 // SHA-256 whatever the index).
 func TestRecordsHashedAsTheIndex(t *testing.T) {
+	reconciletest.PlainOnly(t, "key recipes; the records pass runs under -race in TestRecordsJSONLMySQL")
 	c := reconciletest.RedisDB(t, 4)
 	dir := t.TempDir()
 	var recs strings.Builder

@@ -176,6 +176,7 @@ func TestSignalWhileServerSilent(t *testing.T) {
 // (it ran the whole audit, one batch of the index, unpaced). A lower
 // bound only: a slower machine takes longer, never shorter.
 func TestReadRatePacesFromTheFirstKey(t *testing.T) {
+	reconciletest.PlainOnly(t, "a paced read waited for; the pacer runs under -race in the apply tests")
 	c := reconciletest.RedisDB(t, 8)
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -151,6 +151,7 @@ func TestBloomAuditInPasses(t *testing.T) {
 }
 
 func TestBloomAuditCluster(t *testing.T) {
+	reconciletest.PlainOnly(t, "the audit of TestBloomAudit through the Cluster client; Cluster routing runs under -race in rediskeys")
 	c := reconciletest.ClusterClient(t)
 	bc := &bloomCase{c: c, url: func(q string) string { return reconciletest.ClusterURL(t, q) }, tmpl: "l2:bf:{*}", n: 40_000}
 	bc.layout.shards, bc.layout.m, bc.layout.k = 16, 1<<17, 3
@@ -160,6 +161,7 @@ func TestBloomAuditCluster(t *testing.T) {
 // TestBloomShardKeys: a shard that is missing, of another type or of
 // another length is an error naming its key (exit 2), never "empty".
 func TestBloomShardKeys(t *testing.T) {
+	reconciletest.PlainOnly(t, "errors of shard keys found before any goroutine starts")
 	c := reconciletest.RedisDB(t, 14)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -211,6 +213,7 @@ func TestBloomShardKeys(t *testing.T) {
 // alone would not tell positions renumbered within a shard); and that
 // bloom holds every key, the lost ones included.
 func TestBloomAgreesWithReplay(t *testing.T) {
+	reconciletest.PlainOnly(t, "bit layouts compared with replay's; no goroutine of its own")
 	c := reconciletest.RedisDB(t, 15)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -379,6 +382,7 @@ func TestBloomRebuild(t *testing.T) {
 // and exits 0. A shard it names that is longer than the layout's, or of
 // another type, is still refused, naming the key, and left as it was.
 func TestBloomRebuildFlushed(t *testing.T) {
+	reconciletest.PlainOnly(t, "the same rebuild as TestBloomRebuild against a flushed server")
 	c := reconciletest.RedisDB(t, 11)
 	ctx := context.Background()
 	dir := t.TempDir()

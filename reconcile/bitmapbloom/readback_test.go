@@ -18,6 +18,7 @@ import (
 // shards rebuilt … the sides agree", exit 0, over a shard missing the
 // first half of its bits.)
 func TestBloomRebuildServerRestarted(t *testing.T) {
+	reconciletest.PlainOnly(t, "a server restarted and waited for; the rebuild's goroutines run under -race in TestBloomRebuild")
 	reconciletest.NeedKill(t)
 	c := reconciletest.RedisDB(t, 12)
 	ctx := context.Background()
@@ -82,6 +83,7 @@ func TestBloomRebuildServerRestarted(t *testing.T) {
 // counts (the bits it holds, the bits the truth sets), and the live shard
 // is left as it was. (The swap checked the length alone.)
 func TestBloomRebuildSwapCountsBits(t *testing.T) {
+	reconciletest.PlainOnly(t, "the swap's read-back; the rebuild runs under -race in TestBloomRebuild")
 	c := reconciletest.RedisDB(t, 12)
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -171,6 +171,7 @@ func mapsEqual(a, b map[string]reconciletest.EtcdKV) bool {
 // not in the header, a template that is no JSON, stop the run before
 // anything is written, naming the record or the flag.
 func TestEtcdValueFromRecords(t *testing.T) {
+	reconciletest.PlainOnly(t, "values made from records; the apply runs under -race in the apply tests")
 	eps := reconciletest.Etcd(t)
 	c := reconciletest.EtcdClient(t, eps)
 	p := reconciletest.EtcdPrefix(t, c)
@@ -253,6 +254,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // as they are, and --apply writes the missing ones from the index alone,
 // without --records, as 32-hex keys.
 func TestEtcdHex32(t *testing.T) {
+	reconciletest.PlainOnly(t, "a key format; the audit runs under -race in TestEtcdAudit")
 	eps := reconciletest.Etcd(t)
 	c := reconciletest.EtcdClient(t, eps)
 	p := reconciletest.EtcdPrefix(t, c)

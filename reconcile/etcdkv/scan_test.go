@@ -209,6 +209,7 @@ func TestScanCompacted(t *testing.T) {
 // Large values and keys: pages shrink so that none weighs more than
 // MaxRecvBytes, and the scan still reads everything.
 func TestScanBoundedPages(t *testing.T) {
+	plainOnly(t, "page sizes against memory; the scan runs under -race in TestScan")
 	eps := single(t)
 	rc := raw(t, eps)
 	f := KeyFormat{}

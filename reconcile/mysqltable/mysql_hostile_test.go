@@ -261,6 +261,7 @@ func TestHostileMySQLEndlessRowsEstimated(t *testing.T) {
 // A drip: the rows come a byte every 500 ms, inside the driver's 2 s
 // read deadline, which it sets anew at every read.
 func TestHostileMySQLDrip(t *testing.T) {
+	reconciletest.PlainOnly(t, "a server that waits out the timeout; the guard runs under -race in the other hostile tests")
 	d := reconciletest.NewDataset(t, 2000)
 	s := newFakeMySQL(t, fakeRows(d))
 	s.On(" ORDER BY ", func(c *fakeConn, q string) bool {
@@ -407,6 +408,7 @@ func endless(row [][]byte, cols ...column) behaviour {
 // (in rows.Close, past any context's cancel), so these end only with a
 // deadline on the whole reply, Options.Timeout.
 func TestHostileMySQLEndlessSmallReplies(t *testing.T) {
+	reconciletest.PlainOnly(t, "bounds on replies; the guard runs under -race in the other hostile tests")
 	d := reconciletest.NewDataset(t, 2000)
 	for _, c := range []struct {
 		name, match, extra string

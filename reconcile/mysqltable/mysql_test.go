@@ -80,6 +80,7 @@ func TestMySQLBinary16(t *testing.T) {
 // the same half; and without the WHERE, the other half is set aside as
 // outside the index's range, not reported as unknown.
 func TestMySQLSlice(t *testing.T) {
+	reconciletest.PlainOnly(t, "a slice of the index; the reads run under -race in TestMySQLBinary16")
 	db := reconciletest.MySQLDB(t)
 	d := reconciletest.NewDataset(t, 20_000)
 	reconciletest.CreateTable(t, db, "rc_slice", "BINARY(16)")
@@ -129,6 +130,7 @@ func TestMySQLSlice(t *testing.T) {
 // needs --records and says so before reading anything; the probe uses one
 // index range per fingerprint; --apply with --records inserts the digests.
 func TestMySQLChar64(t *testing.T) {
+	reconciletest.PlainOnly(t, "a column kind; the reads and writes run under -race in TestMySQLBinary16")
 	db := reconciletest.MySQLDB(t)
 	d := reconciletest.NewDataset(t, 20_000)
 	reconciletest.CreateTable(t, db, "rc_char64", "CHAR(64) CHARACTER SET ascii")
@@ -167,6 +169,7 @@ func TestMySQLChar64(t *testing.T) {
 // under a binary collation is not in fingerprint order: an error, never a
 // wrong count.
 func TestMySQLColumnKinds(t *testing.T) {
+	reconciletest.PlainOnly(t, "column kinds; the reads run under -race in TestMySQLBinary16")
 	db := reconciletest.MySQLDB(t)
 	d := reconciletest.NewDataset(t, 5_000)
 	env := reconciletest.MySQLEnv(t)
@@ -367,6 +370,7 @@ func TestMySQLServerKilledDuringApply(t *testing.T) {
 // Before the fix, a failed reconnect left a nil *sql.Conn that the next
 // attempt used: a nil pointer panic with --retries 1 or more.
 func TestMySQLServerGoneDuringRead(t *testing.T) {
+	reconciletest.PlainOnly(t, "the reconnect runs under -race in TestMySQLConnectionKilledDuringRead")
 	db := reconciletest.MySQLDB(t)
 	d := reconciletest.NewDataset(t, 100_000)
 	reconciletest.CreateTable(t, db, "rc_gone", "BINARY(16)")
@@ -443,6 +447,7 @@ func TestMySQLReadResumesAfterRefusedReconnect(t *testing.T) {
 // (it panicked on a nil *sql.Conn); restarted, the same command reads it
 // all with exact counts.
 func TestMySQLServerKilledDuringRead(t *testing.T) {
+	reconciletest.PlainOnly(t, "a server killed and restarted; the reconnect runs under -race in TestMySQLConnectionKilledDuringRead")
 	reconciletest.NeedKill(t)
 	db := reconciletest.MySQLDB(t)
 	d := reconciletest.NewDataset(t, 100_000)

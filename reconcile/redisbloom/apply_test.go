@@ -208,6 +208,7 @@ func TestApplyInterrupted(t *testing.T) {
 // filter of the module's defaults; the filters rebuilt from the truth
 // (--rebuild-shard all with their parameters), a rerun agrees.
 func TestApplyServerRestarted(t *testing.T) {
+	reconciletest.PlainOnly(t, "a server restarted and waited for; apply's retries run under -race in TestApply")
 	reconciletest.NeedKill(t)
 	db := reconciletest.RedisDB(t, 9)
 	rc := &rbCase{c: db, template: "ar2:{*}", router: newRefRouter("mod-md5", 2, nil, 0), item: "sha256", n: 4000, capacity: 300, errRate: 0.01}

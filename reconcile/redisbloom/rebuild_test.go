@@ -154,6 +154,7 @@ func TestRebuild(t *testing.T) {
 // swap: the rebuild refuses (exit 2), saying how many arrived and how to
 // run it, the live filter keeps the item, and the rebuilt key is deleted.
 func TestRebuildItemsArrived(t *testing.T) {
+	reconciletest.PlainOnly(t, "the swap's refusal; the rebuild runs under -race in TestRebuild")
 	db := reconciletest.RedisDB(t, 9)
 	ctx := context.Background()
 	rc := &rbCase{c: db, template: "ar:{*}", router: newRefRouter("mod-md5", 2, nil, 0), item: "sha256", n: 4000, capacity: 300, errRate: 0.01}
@@ -193,6 +194,7 @@ func TestRebuildItemsArrived(t *testing.T) {
 // written (BF.LOADCHUNK) leaves the live filter as it was, never a
 // partial one swapped in (exit 2 without retries); the rerun rebuilds it.
 func TestRebuildCutMidWrite(t *testing.T) {
+	reconciletest.PlainOnly(t, "a write cut and rerun; the rebuild runs under -race in TestRebuild")
 	db := reconciletest.RedisDB(t, 9)
 	rc := &rbCase{c: db, template: "cw:{*}", router: newRefRouter("mod-md5", 2, nil, 0), item: "sha256", n: 30_000, capacity: 200, errRate: 0.001}
 	p := reconciletest.NewTCPProxy(t, reconciletest.RedisAddr(t), "BF.LOADCHUNK", 0, 0)
@@ -276,6 +278,7 @@ func TestRebuildOutgrowsMem(t *testing.T) {
 // is for: with --capacity and --error it is replaced by the module's
 // filter of its truth keys.
 func TestRebuildBadHeader(t *testing.T) {
+	reconciletest.PlainOnly(t, "headers refused before any write; the rebuild runs under -race in TestRebuild")
 	db := reconciletest.RedisDB(t, 9)
 	ctx := context.Background()
 	rc := &rbCase{c: db, url: func(q string) string { return reconciletest.RedisURL(t, 9, q) }, template: "bh:{*}",

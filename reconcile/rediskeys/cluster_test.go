@@ -161,6 +161,7 @@ func TestRedisClusterKeys(t *testing.T) {
 // SMISMEMBER and SADD go there; --apply then a probe finds nothing missing.
 // Whole-digest member names are written from --records.
 func TestRedisClusterSet(t *testing.T) {
+	reconciletest.PlainOnly(t, "a set through the Cluster; the Cluster reads run under -race in TestRedisClusterKeys")
 	c := reconciletest.ClusterClient(t)
 	d := reconciletest.NewDataset(t, 20_000)
 	ctx := context.Background()
@@ -251,6 +252,7 @@ func TestRedisClusterNodeKilled(t *testing.T) {
 // the node thawed and the cluster whole again, the same command resumes and
 // writes only what is still missing, each key once.
 func TestRedisClusterNodeStoppedDuringApply(t *testing.T) {
+	reconciletest.PlainOnly(t, "a master stopped and waited for; apply's retries run under -race in TestRedisServerStoppedDuringApply")
 	reconciletest.NeedKill(t)
 	c := reconciletest.ClusterClient(t)
 	d := reconciletest.NewDataset(t, 50_000)

@@ -141,6 +141,7 @@ func TestRedisSetProbe(t *testing.T) {
 // first 128 bits; --apply cannot make their names from a 128-bit index and
 // says so, and with --records it writes the right names.
 func TestRedisWholeDigests(t *testing.T) {
+	reconciletest.PlainOnly(t, "a key format; the reads run under -race in TestRedisKeys")
 	c := reconciletest.RedisDB(t, 3)
 	d := reconciletest.NewDataset(t, 10_000)
 	reconciletest.LoadRedisKeys(t, c, "sha:", reconciletest.Hexes(d.OnlineKeys(), reconciletest.FullHex))
@@ -183,6 +184,7 @@ func TestRedisWholeDigests(t *testing.T) {
 // makes the server refuse us), not from a URL (refused before use); the
 // right one from the environment works.
 func TestRedisPasswordNeverPrinted(t *testing.T) {
+	reconciletest.PlainOnly(t, "what is printed, not what runs at once")
 	c := reconciletest.RedisDB(t, 4)
 	ctx := context.Background()
 	const user, secret = "fpdedup_test", "s3cret-Pa55-xyzzy"
