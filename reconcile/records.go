@@ -93,7 +93,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, out r
 	bf := out.backfill
 	r := &recordsReader{spec: ro.Spec, maxRecord: ro.MaxRecord, bad: bad, st: st, tmpDir: o.TmpDir,
 		batch:   &recordBatch{missing: out.missing, hash: ro.Hash, digests: out.digests != nil, keepKeys: out.keyed != nil || out.texts != nil},
-		collect: out.digests, keyed: out.keyed, texts: out.texts, maxDigests: max(o.Mem/2/32, 1<<16), maxKeyBytes: max(o.Mem/2, 1<<20)}
+		collect: out.digests, keyed: out.keyed, texts: out.texts, maxDigests: o.Plan.Digests(), maxKeyBytes: o.Plan.KeyBytes()}
 	if out.valued != nil {
 		r.values = &recordValues{to: out.valued, spec: ro.Spec}
 		r.values.spec.Keys, r.values.spec.Respelled = out.valued.ValueFields(), nil

@@ -279,6 +279,8 @@ func runReconcile(cmd *cobra.Command, inv *invocation, o *reconcileOptions, args
 		dryRun = j.stream("stdout", "")
 	}
 	opts.Group = j.grp
+	opts.Plan = reconcile.MemoryPlan(opts)
+	j.memory(opts.Plan)
 	j.progress(opts.Progress)
 	return j.run(func(ctx context.Context) (map[string]any, error) {
 		if opts.Password, err = password(opts.Target, o.passwordFile); err != nil {

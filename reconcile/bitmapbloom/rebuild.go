@@ -111,7 +111,7 @@ func Rebuild(ctx context.Context, o *online.Config, ro RebuildOptions, rep *repo
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
 	sb := l.ShardBytes()
 	n := len(ro.Shards)
-	budget := o.Mem - 64<<20
+	budget := o.Plan.RebuildBuffers
 	buffers := 1
 	if budget >= 2*sb && n > 1 {
 		buffers = 2
