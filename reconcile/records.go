@@ -360,8 +360,8 @@ func (r *recordsReader) readHeader(data []byte, name string) ([]byte, error) {
 				return nil, &FileError{Op: "write", File: BackfillFile, Err: err}
 			}
 		}
-	} else if !sameHeader(r.header, hdr) {
-		return nil, fmt.Errorf("%s:1: header differs from the first input's (%q vs %q); headed inputs must share one header", name, trimEOL(hdr), trimEOL(r.header))
+	} else if !ingest.SameHeader(r.header, hdr) {
+		return nil, fmt.Errorf("%s:1: header differs from the first input's (%q vs %q); headed inputs must share one header", name, r.spec.TrimEnd(hdr), r.spec.TrimEnd(r.header))
 	}
 	return hdr, nil
 }
@@ -505,18 +505,6 @@ func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer,
 		}
 	}
 	return nil
-}
-
-// sameHeader compares two header records as ingest does: a BOM and the
-// line ending aside.
-func sameHeader(a, b []byte) bool {
-	const bom = "\xef\xbb\xbf"
-	return bytes.Equal(bytes.TrimPrefix(trimEOL(a), []byte(bom)), bytes.TrimPrefix(trimEOL(b), []byte(bom)))
-}
-
-func trimEOL(b []byte) []byte {
-	b = bytes.TrimSuffix(b, []byte("\n"))
-	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
 // sortUniqueItems sorts items by fingerprint and keeps the first of each
