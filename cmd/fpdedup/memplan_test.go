@@ -75,6 +75,7 @@ func TestJobMemoryPlan(t *testing.T) {
 			var st struct {
 				Memory struct {
 					Plan map[string]int64 `json:"plan"`
+					Peak map[string]int64 `json:"peak"`
 				} `json:"memory"`
 			}
 			if err := json.Unmarshal(b, &st); err != nil {
@@ -103,9 +104,22 @@ func TestJobMemoryPlan(t *testing.T) {
 			if c.heapBelowMem && limit >= mem {
 				t.Errorf("the heap's limit while the work ran was %d: all of --mem beside the shares off the heap", limit)
 			}
-			m, err := os.ReadFile(prom)
+			// The shares' peaks: the heap's within its limit's reach (a
+			// soft limit: the GC may run past it between cycles), those
+			// off it within the plan's shares off it.
+			pk := st.Memory.Peak
+			if pk["heap_bytes"] <= 0 {
+				t.Errorf("no heap peak in --stats-json: %v", pk)
+			}
+			if off := p["tables_bytes"] + p["seen_blooms_bytes"] + p["sorter_bytes"] + p["sim_blooms_bytes"] + max(p["bloom_pass_bytes"], p["rebuild_buffers_bytes"]); pk["off_heap_bytes"] > off+16<<20 {
+				t.Errorf("%d bytes off the heap at the peak, beyond the plan's %d: %v", pk["off_heap_bytes"], off, pk)
+			}
+						m, err := os.ReadFile(prom)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if !strings.Contains(string(m), "\nfpdedup_"+c.name+"_memory_peak_heap_bytes ") {
+				t.Errorf("no heap peak in --metrics:\n%s", m)
 			}
 			if !strings.Contains(string(m), "\nfpdedup_"+c.name+"_memory_plan_heap_bytes ") {
 				t.Errorf("no plan in --metrics:\n%s", m)
