@@ -114,7 +114,7 @@ func TestJobMemoryPlan(t *testing.T) {
 			if off := p["tables_bytes"] + p["seen_blooms_bytes"] + p["sorter_bytes"] + p["sim_blooms_bytes"] + max(p["bloom_pass_bytes"], p["rebuild_buffers_bytes"]); pk["off_heap_bytes"] > off+16<<20 {
 				t.Errorf("%d bytes off the heap at the peak, beyond the plan's %d: %v", pk["off_heap_bytes"], off, pk)
 			}
-						m, err := os.ReadFile(prom)
+			m, err := os.ReadFile(prom)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,10 +17,29 @@
 // other, both take their shares from it.
 package memplan
 
+import "fmt"
+
 // Floor is the least memory a job runs in, whatever --mem: about 60 MiB
 // of fixed buffers (index writer segments, input chunks, a run being
 // written, the runtime). README "--mem".
 const Floor = 64 << 20
+
+// Overhead is what the process's anonymous memory may take beyond
+// max(--mem, Floor): what no share counts (the runtime's own structures,
+// goroutine stacks, the GC's slack past the heap's soft limit). README
+// "--mem" and --help state the bound with these figures (Bound).
+const Overhead = 16 << 20
+
+// Bound is the README's bound on the process's anonymous memory under
+// --mem mem, Parquet's row groups aside.
+func Bound(mem int64) int64 { return max(mem, Floor) + Overhead }
+
+// BoundText says Bound as --help and the README do, in MiB: code is how
+// --mem is written ("--mem" or "`--mem`"), sep what goes between a figure
+// and its unit.
+func BoundText(code, sep string) string {
+	return fmt.Sprintf("max(%s, %d%sMiB) + %d%sMiB", code, Floor>>20, sep, Overhead>>20, sep)
+}
 
 // MinMem is the least --mem taken.
 const MinMem = 16 << 20
