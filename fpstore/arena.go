@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/hugemem"
 )
 
 // arena is anonymous memory for fingerprints, outside the Go heap: the GC
@@ -21,12 +23,10 @@ type arena struct {
 }
 
 func newArena(size int) (*arena, error) {
-	size = int(alignUp(uint64(max(size, 64<<10)), PageSize))
-	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	mem, err := hugemem.Alloc(int(alignUp(uint64(max(size, 64<<10)), PageSize)))
 	if err != nil {
 		return nil, err
 	}
-	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
 	return &arena{mem: mem}, nil
 }
 
@@ -46,7 +46,7 @@ func (a *arena) reset() { a.used = 0 }
 
 func (a *arena) free() {
 	if a.mem != nil {
-		_ = unix.Munmap(a.mem)
+		hugemem.Free(a.mem)
 		a.mem = nil
 	}
 }

@@ -1,8 +1,8 @@
 // Package reconcile compares an offline truth index with the online dedup
 // store (DESIGN section 5): Redis keys named PREFIX<hex> or members of a
-// set, on one server or in a Redis Cluster, the L2 bloom kept in plain
-// Redis strings or as RedisBloom (BF.*) filters, a MySQL/MariaDB table with a BINARY(16|32) or
-// CHAR(32|64) hex fingerprint column, or a plain export file. It counts
+// set, on one server or in a Redis Cluster, the L2 bloom, a MySQL/MariaDB
+// table with a BINARY(16|32) or CHAR(32|64) hex fingerprint column, keys
+// under an etcd prefix, or a plain export file. It counts
 // the fingerprints both sides hold, those only the index holds (missing
 // online: the backfill) and those only the online side holds (unknown
 // offline: the audit), writes them as indexes, extracts the original
@@ -10,6 +10,18 @@
 // through the ingest record layer: lines, csv, tsv, jsonl, parquet), and
 // with Options.Apply writes the missing keys online, idempotently, in
 // bounded batches, rate-limited, resumable from a checkpoint.
+//
+// The L2 bloom is audited, not listed (a bloom holds bits, not keys), in
+// one of two modes, each a sub-package: the bitmap bloom (bitmapbloom:
+// ?bloom=, shards of plain Redis strings, the layout of internal/l2bloom)
+// read in passes and tested bit by bit for every truth key, its shards
+// rebuilt from the truth with Options.Rebuild; and RedisBloom (redisbloom:
+// ?bf=, BF.* filters, internal/rbloom) read with BF.SCANDUMP and tested as
+// BF.EXISTS would, its filters rebuilt and loaded with BF.LOADCHUNK.
+//
+// Memory: every buffer that grows with Options.Mem takes its share from
+// the run's plan (MemoryPlan, internal/memplan), which a caller bounding
+// the Go heap declares before Run.
 //
 // This package is the facade a command line calls: Options, Run, the
 // online URL (ParseURL, Target), the records pass and the backfill; the
@@ -24,9 +36,13 @@
 //     differences go; redisconn: the connections to a Redis server or
 //     Cluster, each reply checked before it is read.
 //   - apply: the writes of the missing keys, the checkpoint, the read back.
-//   - the stores' adapters, none importing another: rediskeys,
-//     bitmapbloom, redisbloom, mysqltable, exportfile. Each says how its store is read,
-//     probed, written and read back, and how it fails.
+//   - etcdkv: an etcd client of its own (scans page by page at one
+//     revision, compare-and-create transactions), beneath etcdkeys.
+//   - the stores' adapters, none importing another: rediskeys (keys and
+//     sets), bitmapbloom, redisbloom, mysqltable, etcdkeys, exportfile.
+//     Each says how its store is read, probed, written and read back, and
+//     how it fails.
+//   - internal/reconciletest: the tests' servers, indexes and CLI runs.
 //
 // Interruptions: a cancelled context (SIGINT, SIGTERM in the CLI) never
 // ends Run with nil or a partial report passed as success. Once Apply

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/reconcile/bitmapbloom"
 	"github.com/fpdedup/fpdedup/reconcile/etcdkeys"
 	"github.com/fpdedup/fpdedup/reconcile/online"
@@ -79,7 +81,9 @@ type Options struct {
 	RebuildCapacity uint64
 	RebuildError    float64
 
-	Mem     int64
+	Mem int64
+	// Plan is the run's shares of Mem (MemoryPlan's); zero: Run makes it.
+	Plan    memplan.Plan
 	TmpDir  string
 	Threads int
 	Samples int
@@ -220,7 +224,7 @@ func (o *Options) checkRebuild() error {
 			return &OptionError{Rule: RebuildShardRange, Value: fmt.Sprint(s), Target: fmt.Sprint(t.Bloom.Shards)}
 		}
 	}
-	if need := t.Bloom.ShardBytes() + 64<<20; o.Mem < need {
+	if need := memplan.RebuildMemNeeded(t.Bloom.ShardBytes()); o.Mem < need {
 		return &OptionError{Rule: RebuildNeedsMem, Value: fmt.Sprint(need)}
 	}
 	return nil
@@ -235,5 +239,43 @@ func (o *Options) writes() bool { return o.Apply || o.DryRun }
 func (o *Options) config(h *online.Hangup) *online.Config {
 	return &online.Config{Target: o.Target.Redacted, Password: o.Password, Probe: o.Probe,
 		Batch: o.Batch, Conns: o.Conns, Retries: o.Retries, Backoff: o.Backoff, Timeout: o.Timeout, Waiting: o.Waiting,
-		ReadRate: o.ReadRate, Mem: o.Mem, TmpDir: o.TmpDir, Threads: o.Threads, Samples: o.Samples, Progress: o.Progress, Hangup: h}
+		ReadRate: o.ReadRate, Plan: o.Plan, TmpDir: o.TmpDir, Threads: o.Threads, Samples: o.Samples, Progress: o.Progress, Hangup: h}
+}
+
+// MemoryPlan is the run's shares of o.Mem (memplan.Reconcile), as Run
+// takes them: a caller that bounds the process's memory (the Go heap's
+// limit) declares it before Run. A bitmap bloom's plan counts the truth
+// index's keys, and records read as Parquet hold their row groups beside
+// the plan: the index is opened for its header, and an index that cannot
+// be is Run's error to report (its plan then counts no keys).
+func MemoryPlan(o Options) memplan.Plan {
+	j := memplan.ReconcileJob{Mem: o.Mem, MaxRecord: int64(o.MaxRecord), Rebuild: len(o.Rebuild) > 0}
+	if t := o.Target; t != nil {
+		switch t.Kind {
+		case RedisBloom:
+			j.Store = memplan.BitmapBloom
+		case RedisBF:
+			j.Store = memplan.RedisBloom
+		case RedisKeys, File:
+			j.Unsorted = !o.Probe
+		case Etcd:
+			j.Etcd = true
+		}
+	}
+	var parquet bool
+	if j.Store == memplan.BitmapBloom || len(o.Records) > 0 {
+		if x, err := fpstore.Open(o.Index); err == nil {
+			j.IndexKeys = int64(x.Len())
+			if len(o.Records) > 0 {
+				ro, err := recordReading(&o, o.Index, x.Spec(), &Report{})
+				parquet = err == nil && ro.Spec.Format == ingest.FormatParquet
+			}
+			x.Close()
+		}
+	}
+	p := memplan.Reconcile(j)
+	if parquet {
+		p.RowGroups = memplan.ReaderLimit(p.MaxRecord)
+	}
+	return p
 }

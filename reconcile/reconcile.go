@@ -40,6 +40,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Target != nil {
 		rep.Online.Source, rep.Online.Kind = o.Target.Redacted, o.Target.Kind.String()
 		err = o.check()
+		if o.Plan.Job == "" {
+			o.Plan = MemoryPlan(o)
+		}
 	} else {
 		err = &OptionError{Rule: NoTarget}
 	}

@@ -93,7 +93,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, out r
 	bf := out.backfill
 	r := &recordsReader{spec: ro.Spec, maxRecord: ro.MaxRecord, bad: bad, st: st, tmpDir: o.TmpDir,
 		batch:   &recordBatch{missing: out.missing, hash: ro.Hash, digests: out.digests != nil, keepKeys: out.keyed != nil || out.texts != nil},
-		collect: out.digests, keyed: out.keyed, texts: out.texts, maxDigests: max(o.Mem/2/32, 1<<16), maxKeyBytes: max(o.Mem/2, 1<<20)}
+		collect: out.digests, keyed: out.keyed, texts: out.texts, maxDigests: o.Plan.Digests(), maxKeyBytes: o.Plan.KeyBytes()}
 	if out.valued != nil {
 		r.values = &recordValues{to: out.valued, spec: ro.Spec}
 		r.values.spec.Keys, r.values.spec.Respelled = out.valued.ValueFields(), nil
@@ -360,8 +360,8 @@ func (r *recordsReader) readHeader(data []byte, name string) ([]byte, error) {
 				return nil, &FileError{Op: "write", File: BackfillFile, Err: err}
 			}
 		}
-	} else if !sameHeader(r.header, hdr) {
-		return nil, fmt.Errorf("%s:1: header differs from the first input's (%q vs %q); headed inputs must share one header", name, trimEOL(hdr), trimEOL(r.header))
+	} else if !ingest.SameHeader(r.header, hdr) {
+		return nil, fmt.Errorf("%s:1: header differs from the first input's (%q vs %q); headed inputs must share one header", name, r.spec.TrimEnd(hdr), r.spec.TrimEnd(r.header))
 	}
 	return hdr, nil
 }
@@ -505,18 +505,6 @@ func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer,
 		}
 	}
 	return nil
-}
-
-// sameHeader compares two header records as ingest does: a BOM and the
-// line ending aside.
-func sameHeader(a, b []byte) bool {
-	const bom = "\xef\xbb\xbf"
-	return bytes.Equal(bytes.TrimPrefix(trimEOL(a), []byte(bom)), bytes.TrimPrefix(trimEOL(b), []byte(bom)))
-}
-
-func trimEOL(b []byte) []byte {
-	b = bytes.TrimSuffix(b, []byte("\n"))
-	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
 // sortUniqueItems sorts items by fingerprint and keeps the first of each

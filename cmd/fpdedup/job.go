@@ -14,6 +14,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/hugemem"
 	"github.com/fpdedup/fpdedup/internal/memplan"
 )
 
@@ -280,6 +281,11 @@ func (inv *invocation) finishStats(grp *atomicfile.Group, v map[string]any) erro
 			m = map[string]any{}
 		}
 		m["peak_rss_anon_bytes"], m["peak_rss_file_bytes"] = anon, file
+		// The plan's shares at their peak: the Go heap's (the runtime's
+		// memory), and those off it together (huge-page tables, blooms,
+		// sort arenas, a bloom audit's passes; mapped, a bound on what
+		// was touched).
+		m["peak"] = map[string]int64{"heap_bytes": inv.rss.HeapPeak(), "off_heap_bytes": hugemem.Peak()}
 		v["memory"] = m
 		inv.rss = nil
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/reconcile"
 )
@@ -211,7 +212,9 @@ every key; without --value the value is empty.
 Exit codes: 0 the sides agree (after --apply); 1 they differ; 2 usage, I/O or
 server error (the report, if asked, says what); 130/143 interrupted (at once, even
 while the server is silent: its connections are closed): nothing is published, but once --apply has begun the message says how many keys were
-written online and how to resume from --checkpoint.`,
+written online and how to resume from --checkpoint.
+
+` + reconcileMemSentence(),
 		Example: `  FPDEDUP_MYSQL_PASSWORD=… fpdedup reconcile --index truth.fpx \
       --online 'mysql://audit@db1:3306/dedup?table=events&column=fp' \
       --report audit.json --missing missing.fpx
@@ -279,6 +282,8 @@ func runReconcile(cmd *cobra.Command, inv *invocation, o *reconcileOptions, args
 		dryRun = j.stream("stdout", "")
 	}
 	opts.Group = j.grp
+	opts.Plan = reconcile.MemoryPlan(opts)
+	j.memory(opts.Plan)
 	j.progress(opts.Progress)
 	return j.run(func(ctx context.Context) (map[string]any, error) {
 		if opts.Password, err = password(opts.Target, o.passwordFile); err != nil {
@@ -702,4 +707,11 @@ func joinInts(v []int64) string {
 		s[i] = strconv.FormatInt(x, 10)
 	}
 	return strings.Join(s, ", ")
+}
+
+// reconcileMemSentence says how reconcile shares --mem, with its plan's
+// figures (memplan.Reconcile): reconcile --help and the README say it.
+func reconcileMemSentence() string {
+	return fmt.Sprintf("Memory: reconcile shares --mem out in its plan (memory.plan in --stats-json): an online side read in no order (Redis keys or sets, a file) is sorted in half of it, off the Go heap, whose soft limit is the rest; a bitmap bloom audit reads in passes of what a bit a truth key and %d MiB leave of it, a rebuild holds its shards in what %d MiB leave; RedisBloom's passes and filters are on the Go heap, within what %d MiB of slack, the truth's bits and a chunk of read-ahead (%d MiB at least) leave; the records pass keeps the missing keys' digests or texts in half of it.",
+		memplan.BloomAuditReserve>>20, memplan.RebuildReserve>>20, memplan.RedisBloomSlack>>20, memplan.BFChunk>>20)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/hugemem"
 	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/internal/sysinfo"
 	"github.com/fpdedup/fpdedup/internal/units"
@@ -89,7 +90,7 @@ error, not an index; 130 on SIGINT, 143 on SIGTERM (nothing published);
 	f.StringVar(&inv.statsJSON, "stats-json", "", "write the run's figures as JSON to `FILE`")
 	f.StringVar(&inv.metrics, "metrics", "", "write the run's figures as Prometheus text to `FILE` (node_exporter textfile collector)")
 	f.IntVar(&inv.threads, "threads", runtime.NumCPU(), "worker threads, at most the cores this process may use (more are capped to that: every thread's buffers come out of --mem)")
-	f.StringVar(&inv.memText, "mem", "", "bound on anonymous memory, e.g. 512MiB, 4GiB: what grows with the data (tables, blooms, sort buffers, heap) fits in it and spills beyond; ~60 MiB of fixed buffers are the floor, so the process stays within max(--mem, 64MiB) + 16MiB, plus the row groups a Parquet copy holds (dedup --help) (default: half of min(RAM, cgroup limit))")
+	f.StringVar(&inv.memText, "mem", "", "bound on anonymous memory, e.g. 512MiB, 4GiB: what grows with the data (tables, blooms, sort buffers, heap) fits in it and spills beyond; ~60 MiB of fixed buffers are the floor, so the process stays within "+memplan.BoundText("--mem", "")+", plus the row groups a Parquet copy holds (dedup --help) (default: half of min(RAM, cgroup limit))")
 	f.BoolVarP(&inv.quiet, "quiet", "q", false, "no summary line on stderr")
 	f.StringVar(&inv.cpuProf, "cpuprofile", "", "write a CPU profile to `FILE` (for go tool pprof)")
 	_ = f.MarkHidden("cpuprofile")
@@ -171,6 +172,7 @@ func (inv *invocation) resolve() error {
 			return err
 		}
 	}
+	hugemem.ResetPeak()
 	inv.rss = sysinfo.StartRSSSampler()
 	// The Go runtime's soft limit keeps the heap inside the budget; the
 	// commands size their tables and spill thresholds from the same figure.

@@ -9,10 +9,23 @@
 package hugemem
 
 import (
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// mapped and peak are the bytes Alloc has mapped and not yet freed, now
+// and at most since ResetPeak: the plan's shares off the Go heap (tables,
+// blooms, sort arenas, a bloom audit's passes), as --stats-json reports
+// their peak.
+var mapped, peak atomic.Int64
+
+// Peak is the most bytes mapped at once since ResetPeak (or the start).
+func Peak() int64 { return peak.Load() }
+
+// ResetPeak starts the peak again from what is mapped now.
+func ResetPeak() { peak.Store(mapped.Load()) }
 
 // Alloc returns n zeroed bytes mapped with MADV_HUGEPAGE. Address space is
 // reserved up front (MAP_NORESERVE); only touched pages count in RSS.
@@ -23,6 +36,12 @@ func Alloc(n int) ([]byte, error) {
 		return nil, err
 	}
 	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
+	for now := mapped.Add(int64(size)); ; {
+		old := peak.Load()
+		if now <= old || peak.CompareAndSwap(old, now) {
+			break
+		}
+	}
 	return mem[:n:n], nil
 }
 
@@ -32,7 +51,9 @@ func Free(b []byte) {
 		return
 	}
 	full := unsafe.Slice(unsafe.SliceData(b), (cap(b)+4095)&^4095)
-	_ = unix.Munmap(full)
+	if unix.Munmap(full) == nil {
+		mapped.Add(-int64(len(full)))
+	}
 }
 
 // Slice views memory from Alloc as n values of T (T must hold no pointers).

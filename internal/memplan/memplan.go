@@ -17,10 +17,29 @@
 // other, both take their shares from it.
 package memplan
 
+import "fmt"
+
 // Floor is the least memory a job runs in, whatever --mem: about 60 MiB
 // of fixed buffers (index writer segments, input chunks, a run being
 // written, the runtime). README "--mem".
 const Floor = 64 << 20
+
+// Overhead is what the process's anonymous memory may take beyond
+// max(--mem, Floor): what no share counts (the runtime's own structures,
+// goroutine stacks, the GC's slack past the heap's soft limit). README
+// "--mem" and --help state the bound with these figures (Bound).
+const Overhead = 16 << 20
+
+// Bound is the README's bound on the process's anonymous memory under
+// --mem mem, Parquet's row groups aside.
+func Bound(mem int64) int64 { return max(mem, Floor) + Overhead }
+
+// BoundText says Bound as --help and the README do, in MiB: code is how
+// --mem is written ("--mem" or "`--mem`"), sep what goes between a figure
+// and its unit.
+func BoundText(code, sep string) string {
+	return fmt.Sprintf("max(%s, %d%sMiB) + %d%sMiB", code, Floor>>20, sep, Overhead>>20, sep)
+}
 
 // MinMem is the least --mem taken.
 const MinMem = 16 << 20
@@ -62,6 +81,36 @@ type Plan struct {
 	// MaxRecord is the longest record read (--max-record as resolved): a
 	// limit held within Heap, not a share of its own.
 	MaxRecord int64 `json:"max_record_bytes,omitempty"`
+
+	// reconcile's shares (Reconcile). BloomPass and RebuildBuffers are
+	// off the Go heap (huge pages), one after the other; the rest are
+	// limits held within Heap, like MaxRecord.
+
+	// BloomPass is the bitmap bloom audit's pass buffer.
+	BloomPass int64 `json:"bloom_pass_bytes,omitempty"`
+	// RebuildBuffers are the bitmap bloom rebuild's shard bitmaps (one
+	// group built while another is written).
+	RebuildBuffers int64 `json:"rebuild_buffers_bytes,omitempty"`
+	// Records bound what the records pass keeps of the keys missing
+	// online: their whole digests (32 bytes each) or their key texts.
+	Records int64 `json:"records_bytes,omitempty"`
+	// MaxReply is the most one Redis reply may declare; ReplyStreams the
+	// masters of a cluster scanned at once (ReplyBudget).
+	MaxReply     int64 `json:"max_reply_bytes,omitempty"`
+	ReplyStreams int   `json:"reply_streams,omitempty"`
+	// ReadAhead is RedisBloom's replies in flight (BF.SCANDUMP chunks
+	// read, BF.LOADCHUNK chunks written); Spool its truth spool's
+	// buffers; FilterHeaders what its filters' headers may cost to parse,
+	// all together.
+	ReadAhead     int64 `json:"read_ahead_bytes,omitempty"`
+	Spool         int64 `json:"spool_bytes,omitempty"`
+	FilterHeaders int64 `json:"filter_headers_bytes,omitempty"`
+	// Values are etcd's --value values of the keys to write; EtcdRecv the
+	// largest response accepted, EtcdPage what a page of a scan should
+	// weigh.
+	Values   int64 `json:"values_bytes,omitempty"`
+	EtcdRecv int64 `json:"etcd_recv_bytes,omitempty"`
+	EtcdPage int64 `json:"etcd_page_bytes,omitempty"`
 }
 
 // HeapLimit is the Go heap's soft limit while the job runs: its own share,
@@ -70,7 +119,7 @@ func (p Plan) HeapLimit() int64 { return p.Heap + p.Filters + p.RowGroups }
 
 // Within is the sum of the shares within Mem.
 func (p Plan) Within() int64 {
-	return p.Heap + p.Tables + p.SeenBlooms + p.Sorter + p.SimBlooms + p.Filters + p.Fixed
+	return p.Heap + p.Tables + p.SeenBlooms + p.Sorter + p.SimBlooms + p.Filters + p.Fixed + max(p.BloomPass, p.RebuildBuffers)
 }
 
 // RecordLimit is the longest record --mem holds: a record is held whole,
@@ -238,3 +287,150 @@ func ReplayMemNeeded(j ReplayJob, reserved int64) int64 {
 	}
 	return j.L1Bytes + j.L2Bytes + ReplayMinRest
 }
+
+// Store is the kind of online side a reconcile reads, for its plan.
+type Store int
+
+const (
+	// Listed: keys or set members (Redis), a table (MySQL), an export
+	// file, an etcd prefix: read whole and joined with the index.
+	Listed Store = iota
+	// BitmapBloom: the L2 bloom in plain Redis strings.
+	BitmapBloom
+	// RedisBloom: the L2 as RedisBloom (BF.*) filters.
+	RedisBloom
+)
+
+// ReconcileJob is what reconcile's plan depends on.
+type ReconcileJob struct {
+	Mem   int64
+	Store Store
+	// Unsorted: the online side is read in no order (a SCAN, an export
+	// file) and sorted through the external sorter before the join.
+	Unsorted bool
+	// Etcd: the online side is an etcd prefix (values, response sizes).
+	Etcd bool
+	// IndexKeys are the truth index's fingerprints: a bitmap bloom audit
+	// holds a bit for each beside its pass.
+	IndexKeys int64
+	// Rebuild: bitmap bloom shards are rebuilt after the audit.
+	Rebuild   bool
+	MaxRecord int64
+}
+
+const (
+	// BloomAuditReserve is what a bitmap bloom audit leaves of --mem
+	// beside its pass buffer and its bitset: the runtime, the replies in
+	// flight (8 GETRANGEs of 512 KiB), the index's pages read.
+	BloomAuditReserve = 32 << 20
+	// RebuildReserve is what a bitmap bloom rebuild leaves of --mem beside
+	// its shard bitmaps: the same, and the SETRANGE pipelines written.
+	RebuildReserve = 64 << 20
+	// RedisBloomSlack is what a RedisBloom audit or rebuild leaves of
+	// --mem for what no one counts: the runtime, go-redis's buffers, the
+	// index's pages read.
+	RedisBloomSlack = 16 << 20
+	// BFChunk is the most data one BF.SCANDUMP reply carries (the module's
+	// MAX_SCANDUMP_SIZE, rbloom.MaxChunk): the read-ahead holds one.
+	BFChunk = 16 << 20
+	// EtcdRecv and EtcdPage are etcd's response bound and a scan page's
+	// weight, whatever --mem: a page must fit a response, and a key with
+	// its value may take 1.5 MiB (etcd's request limit).
+	EtcdRecv = 64 << 20
+	EtcdPage = 16 << 20
+)
+
+// Reconcile shares --mem out for reconcile:
+//   - a listed online side read in no order goes through the external
+//     sorter, whose arenas (off the heap) take half of --mem; the Go heap
+//     the rest;
+//   - a bitmap bloom's audit pass and its rebuild's bitmaps are off the
+//     heap: the pass what the bitset (a bit a truth key) and
+//     BloomAuditReserve leave, the rebuild's what RebuildReserve leaves;
+//     the Go heap what the larger leaves;
+//   - RedisBloom's passes and filters are on the Go heap: all of --mem.
+//
+// Within the heap: the records pass keeps the missing keys' digests or
+// texts in half of --mem; a Redis reply is bounded by ReplyBudget; etcd's
+// values take a quarter; RedisBloom's read-ahead an eighth (one chunk to
+// 64 MiB), its spool a sixteenth (1 to 256 MiB), its filters' headers an
+// eighth.
+func Reconcile(j ReconcileJob) Plan {
+	p := Plan{Job: "reconcile", Mem: j.Mem, Records: j.Mem / 2, MaxRecord: j.MaxRecord}
+	p.MaxReply, p.ReplyStreams = ReplyBudget(j.Mem)
+	switch j.Store {
+	case Listed:
+		if j.Unsorted {
+			p.Sorter = max(j.Mem/2, 16<<20)
+		}
+		if j.Etcd {
+			p.Values, p.EtcdRecv, p.EtcdPage = j.Mem/4, EtcdRecv, EtcdPage
+		}
+	case BitmapBloom:
+		p.BloomPass = max(p.BloomAuditPass(BitsetBytes(j.IndexKeys)), 0)
+		if j.Rebuild {
+			p.RebuildBuffers = max(j.Mem-RebuildReserve, 0)
+		}
+	case RedisBloom:
+		p.ReadAhead = min(max(j.Mem/8, BFChunk), 64<<20)
+		p.Spool = min(max(j.Mem/16, 1<<20), 256<<20)
+		p.FilterHeaders = j.Mem / 8
+	}
+	p.Heap = max(j.Mem-p.Sorter-max(p.BloomPass, p.RebuildBuffers), MinHeap)
+	return p
+}
+
+// ReplyBudget is what one Redis reply may declare in all (maxReply: 16
+// bytes an array element, strings at their length, lines at theirs) and
+// how many masters of a cluster are scanned at once (streams). Reading the
+// online side, the replies in flight are the pages queued (4), the one
+// being parsed, and two per master scanned (one being read, one waiting
+// to be queued): at most 5·maxReply + share, about 2.25 shares, with
+// share = max(mem, 64 MiB)/8, while the sorter has half of mem. A legit
+// SCAN page of COUNT c takes about 100·c bytes: the 1000 of the default
+// is 100 KB; count= up to ~20000 fits the smallest budget.
+func ReplyBudget(mem int64) (maxReply int64, streams int) {
+	share := max(mem, 64<<20) / 8
+	maxReply = min(max(share/4, 2<<20), 8<<20)
+	return maxReply, int(max(1, share/(2*maxReply)))
+}
+
+// BitsetBytes is a bitset of n bits, in whole words.
+func BitsetBytes(n int64) int64 { return (n + 63) / 64 * 8 }
+
+// BloomAuditPass is what a bitmap bloom audit's pass may take beside a
+// bitset of bitset bytes (a bit a truth key): less than a chunk (or
+// below 0) means a pass of one chunk.
+func (p Plan) BloomAuditPass(bitset int64) int64 {
+	return p.Mem - bitset - BloomAuditReserve
+}
+
+// RebuildMemNeeded is the least --mem a bitmap bloom rebuild of shards of
+// shardBytes takes: a shard whole, and RebuildReserve.
+func RebuildMemNeeded(shardBytes int64) int64 { return shardBytes + RebuildReserve }
+
+// Digests and KeyBytes are the records pass's bounds: the whole digests
+// (32 bytes) it keeps of the keys missing online, at least 65536, and
+// their key texts' bytes, at least 1 MiB.
+func (p Plan) Digests() int64  { return max(p.Records/32, 1<<16) }
+func (p Plan) KeyBytes() int64 { return max(p.Records, 1<<20) }
+
+// RedisBloomPass is what a RedisBloom audit's pass may take beside what
+// the truth holds (held: its bits, the largest shard's marks, the keys
+// any shard holds) and the plan's read-ahead, spool (if spooled) and
+// RedisBloomSlack; need is the least --mem a pass of minPass takes.
+func (p Plan) RedisBloomPass(held int64, spooled bool, minPass int64) (pass, need int64) {
+	fixed := p.ReadAhead + held + RedisBloomSlack
+	if spooled {
+		fixed += p.Spool
+	}
+	return p.Mem - fixed, fixed + minPass
+}
+
+// RedisBloomBuild is what a RedisBloom filter rebuilt may take beside its
+// shard's marks of marks bytes.
+func (p Plan) RedisBloomBuild(marks int64) int64 { return p.Mem - RedisBloomSlack - marks }
+
+// FilterHeader is what one of n RedisBloom filters' headers may cost to
+// parse: its share of FilterHeaders, at least 64 KiB.
+func (p Plan) FilterHeader(n int) int64 { return max(p.FilterHeaders/int64(n), 64<<10) }

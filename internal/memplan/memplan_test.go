@@ -169,3 +169,63 @@ func TestRecordLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcilePlan: reconcile's shares are those its sites took of
+// --mem before there was a plan (every golden and figure unchanged), the
+// shares off the heap leave the heap the rest, and every reconcile job's
+// plan is within --mem.
+func TestReconcilePlan(t *testing.T) {
+	for _, mem := range mems {
+		for _, j := range []ReconcileJob{
+			{Mem: mem}, {Mem: mem, Unsorted: true}, {Mem: mem, Etcd: true},
+			{Mem: mem, Store: BitmapBloom, IndexKeys: 1 << 20}, {Mem: mem, Store: BitmapBloom, IndexKeys: 1 << 30, Rebuild: true},
+			{Mem: mem, Store: RedisBloom},
+		} {
+			p := Reconcile(j)
+			checkPlan(t, p)
+			// Before the plan: the sorter max(mem/2, 16 MiB), the records'
+			// digests max(mem/2/32, 1<<16) and key texts max(mem/2, 1 MiB),
+			// the bloom audit's pass mem - bitset - 32 MiB, the rebuild's
+			// buffers mem - 64 MiB, RedisBloom's read-ahead
+			// min(max(mem/8, 16 MiB), 64 MiB), spool min(max(mem/16, 1 MiB),
+			// 256 MiB), etcd's values mem/4.
+			if j.Unsorted && p.Sorter != max(mem/2, 16<<20) || !j.Unsorted && p.Sorter != 0 {
+				t.Errorf("%+v: sorter %d", j, p.Sorter)
+			}
+			if p.Digests() != max(mem/2/32, 1<<16) || p.KeyBytes() != max(mem/2, 1<<20) {
+				t.Errorf("%+v: digests %d, key bytes %d", j, p.Digests(), p.KeyBytes())
+			}
+			bitset := int64(len(make([]uint64, (j.IndexKeys+63)/64))) * 8
+			if got := p.BloomAuditPass(bitset); got != mem-bitset-32<<20 {
+				t.Errorf("%+v: audit pass %d", j, got)
+			}
+			if j.Store == BitmapBloom && p.BloomPass != max(mem-bitset-32<<20, 0) {
+				t.Errorf("%+v: declared audit pass %d", j, p.BloomPass)
+			}
+			if want := max(mem-64<<20, 0); j.Rebuild && p.RebuildBuffers != want {
+				t.Errorf("%+v: rebuild buffers %d, want %d", j, p.RebuildBuffers, want)
+			}
+			if j.Store == RedisBloom && (p.ReadAhead != min(max(mem/8, 16<<20), 64<<20) || p.Spool != min(max(mem/16, 1<<20), 256<<20) || p.FilterHeader(3) != max(mem/8/3, 64<<10)) {
+				t.Errorf("%+v: read-ahead %d, spool %d", j, p.ReadAhead, p.Spool)
+			}
+			if j.Etcd && p.Values != mem/4 {
+				t.Errorf("%+v: values %d", j, p.Values)
+			}
+			if want := max(mem-p.Sorter-max(p.BloomPass, p.RebuildBuffers), MinHeap); p.Heap != want {
+				t.Errorf("%+v: heap %d, want %d", j, p.Heap, want)
+			}
+		}
+	}
+	// The RedisBloom audit's pass and the least --mem it needs, as
+	// planAudit reckoned them: mem - (read-ahead + held + 16 MiB [+ spool]).
+	p := Reconcile(ReconcileJob{Mem: gib, Store: RedisBloom})
+	if pass, need := p.RedisBloomPass(10*mib, true, 64<<10); pass != gib-64*mib-10*mib-16*mib-64*mib || need != 64*mib+10*mib+16*mib+64*mib+64<<10 {
+		t.Errorf("RedisBloom pass %d, need %d", pass, need)
+	}
+	if got := p.RedisBloomBuild(mib); got != gib-16*mib-mib {
+		t.Errorf("RedisBloom build %d", got)
+	}
+	if RebuildMemNeeded(mib) != 65*mib {
+		t.Errorf("rebuild needs %d", RebuildMemNeeded(mib))
+	}
+}

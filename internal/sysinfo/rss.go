@@ -3,6 +3,8 @@ package sysinfo
 import (
 	"bytes"
 	"os"
+	"runtime/metrics"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 // kernel keeps only the total's peak (VmHWM), so the parts are sampled.
 type RSSSampler struct {
 	anon, file atomic.Int64 // peaks, bytes
+	heap       atomic.Int64 // the Go runtime's memory's peak (heapBytes)
 	done       chan struct{}
 	ended      sync.WaitGroup
 	once       sync.Once
@@ -48,7 +51,16 @@ func (s *RSSSampler) Stop() {
 	s.ended.Wait()
 }
 
+// heapMetrics are what the Go heap's soft limit bounds: the runtime's
+// memory but what it has returned to the system.
+var heapMetrics = []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+
 func (s *RSSSampler) sample() {
+	ms := slices.Clone(heapMetrics)
+	metrics.Read(ms)
+	if ms[0].Value.Kind() == metrics.KindUint64 && ms[1].Value.Kind() == metrics.KindUint64 {
+		raise(&s.heap, int64(ms[0].Value.Uint64()-ms[1].Value.Uint64()))
+	}
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return
@@ -71,14 +83,23 @@ func (s *RSSSampler) sample() {
 		if err != nil {
 			continue
 		}
-		for v := kb << 10; ; {
-			old := peak.Load()
-			if v <= old || peak.CompareAndSwap(old, v) {
-				break
-			}
+		raise(peak, kb<<10)
+	}
+}
+
+// raise makes peak at least v.
+func raise(peak *atomic.Int64, v int64) {
+	for {
+		old := peak.Load()
+		if v <= old || peak.CompareAndSwap(old, v) {
+			return
 		}
 	}
 }
+
+// HeapPeak is the Go runtime's memory at its most (what the heap's soft
+// limit bounds), sampled with the RSS; call it after Peaks.
+func (s *RSSSampler) HeapPeak() int64 { return s.heap.Load() }
 
 // Peaks stops sampling and returns the peaks, in bytes.
 func (s *RSSSampler) Peaks() (anon, file int64) {

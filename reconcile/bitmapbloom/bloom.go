@@ -74,9 +74,8 @@ func Open(ctx context.Context, srv redisconn.Server, spec Spec, o *online.Config
 	if err != nil {
 		return nil, err
 	}
-	maxReply, _ := redisconn.ReplyBudget(o.Mem)
 	b := &Source{Client: r, o: o, layout: spec.Layout, loc: spec.Locator(), keys: spec.Keys,
-		chunk: min(bloomChunk, maxReply), depth: 8, targetFPR: opt.TargetFPR}
+		chunk: min(bloomChunk, o.Plan.MaxReply), depth: 8, targetFPR: opt.TargetFPR}
 	if len(opt.Rebuild) > 0 {
 		b.rebuild = make([]bool, spec.Shards)
 		for _, s := range opt.Rebuild {
@@ -373,7 +372,7 @@ func (b *Source) Audit(ctx context.Context, x *fpstore.Index, st *online.ReadSta
 
 	// A pass's buffer: what the budget leaves beside the bitset, in whole
 	// chunks; at least one.
-	free := b.o.Mem - int64(len(unset))*8 - 32<<20
+	free := b.o.Plan.BloomAuditPass(int64(len(unset)) * 8)
 	passBytes := max(b.chunk, free/b.chunk*b.chunk)
 	passBytes = min(passBytes, ceilTo(l.ShardBytes(), b.chunk)*int64(l.Shards))
 	mem, err := hugemem.Alloc(int(passBytes))

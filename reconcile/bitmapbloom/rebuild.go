@@ -103,20 +103,53 @@ type RebuildOptions struct {
 // built in a second buffer (work this process does), so the two overlap.
 // A shard of several strings is swapped a segment at a time.
 func Rebuild(ctx context.Context, o *online.Config, ro RebuildOptions, rep *report.Report, b *Source, x *fpstore.Index) error {
-	l := b.layout
 	st := &report.RebuildStats{DryRun: ro.DryRun, Target: o.Target, Shards: ro.Shards}
 	rep.Rebuild = st
 	b.token = rand.Text()
 	start := time.Now()
 	defer func() { st.Seconds = time.Since(start).Seconds() }()
-	sb := l.ShardBytes()
-	n := len(ro.Shards)
-	budget := o.Mem - 64<<20
-	buffers := 1
+	buffers, per := rebuildGroups(o, b.layout.ShardBytes(), len(ro.Shards))
+	bctx, stop := context.WithCancel(ctx)
+	bl := &groupBuilder{l: b.layout, x: x, shards: ro.Shards, per: per, free: make(chan []byte, buffers), ready: make(chan shardGroup)}
+	defer bl.close(stop)
+	if err := bl.alloc(buffers); err != nil {
+		return err
+	}
+	bl.start(bctx)
+
+	w := newShardWriters(ctx, b, st)
+	defer w.close()
+	for g := range bl.ready {
+		if err := w.group(g, ro, rep.Bloom); err != nil {
+			return rebuildStopped(ctx, o, st, err)
+		}
+		bl.free <- g.mem
+	}
+	bl.done.Wait()
+	if bl.err != nil {
+		return rebuildStopped(ctx, o, st, bl.err)
+	}
+	if len(w.swapped) > 0 {
+		if err := b.readBackRebuilt(ctx, rep, w.swapped, w.truthBits); err != nil {
+			return rebuildStopped(ctx, o, st, err)
+		}
+	}
+	if br := rep.Bloom; br != nil {
+		b.summarise(br, b.targetFPR, x.Len())
+	}
+	return nil
+}
+
+// rebuildGroups is how many buffers of shards (two while there are two
+// groups to overlap and room for two shards) and how many shards in each
+// the plan's rebuild buffers hold.
+func rebuildGroups(o *online.Config, sb int64, n int) (buffers, per int) {
+	budget := o.Plan.RebuildBuffers
+	buffers = 1
 	if budget >= 2*sb && n > 1 {
 		buffers = 2
 	}
-	per := int(min(budget/int64(buffers)/sb, int64(n)))
+	per = int(min(budget/int64(buffers)/sb, int64(n)))
 	if buffers == 2 {
 		// At least eight groups, so that all but the first group's build
 		// (an eighth of the work) is hidden behind the writes; each costs a
@@ -124,152 +157,178 @@ func Rebuild(ctx context.Context, o *online.Config, ro RebuildOptions, rep *repo
 		// (bench/l2bloom.sh).
 		per = min(per, (n+7)/8)
 	}
+	return buffers, per
+}
 
-	bctx, stop := context.WithCancel(ctx)
-	var mems [][]byte
-	var builder sync.WaitGroup
-	defer func() {
-		stop()
-		builder.Wait()
-		for _, m := range mems {
-			hugemem.Free(m)
-		}
-	}()
-	free := make(chan []byte, buffers)
+// shardGroup is shards built in one read of the index, into mem.
+type shardGroup struct {
+	shards []uint64
+	maps   [][]byte
+	fill   *l2bloom.Filler
+	mem    []byte
+}
+
+// groupBuilder builds the groups' bitmaps from the index on a goroutine of
+// its own, each into a free buffer, and hands them over on ready.
+type groupBuilder struct {
+	l      l2bloom.Layout
+	x      *fpstore.Index
+	shards []uint64
+	per    int
+	mems   [][]byte
+	free   chan []byte
+	ready  chan shardGroup
+	done   sync.WaitGroup
+	err    error // the build's, once ready is closed
+}
+
+func (bl *groupBuilder) alloc(buffers int) error {
+	sb := bl.l.ShardBytes()
 	for range buffers {
-		m, err := hugemem.Alloc(per * int(sb))
+		m, err := hugemem.Alloc(bl.per * int(sb))
 		if err != nil {
-			return fmt.Errorf("cannot allocate the shards' bitmaps (%d bytes): %w", per*int(sb), err)
+			return fmt.Errorf("cannot allocate the shards' bitmaps (%d bytes): %w", bl.per*int(sb), err)
 		}
-		mems = append(mems, m)
-		free <- m
+		bl.mems = append(bl.mems, m)
+		bl.free <- m
 	}
-	type group struct {
-		shards []uint64
-		maps   [][]byte
-		fill   *l2bloom.Filler
-		mem    []byte
+	return nil
+}
+
+// close stops the builder and frees the buffers once it has ended.
+func (bl *groupBuilder) close(stop context.CancelFunc) {
+	stop()
+	bl.done.Wait()
+	for _, m := range bl.mems {
+		hugemem.Free(m)
 	}
-	ready := make(chan group)
-	var buildErr error
-	builder.Go(func() {
-		defer close(ready)
-		for at := 0; at < n; at += per {
+}
+
+func (bl *groupBuilder) start(ctx context.Context) {
+	bl.done.Go(func() {
+		defer close(bl.ready)
+		for at := 0; at < len(bl.shards); at += bl.per {
 			var mem []byte
 			select {
-			case mem = <-free:
-			case <-bctx.Done():
+			case mem = <-bl.free:
+			case <-ctx.Done():
 				return
 			}
-			g := group{shards: ro.Shards[at:min(at+per, n)], mem: mem}
-			for j := range g.shards {
-				m := mem[int64(j)*sb : int64(j+1)*sb]
-				clear(m)
-				g.maps = append(g.maps, m)
-			}
-			g.fill = l2bloom.NewFiller(l, g.shards, g.maps)
-			if err := x.Scan(func(fps []fpstore.Fingerprint) error {
-				for _, fp := range fps {
-					if g.fill.Wants(fp.Hi) {
-						g.fill.Add(fp.Hi, fp.Lo)
-					}
-				}
-				return bctx.Err()
-			}); err != nil {
-				buildErr = err
+			g, err := bl.build(ctx, bl.shards[at:min(at+bl.per, len(bl.shards))], mem)
+			if err != nil {
+				bl.err = err
 				return
 			}
-			g.fill.Flush()
 			select {
-			case ready <- g:
-			case <-bctx.Done():
+			case bl.ready <- g:
+			case <-ctx.Done():
 				return
 			}
 		}
 	})
+}
 
-	br := rep.Bloom
-	// Two shards of a group are written at once, on two connections:
-	// while the server runs one's swap the other's chunks are on their way
-	// (5% faster than one at a time, bench/l2bloom.sh).
-	type shardJob struct {
-		s      uint64
-		bitmap []byte
+// build fills the exact bitmaps of shards from one read of the index.
+func (bl *groupBuilder) build(ctx context.Context, shards []uint64, mem []byte) (shardGroup, error) {
+	sb := bl.l.ShardBytes()
+	g := shardGroup{shards: shards, mem: mem}
+	for j := range g.shards {
+		m := mem[int64(j)*sb : int64(j+1)*sb]
+		clear(m)
+		g.maps = append(g.maps, m)
 	}
-	jobs := make(chan shardJob)
-	var (
-		mu          sync.Mutex
-		swapped     []uint64 // the shards swapped in
-		truthBits   = make(map[uint64]int64, n)
-		writeErr    error
-		pending     sync.WaitGroup
-		writers     sync.WaitGroup
-		wctx, wstop = context.WithCancel(ctx)
-	)
-	defer func() { close(jobs); wstop(); writers.Wait() }()
+	g.fill = l2bloom.NewFiller(bl.l, g.shards, g.maps)
+	if err := bl.x.Scan(func(fps []fpstore.Fingerprint) error {
+		for _, fp := range fps {
+			if g.fill.Wants(fp.Hi) {
+				g.fill.Add(fp.Hi, fp.Lo)
+			}
+		}
+		return ctx.Err()
+	}); err != nil {
+		return g, err
+	}
+	g.fill.Flush()
+	return g, nil
+}
+
+// shardWriters write the shards of a group and swap them in, two at once
+// on two connections: while the server runs one's swap the other's chunks
+// are on their way (5% faster than one at a time, bench/l2bloom.sh).
+type shardWriters struct {
+	b         *Source
+	st        *report.RebuildStats
+	jobs      chan shardJob
+	mu        sync.Mutex
+	swapped   []uint64 // the shards swapped in
+	truthBits map[uint64]int64
+	err       error
+	pending   sync.WaitGroup
+	writers   sync.WaitGroup
+	stop      context.CancelFunc
+}
+
+type shardJob struct {
+	s      uint64
+	bitmap []byte
+}
+
+func newShardWriters(ctx context.Context, b *Source, st *report.RebuildStats) *shardWriters {
+	w := &shardWriters{b: b, st: st, jobs: make(chan shardJob), truthBits: make(map[uint64]int64, len(st.Shards))}
+	wctx, stop := context.WithCancel(ctx)
+	w.stop = stop
 	for range 2 {
-		writers.Go(func() {
-			for j := range jobs {
+		w.writers.Go(func() {
+			for j := range w.jobs {
 				err := b.rebuildShard(wctx, j.s, j.bitmap, st)
-				mu.Lock()
-				if err != nil && writeErr == nil {
-					writeErr = err
-					wstop()
+				w.mu.Lock()
+				if err != nil && w.err == nil {
+					w.err = err
+					stop()
 				}
 				if err == nil {
 					st.Swapped++
-					swapped = append(swapped, j.s)
+					w.swapped = append(w.swapped, j.s)
 				}
-				mu.Unlock()
-				pending.Done()
+				w.mu.Unlock()
+				w.pending.Done()
 			}
 		})
 	}
-	waitGroup := func() error {
-		pending.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		return writeErr
-	}
-	for g := range ready {
-		for j, s := range g.shards {
-			bitmap, keys := g.maps[j], g.fill.Keys(j)
-			bits := l2bloom.Count(bitmap, l.Bits)
-			truthBits[s] = bits
-			st.Keys += keys
-			st.BitsTruth += bits
-			if br != nil {
-				br.Shards[s].Keys = keys
+	return w
+}
+
+func (w *shardWriters) close() { close(w.jobs); w.stop(); w.writers.Wait() }
+
+// group counts a group's truth keys and bits, then writes and swaps in
+// each shard (or, in a dry run, says what it would do), and waits for
+// them.
+func (w *shardWriters) group(g shardGroup, ro RebuildOptions, br *report.BloomReport) error {
+	b, l, st := w.b, w.b.layout, w.st
+	for j, s := range g.shards {
+		bitmap, keys := g.maps[j], g.fill.Keys(j)
+		bits := l2bloom.Count(bitmap, l.Bits)
+		w.truthBits[s] = bits
+		st.Keys += keys
+		st.BitsTruth += bits
+		if br != nil {
+			br.Shards[s].Keys = keys
+		}
+		if ro.DryRun {
+			for seg := range l.Segments() {
+				key := l.Key(b.keys, s, seg)
+				fmt.Fprintf(ro.DryRunOut, "REBUILD %s from %d truth keys (%d bits set in the shard): SETRANGE %s%s in chunks of %d bytes, then BITOP OR it with %s and RENAME it over %s\n",
+					key, keys, bits, key, rebuildSuffix, b.chunk, key, key)
 			}
-			if ro.DryRun {
-				for seg := range l.Segments() {
-					key := l.Key(b.keys, s, seg)
-					fmt.Fprintf(ro.DryRunOut, "REBUILD %s from %d truth keys (%d bits set in the shard): SETRANGE %s%s in chunks of %d bytes, then BITOP OR it with %s and RENAME it over %s\n",
-						key, keys, bits, key, rebuildSuffix, b.chunk, key, key)
-				}
-				continue
-			}
-			pending.Add(1)
-			jobs <- shardJob{s, bitmap}
+			continue
 		}
-		if err := waitGroup(); err != nil {
-			return rebuildStopped(ctx, o, st, err)
-		}
-		free <- g.mem
+		w.pending.Add(1)
+		w.jobs <- shardJob{s, bitmap}
 	}
-	builder.Wait()
-	if buildErr != nil {
-		return rebuildStopped(ctx, o, st, buildErr)
-	}
-	if len(swapped) > 0 {
-		if err := b.readBackRebuilt(ctx, rep, swapped, truthBits); err != nil {
-			return rebuildStopped(ctx, o, st, err)
-		}
-	}
-	if br != nil {
-		b.summarise(br, b.targetFPR, x.Len())
-	}
-	return nil
+	w.pending.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
 }
 
 // readBackRebuilt reads the shards swapped in back, and counts as rebuilt

@@ -42,7 +42,7 @@ type ValueError struct {
 func (e *ValueError) Error() string { return "the etcd value: " + e.Reason }
 
 // A TooManyValuesError: the values of the keys to write, made from their
-// records, do not fit in the memory budget (a quarter of Config.Mem).
+// records, do not fit in the memory budget (memplan.Plan.Values: a quarter of the budget).
 type TooManyValuesError struct {
 	Values, Bytes int64 // kept when the next did not fit
 }

@@ -53,7 +53,7 @@ func Open(ctx context.Context, spec Spec, o *online.Config, value string) (*Sour
 		// on answers "user name is empty".
 		return nil, online.BadURL(o.Target, "the user %q is named, but no password is given for it", spec.User)
 	}
-	vals, err := newValues(value, o.Mem/4)
+	vals, err := newValues(value, o.Plan.Values)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,8 @@ func Open(ctx context.Context, spec Spec, o *online.Config, value string) (*Sour
 		// The client's own retries are the run's: it fails over to
 		// another member and sends a transaction again safely
 		// (compare-and-create), so Retryable adds no layer of its own.
-		Retries: max(o.Retries, 1),
+		Retries:      max(o.Retries, 1),
+		MaxRecvBytes: int(o.Plan.EtcdRecv),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach %s: %w", o.Target, err)
@@ -87,7 +88,7 @@ func (s *Source) Wide() (wide, known bool) { return s.spec.Format.Hex != etcdkv.
 // error is a *SnapshotError.
 func (s *Source) Read(ctx context.Context, st *online.ReadStats, emit func([]fpstore.Fingerprint) error) error {
 	s.reads++
-	sc := s.c.Scan(ctx, etcdkv.ScanOptions{Format: s.spec.Format, PageSize: s.spec.Page, Samples: s.o.Samples})
+	sc := s.c.Scan(ctx, etcdkv.ScanOptions{Format: s.spec.Format, PageSize: s.spec.Page, PageBytes: int(s.o.Plan.EtcdPage), Samples: s.o.Samples})
 	batch := make([]fpstore.Fingerprint, 0, 4096)
 	var told int64
 	flush := func() error {

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/reconcile/etcdkv"
 	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 	"github.com/fpdedup/fpdedup/reconcile/online"
@@ -37,7 +38,7 @@ func fixture(t *testing.T, c *clientv3.Client, n int) (prefix string, want []fps
 func openSource(t *testing.T, eps []string, prefix string, retries int) *Source {
 	t.Helper()
 	spec := Spec{Endpoints: eps, Format: etcdkv.KeyFormat{Prefix: prefix, Hex: etcdkv.Hex64}, Page: 100}
-	cfg := &online.Config{Target: "etcd://test/?prefix=" + prefix, Retries: retries, Timeout: 5 * time.Second, Mem: 64 << 20, Samples: 10}
+	cfg := &online.Config{Target: "etcd://test/?prefix=" + prefix, Retries: retries, Timeout: 5 * time.Second, Plan: memplan.Reconcile(memplan.ReconcileJob{Mem: 64 << 20, Etcd: true}), Samples: 10}
 	s, err := Open(context.Background(), spec, cfg, "")
 	if err != nil {
 		t.Fatal(err)

@@ -231,7 +231,7 @@ func (c *comparison) join(ctx context.Context) error {
 		c.rep.Mode = "merge-join"
 	} else {
 		c.rep.Mode = "sort-merge-join"
-		sorter = fpstore.NewSorter(c.o.TmpDir, max(c.o.Mem/2, 16<<20))
+		sorter = fpstore.NewSorter(c.o.TmpDir, c.o.Plan.Sorter)
 		defer sorter.Close()
 	}
 	online := startProducer(ctx, func(ctx context.Context, emit func([]fpstore.Fingerprint) error) error {

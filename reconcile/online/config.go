@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/ingest"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 )
 
 // Config is what every part of a run beneath reconcile's facade reads:
@@ -31,7 +32,9 @@ type Config struct {
 	// (1+Retries) × Timeout plus the backoffs to give up).
 	Waiting  func(Wait)
 	ReadRate float64 // keys/s read, probed or read back; 0: no limit
-	Mem      int64   // the run's memory budget in bytes
+	// Plan is the run's shares of its memory budget (memplan.Reconcile):
+	// every buffer that grows with it takes its share from here.
+	Plan     memplan.Plan
 	TmpDir   string
 	Threads  int
 	Samples  int              // values of each kind kept for the report

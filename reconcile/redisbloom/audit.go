@@ -9,6 +9,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/hugemem"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/internal/rbloom"
 	"github.com/fpdedup/fpdedup/internal/units"
 	"github.com/fpdedup/fpdedup/reconcile/online"
@@ -36,31 +37,25 @@ type plan struct {
 // minPass is the least pass worth its round trips.
 const minPass = 64 << 10
 
-// slack is the budget's part for what no one counts: the runtime,
-// go-redis's buffers, the index's pages read.
-const slack = 16 << 20
-
-// planAudit divides b.o.Mem: replies in flight (a chunk of up to
-// MaxChunk at least), the truth's bits (covered, not held: two bits a
-// fingerprint), the largest shard's marks, the spool's buffers, and the
-// rest for a pass.
+// planAudit divides the memory budget (memplan.Plan.RedisBloomPass):
+// replies in flight (a chunk of up to MaxChunk at least), the truth's bits
+// (covered, not held: two bits a fingerprint), the largest shard's marks,
+// the spool's buffers, and the rest for a pass.
 func (b *Source) planAudit(t *truth) (plan, error) {
 	n := int64(t.x.Len())
 	var most int64
 	for _, c := range t.count {
 		most = max(most, c)
 	}
-	p := plan{readAhead: min(max(b.o.Mem/8, rbloom.MaxChunk), 64<<20)}
-	fixed := p.readAhead + 2*((n+63)/64*8) + rbloom.MarksBytes(int(most)) + slack
-	if t.sp != nil {
-		fixed += spoolMem(b.o.Mem)
-	}
+	p := plan{readAhead: b.o.Plan.ReadAhead}
+	held := 2*memplan.BitsetBytes(n) + rbloom.MarksBytes(int(most))
 	if b.spec.Router.All() {
-		fixed += (most + 63) / 64 * 8 // the keys any shard holds
+		held += memplan.BitsetBytes(most) // the keys any shard holds
 	}
-	p.passBytes = b.o.Mem - fixed
+	var need int64
+	p.passBytes, need = b.o.Plan.RedisBloomPass(held, t.sp != nil, minPass)
 	if p.passBytes < minPass {
-		return p, &MemError{Need: fixed + minPass}
+		return p, &MemError{Need: need}
 	}
 	return p, nil
 }

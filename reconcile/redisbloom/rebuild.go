@@ -301,8 +301,8 @@ func (b *Source) rebuildParams(name, key string, live *rbloom.Header) (rbloom.Pa
 // one by one, within the memory budget.
 func (b *Source) build(ctx context.Context, s int, p rbloom.Params) (*rbloom.Filter, int64, error) {
 	name, key := b.spec.Router.Name(s), b.keys[s]
-	budget := b.o.Mem - slack - rbloom.MarksBytes(int(b.truth.keys(s)))
-	memErr := &RebuildMemError{Shard: name, Key: key, Mem: b.o.Mem}
+	budget := b.o.Plan.RedisBloomBuild(rbloom.MarksBytes(int(b.truth.keys(s))))
+	memErr := &RebuildMemError{Shard: name, Key: key, Mem: b.o.Plan.Mem}
 	// NewFilter's error for a first sub-filter past the budget is
 	// ErrParams: the budget is told from the parameters first.
 	if first, err := p.Memory(); err == nil && int64(first) > budget {
@@ -337,7 +337,7 @@ func (b *Source) build(ctx context.Context, s int, p rbloom.Params) (*rbloom.Fil
 // loadChunks writes f into key with BF.LOADCHUNK, in pipelines of what
 // the memory budget's read-ahead holds.
 func (b *Source) loadChunks(ctx context.Context, key string, f *rbloom.Filter, rs *report.RebuildStats) error {
-	budget := min(max(b.o.Mem/8, rbloom.MaxChunk), 64<<20)
+	budget := b.o.Plan.ReadAhead
 	pipe := b.C.Pipeline()
 	var queued int64
 	flush := func() error {

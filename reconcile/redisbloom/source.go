@@ -83,7 +83,7 @@ func Open(ctx context.Context, srv redisconn.Server, spec Spec, o *online.Config
 // headerBudget is what one filter's header may cost to parse: its
 // sub-filters' bookkeeping, a share of the memory budget.
 func (b *Source) headerBudget() int64 {
-	return max(b.o.Mem/8/int64(len(b.keys)), 64<<10)
+	return b.o.Plan.FilterHeader(len(b.keys))
 }
 
 // checkFilters asks TYPE and the header (BF.SCANDUMP key 0) of every

@@ -77,10 +77,6 @@ func (t *truth) close() {
 	}
 }
 
-// truthMem is what building the truth takes of the memory budget beside
-// the covered bits: a spool's buffers.
-func spoolMem(mem int64) int64 { return min(max(mem/16, 1<<20), 256<<20) }
-
 // newTruth reads what the audit tests (truth's comment says where from).
 func newTruth(ctx context.Context, x *fpstore.Index, spec *Spec, o *online.Config, keyTexts func(context.Context, func([]fpstore.Fingerprint, [][]byte) error) error) (*truth, error) {
 	t := &truth{x: x, spec: spec}
@@ -96,7 +92,7 @@ func newTruth(ctx context.Context, x *fpstore.Index, spec *Spec, o *online.Confi
 		return t, nil
 	}
 	t.covered = make([]uint64, (x.Len()+63)/64)
-	t.sp = newSpool(o.TmpDir, buckets, spoolMem(o.Mem))
+	t.sp = newSpool(o.TmpDir, buckets, o.Plan.Spool)
 	var item []byte
 	err := keyTexts(ctx, func(fps []fpstore.Fingerprint, keys [][]byte) error {
 		for i, fp := range fps {
@@ -151,10 +147,10 @@ type spool struct {
 
 type block struct{ off, n int64 }
 
-// newSpool keeps buckets within about mem bytes of buffers (a block a
-// bucket, 4 KiB to 1 MiB).
-func newSpool(dir string, buckets int, mem int64) *spool {
-	size := int(min(max(mem/int64(buckets), 4<<10), 1<<20))
+// newSpool keeps buckets within about bufs bytes of buffers (the plan's
+// Spool; a block a bucket, 4 KiB to 1 MiB).
+func newSpool(dir string, buckets int, bufs int64) *spool {
+	size := int(min(max(bufs/int64(buckets), 4<<10), 1<<20))
 	return &spool{dir: dir, pending: make([][]byte, buckets), blocks: make([][]block, buckets), size: size}
 }
 

@@ -40,9 +40,8 @@ func Open(ctx context.Context, srv Server, o *online.Config) (*Client, error) {
 // bounds for.
 func OpenBounded(ctx context.Context, srv Server, o *online.Config, b Bounds) (*Client, error) {
 	r := &Client{srv: srv}
-	_, streams := ReplyBudget(o.Mem)
-	r.Streams = streams
-	chk := b.checker(o.Mem)
+	r.Streams = o.Plan.ReplyStreams
+	chk := b.checker(o.Plan.MaxReply)
 	dial := dialGuarded(min(o.Timeout, 5*time.Second), chk, o.Hangup)
 	if srv.Cluster {
 		r.CC = redis.NewClusterClient(&redis.ClusterOptions{

@@ -45,21 +45,6 @@ const (
 	respHeaderDigits = 18
 )
 
-// ReplyBudget is what one reply may declare in all (maxReply: 16 bytes an
-// array element, strings at their length, lines at theirs) and how many
-// masters of a cluster are scanned at once (streams), from the memory
-// budget. Reading the online side, the replies in flight are the pages
-// queued (4), the one being parsed, and two per master scanned (one being
-// read, one waiting to be queued): at most 5·maxReply + share, about 2.25
-// shares, with share = max(mem, 64 MiB)/8, while the sorter has half of
-// mem. A legit SCAN page of COUNT c takes about 100·c bytes: the 1000 of
-// the default is 100 KB; count= up to ~20000 fits the smallest budget.
-func ReplyBudget(mem int64) (maxReply int64, streams int) {
-	share := max(mem, 64<<20) / 8
-	maxReply = min(max(share/4, 2<<20), 8<<20)
-	return maxReply, int(max(1, share/(2*maxReply)))
-}
-
 // dialGuarded is a go-redis Dialer: TCP, with go-redis's own keep-alive
 // policy, every connection guarded with chk's bounds, and closed by h when
 // the run is interrupted.
@@ -182,8 +167,7 @@ const bulkFraming = 64
 type Bounds struct{ Bulk int64 }
 
 // checker is the guard of a client opened within mem with these bounds.
-func (b Bounds) checker(mem int64) respChecker {
-	maxReply, _ := ReplyBudget(mem)
+func (b Bounds) checker(maxReply int64) respChecker {
 	chk := newRespChecker(maxReply)
 	if b.Bulk > chk.maxBulk {
 		chk.maxBulk = b.Bulk

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/reconcile"
 	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 	"github.com/fpdedup/fpdedup/reconcile/online"
@@ -190,7 +191,7 @@ func TestHostileRedisReplies(t *testing.T) {
 			_, err := hostileRun(t, f, index, c.query, func(o *reconcile.Options) { o.Probe = c.probe })
 			re := wantReplyError(t, err, f, c.problem, c.cmd)
 			t.Log(err)
-			maxReply, _ := redisconn.ReplyBudget(64 << 20)
+			maxReply, _ := memplan.ReplyBudget(64 << 20)
 			if limit := cmp.Or(c.limit, maxReply); c.problem != reconcile.NotRESP && re.Limit != limit {
 				t.Fatalf("the bound said is %d, want %d: %v", re.Limit, limit, err)
 			}
@@ -420,9 +421,9 @@ func TestClusterScanStreams(t *testing.T) {
 		mem  int64
 		want int
 	}{{64 << 20, 2}, {1 << 30, 6}} {
-		_, streams := redisconn.ReplyBudget(c.mem)
+		_, streams := memplan.ReplyBudget(c.mem)
 		if streams < c.want {
-			t.Fatalf("redisconn.ReplyBudget(%d) allows %d streams, want at least %d", c.mem, streams, c.want)
+			t.Fatalf("memplan.ReplyBudget(%d) allows %d streams, want at least %d", c.mem, streams, c.want)
 		}
 		index, names := hostileIndex(t, 600)
 		masters := fakeCluster(t, 6, names[:540])
