@@ -29,7 +29,7 @@ func TestMemBoundStated(t *testing.T) {
 	if !strings.Contains(strings.Join(strings.Fields(out), " "), "stays within "+memplan.BoundText("--mem", "")) {
 		t.Errorf("--help does not state the bound %q:\n%s", memplan.BoundText("--mem", ""), out)
 	}
-	if _, out, _ = runInProcess("reconcile", "--help"); !strings.Contains(out, reconcileMemSentence()) {
+	if _, out, _ = runInProcess("reconcile", "--help"); !strings.Contains(strings.Join(strings.Fields(out), " "), reconcileMemSentence()) {
 		t.Errorf("reconcile --help does not say how it shares --mem:\n%s", out)
 	}
 }

@@ -210,11 +210,12 @@ does not fit, stops the run naming it. Without fields it is one value for
 every key; without --value the value is empty.
 
 Exit codes: 0 the sides agree (after --apply); 1 they differ; 2 usage, I/O or
-server error (the report, if asked, says what); 130/143 interrupted (at once, even
-while the server is silent: its connections are closed): nothing is published, but once --apply has begun the message says how many keys were
+server error (the report, if asked, says what); 130/143 interrupted (at once,
+even while the server is silent: its connections are closed): nothing is
+published, but once --apply has begun the message says how many keys were
 written online and how to resume from --checkpoint.
 
-` + reconcileMemSentence(),
+` + wrapped(reconcileMemSentence(), 79),
 		Example: `  FPDEDUP_MYSQL_PASSWORD=… fpdedup reconcile --index truth.fpx \
       --online 'mysql://audit@db1:3306/dedup?table=events&column=fp' \
       --report audit.json --missing missing.fpx

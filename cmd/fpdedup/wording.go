@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
@@ -90,4 +91,26 @@ func sayParquetMem(e *ingest.ParquetMemError) string {
 		fix += ", " + e.Remedy
 	}
 	return fmt.Sprintf("%s (a Parquet input is read within four times --max-record, an eighth of --mem unless given): %s", e.Error(), fix)
+}
+
+// wrapped breaks text made from figures (a help paragraph built from the
+// memory plan) into lines of at most width columns, as --help's hand-wrapped
+// paragraphs are.
+func wrapped(text string, width int) string {
+	var b strings.Builder
+	col := 0
+	for _, w := range strings.Fields(text) {
+		switch {
+		case col == 0:
+		case col+1+len(w) > width:
+			b.WriteByte('\n')
+			col = 0
+		default:
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(w)
+		col += len(w)
+	}
+	return b.String()
 }
