@@ -531,8 +531,8 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 		if a.DryRun {
 			verb = "would be written"
 		}
-		j.summary("reconcile: %d keys %s to %s in %d batches, %.2f s, %s keys/s (%d retries, %d skipped by the checkpoint, %d without a record)",
-			a.Written, verb, a.Target, a.Batches, a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.SkippedCheckpoint, a.NotInRecords)
+		j.summary("reconcile: %d keys %s to %s in %d batches, %.2f s, %s keys/s (%d retries, %d missing again before the checkpoint, %d without a record)",
+			a.Written, verb, a.Target, a.Batches, a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.AgainBeforeCheckpoint, a.NotInRecords)
 	}
 	if e := r.Etcd; e != nil {
 		etcdWriteSummary(j, e)
