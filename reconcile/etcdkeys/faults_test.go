@@ -227,6 +227,65 @@ func TestEtcdAuth(t *testing.T) {
 		}
 		t.Log(strings.TrimSpace(r.Stderr))
 	}
+	// A user that may read but not write: --apply says what is wrong,
+	// exit 2, and advises no rerun (one would be refused the same).
+	r = audit([]string{"FPDEDUP_ETCD_PASSWORD=" + pw}, url, "--records", d.Records, "--apply").Want(t, 2)
+	noLeak(r)
+	if want := `the user "audit" lacks write permission on the prefix "/dedupe/sha256/"`; !strings.Contains(r.Stderr, want) || strings.Contains(r.Stderr, "rerun") {
+		t.Fatalf("--apply as a reader: %s", r.Stderr)
+	}
+	t.Log(strings.TrimSpace(r.Stderr))
+}
+
+// A server whose --max-txn-ops or --max-request-bytes is below the
+// client's 128 keys or 1.5 MiB a transaction: --apply halves the refused
+// transactions and writes every missing key; a value the server refuses
+// at one key a transaction is exit 2 naming the server's limit and
+// --batch, advising no rerun. Before, the first refusal failed the run.
+func TestEtcdApplyWithinServerLimits(t *testing.T) {
+	reconciletest.PlainOnly(t, "members of its own started with limits: the time is the servers'")
+	d := reconciletest.NewDataset(t, 2_000)
+	p := "/dedupe/sha256/"
+	args := func(own *reconciletest.OwnEtcd, value string) []string {
+		return []string{"reconcile", "--index", d.Index, "--online", reconciletest.EtcdURL([]string{own.Endpoint}, p, ""),
+			"--records", d.Records, "--apply", "--value", value, "--report", "r.json"}
+	}
+	// The dataset within the limits: 16 keys a transaction.
+	load := func(own *reconciletest.OwnEtcd) {
+		var keys []string
+		for _, k := range d.OnlineKeys() {
+			keys = append(keys, p+reconciletest.FullHex(k))
+		}
+		for len(keys) > 0 {
+			n := min(len(keys), 16)
+			reconciletest.EtcdPut(t, own.Client, keys[:n], nil)
+			keys = keys[n:]
+		}
+	}
+	for _, c := range []struct {
+		flags []string
+		value string
+	}{
+		{[]string{"--max-txn-ops", "16"}, `{"by":"fpdedup"}`},
+		{[]string{"--max-request-bytes", "8192"}, `{"pad":"` + strings.Repeat("x", 1000) + `"}`},
+	} {
+		own := reconciletest.StartOwnEtcd(t, false, c.flags...)
+		load(own)
+		reconciletest.Fpdedup(t, d.Dir, nil, args(own, c.value)...).Want(t, 1) // the extras online
+		rep := reconciletest.ReadReport(t, filepath.Join(d.Dir, "r.json"))
+		if rep.Missing != 0 || rep.Apply.Written != 200 || rep.Etcd.Created != 200 || rep.ReadBack.NotHeld != 0 {
+			t.Fatalf("%v: %+v %+v, %d missing", c.flags, rep.Apply, rep.Etcd, rep.Missing)
+		}
+	}
+	own := reconciletest.StartOwnEtcd(t, false, "--max-request-bytes", "8192")
+	load(own)
+	r := reconciletest.Fpdedup(t, d.Dir, nil, args(own, `{"pad":"`+strings.Repeat("x", 10_000)+`"}`)...).Want(t, 2)
+	for _, want := range []string{"refused a transaction of one key", "etcdserver: request is too large", "the server's --max-request-bytes is below what one key needs", "--batch"} {
+		if !strings.Contains(r.Stderr, want) || strings.Contains(r.Stderr, "rerun") {
+			t.Fatalf("stderr lacks %q, or says rerun:\n%s", want, r.Stderr)
+		}
+	}
+	t.Log(strings.TrimSpace(r.Stderr))
 }
 
 // SIGINT while --apply creates keys: exit 130, the report and the message

@@ -188,7 +188,12 @@ func (s *Source) Write(ctx context.Context, items []online.Item) error {
 	s.writeMu.Lock()
 	s.write.Add(st)
 	s.writeMu.Unlock()
-	if err != nil && ctx.Err() == nil {
+	var pe *etcdkv.PermissionError
+	var le *etcdkv.LimitError
+	switch {
+	case err != nil && ctx.Err() == nil && (errors.As(err, &pe) || errors.As(err, &le)):
+		return online.Refused{Err: err}
+	case err != nil && ctx.Err() == nil:
 		return online.Permanent{Err: err} // the client's retries were the run's
 	}
 	return err

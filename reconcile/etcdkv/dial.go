@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -92,6 +93,11 @@ func (o *Options) defaults() {
 type Client struct {
 	c *clientv3.Client
 	o Options
+	// txnKeys is the most keys a transaction holds, MaxTxnOps until the
+	// server refuses one as too large (its own --max-txn-ops or
+	// --max-request-bytes below the client's): then half as many, for
+	// every transaction after.
+	txnKeys atomic.Int64
 }
 
 // Dial connects to the cluster and checks the connection with one read
@@ -140,7 +146,9 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		c.Close()
 		return nil, o.dialErr(ctx, err, deadline)
 	}
-	return &Client{c: c, o: o}, nil
+	cl := &Client{c: c, o: o}
+	cl.txnKeys.Store(int64(o.MaxTxnOps))
+	return cl, nil
 }
 
 // dialErr classifies a failure to connect. clientv3 waits for a ready
