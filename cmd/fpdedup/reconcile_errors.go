@@ -125,7 +125,7 @@ func sayOptionError(e *reconcile.OptionError) string {
 	case reconcile.UnknownOnlineFormat:
 		return fmt.Sprintf("--online-format must be fp or key, not %q", e.Value)
 	case reconcile.TTLNotRedisKeys:
-		return "--ttl is for Redis keys (?match=PREFIX*): a set's members and table rows have no TTL of their own"
+		return "--ttl is for Redis keys (?match=PREFIX*): " + reconcile.NoTTL(e.Value)
 	case reconcile.NegativeTTL:
 		return "--ttl must be positive"
 	case reconcile.ProbeFile:

@@ -154,10 +154,35 @@ func TestEtcdTLS(t *testing.T) {
 	reconciletest.WantCounts(t, reconciletest.ReadReport(t, filepath.Join(d.Dir, "r.json")).Counts, 900, 100, 10)
 	r := reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", d.Index, "--online", reconciletest.EtcdURL([]string{own.Endpoint}, p, "ca="+own.CA),
 		"--timeout", "2s", "--retries", "1").Want(t, 2)
-	if !strings.Contains(r.Stderr, own.Endpoint) {
+	// The handshake's own error is shown: the member asks for a
+	// client certificate.
+	if !strings.Contains(r.Stderr, own.Endpoint) || !strings.Contains(r.Stderr, "the TLS handshake failed: remote error: tls: ") {
 		t.Fatalf("without a client certificate: %s", r.Stderr)
 	}
 	t.Log(r.Stderr)
+	r = reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", d.Index, "--online", reconciletest.EtcdURL([]string{own.Endpoint}, p, ""),
+		"--timeout", "2s", "--retries", "1").Want(t, 2)
+	if !strings.Contains(r.Stderr, own.Endpoint+": serves TLS: give ca=") {
+		t.Fatalf("without TLS: %s", r.Stderr)
+	}
+	t.Log(r.Stderr)
+}
+
+// Counts of one are said in the singular: 1 key, 1 batch, 1 transaction.
+func TestEtcdApplyOneKeyWording(t *testing.T) {
+	eps := reconciletest.Etcd(t)
+	c := reconciletest.EtcdClient(t, eps)
+	p := reconciletest.EtcdPrefix(t, c)
+	d := reconciletest.NewDataset(t, 10) // one missing, no extra
+	loadDataset(t, c, p, d)
+	r := reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", d.Index, "--online", reconciletest.EtcdURL(eps, p, ""),
+		"--records", d.Records, "--apply").Want(t, 0)
+	for _, want := range []string{"reconcile: 1 key written to ", " in 1 batch, ", "etcd compare-and-create: 1 key created, ", " 1 transaction, ",
+		"read back after the writes: the 1 key that was missing is online"} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Fatalf("stderr lacks %q:\n%s", want, r.Stderr)
+		}
+	}
 }
 
 // A user and a password: the password from $FPDEDUP_ETCD_PASSWORD or

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -99,6 +101,37 @@ func (c *Client) Create(ctx context.Context, items []Item, created []bool) (Crea
 		lo = hi
 	}
 	return st, nil
+}
+
+// PlanCreate prints the transactions Create would send for items, one
+// block a transaction, split as Create splits them: a line saying what
+// the transaction does, then a line a key, its key and value quoted.
+func (c *Client) PlanCreate(w io.Writer, items []Item) error {
+	if err := noDuplicates(items); err != nil {
+		return err
+	}
+	var b []byte
+	for lo := 0; lo < len(items); {
+		hi, size := c.txnEnd(items, lo)
+		if size > c.o.MaxRequestBytes {
+			return keyErr(items[lo].Key, fmt.Errorf("%w: %d bytes with its value, over %d (MaxRequestBytes)", ErrTooLarge, size, c.o.MaxRequestBytes))
+		}
+		n := "1 key"
+		if hi-lo > 1 {
+			n = strconv.Itoa(hi-lo) + " keys"
+		}
+		b = append(b, "TXN of "+n+": IF CREATE_REVISION(key) = 0 for each THEN PUT key value for each ELSE GET each (those not found are sent again)\n"...)
+		for _, it := range items[lo:hi] {
+			b = append(b, "  "...)
+			b = strconv.AppendQuote(b, string(it.Key))
+			b = append(b, ' ')
+			b = strconv.AppendQuote(b, string(it.Value))
+			b = append(b, '\n')
+		}
+		lo = hi
+	}
+	_, err := w.Write(b)
+	return err
 }
 
 // txnEnd is where the transaction that starts at items[lo] ends: as many

@@ -145,6 +145,18 @@ func (e *PermissionError) Error() string {
 // Unwrap gives ErrAuth and etcd's error.
 func (e *PermissionError) Unwrap() []error { return []error{ErrAuth, e.Err} }
 
+// A FileError is a TLS file (the CA, the client's certificate or key)
+// that cannot be read or used: nothing was sent to any member.
+type FileError struct {
+	What string // "CA file", "client certificate and key files"
+	Path string
+	Err  error
+}
+
+func (e *FileError) Error() string { return fmt.Sprintf("etcd %s %s: %v", e.What, e.Path, e.Err) }
+
+func (e *FileError) Unwrap() error { return e.Err }
+
 // sampleLen is how much of a key a message or a sample keeps: enough to
 // recognise it, bounded for a 64 KiB key.
 const sampleLen = 120
