@@ -103,7 +103,7 @@ func TestApplyRerunWritesKeyDeletedBeforeCheckpoint(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the rerun: %v", err)
 			}
-			if !rep.Agree || rep.Missing != 0 || !held(first) || rep.Apply.AgainBeforeCheckpoint != 1 || !rep.Apply.CheckpointRemoved ||
+			if !rep.Agree || rep.Missing != 0 || !held(first) || rep.Apply.MissingAgain != 1 || !rep.Apply.CheckpointRemoved ||
 				rep.Apply.Written != rep.Counts.OnlyOffline || rep.Counts.OnlyOffline > int64(len(d.Missing))-ck.Written+1 {
 				t.Fatalf("the rerun: agree %v, %d missing, apply %+v; the deleted key held again: %v", rep.Agree, rep.Missing, rep.Apply, held(first))
 			}

@@ -205,7 +205,7 @@ func (a *applier) run(ctx context.Context, produce items) error {
 			err := produce(func(its []online.Item) error {
 				for _, it := range its {
 					if had && it.FP.Compare(lastRun) <= 0 {
-						a.st.AgainBeforeCheckpoint++
+						a.st.MissingAgain++
 					}
 					a.st.Keys++
 					pending = append(pending, it)

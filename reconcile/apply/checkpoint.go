@@ -23,7 +23,7 @@ import (
 // A rerun resumes by its own audit, not by skipping up to Last: what the
 // earlier run wrote is found present, and a key found missing at or
 // before Last was deleted or lost since, so it is written again (counted
-// in ApplyStats.AgainBeforeCheckpoint), never skipped. The checkpoint
+// in ApplyStats.MissingAgain), never skipped. The checkpoint
 // says how far the earlier run got, and that the rerun is the same run.
 type Checkpoint struct {
 	Version           int    `json:"version"`

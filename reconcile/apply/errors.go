@@ -40,8 +40,9 @@ func (e *CheckpointError) Error() string {
 }
 
 // A WriteError: writing the missing keys online failed after the retries.
-// Keys written before it are online; a rerun finds them present and, with
-// a checkpoint, resumes after CheckpointLast.
+// Keys written before it are online; a rerun finds them present (the
+// checkpoint says up to where, CheckpointLast). Refused: a rerun would be
+// refused the same, and the message does not advise one.
 //
 // Err is kept as a field and not unwrapped (errors.Is and errors.As do
 // not see through a WriteError): it is the server's or the network's

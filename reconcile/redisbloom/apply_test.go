@@ -191,7 +191,7 @@ func TestApplyInterrupted(t *testing.T) {
 	// acknowledged, and perhaps the one held when it was stopped) is no
 	// longer missing; what is, is written (none of it at or before the
 	// checkpoint: nothing was deleted) and all of it read back.
-	if a := rep.Apply; a.AgainBeforeCheckpoint != 0 || rep.Counts.OnlyOffline > int64(len(rc.missing))-first.Written ||
+	if a := rep.Apply; a.MissingAgain != 0 || rep.Counts.OnlyOffline > int64(len(rc.missing))-first.Written ||
 		a.Written != rep.Counts.OnlyOffline || rep.ReadBack.Keys != rep.Counts.OnlyOffline || rep.ReadBack.NotHeld != 0 {
 		t.Fatalf("the rerun: apply %+v, read back %+v; the first run wrote %d of %d", a, rep.ReadBack, first.Written, len(rc.missing))
 	}

@@ -109,21 +109,19 @@ type RecordStats struct {
 
 // ApplyStats are the figures of Apply or DryRun.
 type ApplyStats struct {
-	DryRun bool   `json:"dry_run"`
-	Target string `json:"target"`
-	Keys   int64  `json:"keys"` // missing keys to write
-	// Of Keys: at or before the loaded checkpoint, so written by an
-	// earlier run, yet missing again (deleted or lost since): written again.
-	AgainBeforeCheckpoint int64   `json:"missing_again_before_checkpoint"`
-	NotInRecords          int64   `json:"not_in_records"` // whole digests needed but no record had the key
-	Written               int64   `json:"written"`        // acknowledged by the server (or printed, dry run)
-	Batches               int64   `json:"batches"`
-	Retries               int64   `json:"retries"`
-	Checkpoint            string  `json:"checkpoint,omitempty"`
-	CheckpointLast        string  `json:"checkpoint_last,omitempty"`
-	CheckpointRemoved     bool    `json:"checkpoint_removed"`
-	Seconds               float64 `json:"seconds"`
-	KeysPerSecond         float64 `json:"keys_per_second"`
+	DryRun            bool    `json:"dry_run"`
+	Target            string  `json:"target"`
+	Keys              int64   `json:"keys"`                            // missing keys to write
+	MissingAgain      int64   `json:"missing_again_before_checkpoint"` // of Keys: at or before the loaded checkpoint (an earlier run wrote them), deleted or lost since
+	NotInRecords      int64   `json:"not_in_records"`                  // whole digests needed but no record had the key
+	Written           int64   `json:"written"`                         // acknowledged by the server (or printed, dry run)
+	Batches           int64   `json:"batches"`
+	Retries           int64   `json:"retries"`
+	Checkpoint        string  `json:"checkpoint,omitempty"`
+	CheckpointLast    string  `json:"checkpoint_last,omitempty"`
+	CheckpointRemoved bool    `json:"checkpoint_removed"`
+	Seconds           float64 `json:"seconds"`
+	KeysPerSecond     float64 `json:"keys_per_second"`
 }
 
 // BloomReport is what an audit found, shard by shard.
