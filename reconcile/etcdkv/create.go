@@ -79,11 +79,11 @@ func (c *Client) Create(ctx context.Context, items []Item, created []bool) (Crea
 		created = make([]bool, len(items))
 	}
 	for lo := 0; lo < len(items); {
-		hi, size := c.txnEnd(items, lo)
-		if size > c.o.MaxRequestBytes {
-			return st, keyErr(items[lo].Key, fmt.Errorf("%w: %d bytes with its value, over %d (MaxRequestBytes)", ErrTooLarge, size, c.o.MaxRequestBytes))
+		hi, size, err := c.txnEnd(items, lo)
+		if err != nil {
+			return st, err
 		}
-		err := c.createBatch(ctx, items[lo:hi], created[lo:hi], &st)
+		err = c.createBatch(ctx, items[lo:hi], created[lo:hi], &st)
 		var re *refusedError
 		switch {
 		case errors.As(err, &re) && hi-lo > 1:
@@ -112,9 +112,9 @@ func (c *Client) PlanCreate(w io.Writer, items []Item) error {
 	}
 	var b []byte
 	for lo := 0; lo < len(items); {
-		hi, size := c.txnEnd(items, lo)
-		if size > c.o.MaxRequestBytes {
-			return keyErr(items[lo].Key, fmt.Errorf("%w: %d bytes with its value, over %d (MaxRequestBytes)", ErrTooLarge, size, c.o.MaxRequestBytes))
+		hi, _, err := c.txnEnd(items, lo)
+		if err != nil {
+			return err
 		}
 		n := "1 key"
 		if hi-lo > 1 {
@@ -136,8 +136,9 @@ func (c *Client) PlanCreate(w io.Writer, items []Item) error {
 
 // txnEnd is where the transaction that starts at items[lo] ends: as many
 // keys as a transaction holds (txnKeys), within MaxRequestBytes; size is
-// what they weigh in the request.
-func (c *Client) txnEnd(items []Item, lo int) (hi, size int) {
+// what they weigh in the request. One key over MaxRequestBytes is
+// ErrTooLarge.
+func (c *Client) txnEnd(items []Item, lo int) (hi, size int, err error) {
 	hi, most := lo, int(c.txnKeys.Load())
 	for hi < len(items) && hi-lo < most {
 		n := 3*len(items[hi].Key) + len(items[hi].Value) + txnOverhead
@@ -147,7 +148,10 @@ func (c *Client) txnEnd(items []Item, lo int) (hi, size int) {
 		size += n
 		hi++
 	}
-	return hi, size
+	if size > c.o.MaxRequestBytes {
+		return hi, size, keyErr(items[lo].Key, fmt.Errorf("%w: %d bytes with its value, over %d (MaxRequestBytes)", ErrTooLarge, size, c.o.MaxRequestBytes))
+	}
+	return hi, size, nil
 }
 
 // shrinkTxn halves the keys a transaction holds after the server refused
