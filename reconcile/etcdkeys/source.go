@@ -192,10 +192,11 @@ func (s *Source) Write(ctx context.Context, items []online.Item) error {
 	s.writeMu.Lock()
 	s.write.Add(st)
 	s.writeMu.Unlock()
-	var pe *etcdkv.PermissionError
 	var le *etcdkv.LimitError
 	switch {
-	case err != nil && ctx.Err() == nil && (errors.As(err, &pe) || errors.As(err, &le)):
+	case err != nil && ctx.Err() == nil && (errors.Is(err, etcdkv.ErrAuth) || errors.As(err, &le)):
+		// Credentials or permissions refused, one key over the server's
+		// limit: a rerun would be refused the same.
 		return online.Refused{Err: err}
 	case err != nil && ctx.Err() == nil:
 		return online.Permanent{Err: err} // the client's retries were the run's
