@@ -538,7 +538,7 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 			verb = "would be written"
 		}
 		j.summary("reconcile: %s %s to %s in %s, %.2f s, %s keys/s (%d retries, %d missing again before the checkpoint, %d without a record)",
-			counted(a.Written, "key"), verb, a.Target, counted(a.Batches, "batch"), a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.AgainBeforeCheckpoint, a.NotInRecords)
+			counted(a.Written, "key"), verb, a.Target, counted(a.Batches, "batch"), a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.MissingAgain, a.NotInRecords)
 	}
 	if e := r.Etcd; e != nil {
 		etcdWriteSummary(j, e)
