@@ -179,6 +179,7 @@ type (
 	CompactedError     = etcdkv.CompactedError
 	TemplateError      = etcdkv.TemplateError
 	FieldError         = etcdkv.FieldError
+	EtcdLimitError     = etcdkv.LimitError
 )
 
 // ErrEtcdAuth: etcd refused the user, the password or the permission to

@@ -28,7 +28,7 @@ var ErrNeedRecords = errors.New("the online side holds whole 32-byte SHA-256 dig
 type OptionError struct {
 	Rule   OptionRule
 	Value  string // the value at fault (OnlineFormat), where one is
-	Target string // the online side's redacted URL, where it matters (ApplyToFile)
+	Target string // the online side's redacted URL, where it matters (ApplyToFile, TTLNotRedisKeys)
 	Err    error  // the underlying error (BadRecordsPolicy: ingest.ParseOnBad's)
 }
 
@@ -81,7 +81,7 @@ func (e *OptionError) Error() string {
 	case UnknownOnlineFormat:
 		return fmt.Sprintf(`OnlineFormat must be "fp" or "key", not %q`, e.Value)
 	case TTLNotRedisKeys:
-		return "a TTL is for Redis keys (?match=PREFIX*): a set's members and table rows have no TTL of their own"
+		return "a TTL is for Redis keys (?match=PREFIX*): " + NoTTL(e.Value)
 	case NegativeTTL:
 		return "the TTL must be positive"
 	case ProbeFile:
@@ -225,4 +225,17 @@ type TooManyKeyTextsError struct {
 
 func (e *TooManyKeyTextsError) Error() string {
 	return fmt.Sprintf("the key texts to write take more than the %d bytes Options.Mem leaves them: apply a slice at a time (a partitioned index, or fewer records)", e.Max)
+}
+
+// NoTTL says why a kind of online side (Kind.String) takes no TTL.
+func NoTTL(kind string) string {
+	switch kind {
+	case Etcd.String():
+		return "etcd keys are written without a lease (an audit reports the keys bound to one)"
+	case RedisSet.String():
+		return "a set's members have no TTL of their own"
+	case MySQL.String():
+		return "table rows have no TTL"
+	}
+	return "its entries have no TTL of their own"
 }

@@ -86,7 +86,7 @@ func TestRedisApplyCancelled(t *testing.T) {
 		t.Fatalf("resume: %v", err)
 	}
 	as := rep.Apply
-	if as.SkippedCheckpoint != 0 || as.Written != rep.Counts.OnlyOffline || as.Written == 0 || rep.Missing != 0 || !as.CheckpointRemoved {
+	if as.MissingAgain != 0 || as.Written != rep.Counts.OnlyOffline || as.Written == 0 || rep.Missing != 0 || !as.CheckpointRemoved {
 		t.Fatalf("resume: %+v, %d still missing", as, rep.Counts.OnlyOffline)
 	}
 	if got := reconciletest.RedisCalls(t, c, "set") - sets; got != 5_000 {
@@ -152,7 +152,7 @@ func TestMySQLApplyInterruptedBySIGINT(t *testing.T) {
 	before := reconciletest.CountRows(t, db, "rc_sigint")
 	reconciletest.Fpdedup(t, d.Dir, reconciletest.MySQLEnv(t), append(args, "--report", "b.json")...).Want(t, 1)
 	rep = reconciletest.ReadReport(t, filepath.Join(d.Dir, "b.json"))
-	if rep.Apply.Written != 50_500-before || rep.Apply.Written != rep.Counts.OnlyOffline || rep.Apply.SkippedCheckpoint != 0 || rep.Missing != 0 {
+	if rep.Apply.Written != 50_500-before || rep.Apply.Written != rep.Counts.OnlyOffline || rep.Apply.MissingAgain != 0 || rep.Missing != 0 {
 		t.Fatalf("resume: %+v, %d still missing, %d rows before", rep.Apply, rep.Counts.OnlyOffline, before)
 	}
 	if n := reconciletest.CountRows(t, db, "rc_sigint"); n != 50_500 {

@@ -125,7 +125,7 @@ func (o *Options) check() error {
 		return &OptionError{Rule: UnknownOnlineFormat, Value: o.OnlineFormat}
 	}
 	if o.TTL != 0 && t.Kind != RedisKeys {
-		return &OptionError{Rule: TTLNotRedisKeys}
+		return &OptionError{Rule: TTLNotRedisKeys, Target: t.Redacted, Value: t.Kind.String()}
 	}
 	if o.TTL < 0 {
 		return &OptionError{Rule: NegativeTTL}

@@ -176,8 +176,9 @@ never clears one; MySQL INSERT IGNORE; etcd compare-and-create transactions,
 If(CreateRevision(key) == 0) Then(Put(key, value)), which never overwrite a
 value, each key's value from --value JSON or empty) in batches of
 --batch on --conns connections, at most --rate keys/s, retried with backoff;
---checkpoint FILE records the last key written so an interrupted run resumes
-after it. Then every key that was missing is read back with read-only
+--checkpoint FILE records the last key written and that a rerun is the same
+run; the rerun audits again, so it writes what is still missing, a key
+deleted since included. Then every key that was missing is read back with read-only
 commands (EXISTS, SMISMEMBER, SELECT … IN, etcd Range, BITFIELD_RO; a bloom's shards written
 also by STRLEN and BITCOUNT, which must be whole and hold at least the bits
 the audit read): the sides agree only if all are there, never because the
@@ -207,7 +208,12 @@ where it must be a number, true, false or null ({"ts":$timestamp_ms}). The
 template is checked before anything is opened, and every value is made from
 its record before any write: a record without the field, or with one that
 does not fit, stops the run naming it. Without fields it is one value for
-every key; without --value the value is empty.
+every key; without --value the value is empty. A value is at most 1 MiB
+(etcd's default --max-request-bytes, 1.5 MiB, holds a transaction's keys,
+each three times, and values): a longer one is refused before any write.
+Up to 128 keys go in a transaction; one the server refuses for its size (its
+--max-txn-ops or --max-request-bytes below that) is sent again in halves,
+down to one key.
 
 Exit codes: 0 the sides agree (after --apply); 1 they differ; 2 usage, I/O or
 server error (the report, if asked, says what); 130/143 interrupted (at once,
@@ -537,8 +543,8 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 		if a.DryRun {
 			verb = "would be written"
 		}
-		j.summary("reconcile: %d keys %s to %s in %d batches, %.2f s, %s keys/s (%d retries, %d skipped by the checkpoint, %d without a record)",
-			a.Written, verb, a.Target, a.Batches, a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.SkippedCheckpoint, a.NotInRecords)
+		j.summary("reconcile: %s %s to %s in %s, %.2f s, %s keys/s (%d retries, %d missing again before the checkpoint, %d without a record)",
+			counted(a.Written, "key"), verb, a.Target, counted(a.Batches, "batch"), a.Seconds, humanRate(a.KeysPerSecond), a.Retries, a.MissingAgain, a.NotInRecords)
 	}
 	if e := r.Etcd; e != nil {
 		etcdWriteSummary(j, e)
@@ -573,7 +579,11 @@ func reconcileSummary(j *job, r *reconcile.Report) {
 func readBackSummary(j *job, rb *reconcile.ReadBack) {
 	switch {
 	case rb.Keys > 0 && rb.NotHeld == 0:
-		j.summary("reconcile: read back after the writes: the %d keys that were missing are online", rb.Keys)
+		if rb.Keys == 1 {
+			j.summary("reconcile: read back after the writes: the 1 key that was missing is online")
+		} else {
+			j.summary("reconcile: read back after the writes: the %d keys that were missing are online", rb.Keys)
+		}
 	case rb.Keys > 0:
 		j.summary("reconcile: read back after the writes: %d of the %d keys that were missing are not online (deleted or expired since they were written?), e.g. %s",
 			rb.NotHeld, rb.Keys, strings.Join(rb.Samples[:min(3, len(rb.Samples))], ", "))
@@ -695,10 +705,14 @@ func etcdReadSummary(j *job, e *reconcile.EtcdReport) {
 // read back found.
 func etcdWriteSummary(j *job, e *reconcile.EtcdReport) {
 	if e.Txns > 0 || e.Created > 0 || e.Existed > 0 {
-		j.summary("reconcile: etcd compare-and-create: %d keys created, %d found there and left as they were (%d after a lost reply), %d transactions, %d sent again", e.Created, e.Existed, e.Ambiguous, e.Txns, e.TxnRetry)
+		j.summary("reconcile: etcd compare-and-create: %s created, %d found there and left as they were (%d after a lost reply), %s, %d sent again", counted(e.Created, "key"), e.Existed, e.Ambiguous, counted(e.Txns, "transaction"), e.TxnRetry)
 	}
 	if e.OtherValue > 0 {
-		j.summary("reconcile: read back: %d keys hold another value than --value's (written first by another writer; never overwritten), e.g. %s", e.OtherValue, strings.Join(e.OtherValueSamples[:min(3, len(e.OtherValueSamples))], ", "))
+		hold := " hold"
+		if e.OtherValue == 1 {
+			hold = " holds"
+		}
+		j.summary("reconcile: read back: %s another value than --value's (written first by another writer; never overwritten), e.g. %s", counted(e.OtherValue, "key")+hold, strings.Join(e.OtherValueSamples[:min(3, len(e.OtherValueSamples))], ", "))
 	}
 }
 

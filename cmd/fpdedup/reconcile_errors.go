@@ -108,6 +108,8 @@ func sayReconcileTyped(err error) (string, bool) {
 		return e.Say("rerun --rebuild-shard"), true
 	case *reconcile.SnapshotError:
 		return strings.Replace(e.Error(), "raise the retries", "raise --retries", 1), true
+	case *reconcile.EtcdLimitError:
+		return e.Error() + ": raise it (a refused transaction is sent again in halves down to this one key, whatever --batch, so a smaller --batch cannot help)", true
 	case *reconcile.TooManyValuesError:
 		return fmt.Sprintf("the --value values of more than %d keys to write (%d bytes) do not fit in a quarter of --mem: give more --mem, or write a slice at a time (a partitioned index)", e.Values, e.Bytes), true
 	}
@@ -123,7 +125,7 @@ func sayOptionError(e *reconcile.OptionError) string {
 	case reconcile.UnknownOnlineFormat:
 		return fmt.Sprintf("--online-format must be fp or key, not %q", e.Value)
 	case reconcile.TTLNotRedisKeys:
-		return "--ttl is for Redis keys (?match=PREFIX*): a set's members and table rows have no TTL of their own"
+		return "--ttl is for Redis keys (?match=PREFIX*): " + reconcile.NoTTL(e.Value)
 	case reconcile.NegativeTTL:
 		return "--ttl must be positive"
 	case reconcile.ProbeFile:

@@ -26,7 +26,7 @@ type Options struct {
 }
 
 // Missing writes the missing keys online (or prints them, DryRun),
-// resuming after the checkpoint, and removes the checkpoint when all are
+// keeping the checkpoint (Checkpoint), and removes it when all are
 // written; then it reads them back (rep.ReadBack, rep.Missing). The keys
 // come from the whole digests of the records (wide: sorted, distinct),
 // or the key texts of the records (keyed, non-nil for a store that
@@ -68,7 +68,7 @@ func Missing(ctx context.Context, o *online.Config, ao Options, rep *report.Repo
 			// closed stdout is then the quiet end of a pipe) or its input.
 			return err
 		case err != nil:
-			return &WriteError{Target: o.Target, Err: err, Retries: as.Retries, MaxRetries: o.Retries, Written: as.Written,
+			return &WriteError{Target: o.Target, Err: err, Refused: online.IsRefused(err), Retries: as.Retries, MaxRetries: o.Retries, Written: as.Written,
 				Checkpoint: ao.Checkpoint, CheckpointLast: ck.Last}
 		}
 		if !ao.DryRun {
@@ -192,18 +192,20 @@ func (a *applier) run(ctx context.Context, produce items) error {
 		conns = 1
 	}
 	var retries atomic.Int64
-	// Where the loaded checkpoint says an earlier run got: the feed skips
-	// up to there. (Not a.ck itself, which done advances meanwhile on
-	// another goroutine.)
-	skip, skipTo := a.ck.hasLast, a.ck.last
+	// Where the loaded checkpoint says an earlier run got. The feed skips
+	// nothing up to there: it is this run's audit, which finds what the
+	// earlier run wrote present, so a key it finds missing at or before
+	// the checkpoint was deleted or lost since, and is written again
+	// (every store's write is idempotent) and counted. (Not a.ck itself,
+	// which done advances meanwhile on another goroutine.)
+	had, lastRun := a.ck.hasLast, a.ck.last
 	err := online.Ordered(ctx, conns,
 		func(ctx context.Context, send func([]online.Item) bool) error {
 			var pending []online.Item
 			err := produce(func(its []online.Item) error {
 				for _, it := range its {
-					if skip && it.FP.Compare(skipTo) <= 0 {
-						a.st.SkippedCheckpoint++
-						continue
+					if had && it.FP.Compare(lastRun) <= 0 {
+						a.st.MissingAgain++
 					}
 					a.st.Keys++
 					pending = append(pending, it)

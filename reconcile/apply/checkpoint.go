@@ -19,6 +19,12 @@ import (
 // last acknowledged batch; after a SIGKILL at most a second of batches is
 // written again, which SET NX / SADD / INSERT IGNORE make harmless. A
 // completed run removes it.
+//
+// A rerun resumes by its own audit, not by skipping up to Last: what the
+// earlier run wrote is found present, and a key found missing at or
+// before Last was deleted or lost since, so it is written again (counted
+// in ApplyStats.MissingAgain), never skipped. The checkpoint
+// says how far the earlier run got, and that the rerun is the same run.
 type Checkpoint struct {
 	Version           int    `json:"version"`
 	Index             string `json:"index"`

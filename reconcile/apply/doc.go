@@ -4,7 +4,8 @@
 // classified by what the writes answered (a retried write would call a
 // key this run created "already there"). Batches are acknowledged in
 // order, so the Checkpoint only ever moves to the end of the longest
-// prefix all written, and a rerun resumes after it. Once written, every
+// prefix all written; a rerun resumes by its own audit, which finds that
+// prefix present (and writes again a key of it deleted since). Once written, every
 // key is read back with the source's read-only Held (and a
 // online.Sharded source's shards whole): whether the sides agree after
 // the run rests on that, never on the writes' count.

@@ -40,8 +40,9 @@ func (e *CheckpointError) Error() string {
 }
 
 // A WriteError: writing the missing keys online failed after the retries.
-// Keys written before it are online; a rerun finds them present and, with
-// a checkpoint, resumes after CheckpointLast.
+// Keys written before it are online; a rerun finds them present (the
+// checkpoint says up to where, CheckpointLast). Refused: a rerun would be
+// refused the same, and the message does not advise one.
 //
 // Err is kept as a field and not unwrapped (errors.Is and errors.As do
 // not see through a WriteError): it is the server's or the network's
@@ -50,6 +51,7 @@ func (e *CheckpointError) Error() string {
 type WriteError struct {
 	Target         string // the online side's redacted URL
 	Err            error  // what the last attempt failed with
+	Refused        bool   // the store refused it for good (online.Refused): a rerun does not help
 	Retries        int64  // retries in all
 	MaxRetries     int    // Options.Retries: at most this many per batch
 	Written        int64  // keys written and acknowledged in this run
@@ -62,6 +64,9 @@ func (e *WriteError) Error() string { return e.Text(e.Err.Error()) }
 // Text is the error's message with cause as the words for Err: a caller
 // that words Err its own way keeps the rest.
 func (e *WriteError) Text(cause string) string {
+	if e.Refused {
+		return fmt.Sprintf("writing to %s was refused: %s; %d keys written in this run", e.Target, cause, e.Written)
+	}
 	msg := fmt.Sprintf("writing to %s failed: %s (%d retries in all, at most %d per batch); %d keys written in this run", e.Target, cause, e.Retries, e.MaxRetries, e.Written)
 	if e.Checkpoint != "" {
 		return msg + fmt.Sprintf(", checkpoint %s at %s: rerun the same command to resume after it", e.Checkpoint, e.CheckpointLast)

@@ -100,13 +100,23 @@ func TestEtcdAudit(t *testing.T) {
 		t.Fatalf("--apply without --records: %s", r.Stderr)
 	}
 
-	// --dry-run prints the transactions and writes nothing.
+	// --dry-run prints the transactions as the run sends them (128 keys
+	// each, etcd's --max-txn-ops; a batch's last fewer) and writes
+	// nothing. Before, it printed one transaction a key.
 	r = reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "-q", "--index", d.Index, "--online", url, "--records", d.Records,
-		"--dry-run", "--value", `{"src":"fpdedup"}`).Want(t, 1)
+		"--dry-run", "--value", `{"src":"fpdedup"}`, "--batch", "1000").Want(t, 1)
 	lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
 	k0 := p + reconciletest.FullHex(d.Keys[d.Missing[0]])
-	if len(lines) != 2_000 || !slices.Contains(lines, `TXN IF CREATE_REVISION("`+k0+`") = 0 THEN PUT "`+k0+`" "{\"src\":\"fpdedup\"}"`) {
-		t.Fatalf("dry run: %d lines, first %q", len(lines), lines[0])
+	var txns []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "TXN ") {
+			txns = append(txns, l)
+		}
+	}
+	const head = ": IF CREATE_REVISION(key) = 0 for each THEN PUT key value for each ELSE GET each (those not found are sent again)"
+	if len(lines) != 2_000+16 || len(txns) != 16 || txns[0] != "TXN of 128 keys"+head || txns[7] != "TXN of 104 keys"+head ||
+		!slices.Contains(lines, `  "`+k0+`" "{\"src\":\"fpdedup\"}"`) {
+		t.Fatalf("dry run: %d lines, %d transactions, first %q", len(lines), len(txns), lines[0])
 	}
 	if got := reconciletest.EtcdGet(t, c, p); len(got) != len(before) {
 		t.Fatalf("--dry-run changed etcd: %d keys, were %d", len(got), len(before))

@@ -154,10 +154,35 @@ func TestEtcdTLS(t *testing.T) {
 	reconciletest.WantCounts(t, reconciletest.ReadReport(t, filepath.Join(d.Dir, "r.json")).Counts, 900, 100, 10)
 	r := reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", d.Index, "--online", reconciletest.EtcdURL([]string{own.Endpoint}, p, "ca="+own.CA),
 		"--timeout", "2s", "--retries", "1").Want(t, 2)
-	if !strings.Contains(r.Stderr, own.Endpoint) {
+	// The handshake's own error is shown: the member asks for a
+	// client certificate.
+	if !strings.Contains(r.Stderr, own.Endpoint) || !strings.Contains(r.Stderr, "the TLS handshake failed: remote error: tls: ") {
 		t.Fatalf("without a client certificate: %s", r.Stderr)
 	}
 	t.Log(r.Stderr)
+	r = reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", d.Index, "--online", reconciletest.EtcdURL([]string{own.Endpoint}, p, ""),
+		"--timeout", "2s", "--retries", "1").Want(t, 2)
+	if !strings.Contains(r.Stderr, own.Endpoint+": serves TLS: give ca=") {
+		t.Fatalf("without TLS: %s", r.Stderr)
+	}
+	t.Log(r.Stderr)
+}
+
+// Counts of one are said in the singular: 1 key, 1 batch, 1 transaction.
+func TestEtcdApplyOneKeyWording(t *testing.T) {
+	eps := reconciletest.Etcd(t)
+	c := reconciletest.EtcdClient(t, eps)
+	p := reconciletest.EtcdPrefix(t, c)
+	d := reconciletest.NewDataset(t, 10) // one missing, no extra
+	loadDataset(t, c, p, d)
+	r := reconciletest.Fpdedup(t, d.Dir, nil, "reconcile", "--index", d.Index, "--online", reconciletest.EtcdURL(eps, p, ""),
+		"--records", d.Records, "--apply").Want(t, 0)
+	for _, want := range []string{"reconcile: 1 key written to ", " in 1 batch, ", "etcd compare-and-create: 1 key created, ", " 1 transaction, ",
+		"read back after the writes: the 1 key that was missing is online"} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Fatalf("stderr lacks %q:\n%s", want, r.Stderr)
+		}
+	}
 }
 
 // A user and a password: the password from $FPDEDUP_ETCD_PASSWORD or
@@ -227,6 +252,65 @@ func TestEtcdAuth(t *testing.T) {
 		}
 		t.Log(strings.TrimSpace(r.Stderr))
 	}
+	// A user that may read but not write: --apply says what is wrong,
+	// exit 2, and advises no rerun (one would be refused the same).
+	r = audit([]string{"FPDEDUP_ETCD_PASSWORD=" + pw}, url, "--records", d.Records, "--apply").Want(t, 2)
+	noLeak(r)
+	if want := `the user "audit" lacks write permission on the prefix "/dedupe/sha256/"`; !strings.Contains(r.Stderr, want) || strings.Contains(r.Stderr, "rerun") {
+		t.Fatalf("--apply as a reader: %s", r.Stderr)
+	}
+	t.Log(strings.TrimSpace(r.Stderr))
+}
+
+// A server whose --max-txn-ops or --max-request-bytes is below the
+// client's 128 keys or 1.5 MiB a transaction: --apply halves the refused
+// transactions and writes every missing key; a value the server refuses
+// at one key a transaction is exit 2 naming the server's limit and
+// --batch, advising no rerun. Before, the first refusal failed the run.
+func TestEtcdApplyWithinServerLimits(t *testing.T) {
+	reconciletest.PlainOnly(t, "members of its own started with limits: the time is the servers'")
+	d := reconciletest.NewDataset(t, 2_000)
+	p := "/dedupe/sha256/"
+	args := func(own *reconciletest.OwnEtcd, value string) []string {
+		return []string{"reconcile", "--index", d.Index, "--online", reconciletest.EtcdURL([]string{own.Endpoint}, p, ""),
+			"--records", d.Records, "--apply", "--value", value, "--report", "r.json"}
+	}
+	// The dataset within the limits: 16 keys a transaction.
+	load := func(own *reconciletest.OwnEtcd) {
+		var keys []string
+		for _, k := range d.OnlineKeys() {
+			keys = append(keys, p+reconciletest.FullHex(k))
+		}
+		for len(keys) > 0 {
+			n := min(len(keys), 16)
+			reconciletest.EtcdPut(t, own.Client, keys[:n], nil)
+			keys = keys[n:]
+		}
+	}
+	for _, c := range []struct {
+		flags []string
+		value string
+	}{
+		{[]string{"--max-txn-ops", "16"}, `{"by":"fpdedup"}`},
+		{[]string{"--max-request-bytes", "8192"}, `{"pad":"` + strings.Repeat("x", 1000) + `"}`},
+	} {
+		own := reconciletest.StartOwnEtcd(t, false, c.flags...)
+		load(own)
+		reconciletest.Fpdedup(t, d.Dir, nil, args(own, c.value)...).Want(t, 1) // the extras online
+		rep := reconciletest.ReadReport(t, filepath.Join(d.Dir, "r.json"))
+		if rep.Missing != 0 || rep.Apply.Written != 200 || rep.Etcd.Created != 200 || rep.ReadBack.NotHeld != 0 {
+			t.Fatalf("%v: %+v %+v, %d missing", c.flags, rep.Apply, rep.Etcd, rep.Missing)
+		}
+	}
+	own := reconciletest.StartOwnEtcd(t, false, "--max-request-bytes", "8192")
+	load(own)
+	r := reconciletest.Fpdedup(t, d.Dir, nil, args(own, `{"pad":"`+strings.Repeat("x", 10_000)+`"}`)...).Want(t, 2)
+	for _, want := range []string{"refused a transaction of one key", "etcdserver: request is too large", "the server's --max-request-bytes is below what one key needs", "--batch"} {
+		if !strings.Contains(r.Stderr, want) || strings.Contains(r.Stderr, "rerun") {
+			t.Fatalf("stderr lacks %q, or says rerun:\n%s", want, r.Stderr)
+		}
+	}
+	t.Log(strings.TrimSpace(r.Stderr))
 }
 
 // SIGINT while --apply creates keys: exit 130, the report and the message

@@ -66,7 +66,11 @@ func Open(ctx context.Context, spec Spec, o *online.Config, value string) (*Sour
 		Retries:      max(o.Retries, 1),
 		MaxRecvBytes: int(o.Plan.EtcdRecv),
 	})
-	if err != nil {
+	var fe *etcdkv.FileError
+	switch {
+	case errors.As(err, &fe):
+		return nil, fmt.Errorf("%s: %w", o.Target, err) // a file of ours, not the members
+	case err != nil:
 		return nil, fmt.Errorf("cannot reach %s: %w", o.Target, err)
 	}
 	return &Source{spec: spec, o: o, c: c, vals: vals}, nil
@@ -189,7 +193,13 @@ func (s *Source) Write(ctx context.Context, items []online.Item) error {
 	s.writeMu.Lock()
 	s.write.Add(st)
 	s.writeMu.Unlock()
-	if err != nil && ctx.Err() == nil {
+	var le *etcdkv.LimitError
+	switch {
+	case err != nil && ctx.Err() == nil && (errors.Is(err, etcdkv.ErrAuth) || errors.As(err, &le)):
+		// Credentials or permissions refused, one key over the server's
+		// limit: a rerun would be refused the same.
+		return online.Refused{Err: err}
+	case err != nil && ctx.Err() == nil:
 		return online.Permanent{Err: err} // the client's retries were the run's
 	}
 	return err
@@ -245,24 +255,18 @@ func (s *Source) Held(ctx context.Context, items []online.Item, present []bool) 
 	return nil
 }
 
-// Plan prints, a line a key, the compare-and-create Write would send.
+// Plan prints the compare-and-create transactions Write would send, as
+// the client splits them (etcdkv.Client.PlanCreate).
 func (s *Source) Plan(w io.Writer, items []online.Item) error {
-	var b []byte
+	its := make([]etcdkv.Item, len(items))
 	for i := range items {
 		k, v, err := s.kv(nil, &items[i])
 		if err != nil {
 			return err
 		}
-		b = append(b, "TXN IF CREATE_REVISION("...)
-		b = strconv.AppendQuote(b, string(k))
-		b = append(b, ") = 0 THEN PUT "...)
-		b = strconv.AppendQuote(b, string(k))
-		b = append(b, ' ')
-		b = strconv.AppendQuote(b, string(v))
-		b = append(b, '\n')
+		its[i] = etcdkv.Item{Key: k, Value: v}
 	}
-	_, err := w.Write(b)
-	return err
+	return s.c.PlanCreate(w, its)
 }
 
 // Retryable: none of the client's errors, which come after its own

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -22,6 +24,7 @@ type CreateStats struct {
 	Ambiguous int // of Existed: found there on a retry after an attempt whose outcome was lost, so possibly written by that attempt
 	Txns      int // transactions committed
 	Retries   int // transactions sent again after a lost member, leader change or timeout
+	Halved    int // transactions the server refused as too large (its --max-txn-ops, --max-request-bytes), sent again in halves
 }
 
 // Add adds b's figures to s.
@@ -31,6 +34,7 @@ func (s *CreateStats) Add(b CreateStats) {
 	s.Ambiguous += b.Ambiguous
 	s.Txns += b.Txns
 	s.Retries += b.Retries
+	s.Halved += b.Halved
 }
 
 // txnOverhead is what a key's compare, put and read add to a request
@@ -44,7 +48,9 @@ const txnOverhead = 64
 // is not nil; len(items)) says whether items[i] was written by this call.
 //
 // A batch of keys goes in one flat transaction, within the server's
-// MaxTxnOps and MaxRequestBytes: If(CreateRevision(k) == 0 for each k)
+// MaxTxnOps and MaxRequestBytes (halved, down to one key, while the
+// server refuses a transaction for its size, and kept so for the
+// transactions after): If(CreateRevision(k) == 0 for each k)
 // Then(Put(k, v) for each) Else(Get(k) for each). Batches, not one key a
 // transaction: against etcd 3.4 here, 10^4 missing keys by 4 writers,
 // 21000 keys/s in transactions of 128 keys, 900 keys/s one a transaction
@@ -73,24 +79,114 @@ func (c *Client) Create(ctx context.Context, items []Item, created []bool) (Crea
 		created = make([]bool, len(items))
 	}
 	for lo := 0; lo < len(items); {
-		hi, size := lo, 0
-		for hi < len(items) && hi-lo < c.o.MaxTxnOps {
-			n := 3*len(items[hi].Key) + len(items[hi].Value) + txnOverhead
-			if hi > lo && size+n > c.o.MaxRequestBytes {
-				break
-			}
-			size += n
-			hi++
+		hi, size, err := c.txnEnd(items, lo)
+		if err != nil {
+			return st, err
 		}
-		if size > c.o.MaxRequestBytes {
-			return st, keyErr(items[lo].Key, fmt.Errorf("%w: %d bytes with its value, over %d (MaxRequestBytes)", ErrTooLarge, size, c.o.MaxRequestBytes))
-		}
-		if err := c.createBatch(ctx, items[lo:hi], created[lo:hi], &st); err != nil {
+		err = c.createBatch(ctx, items[lo:hi], created[lo:hi], &st)
+		var re *refusedError
+		switch {
+		case errors.As(err, &re) && hi-lo > 1:
+			// Refused before anything was applied (etcd checks a
+			// transaction's operations and size before it proposes it):
+			// the same keys again, half as many a transaction.
+			c.shrinkTxn(hi - lo)
+			st.Halved++
+			continue
+		case errors.As(err, &re):
+			return st, c.limitErr(items[lo], size, re.err)
+		case err != nil:
 			return st, err
 		}
 		lo = hi
 	}
 	return st, nil
+}
+
+// PlanCreate prints the transactions Create would send for items, one
+// block a transaction, split as Create splits them: a line saying what
+// the transaction does, then a line a key, its key and value quoted.
+func (c *Client) PlanCreate(w io.Writer, items []Item) error {
+	if err := noDuplicates(items); err != nil {
+		return err
+	}
+	var b []byte
+	for lo := 0; lo < len(items); {
+		hi, _, err := c.txnEnd(items, lo)
+		if err != nil {
+			return err
+		}
+		n := "1 key"
+		if hi-lo > 1 {
+			n = strconv.Itoa(hi-lo) + " keys"
+		}
+		b = append(b, "TXN of "+n+": IF CREATE_REVISION(key) = 0 for each THEN PUT key value for each ELSE GET each (those not found are sent again)\n"...)
+		for _, it := range items[lo:hi] {
+			b = append(b, "  "...)
+			b = strconv.AppendQuote(b, string(it.Key))
+			b = append(b, ' ')
+			b = strconv.AppendQuote(b, string(it.Value))
+			b = append(b, '\n')
+		}
+		lo = hi
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+// txnEnd is where the transaction that starts at items[lo] ends: as many
+// keys as a transaction holds (txnKeys), within MaxRequestBytes; size is
+// what they weigh in the request. One key over MaxRequestBytes is
+// ErrTooLarge.
+func (c *Client) txnEnd(items []Item, lo int) (hi, size int, err error) {
+	hi, most := lo, int(c.txnKeys.Load())
+	for hi < len(items) && hi-lo < most {
+		n := 3*len(items[hi].Key) + len(items[hi].Value) + txnOverhead
+		if hi > lo && size+n > c.o.MaxRequestBytes {
+			break
+		}
+		size += n
+		hi++
+	}
+	if size > c.o.MaxRequestBytes {
+		return hi, size, keyErr(items[lo].Key, fmt.Errorf("%w: %d bytes with its value, over %d (MaxRequestBytes)", ErrTooLarge, size, c.o.MaxRequestBytes))
+	}
+	return hi, size, nil
+}
+
+// shrinkTxn halves the keys a transaction holds after the server refused
+// one of n keys (never below one; another goroutine may have halved it
+// already).
+func (c *Client) shrinkTxn(n int) {
+	for {
+		cur := c.txnKeys.Load()
+		want := min(cur, int64(max(n/2, 1)))
+		if want == cur || c.txnKeys.CompareAndSwap(cur, want) {
+			return
+		}
+	}
+}
+
+// A refusedError is a transaction the server refused for its size: too
+// many operations (its --max-txn-ops) or too many bytes (its
+// --max-request-bytes, or gRPC's limit above it).
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+
+func refused(err error) bool {
+	e := rpctypes.Error(err)
+	return errors.Is(e, rpctypes.ErrTooManyOps) || errors.Is(e, rpctypes.ErrRequestTooLarge) || grpcCode(err) == codes.ResourceExhausted
+}
+
+// limitErr is a transaction of one key the server refused: no
+// transaction is smaller, so the server's limit is below one key.
+func (c *Client) limitErr(it Item, size int, err error) error {
+	limit := "--max-request-bytes"
+	if errors.Is(rpctypes.Error(err), rpctypes.ErrTooManyOps) {
+		limit = "--max-txn-ops"
+	}
+	return &LimitError{Endpoints: c.o.Endpoints, Limit: limit, Key: keyErr(it.Key, nil), Bytes: size, Err: err}
 }
 
 // createBatch writes one batch: a transaction, then another for what was
@@ -161,6 +257,9 @@ func (c *Client) commit(ctx context.Context, cmps []clientv3.Cmp, then, els []cl
 			st.Txns++
 			return resp, lost, nil
 		}
+		if refused(err) {
+			return nil, lost, &refusedError{err}
+		}
 		if try >= c.o.Retries || !retryable(ctx, err) {
 			return nil, lost, c.writeErr(first, n, try, err)
 		}
@@ -175,8 +274,8 @@ func (c *Client) commit(ctx context.Context, cmps []clientv3.Cmp, then, els []cl
 // writeErr names a failed transaction of n keys by its first key.
 func (c *Client) writeErr(first []byte, n, tries int, err error) error {
 	switch {
-	case errors.Is(rpctypes.Error(err), rpctypes.ErrRequestTooLarge), grpcCode(err) == codes.ResourceExhausted:
-		return keyErr(first, fmt.Errorf("%w (the server's --max-request-bytes is below MaxRequestBytes): %v", ErrTooLarge, err))
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied):
+		return &PermissionError{Endpoints: c.o.Endpoints, User: c.o.Username, Prefix: c.o.Prefix, Err: err}
 	case isAuth(err):
 		return fmt.Errorf("%s: create of %d keys from %s: %w: %v", c.where(), n, quoteKey(first, len(first)), ErrAuth, err)
 	case retryable(context.Background(), err):
@@ -217,11 +316,16 @@ func (c *Client) Get(ctx context.Context, keys [][]byte, out []KV) error {
 	if len(out) != len(keys) {
 		return fmt.Errorf("BUG: Get: %d results for %d keys", len(out), len(keys))
 	}
-	n := c.o.MaxTxnOps
+	n := int(c.txnKeys.Load())
 	for lo := 0; lo < len(keys); {
 		hi := min(lo+n, len(keys))
 		err := c.getTxn(ctx, keys[lo:hi], out[lo:hi])
-		if err != nil && grpcCode(err) == codes.ResourceExhausted && hi-lo > 1 {
+		if err != nil && refused(err) && hi-lo > 1 {
+			// An answer too large is this read's alone; too many
+			// operations is the server's limit, for every transaction.
+			if grpcCode(err) != codes.ResourceExhausted {
+				c.shrinkTxn(hi - lo)
+			}
 			n = max(1, (hi-lo)/2)
 			continue
 		}

@@ -6,9 +6,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -92,6 +94,11 @@ func (o *Options) defaults() {
 type Client struct {
 	c *clientv3.Client
 	o Options
+	// txnKeys is the most keys a transaction holds, MaxTxnOps until the
+	// server refuses one as too large (its own --max-txn-ops or
+	// --max-request-bytes below the client's): then half as many, for
+	// every transaction after.
+	txnKeys atomic.Int64
 }
 
 // Dial connects to the cluster and checks the connection with one read
@@ -140,7 +147,9 @@ func Dial(ctx context.Context, o Options) (*Client, error) {
 		c.Close()
 		return nil, o.dialErr(ctx, err, deadline)
 	}
-	return &Client{c: c, o: o}, nil
+	cl := &Client{c: c, o: o}
+	cl.txnKeys.Store(int64(o.MaxTxnOps))
+	return cl, nil
 }
 
 // dialErr classifies a failure to connect. clientv3 waits for a ready
@@ -154,12 +163,15 @@ func (o *Options) dialErr(ctx context.Context, err error, deadline time.Time) er
 	if ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w (last: %v)", ctx.Err(), err)
 	}
-	return &DialError{Endpoints: o.Endpoints, Err: err, Why: diagnose(o.Endpoints, deadline)}
+	tc, _ := o.tls() // loaded once already
+	return &DialError{Endpoints: o.Endpoints, Err: err, Why: diagnose(o.Endpoints, deadline, tc)}
 }
 
 // diagnose says of each endpoint whether a TCP connection to it is
-// refused or made.
-func diagnose(eps []string, deadline time.Time) []string {
+// refused or made, and then how a TLS handshake went: with tc (the
+// client's TLS), its error (an unknown authority, a client certificate
+// the member asks for); without, whether the member serves TLS.
+func diagnose(eps []string, deadline time.Time, tc *tls.Config) []string {
 	why := make([]string, len(eps))
 	done := make(chan struct{})
 	for i, ep := range eps {
@@ -175,14 +187,48 @@ func diagnose(eps []string, deadline time.Time) []string {
 				why[i] = fmt.Sprintf("%s: %v", ep, err)
 				return
 			}
-			c.Close()
-			why[i] = ep + ": accepts connections but did not answer as etcd (not etcd, TLS expected or not, or stalled)"
+			defer c.Close()
+			why[i] = ep + ": " + handshake(c, addr, deadline, tc)
 		}()
 	}
 	for range eps {
 		<-done
 	}
 	return why
+}
+
+// handshake tries TLS on a connection made, and says what it found.
+func handshake(c net.Conn, addr string, deadline time.Time, tc *tls.Config) string {
+	host, _, _ := net.SplitHostPort(addr)
+	cfg := &tls.Config{InsecureSkipVerify: true, ServerName: host} // only to see whether it serves TLS
+	if tc != nil {
+		cfg = tc.Clone()
+		cfg.ServerName = host
+	}
+	c.SetDeadline(deadline)
+	t := tls.Client(c, cfg)
+	err := t.Handshake()
+	if err == nil && tc != nil {
+		// With TLS 1.3 a member that wants a client certificate says so
+		// after the handshake, at the first read.
+		rd := time.Now().Add(time.Second)
+		if deadline.Before(rd) {
+			rd = deadline
+		}
+		t.SetReadDeadline(rd)
+		if _, rerr := t.Read(make([]byte, 1)); rerr != nil && !errors.Is(rerr, os.ErrDeadlineExceeded) && !errors.Is(rerr, io.EOF) {
+			err = rerr
+		}
+	}
+	switch {
+	case tc != nil && err != nil:
+		return "accepts connections, but the TLS handshake failed: " + err.Error()
+	case tc == nil && err == nil:
+		return "serves TLS: give ca= (and cert= and key= if it asks for a client certificate)"
+	case tc != nil:
+		return "accepts TLS connections but did not answer as etcd (not etcd, or stalled)"
+	}
+	return "accepts connections but did not answer as etcd (not etcd, or stalled)"
 }
 
 func isAuth(err error) bool {
@@ -219,11 +265,11 @@ func (o *Options) tls() (*tls.Config, error) {
 	if o.CAFile != "" {
 		pem, err := os.ReadFile(o.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("etcd CA file: %w", err)
+			return nil, &FileError{What: "CA file", Path: o.CAFile, Err: err}
 		}
 		tc.RootCAs = x509.NewCertPool()
 		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcd CA file %s: no PEM certificate in it", o.CAFile)
+			return nil, &FileError{What: "CA file", Path: o.CAFile, Err: errors.New("no PEM certificate in it")}
 		}
 	}
 	if (o.CertFile == "") != (o.KeyFile == "") {
@@ -232,7 +278,7 @@ func (o *Options) tls() (*tls.Config, error) {
 	if o.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("etcd client certificate %s, key %s: %w", o.CertFile, o.KeyFile, err)
+			return nil, &FileError{What: "client certificate and key files", Path: o.CertFile + ", " + o.KeyFile, Err: err}
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}

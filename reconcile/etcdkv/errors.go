@@ -104,6 +104,59 @@ func (e *KeyError) Error() string {
 
 func (e *KeyError) Unwrap() error { return e.Err }
 
+// A LimitError is a transaction of one key, the fewest, that the server
+// refused for its size: its --max-txn-ops or --max-request-bytes is below
+// what one key needs. (Larger transactions it refuses are sent again in
+// halves.)
+type LimitError struct {
+	Endpoints []string
+	Limit     string    // the server's flag: --max-txn-ops or --max-request-bytes
+	Key       *KeyError // the key (its first bytes and length)
+	Bytes     int       // the key, three times, and its value, as the request carries them
+	Err       error     // etcd's error
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("etcd at %s refused a transaction of one key, %s (%d bytes with its value), the fewest a transaction holds: %v; the server's %s is below what one key needs",
+		strings.Join(e.Endpoints, ","), quoteKey(e.Key.Key, e.Key.Len), e.Bytes, e.Err, e.Limit)
+}
+
+// Unwrap gives ErrTooLarge and etcd's error.
+func (e *LimitError) Unwrap() []error { return []error{ErrTooLarge, e.Err} }
+
+// A PermissionError is a write etcd refused for the user's permissions:
+// the user may read the prefix (Dial checked) but not write under it.
+type PermissionError struct {
+	Endpoints []string
+	User      string // "" when no user was named
+	Prefix    string
+	Err       error // etcd's "permission denied"
+}
+
+func (e *PermissionError) Error() string {
+	who := "the client"
+	if e.User != "" {
+		who = fmt.Sprintf("the user %q", e.User)
+	}
+	return fmt.Sprintf("etcd at %s: %s lacks write permission on the prefix %q (%v): grant it a role with readwrite permission on the prefix's keys",
+		strings.Join(e.Endpoints, ","), who, e.Prefix, e.Err)
+}
+
+// Unwrap gives ErrAuth and etcd's error.
+func (e *PermissionError) Unwrap() []error { return []error{ErrAuth, e.Err} }
+
+// A FileError is a TLS file (the CA, the client's certificate or key)
+// that cannot be read or used: nothing was sent to any member.
+type FileError struct {
+	What string // "CA file", "client certificate and key files"
+	Path string
+	Err  error
+}
+
+func (e *FileError) Error() string { return fmt.Sprintf("etcd %s %s: %v", e.What, e.Path, e.Err) }
+
+func (e *FileError) Unwrap() error { return e.Err }
+
 // sampleLen is how much of a key a message or a sample keeps: enough to
 // recognise it, bounded for a 64 KiB key.
 const sampleLen = 120

@@ -145,13 +145,15 @@ func (s *Scanner) Next() bool {
 			kv := s.kvs[s.i]
 			s.i++
 			s.st.Keys++
-			if kv.Lease != 0 {
+			fp, ok := s.o.Format.Parse(kv.Key)
+			if ok && kv.Lease != 0 {
+				// A key of ours that vanishes by design; a bad key's
+				// lease is none of the audit's business.
 				if err := s.lease(kv.Lease); err != nil {
 					s.err = err
 					return false
 				}
 			}
-			fp, ok := s.o.Format.Parse(kv.Key)
 			if !ok {
 				s.st.Bad++
 				if len(s.st.BadSamples) < s.o.Samples {

@@ -82,6 +82,11 @@ func TestScan(t *testing.T) {
 		want = append(want, fpstore.FromBytes(d[:]))
 	}
 	putAll(t, rc, leased, clientv3.WithLease(lease.ID))
+	// A bad key bound to a lease: bad, not one of the leased keys (those
+	// are keys of ours that vanish by design).
+	badLeased := f.Prefix + "leased-but-no-fingerprint"
+	putAll(t, rc, map[string]string{badLeased: "x"}, clientv3.WithLease(lease.ID))
+	bad[badLeased] = "leased, not a fingerprint"
 	slices.SortFunc(want, fpstore.Fingerprint.Compare)
 
 	c := dial(t, eps, f.Prefix, nil)

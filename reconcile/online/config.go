@@ -112,6 +112,21 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &perm)
 }
 
+// Refused marks a write the store refused for a reason a rerun does not
+// change (the user lacks the permission to write, a server's limit is
+// below one key): the error says what is wrong, never "rerun". It is
+// Permanent too.
+type Refused struct{ Err error }
+
+func (r Refused) Error() string { return r.Err.Error() }
+func (r Refused) Unwrap() error { return Permanent(r) }
+
+// IsRefused reports whether err is marked Refused.
+func IsRefused(err error) bool {
+	var r Refused
+	return errors.As(err, &r)
+}
+
 // Retryable is what a store that knows no answer of its own to be final
 // retries: every error but a Permanent one.
 func Retryable(err error) bool { return !IsPermanent(err) }

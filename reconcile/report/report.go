@@ -111,10 +111,10 @@ type RecordStats struct {
 type ApplyStats struct {
 	DryRun            bool    `json:"dry_run"`
 	Target            string  `json:"target"`
-	Keys              int64   `json:"keys"`                  // missing keys to write
-	SkippedCheckpoint int64   `json:"skipped_by_checkpoint"` // already written by an earlier run
-	NotInRecords      int64   `json:"not_in_records"`        // whole digests needed but no record had the key
-	Written           int64   `json:"written"`               // acknowledged by the server (or printed, dry run)
+	Keys              int64   `json:"keys"`                            // missing keys to write
+	MissingAgain      int64   `json:"missing_again_before_checkpoint"` // of Keys: at or before the loaded checkpoint (an earlier run wrote them), deleted or lost since
+	NotInRecords      int64   `json:"not_in_records"`                  // whole digests needed but no record had the key
+	Written           int64   `json:"written"`                         // acknowledged by the server (or printed, dry run)
 	Batches           int64   `json:"batches"`
 	Retries           int64   `json:"retries"`
 	Checkpoint        string  `json:"checkpoint,omitempty"`

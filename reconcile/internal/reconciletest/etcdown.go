@@ -33,8 +33,9 @@ type OwnEtcd struct {
 }
 
 // StartOwnEtcd starts one; with useTLS it serves TLS and asks for a client
-// certificate. Without etcd installed the test skips (fails with CI set).
-func StartOwnEtcd(t *testing.T, useTLS bool) *OwnEtcd {
+// certificate; flags are more of etcd's (a limit). Without etcd installed
+// the test skips (fails with CI set).
+func StartOwnEtcd(t *testing.T, useTLS bool, flags ...string) *OwnEtcd {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
@@ -72,7 +73,7 @@ func StartOwnEtcd(t *testing.T, useTLS bool) *OwnEtcd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(bin, append(args, flags...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
