@@ -320,7 +320,7 @@ func (b *Source) Write(ctx context.Context, items []online.Item) error {
 				buf = append(buf, "$1\r\n1\r\n"...)
 			})
 		}
-		return b.Raw.Pipeline(ctx, buf, len(items)*len(pos))
+		return redisconn.Refusal(b.Raw.Pipeline(ctx, buf, len(items)*len(pos)))
 	}
 	pipe := b.C.Pipeline()
 	for i := range items {
@@ -329,10 +329,10 @@ func (b *Source) Write(ctx context.Context, items []online.Item) error {
 	cmds, err := pipe.Exec(ctx)
 	for _, c := range cmds {
 		if cerr := c.Err(); cerr != nil {
-			return cerr
+			return redisconn.Refusal(cerr)
 		}
 	}
-	return err
+	return redisconn.Refusal(err)
 }
 
 // Plan prints the SETBIT commands Write would send.

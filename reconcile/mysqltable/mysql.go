@@ -666,10 +666,10 @@ func (m *Source) Write(ctx context.Context, items []online.Item) error {
 		q = m.itemLiteral(q, &items[i])
 		q = append(q, ')')
 	}
-	return m.onConn(ctx, func(c *sql.Conn) error {
+	return refusal(m.onConn(ctx, func(c *sql.Conn) error {
 		_, err := c.ExecContext(ctx, string(q))
 		return err
-	})
+	}))
 }
 
 func (m *Source) Plan(w io.Writer, items []online.Item) error {

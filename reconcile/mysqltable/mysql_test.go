@@ -505,3 +505,21 @@ func mariadbPID(t *testing.T, db *sql.DB) int {
 	}
 	return pid
 }
+
+// TestMySQLApplyRefused: a user who may only SELECT runs --apply. The
+// server refuses the INSERT for good (1142): the run says the write was
+// refused, and advises no rerun, which would be refused the same.
+func TestMySQLApplyRefused(t *testing.T) {
+	db := reconciletest.MySQLDB(t)
+	d := reconciletest.NewDataset(t, 1_000)
+	reconciletest.CreateTable(t, db, "rc_refused", "BINARY(16)")
+	reconciletest.LoadRows(t, db, "rc_refused", reconciletest.RowValues(d.OnlineKeys(), reconciletest.Bin16))
+	url := reconciletest.MySQLReaderURL(t, "rc_refused", "fp")
+	r := reconciletest.Fpdedup(t, d.Dir, reconciletest.MySQLEnv(t), "reconcile", "--index", d.Index, "--online", url, "--apply").Want(t, 2)
+	if !strings.Contains(r.Stderr, "was refused") || !strings.Contains(r.Stderr, "1142") || strings.Contains(r.Stderr, "rerun") {
+		t.Fatalf("a write refused for good: %s", r.Stderr)
+	}
+	if n := reconciletest.CountRows(t, db, "rc_refused"); n != int64(len(d.OnlineKeys())) {
+		t.Fatalf("%d rows after a refused --apply, want %d", n, len(d.OnlineKeys()))
+	}
+}

@@ -160,6 +160,21 @@ func Retryable(err error) bool {
 	return true
 }
 
+// refusal marks a write the server refuses for good as online.Refused:
+// the user lacks the INSERT privilege (1142), is denied the database or
+// the server (1044, 1045), or the server is read-only (1290, 1836: a
+// replica); the failed --apply then says so and advises no rerun.
+func refusal(err error) error {
+	var me *mysql.MySQLError
+	if err != nil && !online.IsPermanent(err) && errors.As(err, &me) {
+		switch me.Number {
+		case 1142, 1044, 1045, 1290, 1836:
+			return online.Refused{Err: err}
+		}
+	}
+	return err
+}
+
 // badConn makes database/sql drop the connection an error came from
 // (sql.Conn.Raw closes it on driver.ErrBadConn) and keeps the error.
 type badConn struct{ error }

@@ -100,6 +100,8 @@ func (b *Source) writeErr(err error, shards []int) error {
 	switch {
 	case err == nil:
 		return nil
+	case online.IsRefused(redisconn.Refusal(err)):
+		return redisconn.Refusal(err)
 	case isNotFound(err):
 		var names []string
 		for _, s := range shards {

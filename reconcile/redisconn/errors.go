@@ -58,6 +58,23 @@ func (e *ReplyError) Error() string {
 	return msg + ": a broken server, or not Redis"
 }
 
+// Refusal marks an error reply that refuses a write for good (the user
+// lacks the permission: NOPERM; or is not who it says: NOAUTH,
+// WRONGPASS) as online.Refused, so that the failed --apply says what is
+// wrong and advises no rerun; any other error is returned as it is.
+func Refusal(err error) error {
+	if err == nil || online.IsPermanent(err) {
+		return err
+	}
+	s := err.Error()
+	for _, p := range []string{"NOPERM", "NOAUTH", "WRONGPASS"} {
+		if strings.Contains(s, p) {
+			return online.Refused{Err: err}
+		}
+	}
+	return err
+}
+
 // Retryable tells a lost connection or a timeout, worth retrying,
 // from an answer of a Redis server (wrong credentials, a key of another
 // type, a command it does not know) that a retry would only repeat.

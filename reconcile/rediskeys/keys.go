@@ -500,7 +500,7 @@ func (r *Source) exists(ctx context.Context, names []string, present []bool) err
 func (r *Source) Write(ctx context.Context, items []online.Item) error {
 	full, _ := r.Wide()
 	if r.CC != nil {
-		return r.writeCluster(ctx, items, full)
+		return redisconn.Refusal(r.writeCluster(ctx, items, full))
 	}
 	var b []byte
 	var hexb [64]byte
@@ -539,7 +539,7 @@ func (r *Source) Write(ctx context.Context, items []online.Item) error {
 		}
 		n = len(items)
 	}
-	return r.Raw.Pipeline(ctx, b, n)
+	return redisconn.Refusal(r.Raw.Pipeline(ctx, b, n))
 }
 
 // writeCluster sends the same commands as Write through a cluster

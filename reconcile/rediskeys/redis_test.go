@@ -351,3 +351,26 @@ func infoField(t *testing.T, c *redis.Client, field string) string {
 	t.Fatalf("INFO has no %s", field)
 	return ""
 }
+
+// TestRedisApplyRefused: a user without write commands runs --apply.
+// The server answers NOPERM, which a rerun would meet again: the run says
+// the write was refused and advises no rerun.
+func TestRedisApplyRefused(t *testing.T) {
+	c := reconciletest.RedisDB(t, 4)
+	ctx := context.Background()
+	const user, secret = "fpdedup_reader", "r3ader-Pa55"
+	if err := c.Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">"+secret, "~*", "+@all", "-@write").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Do(context.Background(), "ACL", "DELUSER", user) })
+	d := reconciletest.NewDataset(t, 100)
+	reconciletest.LoadRedisKeys(t, c, "dd:", reconciletest.Hexes(d.OnlineKeys(), reconciletest.FPHex))
+	url := strings.Replace(reconciletest.RedisURL(t, 4, "match=dd:*"), "redis://", "redis://"+user+"@", 1)
+	r := reconciletest.Fpdedup(t, d.Dir, []string{"FPDEDUP_REDIS_PASSWORD=" + secret}, "reconcile", "--index", d.Index, "--online", url, "--apply").Want(t, 2)
+	if !strings.Contains(r.Stderr, "was refused") || !strings.Contains(r.Stderr, "NOPERM") || strings.Contains(r.Stderr, "rerun") {
+		t.Fatalf("a write refused for good: %s", r.Stderr)
+	}
+	if n := c.DBSize(ctx).Val(); n != int64(len(d.OnlineKeys())) {
+		t.Fatalf("%d keys after a refused --apply, want %d", n, len(d.OnlineKeys()))
+	}
+}

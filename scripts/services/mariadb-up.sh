@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mariadb-up.sh [PORT] -- start a throwaway MariaDB (mariadbd) on 127.0.0.1:PORT as root,
 # without systemd, with its own datadir and socket under $SERVICES_DIR/mariadb-PORT.
-# Creates database $DB_NAME and user $DB_USER@127.0.0.1 / @localhost (password $DB_PASS).
+# Creates database $DB_NAME and user $DB_USER@127.0.0.1 / @localhost (password $DB_PASS),
+# and ${DB_USER}_reader@127.0.0.1 who may only SELECT there (the same password).
 # Idempotent: if our instance on PORT already answers, re-applies the (idempotent) SQL, which
 # also sets the user's password to $DB_PASS, and prints its PID. Prints ONLY the PID on stdout; diagnostics go to stderr:
 #   MARIADB_PID=$(bash mariadb-up.sh 3390)
@@ -31,7 +32,10 @@ setup_sql() {
        ALTER USER '$DB_USER'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
        ALTER USER '$DB_USER'@'localhost' IDENTIFIED BY '$DB_PASS';
        GRANT ALL PRIVILEGES ON \`$DB_NAME\`.* TO '$DB_USER'@'127.0.0.1';
-       GRANT ALL PRIVILEGES ON \`$DB_NAME\`.* TO '$DB_USER'@'localhost';"
+       GRANT ALL PRIVILEGES ON \`$DB_NAME\`.* TO '$DB_USER'@'localhost';
+       CREATE USER IF NOT EXISTS '${DB_USER}_reader'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
+       ALTER USER '${DB_USER}_reader'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
+       GRANT SELECT ON \`$DB_NAME\`.* TO '${DB_USER}_reader'@'127.0.0.1';"
 }
 
 for b in mariadbd mariadb-install-db mariadb mariadb-admin; do

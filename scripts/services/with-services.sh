@@ -22,6 +22,7 @@
 #   FPDEDUP_REDIS_ADDR=127.0.0.1:6390
 #   FPDEDUP_REDIS_CLUSTER=127.0.0.1:7391,127.0.0.1:7392,127.0.0.1:7393
 #   FPDEDUP_MYSQL_DSN=fpdedup:fpdedup-Test-pw-7@tcp(127.0.0.1:3390)/fpdedup
+#   FPDEDUP_MYSQL_READER=fpdedup_reader (may only SELECT there; the same password)
 #   FPDEDUP_SERVICES_DIR=$SERVICES_DIR     (datadirs, pidfiles and logs)
 #   FPDEDUP_TEST_KILL=1                    (tests may kill and restart these servers)
 #   FPDEDUP_SLURM=1, SLURM_CONF=$SERVICES_DIR/slurm/slurm.conf   (sbatch, squeue, sacct -c reach the cluster)
@@ -97,6 +98,7 @@ for p in "${CLUSTER_PORTS[@]}"; do seeds+=("127.0.0.1:$p"); done
 export FPDEDUP_REDIS_ADDR="127.0.0.1:$REDIS_PORT"
 export FPDEDUP_REDIS_CLUSTER="$(IFS=,; echo "${seeds[*]}")"
 export FPDEDUP_MYSQL_DSN="$DB_USER:$DB_PASS@tcp(127.0.0.1:$MARIADB_PORT)/$DB_NAME"
+export FPDEDUP_MYSQL_READER="${DB_USER}_reader" # may only SELECT; the same password
 export FPDEDUP_SERVICES_DIR="$SERVICES_DIR"
 export FPDEDUP_TEST_KILL=1
 export FPDEDUP_SLURM=1 SLURM_CONF="$SERVICES_DIR/slurm/slurm.conf"

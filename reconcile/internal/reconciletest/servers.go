@@ -161,6 +161,22 @@ func MySQLURL(t *testing.T, table, column, extra string) string {
 	return u
 }
 
+// MySQLReaderURL is MySQLURL for the user who may only SELECT
+// ($FPDEDUP_MYSQL_READER, made by scripts/services/mariadb-up.sh; the
+// same password).
+func MySQLReaderURL(t *testing.T, table, column string) string {
+	t.Helper()
+	reader := os.Getenv("FPDEDUP_MYSQL_READER")
+	if reader == "" {
+		msg := "FPDEDUP_MYSQL_READER is not set: no user who may only read (run under scripts/services/with-services.sh)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return strings.Replace(MySQLURL(t, table, column, ""), "mysql://"+MySQLDSN(t).User+"@", "mysql://"+reader+"@", 1)
+}
+
 // MySQLEnv is the environment that gives the CLI the MariaDB password.
 func MySQLEnv(t *testing.T) []string {
 	return []string{"FPDEDUP_MYSQL_PASSWORD=" + MySQLDSN(t).Passwd}
