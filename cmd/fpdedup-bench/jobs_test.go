@@ -32,11 +32,11 @@ func TestExtraJobs(t *testing.T) {
 		}
 	}
 	m := rep.Memory
-	if m == nil || len(m.Rows) != 14 {
-		t.Fatalf("memory: %+v, want 7 commands (two of them bombs) × 2 --mem", m)
+	if m == nil || len(m.Rows) < 26 || len(m.Rows)%2 != 0 {
+		t.Fatalf("memory: %+v, want at least 13 commands (two of them bombs; reconcile against servers beside them) × 2 --mem", m)
 	}
 	for _, r := range m.Rows {
-		if r.Status != "ok" || r.PeakAnonBytes <= 0 || r.OverBytes != r.PeakAnonBytes-r.MemBytes {
+		if r.Status == "failed" || r.PeakAnonBytes <= 0 || r.OverBytes != r.PeakAnonBytes-r.MemBytes {
 			t.Errorf("mem row %+v", r)
 		}
 	}
