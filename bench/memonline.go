@@ -174,6 +174,7 @@ func (b *runner) memOnline(ctx context.Context, lines, truth, online string) ([]
 			return fail(fmt.Errorf("filling the RedisBloom filters: %w", err))
 		}
 	}
-	cases = append(cases, memCase{name: "reconcile (RedisBloom)", args: rc("--online", rb, "--records", lines), exit1OK: true})
+	cases = append(cases, memCase{name: "reconcile (RedisBloom)", args: rc("--online", rb, "--records", lines), exit1OK: true,
+		mayRefuse: "--mem is too small for a RedisBloom audit"})
 	return cases, done, why + ", RedisBloom included", nil
 }
