@@ -48,7 +48,7 @@ func (b *runner) generate(ctx context.Context) error {
 			o.Records, need/1_000_000, b.rep.Machine.TmpDir, free/1_000_000)
 	}
 	wantAbsent := b.sel["query-absent"]
-	wantParquet := slices.ContainsFunc(ParquetJobs, func(j string) bool { return b.sel[j] })
+	wantParquet := b.sel["mem"] || slices.ContainsFunc(ParquetJobs, func(j string) bool { return b.sel[j] })
 	wantCSV := b.sel["dedup-csv"] || b.sel["dedup-zstd"] || wantParquet
 	wantLinesZst := b.sel["build"] || b.sel["dedup-lines"] // their zstd -dc floors
 

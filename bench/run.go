@@ -109,7 +109,8 @@ type runner struct {
 	meter   meter
 
 	boundedPath string
-	coldKeys    uint64 // the fingerprints cold scale queries have asked for so far
+	coldKeys    uint64   // the fingerprints cold scale queries have asked for so far
+	memMissing  []string // the mem job: the hex names of the fingerprints its online side lacks
 }
 
 // Run generates the data into a temporary directory, runs every job and

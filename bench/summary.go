@@ -104,8 +104,10 @@ func (r *Report) SummaryLines() []string {
 	return out
 }
 
-// Problems counts rows that failed or gave a wrong answer: a run with any
-// is not a benchmark to publish.
+// Problems counts rows that failed or gave a wrong answer, and commands
+// of the mem job past their stated bound: a run with any is not a
+// benchmark to publish. (A command that refused a --mem too small for it
+// did as it should.)
 func (r *Report) Problems() int {
 	n := 0
 	for _, j := range r.Jobs {
@@ -117,7 +119,7 @@ func (r *Report) Problems() int {
 	}
 	if r.Memory != nil {
 		for _, row := range r.Memory.Rows {
-			if row.Status != "ok" {
+			if row.Status == "failed" || row.BoundBytes > 0 && !row.Within {
 				n++
 			}
 		}

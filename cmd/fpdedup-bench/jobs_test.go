@@ -32,18 +32,18 @@ func TestExtraJobs(t *testing.T) {
 		}
 	}
 	m := rep.Memory
-	if m == nil || len(m.Rows) != 14 {
-		t.Fatalf("memory: %+v, want 7 commands (two of them bombs) × 2 --mem", m)
+	if m == nil || len(m.Rows) < 26 || len(m.Rows)%2 != 0 {
+		t.Fatalf("memory: %+v, want at least 13 commands (two of them bombs; reconcile against servers beside them) × 2 --mem", m)
 	}
 	for _, r := range m.Rows {
-		if r.Status != "ok" || r.PeakAnonBytes <= 0 || r.OverBytes != r.PeakAnonBytes-r.MemBytes {
+		if r.Status == "failed" || r.PeakAnonBytes <= 0 || r.OverBytes != r.PeakAnonBytes-r.MemBytes {
 			t.Errorf("mem row %+v", r)
 		}
 	}
 	if rep.Lookup == nil || rep.Lookup.Warm.Status != "not measured" || rep.Index != nil || rep.Bounded != nil {
 		t.Errorf("without the build job: lookup %+v, index %+v, bounded %+v", rep.Lookup, rep.Index, rep.Bounded)
 	}
-	if rep.Data.CSVBytes != 0 || rep.Data.AbsentBytes != 0 {
+	if rep.Data.AbsentBytes != 0 { // (the mem job reads the CSV, for replay, and its Parquet copy)
 		t.Errorf("made inputs no chosen job reads: %+v", rep.Data)
 	}
 	md, err := os.ReadFile(filepath.Join(out, "report.md"))
