@@ -139,17 +139,18 @@ func (s *seenShard) grow() (bool, error) {
 	return true, nil
 }
 
-// fingerprints appends the shard's fingerprints (unsorted) to dst.
-func (s *seenShard) fingerprints(dst []fpstore.Fingerprint) []fpstore.Fingerprint {
+// each calls f with each of the shard's fingerprints, in no order: a
+// bloom made over the table reads it in place (a copy of it would be as
+// large as the table, on the Go heap, beside it).
+func (s *seenShard) each(f func(fpstore.Fingerprint)) {
 	if s.zero {
-		dst = append(dst, fpstore.Fingerprint{})
+		f(fpstore.Fingerprint{})
 	}
 	for _, fp := range s.slots {
 		if fp != (fpstore.Fingerprint{}) {
-			dst = append(dst, fp)
+			f(fp)
 		}
 	}
-	return dst
 }
 
 // compact moves the shard's fingerprints to the front of its slots and

@@ -129,9 +129,7 @@ func (l *shardSet) rebuildBloom(capacity int) error {
 	if err != nil {
 		return err
 	}
-	for _, fp := range l.table.fingerprints(nil) {
-		b.add(fp)
-	}
+	l.table.each(b.add)
 	buf := make([]fpstore.Fingerprint, 4096)
 	for _, x := range l.runs {
 		c := x.Cursor()

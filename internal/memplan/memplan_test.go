@@ -30,7 +30,7 @@ func checkPlan(t *testing.T, p Plan) {
 	if p.Mem >= Floor && p.Within() > p.Mem {
 		t.Errorf("%s at --mem %d MiB: the shares take %d bytes", p.Job, p.Mem/mib, p.Within())
 	}
-	if got := p.HeapLimit(); got != p.Heap+p.Filters+p.RowGroups {
+	if got := p.HeapLimit(); got != p.Heap+p.Fixed+p.Filters+p.RowGroups {
 		t.Errorf("%s: heap limit %d", p.Job, got)
 	}
 }
