@@ -27,8 +27,10 @@ import (
 // side by side with the bare module commands on the same filters.
 // RBShards filters routed by mod-md5, item=key, each BF.RESERVE'd at
 // 0.01 and a sixth of its truth keys with EXPANSION 2, so that a shard's
-// keys grow it three sub-filters; 99% of RBKeys truth keys added, 1%
-// never (what the audit finds missing).
+// keys and its share of RBExtra grow it three sub-filters; 99% of RBKeys
+// truth keys added, 1% never (what the audit finds missing), and RBExtra
+// items of no truth key besides: the history an online filter holds
+// beside a day's keys, which makes its dumps as large as online.
 //
 //	redisbloom-audit:   fpdedup reconcile --records (the audit), against
 //	                    the bare BF.SCANDUMP loops of the same dumps (the
@@ -106,7 +108,7 @@ func (b *runner) redisbloomJobs() []jobSpec {
 			{tool: "floor: BF.LOADCHUNK of the same bytes", kind: kindFloor, needs: []string{rbPeer, boundPeer}, cmd: bare("loadchunk", "--dumps", rb.dumps)},
 		}
 	}
-	title := fmt.Sprintf("%s truth keys in %d RedisBloom filters (mod-md5, item=key, 1%% never added)", countText(n), b.o.RBShards)
+	title := fmt.Sprintf("%s truth keys in %d RedisBloom filters (mod-md5, item=key, 1%% never added; %s items of history)", countText(n), b.o.RBShards, countText(b.o.RBExtra))
 	audit := jobSpec{name: "redisbloom-audit", title: "audit " + title, input: "rb-keys.txt + rb-truth.fpx + the filters",
 		units: n, unit: "truth keys", ref: "fpdedup reconcile (audit)", rows: auditRows()}
 	rebuild := jobSpec{name: "redisbloom-rebuild", title: "rebuild every filter of " + title, input: "rb-keys.txt + rb-truth.fpx",
@@ -286,7 +288,8 @@ func (b *runner) rbLoad(ctx context.Context) error {
 	}
 	c := rbClient(rb.addr)
 	defer c.Close()
-	capacity := max(n/int64(shards)/6, 1)
+	extra := b.o.RBExtra
+	capacity := max((n+extra)/int64(shards)/6, 1)
 	for s := range shards {
 		if err := c.Do(ctx, "BF.RESERVE", rbKey(s), 0.01, capacity, "EXPANSION", 2).Err(); err != nil {
 			return err
@@ -303,6 +306,23 @@ func (b *runner) rbLoad(ctx context.Context) error {
 			k := rbKeyText(i)
 			s := router.Shard([]byte(k))
 			adds[s] = append(adds[s], k)
+		}
+		p := c.Pipeline()
+		for s, items := range adds {
+			for len(items) > 0 {
+				m := min(len(items), 1000)
+				p.Do(ctx, append([]any{"BF.MADD", rbKey(s)}, items[:m]...)...)
+				items = items[m:]
+			}
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return err
+		}
+	}
+	for from := int64(0); from < extra; from += batch {
+		adds := make([][]any, shards)
+		for i := from; i < min(from+batch, extra); i++ {
+			adds[i%int64(shards)] = append(adds[i%int64(shards)], fmt.Sprintf("x%010d", i))
 		}
 		p := c.Pipeline()
 		for s, items := range adds {
@@ -340,8 +360,8 @@ func (b *runner) rbLoad(ctx context.Context) error {
 	if rb.dumpBytes, err = BareScandump(ctx, rb.addr, shards, dumps); err != nil {
 		return err
 	}
-	b.note("redisbloom jobs: %d truth keys, %d filters (mod-md5) of %d sub-filters at least, %s of dumps, %d keys not held (BF.MEXISTS); redis-server %s with %s.",
-		n, shards, rb.filters, iunits.FormatBytes(rb.dumpBytes), rb.missing, firstLine(ctx, "redis-server", "--version"), mustModule())
+	b.note("redisbloom jobs: %d truth keys and %d items of history, %d filters (mod-md5, BF.RESERVE 0.01 %d EXPANSION 2) of %d sub-filters at least, %s of dumps, %d truth keys not held (BF.MEXISTS); redis-server %s with %s.",
+		n, extra, shards, capacity, rb.filters, iunits.FormatBytes(rb.dumpBytes), rb.missing, firstLine(ctx, "redis-server", "--version"), mustModule())
 	return nil
 }
 

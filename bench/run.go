@@ -43,10 +43,11 @@ type Options struct {
 	ScaleSizes []int64
 	// ScaleFio is how long each of fio's three measurements runs: 0 = 10 s.
 	ScaleFio time.Duration
-	// RBKeys and RBShards size the RedisBloom jobs: 0 = DefaultRBKeys,
-	// DefaultRBShards.
+	// RBKeys, RBShards and RBExtra size the RedisBloom jobs: 0 =
+	// DefaultRBKeys, DefaultRBShards, no history.
 	RBKeys   int64
 	RBShards int
+	RBExtra  int64
 	Notes    []string // added to the report's notes (what else ran, why)
 
 	BoundedMem    string // --mem of the bounded dedup job: "" = 16MiB
