@@ -339,7 +339,7 @@ func (b *runner) jobs() []jobSpec {
 			{tool: "floor: cat + dd conv=fsync of the output", kind: kindFloor, needs: []string{"sh", "cat", "dd"},
 				cmd: floorWrite([]string{halfA, halfB}, merged)},
 		},
-	}}, append(b.parquetJobs(duck), b.mergePartitionsJob(), b.buildPartitionsJob())...)
+	}}, append(append(b.parquetJobs(duck), b.mergePartitionsJob(), b.buildPartitionsJob()), b.redisbloomJobs()...)...)
 }
 
 // floorWrite reads the inputs and writes (with fsync) as many bytes as

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,11 @@ type Options struct {
 	ScaleSizes []int64
 	// ScaleFio is how long each of fio's three measurements runs: 0 = 10 s.
 	ScaleFio time.Duration
+	// RBKeys, RBShards and RBExtra size the RedisBloom jobs: 0 =
+	// DefaultRBKeys, DefaultRBShards, no history.
+	RBKeys   int64
+	RBShards int
+	RBExtra  int64
 	Notes    []string // added to the report's notes (what else ran, why)
 
 	BoundedMem    string // --mem of the bounded dedup job: "" = 16MiB
@@ -106,6 +112,8 @@ type runner struct {
 	stats   map[string]map[string]any // --stats-json of each fpdedup row, by job
 	jobIdx  int
 	jobsN   int
+	rb      *rbState // the RedisBloom jobs' server and files
+	stops   []func() // run when Run returns: servers started
 	meter   meter
 
 	boundedPath string
@@ -145,6 +153,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.BoundedMem == "" {
 		o.BoundedMem = DefaultBoundedMem
 	}
+	if o.RBKeys == 0 {
+		o.RBKeys = DefaultRBKeys
+	}
+	if o.RBShards == 0 {
+		o.RBShards = DefaultRBShards
+	}
+	if o.RBKeys < 100 || o.RBShards < 1 || o.RBShards > 1024 {
+		return nil, optionErrorf("RedisBloom jobs of %d keys in %d shards: want 100 keys at least, 1 to 1024 shards", o.RBKeys, o.RBShards)
+	}
 	sel, jobs, err := selectJobs(o.Jobs)
 	if err != nil {
 		return nil, err
@@ -168,6 +185,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	b := &runner{o: o, exe: exe, sel: sel, hashes: map[string]string{}, stats: map[string]map[string]any{}}
+	defer func() {
+		for _, stop := range b.stops {
+			stop()
+		}
+	}()
 	b.rep = &Report{
 		Schema:  SchemaID,
 		Started: start.UTC().Truncate(time.Second),
@@ -223,6 +245,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for _, name := range []string{"sh", "cat", "dd", "sort", "mawk", "gawk", "zstd", "bloom", "node", "duckdb"} {
 		b.rep.Peers = append(b.rep.Peers, *b.peers[name])
 	}
+	b.peers[rbPeer] = rbFindPeer(ctx)
+	if slices.ContainsFunc(RedisBloomJobs, func(j string) bool { return sel[j] }) {
+		b.rep.Peers = append(b.rep.Peers, *b.peers[rbPeer])
+	}
 	b.meter = meter{rssFile: b.path("rss.txt")}
 	if gt := findGNUTime(ctx); gt != "" {
 		b.meter.gnuTime = gt
@@ -237,9 +263,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 
-	// The scale job makes its own data: the events are generated for the
-	// others.
-	if len(jobs) > 1 || !sel["scale"] {
+	// The scale and RedisBloom jobs make their own data: the events are
+	// generated for the others.
+	if slices.ContainsFunc(jobs, func(j string) bool { return j != "scale" && !slices.Contains(RedisBloomJobs, j) }) {
 		if err := b.generate(ctx); err != nil {
 			return nil, err
 		}

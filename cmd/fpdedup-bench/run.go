@@ -19,9 +19,9 @@ import (
 // runOptions are the flags of fpdedup-bench itself: what to measure.
 type runOptions struct {
 	records, out, compare, volume, ioBandwidth, boundedMem string
-	exe, peers, peersDir                                   string
+	exe, peers, peersDir, rbKeys, rbExtra                  string
 	jobs, memSweep, notes, scaleSizes                      []string
-	runs                                                   int
+	runs, rbShards                                         int
 	scaleFio                                               time.Duration
 	seed                                                   uint64
 	quick, keep                                            bool
@@ -58,7 +58,14 @@ build --mem 2GiB, batches of 10^2 to 10^5 keys queried warm and cold with the
 device's reads counted, single cold lookups, a 10^8-key day merged into the
 largest against its I/O floor, a day's dedup --against it, sort -u at 10^8
 and fio on the device; a size the free disk cannot hold is skipped and said;
-about 25 minutes with 10^9, and 40 GB free); "all" is every job. The scripts in bench/ are presets of these.
+about 25 minutes with 10^9, and 40 GB free), and redisbloom-audit and
+redisbloom-rebuild (fpdedup reconcile against --rb-shards RedisBloom filters
+of --rb-keys truth keys, 1% never added, and --rb-extra items of history,
+grown to three sub-filters, on a
+redis-server the run starts with the module ($FPDEDUP_REDISBLOOM, else
+shared/redisbloom/redisbloom.so above the working directory): the audit beside
+bare BF.SCANDUMP loops and pipelined BF.MEXISTS of every key, the rebuild of
+every filter beside bare BF.LOADCHUNK of the same bytes); "all" is every job. The scripts in bench/ are presets of these.
 
 The fpdedup measured is --fpdedup, or the one beside this binary (make bench
 puts both in bin/), or the one on PATH. A peer that is not installed is
@@ -77,7 +84,8 @@ report); 2 bad usage or the benchmark could not run; 130/143 interrupted.`,
   fpdedup-bench --quick --peers none
   fpdedup-bench --records 100M --runs 5 --compare bench/results/2026-12-02/report.json
   fpdedup-bench --jobs mem --records 10M --mem-sweep 16MiB,256MiB
-  fpdedup-bench --jobs scale --scale-sizes 10M,100M,1G --out bench/results/scale-$(date -u +%F)`,
+  fpdedup-bench --jobs scale --scale-sizes 10M,100M,1G --out bench/results/scale-$(date -u +%F)
+  fpdedup-bench --jobs redisbloom-audit,redisbloom-rebuild --rb-keys 10M --rb-extra 160M --runs 5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd.Context(), e, o)
@@ -102,6 +110,9 @@ report); 2 bad usage or the benchmark could not run; 130/143 interrupted.`,
 	f.DurationVar(&o.scaleFio, "scale-fio", 10*time.Second, "how long each of the scale job's fio measurements runs")
 	f.StringSliceVar(&o.scaleSizes, "scale-sizes", []string{"10M", "100M", "1G"}, "index sizes of the scale job, in keys (k, M, G suffixes)")
 	f.StringArrayVar(&o.notes, "note", nil, "a line for the report's notes, e.g. what else ran (repeatable)")
+	f.StringVar(&o.rbKeys, "rb-keys", "1M", "truth keys of the redisbloom jobs (k, M suffixes; issue 44's scale: 10M)")
+	f.IntVar(&o.rbShards, "rb-shards", bench.DefaultRBShards, "RedisBloom filters of the redisbloom jobs")
+	f.StringVar(&o.rbExtra, "rb-extra", "0", "items of history the redisbloom jobs' filters hold beside the truth keys (k, M suffixes): what makes their dumps as large as online")
 	return cmd
 }
 
@@ -113,6 +124,20 @@ func runBench(ctx context.Context, e *env, o runOptions) error {
 	}
 	if o.runs < 0 {
 		return usageErrorf("--runs must be at least 1")
+	}
+	if n, err := units.ParseCount(o.rbKeys); err != nil || n < 100 {
+		return usageErrorf("--rb-keys: want a count of at least 100 (k, M suffixes), not %q", o.rbKeys)
+	} else {
+		opts.RBKeys = n
+	}
+	if o.rbShards < 1 || o.rbShards > 1024 {
+		return usageErrorf("--rb-shards: want 1 to 1024, not %d", o.rbShards)
+	}
+	opts.RBShards = o.rbShards
+	if n, err := units.ParseCount(o.rbExtra); err != nil || n < 0 {
+		return usageErrorf("--rb-extra: want a count (k, M suffixes), not %q", o.rbExtra)
+	} else {
+		opts.RBExtra = n
 	}
 	if o.records != "" {
 		n, err := units.ParseCount(o.records)

@@ -465,3 +465,36 @@ func TestExtends(t *testing.T) {
 		}
 	}
 }
+
+// TestFillCounted: the fill a filter counts as it adds is the bits set in
+// its sub-filters (what a loaded filter's Fill counts), for filters that
+// grew and one that did not, 32- and 64-bit.
+func TestFillCounted(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    Params
+		n    int
+	}{
+		{"one sub-filter", Params{Capacity: 10000, Error: 0.01}, 5000},
+		{"grown", Params{Capacity: 100, Error: 0.01}, 5000},
+		{"expansion 4, tight", Params{Capacity: 50, Error: 0.0001, Expansion: 4}, 3000},
+		{"nonscaling, full", Params{Capacity: 300, Error: 0.1, NonScaling: true}, 300},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := NewFilter(c.p, 1<<30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range c.n {
+				if _, err := f.Add(fmt.Appendf(nil, "item-%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := f.Fill()
+			f.fill = nil // counted from the bytes
+			if want := f.Fill(); !slices.Equal(got, want) {
+				t.Fatalf("fill counted %v, the bytes %v", got, want)
+			}
+		})
+	}
+}

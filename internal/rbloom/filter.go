@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 )
 
 // Params are BF.RESERVE's: BF.RESERVE key Error Capacity [EXPANSION n]
@@ -154,6 +155,10 @@ type Filter struct {
 	probes []probe
 	bpe    func(float64) float64
 	left   uint64 // bytes the budget still allows
+	// fill is the bits set in each sub-filter, counted as Add sets them
+	// (nil for a loaded filter: Fill counts them), so that Fill need not
+	// read every byte again.
+	fill []uint64
 }
 
 // NewFilter is the filter BF.RESERVE makes: one empty sub-filter of the
@@ -168,7 +173,7 @@ func NewFilter(p Params, budget int64) (*Filter, error) {
 	if growth == 0 {
 		growth = DefaultExpansion
 	}
-	f := &Filter{h: Header{Options: p.options(), Growth: growth}, bpe: p.bpe(), left: uint64(max(budget, 0))}
+	f := &Filter{h: Header{Options: p.options(), Growth: growth}, bpe: p.bpe(), left: uint64(max(budget, 0)), fill: []uint64{}}
 	e := p.Error
 	if !p.NonScaling {
 		e *= tightening
@@ -188,6 +193,9 @@ func (f *Filter) grow(entries uint64, errRate float64) error {
 	f.h.Links = append(f.h.Links, l)
 	f.data = append(f.data, make([]byte, l.Bytes))
 	f.probes = append(f.probes, l.probe())
+	if f.fill != nil {
+		f.fill = append(f.fill, 0)
+	}
 	return nil
 }
 
@@ -241,8 +249,12 @@ func (f *Filter) AddHash(h Hash) (Added, error) {
 	}
 	k := len(f.h.Links) - 1
 	p, b := f.probes[k], f.data[k]
+	var set uint64
 	for i := range p.hashes {
-		setBit(b, p.mod.Of(h.A+uint64(i)*h.B))
+		set += setBit(b, p.mod.Of(h.A+uint64(i)*h.B))
+	}
+	if f.fill != nil {
+		f.fill[k] += set
 	}
 	f.h.Links[k].Size++
 	f.h.Size++
@@ -252,6 +264,9 @@ func (f *Filter) AddHash(h Hash) (Added, error) {
 
 // Fill is the bits set in each sub-filter, below its modulus.
 func (f *Filter) Fill() []uint64 {
+	if f.fill != nil {
+		return slices.Clone(f.fill)
+	}
 	fill := make([]uint64, len(f.data))
 	for i, b := range f.data {
 		fill[i] = onesBelow(b, 0, f.probes[i].mod.M())

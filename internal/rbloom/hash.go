@@ -100,7 +100,12 @@ func (h Hash) Bit(i uint32, mod uint64) uint64 { return (h.A + uint64(i)*h.B) % 
 // module's order (least significant bit first).
 func isSet(b []byte, p uint64) bool { return b[p>>3]&(1<<(p&7)) != 0 }
 
-func setBit(b []byte, p uint64) { b[p>>3] |= 1 << (p & 7) }
+// setBit sets bit p, answering 1 if it was not set, else 0.
+func setBit(b []byte, p uint64) uint64 {
+	x := b[p>>3]
+	b[p>>3] = x | 1<<(p&7)
+	return uint64(^x>>(p&7)) & 1
+}
 
 // ones counts the bits set in b.
 func ones(b []byte) uint64 {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -229,12 +231,27 @@ func (b *Source) rebuildShard(ctx context.Context, s int, ro RebuildOptions, rep
 		return err
 	}
 
-	// The swap, retried: a reply lost is asked of the server again.
+	// The swap, retried: a reply lost is asked of the server again. It
+	// runs on a connection of its own to the key's master, which then
+	// waits for the master's replicas to have it (WAIT counts the writes
+	// of its own connection).
 	var res []any
+	var waited *NotReplicatedError
 	err = b.o.Retry(ctx, redisconn.Retryable, "swapping "+newKey+" over "+key+" on "+b.o.Target, nil, func() error {
-		var err error
-		res, err = swapScript.Run(ctx, b.C, []string{key, newKey}, liveHdr, hdr).Slice()
-		return err
+		node, err := b.master(ctx, key)
+		if err != nil {
+			return err
+		}
+		conn := node.Conn()
+		defer conn.Close()
+		if res, err = swapScript.Run(ctx, conn, []string{key, newKey}, liveHdr, hdr).Slice(); err != nil {
+			if c, ok := b.C.(*redis.ClusterClient); ok && (strings.HasPrefix(err.Error(), "MOVED") || strings.HasPrefix(err.Error(), "ASK")) {
+				c.ReloadState(ctx)
+			}
+			return err
+		}
+		waited = b.replicated(ctx, conn, name, key)
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("swapping %s over %s on %s: %w", newKey, key, b.o.Target, err)
@@ -266,8 +283,71 @@ func (b *Source) rebuildShard(ctx context.Context, s int, ro RebuildOptions, rep
 	default:
 		return fmt.Errorf("swapping %s over %s on %s: the script answered %v", newKey, key, b.o.Target, res)
 	}
+	// Not counted swapped unless replicated: a failover may undo it.
+	if waited != nil {
+		return waited
+	}
 	rs.Swapped++
 	return b.readBackRebuilt(ctx, s, h, sh, rep, rb)
+}
+
+// NotReplicatedError is a rebuilt filter swapped in on a master whose
+// replicas did not all acknowledge it (WAIT): a failover now could bring
+// back the filter it replaced, so it is not counted rebuilt.
+type NotReplicatedError struct {
+	Shard, Key      string
+	Acked, Replicas int64
+	Err             error
+}
+
+func (e *NotReplicatedError) Error() string {
+	what := fmt.Sprintf("%d of the %d replicas of its master acknowledged it", e.Acked, e.Replicas)
+	if e.Err != nil {
+		what = "its master's replicas could not be asked (" + e.Err.Error() + ")"
+	}
+	return fmt.Sprintf("RedisBloom shard %s: the rebuilt filter was swapped in over %q, but %s: a failover may have brought back the filter it replaced; not counted rebuilt: audit it, and rerun the rebuild if it misses keys", e.Shard, e.Key, what)
+}
+
+// master is the client of the node that serves key's writes: the
+// server, or the Cluster's master of its slot.
+func (b *Source) master(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := b.C.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Client:
+		return c, nil
+	}
+	return nil, fmt.Errorf("BUG: a Redis client of type %T", b.C)
+}
+
+// replicated waits (WAIT, --timeout) until every replica connected to the
+// master conn is on has what conn wrote, so that a rebuild counted is one
+// a failover keeps: Redis replicates asynchronously, and a replica that
+// takes over without the swap brings the old filter back. nil: no
+// replica, or all acknowledged.
+func (b *Source) replicated(ctx context.Context, conn *redis.Conn, shard, key string) *NotReplicatedError {
+	info, err := conn.Info(ctx, "replication").Result()
+	if err != nil {
+		return &NotReplicatedError{Shard: shard, Key: key, Err: err}
+	}
+	var replicas int64
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			replicas, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	if replicas == 0 {
+		return nil
+	}
+	timeout := b.o.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	acked, err := conn.Do(ctx, "WAIT", replicas, timeout.Milliseconds()).Int64()
+	if err != nil || acked < replicas {
+		return &NotReplicatedError{Shard: shard, Key: key, Acked: acked, Replicas: replicas, Err: err}
+	}
+	return nil
 }
 
 // rebuildParams are BF.RESERVE's for shard s's rebuilt filter: the
