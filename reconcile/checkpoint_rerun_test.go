@@ -21,6 +21,7 @@ import (
 // the checkpoint removed. Before, the checkpoint skipped it: the rerun
 // ended "differ" and removed the checkpoint, so no rerun could fix it.
 func TestApplyRerunWritesKeyDeletedBeforeCheckpoint(t *testing.T) {
+	reconciletest.PlainOnly(t, "which keys a rerun writes; the checkpointed apply runs under -race in the apply tests")
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T, d *reconciletest.Dataset) (opts reconcile.Options, del, held func(k string) bool)

@@ -170,6 +170,7 @@ func TestEtcdTLS(t *testing.T) {
 
 // Counts of one are said in the singular: 1 key, 1 batch, 1 transaction.
 func TestEtcdApplyOneKeyWording(t *testing.T) {
+	reconciletest.PlainOnly(t, "what is printed, not what runs at once")
 	eps := reconciletest.Etcd(t)
 	c := reconciletest.EtcdClient(t, eps)
 	p := reconciletest.EtcdPrefix(t, c)

@@ -510,6 +510,7 @@ func mariadbPID(t *testing.T, db *sql.DB) int {
 // server refuses the INSERT for good (1142): the run says the write was
 // refused, and advises no rerun, which would be refused the same.
 func TestMySQLApplyRefused(t *testing.T) {
+	reconciletest.PlainOnly(t, "what a refusal says; the apply runs under -race in the apply tests")
 	db := reconciletest.MySQLDB(t)
 	d := reconciletest.NewDataset(t, 1_000)
 	reconciletest.CreateTable(t, db, "rc_refused", "BINARY(16)")

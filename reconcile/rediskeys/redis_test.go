@@ -356,6 +356,7 @@ func infoField(t *testing.T, c *redis.Client, field string) string {
 // The server answers NOPERM, which a rerun would meet again: the run says
 // the write was refused and advises no rerun.
 func TestRedisApplyRefused(t *testing.T) {
+	reconciletest.PlainOnly(t, "what a refusal says; the apply runs under -race in the apply tests")
 	c := reconciletest.RedisDB(t, 4)
 	ctx := context.Background()
 	const user, secret = "fpdedup_reader", "r3ader-Pa55"
