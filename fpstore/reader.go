@@ -46,6 +46,13 @@ type Index struct {
 	lut     []int32
 	segRank []uint64 // fingerprints in the segments before each (Rank)
 
+	// The pread path (pread.go): what it may hold (WithReadBuffers), and
+	// its descriptor, opened at its first read.
+	readBuffers int64
+	preadOnce   sync.Once
+	preadF      *os.File
+	preadFD     int
+
 	// Written by lookups until readWhole: on a cache line of their own,
 	// away from the fields every lookup reads.
 	_         cpu.CacheLinePad
@@ -53,11 +60,18 @@ type Index struct {
 	whole     atomic.Bool   // readWhole ran
 	coldSpent atomic.Uint64 // ns the cold batches read at random are priced at (planBatch)
 	more      atomic.Uint64 // keys expected after the batches asked so far (Set.ExpectMore)
-	_         cpu.CacheLinePad
+	// coldSingles: the last single lookup probed (probeCold) found its
+	// pages out of memory; dirBytes: the directory pages held (pread.go)
+	coldSingles atomic.Bool
+	dirBytes    atomic.Int64
+	_           cpu.CacheLinePad
 
-	// forceCold makes every batch read as a cold one (coldread.go): the
-	// tests' way to check its answers on files that are in memory.
+	// forceCold makes every batch read as a cold one (coldread.go), and
+	// forcePath read as the path it names (pread.go) when not
+	// pathPlanned: the tests' way to check their answers on files that
+	// are in memory.
 	forceCold atomic.Bool
+	forcePath atomic.Uint32
 }
 
 type segSlot struct {
@@ -88,6 +102,10 @@ type segment struct {
 	filterAt   uint64
 	fps        []Fingerprint
 	fpsAt      uint64
+	// dirHeld: the directory's pages (from page dirFirst of buf) that
+	// the pread path read and holds (pread.go)
+	dirHeld  []atomic.Pointer[[]byte]
+	dirFirst uint64
 	ordered    atomic.Bool // fps's pages and order checked (checkFingerprints)
 	// lookupReady: what lookups check of the segment before its first
 	// one passed (lookupcheck.go).
@@ -187,7 +205,7 @@ func Open(path string, opts ...Option) (*Index, error) {
 	// the file (countLookups): a few lookups in a large index that is not
 	// in the page cache read a page each, not 2 MiB.
 	_ = unix.Madvise(data, unix.MADV_RANDOM)
-	x := &Index{path: path, size: size, data: data, file: f, foot: ft}
+	x := &Index{path: path, size: size, data: data, file: f, foot: ft, readBuffers: DefaultReadBuffers}
 	for _, o := range opts {
 		o(x)
 	}
@@ -287,6 +305,9 @@ func (x *Index) Close() error {
 	x.data = nil
 	if cerr := x.file.Close(); err == nil {
 		err = cerr
+	}
+	if x.preadF != nil {
+		x.preadF.Close()
 	}
 	return err
 }
@@ -493,6 +514,8 @@ func loadSegment(data []byte, ref segmentRef) (*segment, error) {
 	s.dir = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dir))), len(dir)/4)
 	s.fps = unsafe.Slice((*Fingerprint)(unsafe.Pointer(unsafe.SliceData(fps))), count)
 	s.filter = unsafe.Slice((*[8]uint64)(unsafe.Pointer(unsafe.SliceData(filter))), len(filter)/64)
+	s.dirFirst = s.dirAt / PageSize
+	s.dirHeld = make([]atomic.Pointer[[]byte], (s.dirAt+uint64(len(dir))+PageSize-1)/PageSize-s.dirFirst)
 	return s, nil
 }
 
@@ -634,6 +657,15 @@ func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
 		if i < 0 {
 			return nil
 		}
+		if x.forcePath.Load() == uint32(pathPread) || x.probeCold(i, fp) {
+			// One device read once the segment's directory page is
+			// held, where the mapping faults page after page: pread.go.
+			x.countLookups(1)
+			var one [1]bool
+			err := x.preadKeys([]Fingerprint{fp}, one[:])
+			found = one[0]
+			return err
+		}
 		if x.segs[i].seg.Load() == nil && !x.whole.Load() {
 			x.willNeedFew([]Fingerprint{fp}) // the first key of a segment: coldread.go
 		}
@@ -664,7 +696,11 @@ func (x *Index) ContainsBatch(fps []Fingerprint, found []bool) error {
 // of their leading bits (a Set's sorted windows), where a key is most
 // often in the segment of the key before it.
 func (x *Index) containsBatch(fps []Fingerprint, found []bool, sorted bool) error {
-	cold := x.planBatch(fps)
+	path := x.planBatch(fps)
+	if path == pathPread {
+		return x.preadKeys(fps, found)
+	}
+	cold := path == pathAdvised
 	if len(fps) >= 2*minSharedBatch { // most batches are not: no scheduler lock for them
 		if parts := min(runtime.GOMAXPROCS(0), len(fps)/minSharedBatch); parts > 1 {
 			return x.containsShared(fps, found, sorted, parts, cold)

@@ -1,0 +1,511 @@
+package fpstore
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/pagecache"
+)
+
+// Cold lookups read with pread. A fault on the mapping costs ~20 µs of
+// kernel work where a pread of the same page costs ~3 (issue 47), and a
+// cold lookup through the mapping faults in its filter block, directory
+// page and fingerprints one after the other. Read with pread instead, a
+// cold key costs its directory page, held (the directories are the
+// index's top level: 4 bytes a bucket of 16-32 keys) once read, and the
+// page or two of fingerprints around its bucket, read into a buffer of
+// the batch's, checked against the page CRC table and searched there:
+// about one device read a key once the directories are held. The filter
+// is not read: the bucket answers exactly, and reading a filter block
+// costs a device read where it would save one.
+//
+// A batch's pages are read once each however many of its keys fall in
+// them, sorted, neighbours as one read, preadDepth reads in flight on as
+// many goroutines (a device's 4 KiB random reads reach their peak near
+// depth 32). The buffers, and the directories held, are within the bytes
+// the caller gives (WithReadBuffers: a share of the job's memory plan).
+//
+// Warm lookups do not come here: they read the mapping, without a copy
+// (planBatch, probeCold).
+
+// preadDepth is how many reads a batch keeps in flight.
+const preadDepth = 32
+
+// DefaultReadBuffers is what the pread path holds (batch buffers and the
+// directories read) when the caller says nothing (WithReadBuffers).
+const DefaultReadBuffers = 32 << 20
+
+// minReadBuffers is the least budget the pread path runs in: a batch
+// round of a few keys and a few directory pages. Below it cold batches
+// read through the mapping (coldread.go).
+const minReadBuffers = 64 * PageSize
+
+// preadPagesPerKey is what a cold key read with pread costs in device
+// reads once its directory page is held: its bucket's page, the next one
+// when the bucket (~16-32 fingerprints and the two either side, ~600
+// bytes) crosses a page boundary (one in seven).
+const preadPagesPerKey = 1.15
+
+// preadShare is the share of the device's depth-32 random reads that the
+// pread path keeps busy: its reads are issued from preadDepth goroutines
+// without waiting on a stage, so nearer to fio's than the mapping's
+// (coldShare). Measured in bench/cold-pread.sh (this machine, loaded, a
+// file of 10^7 keys): see docs/FORMAT.md "How a reader reads".
+const preadShare = 0.85
+
+// WithReadBuffers bounds what the index's cold reads hold (pread buffers,
+// and the directories read, which stay while the index is open) to bytes:
+// a share of the job's memory (internal/memplan). Below 256 KiB cold
+// batches read through the mapping instead.
+func WithReadBuffers(bytes int64) Option {
+	return func(x *Index) { x.readBuffers = bytes }
+}
+
+// preadable reports whether cold lookups may read with pread.
+func (x *Index) preadable() bool { return x.readBuffers >= minReadBuffers && !x.whole.Load() }
+
+// preadCost is how long reading n keys with pread takes, in seconds, on a
+// device doing rand reads a second: their pages, the directory pages
+// they read for the first time (dirPages in the index, each read once),
+// and the segments they open.
+func preadCost(n float64, segments int, dirPages, rand float64) float64 {
+	opened, dirs := 0.0, 0.0
+	if segments > 0 {
+		s := float64(segments)
+		opened = s * -math.Expm1(-n/s)
+	}
+	if dirPages > 0 {
+		dirs = dirPages * -math.Expm1(-n/dirPages)
+	}
+	return (preadPagesPerKey*n + dirs + coldReadsPerSegment*opened) / (preadShare * rand)
+}
+
+// dirPages is how many pages the index's directories take.
+func (x *Index) dirPages() float64 {
+	// 4 bytes a bucket, a bucket per 16-32 keys: a page per 16k-32k keys.
+	return float64(x.foot.fingerprints) / (24 * PageSize / 4)
+}
+
+// preadFile is the descriptor the pread path reads from: a second open
+// file description of the mapped file (the same inode, through
+// /proc/self/fd), advised POSIX_FADV_RANDOM so that the kernel reads
+// exactly the pages asked for; the cursors' descriptor keeps its read
+// ahead. Without /proc, the index's own.
+func (x *Index) preadFile() int {
+	x.preadOnce.Do(func() {
+		x.preadFD = int(x.file.Fd())
+		f, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", x.file.Fd()))
+		if err != nil {
+			return
+		}
+		if a, b := statIno(x.file), statIno(f); a == 0 || a != b {
+			f.Close()
+			return
+		}
+		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
+		x.preadF, x.preadFD = f, int(f.Fd())
+	})
+	return x.preadFD
+}
+
+func statIno(f *os.File) uint64 {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// pageKey names a page of a segment buffer.
+type pageKey struct {
+	seg  int32
+	page uint32
+}
+
+// preadRound is one round of a cold batch: the pages it read, by page.
+type preadRound struct {
+	x     *Index
+	want  map[pageKey]int // page → its place in pages, or -1 before it is read
+	keys  []pageKey
+	pages [][]byte
+	slabs [][]byte // a read's pages each, reused round after round
+	used  int      // slabs used this round
+}
+
+// ask adds the pages holding buf[from:to) of segment s, unless held.
+func (r *preadRound) ask(s *segment, from, to uint64, held func(uint32) bool) {
+	if to <= from {
+		return
+	}
+	for p := from / PageSize; p <= (to-1)/PageSize; p++ {
+		k := pageKey{int32(s.index), uint32(p)}
+		if held != nil && held(uint32(p)) {
+			continue
+		}
+		if _, ok := r.want[k]; !ok {
+			r.want[k] = -1
+			r.keys = append(r.keys, k)
+		}
+	}
+}
+
+// read reads the pages asked for since the last read, preadDepth reads
+// in flight, and checks each against its CRC.
+func (r *preadRound) read() error {
+	x := r.x
+	keys := r.keys
+	r.keys = r.keys[:0]
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.SortFunc(keys, func(a, b pageKey) int {
+		return cmp.Or(cmp.Compare(a.seg, b.seg), cmp.Compare(a.page, b.page))
+	})
+	// Each read of a round has a slab of its own, kept for the next
+	// rounds: the pages of the reads before stay where they are.
+	if r.used == len(r.slabs) {
+		r.slabs = append(r.slabs, nil)
+	}
+	slab := r.slabs[r.used]
+	if cap(slab) < len(keys)*PageSize {
+		slab = make([]byte, len(keys)*PageSize)
+		r.slabs[r.used] = slab
+	}
+	r.used++
+	base := len(r.pages)
+	for i, k := range keys {
+		r.want[k] = base + i
+	}
+	r.pages = append(r.pages, make([][]byte, len(keys))...)
+	// Runs of neighbouring pages of one segment: one read each.
+	type run struct{ from, to int } // in keys
+	var runs []run
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j].seg == keys[i].seg && keys[j].page == keys[j-1].page+1 && j-i < 64 {
+			j++
+		}
+		runs = append(runs, run{i, j})
+		i = j
+	}
+	fd := x.preadFile()
+	errs := make([]error, len(runs))
+	crcs := make([]uint32, len(keys))
+	var next atomic.Int64
+	work := func() {
+		for {
+			ri := int(next.Add(1)) - 1
+			if ri >= len(runs) {
+				return
+			}
+			errs[ri] = r.readRun(fd, slab, keys, crcs, base, runs[ri].from, runs[ri].to)
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(preadDepth, len(runs)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	// The CRC table is in the mapping: read on this goroutine, under
+	// the caller's fault guard.
+	for i, k := range keys {
+		s := x.segs[k.seg].seg.Load()
+		if want := binary.LittleEndian.Uint32(s.crcs[4*uint64(k.page):]); crcs[i] != want {
+			return fmt.Errorf("%w: page checksum mismatch at offset %d (segment at %d, page %d)", ErrCorrupt, s.ref.offset+uint64(k.page)*PageSize, s.ref.offset, k.page)
+		}
+	}
+	return nil
+}
+
+// readRun reads keys[from:to], neighbouring pages of one segment, into
+// their places in slab, and their CRCs into crcs.
+func (r *preadRound) readRun(fd int, slab []byte, keys []pageKey, crcs []uint32, base, from, to int) error {
+	s := r.x.segs[keys[from].seg].seg.Load()
+	first, last := uint64(keys[from].page), uint64(keys[to-1].page)
+	size := min((last+1)*PageSize, uint64(len(s.buf))) - first*PageSize
+	dst := slab[from*PageSize:][:size]
+	at := int64(s.ref.offset + first*PageSize)
+	for got := 0; got < len(dst); {
+		n, err := unix.Pread(fd, dst[got:], at+int64(got))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: segment %d at offset %d: reading %d bytes at offset %d: %v", ErrCorrupt, s.index, s.ref.offset, len(dst)-got, at+int64(got), err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: segment %d at offset %d: the file ends at offset %d, before the page there (truncated?)", ErrCorrupt, s.index, s.ref.offset, at+int64(got))
+		}
+		got += n
+	}
+	for i := from; i < to; i++ {
+		p := uint64(keys[i].page)
+		page := dst[(p-first)*PageSize : min((p-first+1)*PageSize, size)]
+		crcs[i] = crc32c(page)
+		r.pages[base+i] = page
+	}
+	return nil
+}
+
+// bytesAt copies buf[from:to) of segment s into dst from the round's
+// pages and the directory pages held; every page must have been read.
+func (r *preadRound) bytesAt(s *segment, from, to uint64, dst []byte) {
+	for at := from; at < to; {
+		p := at / PageSize
+		page := s.heldDir(p)
+		if page == nil {
+			page = r.pages[r.want[pageKey{int32(s.index), uint32(p)}]]
+		}
+		n := copy(dst[at-from:to-from], page[at-p*PageSize:])
+		at += uint64(n)
+	}
+}
+
+// heldDir is directory page p of the segment if held, else nil.
+func (s *segment) heldDir(p uint64) []byte {
+	if p < s.dirFirst || p-s.dirFirst >= uint64(len(s.dirHeld)) {
+		return nil
+	}
+	if b := s.dirHeld[p-s.dirFirst].Load(); b != nil {
+		return *b
+	}
+	return nil
+}
+
+// holdDirs keeps the directory pages the round read, while the index's
+// budget allows: half of it, the other half being the rounds'.
+func (r *preadRound) holdDirs(s *segment, from, to uint64) {
+	x := r.x
+	for p := from / PageSize; p <= (to-1)/PageSize; p++ {
+		if p < s.dirFirst || p-s.dirFirst >= uint64(len(s.dirHeld)) || s.dirHeld[p-s.dirFirst].Load() != nil {
+			continue
+		}
+		i, ok := r.want[pageKey{int32(s.index), uint32(p)}]
+		if !ok || i < 0 {
+			continue
+		}
+		if x.dirBytes.Add(PageSize) > x.readBuffers/2 {
+			x.dirBytes.Add(-PageSize)
+			return
+		}
+		b := slices.Clone(r.pages[i])
+		if !s.dirHeld[p-s.dirFirst].CompareAndSwap(nil, &b) {
+			x.dirBytes.Add(-PageSize)
+		}
+	}
+}
+
+// preadKeys answers fps (any order, any segments) reading the pages they
+// need with pread, in rounds whose pages fit in half the budget.
+func (x *Index) preadKeys(fps []Fingerprint, found []bool) error {
+	// A key reads at most its two directory entries' pages and its
+	// bucket's, ~3 pages in the worst case.
+	per := max(int(x.readBuffers/2/(3*PageSize)), 1)
+	r := &preadRound{x: x, want: map[pageKey]int{}}
+	for base := 0; base < len(fps); base += per {
+		end := min(base+per, len(fps))
+		if err := x.guard(func() error { return r.run(fps[base:end], found[base:end]) }); err != nil {
+			return err
+		}
+		clear(r.want)
+		r.pages, r.used = r.pages[:0], 0
+	}
+	return nil
+}
+
+// run answers one round: the segments the keys open (through the
+// mapping: their headers and CRC tables, asked for at once first), then
+// the directory pages not held, then the buckets' pages, each stage's
+// reads at once.
+func (r *preadRound) run(fps []Fingerprint, found []bool) error {
+	x := r.x
+	segs := make([]*segment, len(fps))
+	var toOpen []int
+	for i, fp := range fps {
+		found[i] = false
+		if si := x.find(fp); si >= 0 && x.segs[si].seg.Load() == nil {
+			toOpen = append(toOpen, si)
+		}
+	}
+	slices.Sort(toOpen)
+	toOpen = slices.Compact(toOpen)
+	if len(toOpen) > 1 || (len(toOpen) == 1 && !x.headerResident(toOpen[0])) {
+		for _, si := range toOpen {
+			ref := x.foot.segments[si]
+			x.willNeedHeader(ref)
+			l := writerLayout(ref)
+			for _, at := range [...]uint64{l.dir, l.filter, l.fps} {
+				x.willNeedRange((ref.offset+at)&^(PageSize-1), ref.offset+at+4)
+			}
+		}
+	}
+	for i, fp := range fps {
+		si := x.find(fp)
+		if si < 0 {
+			continue
+		}
+		s, err := x.lookupSegment(si)
+		if err != nil {
+			return err
+		}
+		segs[i] = s
+		b := fp.bits(s.depth, s.dirBits)
+		r.ask(s, s.dirAt+4*b, s.dirAt+4*b+8, func(p uint32) bool { return s.heldDir(uint64(p)) != nil })
+	}
+	if err := r.read(); err != nil {
+		return err
+	}
+	// The buckets, and the fingerprints either side that an "absent"
+	// is checked against (absentIn).
+	bounds := make([][2]uint64, len(fps))
+	var e [8]byte
+	for i, fp := range fps {
+		s := segs[i]
+		if s == nil {
+			continue
+		}
+		b := fp.bits(s.depth, s.dirBits)
+		r.bytesAt(s, s.dirAt+4*b, s.dirAt+4*b+8, e[:])
+		lo, hi := uint64(binary.LittleEndian.Uint32(e[:])), uint64(binary.LittleEndian.Uint32(e[4:]))
+		if lo > hi || hi > uint64(len(s.fps)) {
+			return fmt.Errorf("%w: segment %d at offset %d: directory entries %d and %d at offset %d (%d, %d) point outside its %d fingerprints",
+				ErrCorrupt, s.index, s.ref.offset, b, b+1, s.ref.offset+s.dirAt+4*b, lo, hi, len(s.fps))
+		}
+		bounds[i] = [2]uint64{lo, hi}
+		from, to := lo-min(lo, 2), min(hi+2, uint64(len(s.fps)))
+		r.ask(s, s.fpsAt+16*from, s.fpsAt+16*to, nil)
+	}
+	if err := r.read(); err != nil {
+		return err
+	}
+	var win []Fingerprint
+	for i, fp := range fps {
+		s := segs[i]
+		if s == nil {
+			continue
+		}
+		b := fp.bits(s.depth, s.dirBits)
+		r.holdDirs(s, s.dirAt+4*b, s.dirAt+4*b+8)
+		lo, hi := bounds[i][0], bounds[i][1]
+		from, to := lo-min(lo, 2), min(hi+2, uint64(len(s.fps)))
+		win = slices.Grow(win[:0], int(to-from))[:to-from]
+		r.bytesAt(s, s.fpsAt+16*from, s.fpsAt+16*to, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(win))), 16*len(win)))
+		ok, err := s.searchWindow(fp, win, from, lo, hi)
+		if err != nil {
+			return err
+		}
+		found[i] = ok
+	}
+	return nil
+}
+
+// searchWindow is position's search of bucket [lo, hi) of the segment
+// for fp, in win, a copy of the fingerprints from index from on (the
+// bucket and the two either side).
+func (s *segment) searchWindow(fp Fingerprint, win []Fingerprint, from, lo, hi uint64) (bool, error) {
+	if lo == hi {
+		return false, s.absentIn(win, from, fp, lo)
+	}
+	p := lo + (fp.bits(s.depth+s.dirBits, 16)*(hi-lo))>>16
+	for p > lo && fp.Less(win[p-from]) {
+		p--
+	}
+	for p < hi-1 && win[p-from].Less(fp) {
+		p++
+	}
+	if win[p-from] == fp {
+		return true, nil
+	}
+	q := p
+	if win[p-from].Less(fp) {
+		q = p + 1
+	}
+	return false, s.absentIn(win, from, fp, q)
+}
+
+// headerResident reports whether the first page of segment si is in
+// memory: a segment not yet opened in a file that is.
+func (x *Index) headerResident(si int) bool {
+	at := x.foot.segments[si].offset
+	if at+PageSize > uint64(len(x.data)) {
+		return false
+	}
+	var vec [1]byte
+	in, err := pagecache.Resident(x.data[at:at+PageSize], vec[:])
+	return err == nil && in == 1
+}
+
+// probeCold tells Contains and small batches whether fp, in segment si,
+// is read with pread: whether the page it would read first is not in
+// memory. Warm, the test is made for one key in 64 (by its bits: no
+// shared counter), a mincore an index's pages are in memory is rare next
+// to a lookup of 300 ns; cold, for every key, next to a device read.
+func (x *Index) probeCold(si int, fp Fingerprint) bool {
+	if !x.preadable() {
+		return false
+	}
+	s := x.segs[si].seg.Load()
+	cold := x.coldSingles.Load()
+	if !cold && s != nil && fp.Lo&63 != 0 {
+		return false
+	}
+	var now bool
+	if s == nil {
+		now = !x.headerResident(si)
+	} else {
+		now = !s.bucketResident(fp)
+	}
+	if now != cold {
+		x.coldSingles.Store(now)
+	}
+	return now
+}
+
+// bucketResident reports whether fp's directory entries and bucket are in
+// memory (mincore; the directory first, which a cold lookup reads first).
+func (s *segment) bucketResident(fp Fingerprint) bool {
+	b := fp.bits(s.depth, s.dirBits)
+	if !s.mappedResident(s.dirAt+4*b, s.dirAt+4*b+8) {
+		return false
+	}
+	lo, hi := uint64(s.dir[b]), uint64(s.dir[b+1])
+	n := uint64(len(s.fps))
+	if lo > hi || hi > n {
+		return true // the lookup says what is wrong
+	}
+	return s.mappedResident(s.fpsAt+16*(lo-min(lo, 2)), s.fpsAt+16*min(hi+2, n))
+}
+
+// mappedResident reports whether the pages of buf[from:to) are in memory.
+func (s *segment) mappedResident(from, to uint64) bool {
+	from &^= PageSize - 1
+	to = min(to, uint64(len(s.buf)))
+	if to <= from {
+		return true
+	}
+	// The buffer starts on a page (Open checks segment offsets).
+	var vec [4]byte
+	for at := from; at < to; at += 4 * PageSize {
+		end := min(at+4*PageSize, to)
+		in, err := pagecache.Resident(s.buf[at:end], vec[:])
+		if err != nil || uint64(in) < (end-at+PageSize-1)/PageSize {
+			return false
+		}
+	}
+	return true
+}
