@@ -169,9 +169,17 @@ func (x *Index) planBatch(fps []Fingerprint) readPath {
 		}
 		return pathMapped
 	}
+	// What the sample says goes for the single lookups after the batch
+	// too (probeCold), until one of theirs says otherwise.
 	if !x.mostlyCold(fps) {
+		if x.coldSingles.Load() {
+			x.coldSingles.Store(false)
+		}
 		x.countLookups(n)
 		return pathMapped
+	}
+	if !x.coldSingles.Load() {
+		x.coldSingles.Store(true)
 	}
 	rand, seq := x.deviceRates()
 	batch, path := x.coldCost(float64(n), rand)
