@@ -106,7 +106,7 @@ type segment struct {
 	// the pread path read and holds (pread.go)
 	dirHeld  []atomic.Pointer[[]byte]
 	dirFirst uint64
-	ordered    atomic.Bool // fps's pages and order checked (checkFingerprints)
+	ordered  atomic.Bool // fps's pages and order checked (checkFingerprints)
 	// lookupReady: what lookups check of the segment before its first
 	// one passed (lookupcheck.go).
 	lookupReady atomic.Bool
