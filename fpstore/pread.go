@@ -271,8 +271,12 @@ func (r *preadRound) bytesAt(s *segment, from, to uint64, dst []byte) {
 		if page == nil {
 			page = r.pages[r.want[pageKey{int32(s.index), uint32(p)}]]
 		}
-		n := copy(dst[at-from:to-from], page[at-p*PageSize:])
-		at += uint64(n)
+		if at-p*PageSize >= uint64(len(page)) {
+			// Past the buffer's last page: the ranges asked for lie
+			// within the vectors loadSegment checked, so never.
+			panic(fmt.Sprintf("pread: offset %d past segment page %d", at, p))
+		}
+		at += uint64(copy(dst[at-from:to-from], page[at-p*PageSize:]))
 	}
 }
 
