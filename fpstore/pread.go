@@ -221,11 +221,9 @@ func (r *preadRound) read() error {
 			return err
 		}
 	}
-	// The CRC table is in the mapping: read on this goroutine, under
-	// the caller's fault guard.
 	for i, k := range keys {
 		s := x.segs[k.seg].seg.Load()
-		if want := binary.LittleEndian.Uint32(s.crcs[4*uint64(k.page):]); crcs[i] != want {
+		if want := binary.LittleEndian.Uint32(x.heldCRCs(s)[4*uint64(k.page):]); crcs[i] != want {
 			return fmt.Errorf("%w: page checksum mismatch at offset %d (segment at %d, page %d)", ErrCorrupt, s.ref.offset+uint64(k.page)*PageSize, s.ref.offset, k.page)
 		}
 	}
@@ -278,6 +276,32 @@ func (r *preadRound) bytesAt(s *segment, from, to uint64, dst []byte) {
 		}
 		at += uint64(copy(dst[at-from:to-from], page[at-p*PageSize:]))
 	}
+}
+
+// heldCRCs is the segment's page CRC table, as checked when it was
+// opened: a copy held while the budget allows (a page of it serves 4 MiB
+// of the segment, and a cold key would otherwise read one more page when
+// it has left the page cache), else the mapping's. Called on the
+// goroutine of the caller's fault guard.
+func (x *Index) heldCRCs(s *segment) []byte {
+	if b := s.crcHeld.Load(); b != nil {
+		return *b
+	}
+	if x.dirBytes.Add(int64(len(s.crcs))) > x.readBuffers/2 {
+		x.dirBytes.Add(-int64(len(s.crcs)))
+		return s.crcs
+	}
+	b := slices.Clone(s.crcs)
+	if crc32c(b) != s.ref.pagesCRC {
+		// Changed since it was checked (the file rewritten in place):
+		// the mapping's then, whose pages say so as they are read.
+		x.dirBytes.Add(-int64(len(s.crcs)))
+		return s.crcs
+	}
+	if !s.crcHeld.CompareAndSwap(nil, &b) {
+		x.dirBytes.Add(-int64(len(s.crcs)))
+	}
+	return *s.crcHeld.Load()
 }
 
 // heldDir is directory page p of the segment if held, else nil.

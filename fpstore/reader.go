@@ -106,6 +106,7 @@ type segment struct {
 	// the pread path read and holds (pread.go)
 	dirHeld  []atomic.Pointer[[]byte]
 	dirFirst uint64
+	crcHeld  atomic.Pointer[[]byte] // crcs, copied by the pread path (heldCRCs)
 	ordered  atomic.Bool // fps's pages and order checked (checkFingerprints)
 	// lookupReady: what lookups check of the segment before its first
 	// one passed (lookupcheck.go).
@@ -657,7 +658,14 @@ func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
 		if i < 0 {
 			return nil
 		}
-		if x.forcePath.Load() == uint32(pathPread) || x.probeCold(i, fp) {
+		pread := false
+		switch readPath(x.forcePath.Load()) {
+		case pathPread:
+			pread = true
+		case pathPlanned:
+			pread = x.probeCold(i, fp)
+		}
+		if pread {
 			// One device read once the segment's directory page is
 			// held, where the mapping faults page after page: pread.go.
 			x.countLookups(1)
@@ -666,7 +674,7 @@ func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
 			found = one[0]
 			return err
 		}
-		if x.segs[i].seg.Load() == nil && !x.whole.Load() {
+		if x.segs[i].seg.Load() == nil && !x.whole.Load() && !x.preadable() {
 			x.willNeedFew([]Fingerprint{fp}) // the first key of a segment: coldread.go
 		}
 		x.countLookups(1)
@@ -746,8 +754,10 @@ func (x *Index) containsShared(fps []Fingerprint, found []bool, sorted bool, par
 // goroutine, warm or cold as planned.
 func (x *Index) lookupBatch(fps []Fingerprint, found []bool, sorted, cold bool) error {
 	return x.guard(func() error {
-		if !cold && len(fps) < coldMinBatch && !x.whole.Load() {
-			x.willNeedFew(fps) // keys in segments not yet open: coldread.go
+		if !cold && len(fps) < coldMinBatch && !x.whole.Load() && !x.preadable() {
+			// Keys in segments not yet open (coldread.go); with read
+			// buffers, planBatch probed them (probeCold) instead.
+			x.willNeedFew(fps)
 		}
 		size := groupSize
 		if cold {
