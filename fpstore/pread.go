@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -200,22 +201,20 @@ func (r *preadRound) read() error {
 	fd := x.preadFile()
 	errs := make([]error, len(runs))
 	crcs := make([]uint32, len(keys))
-	var next atomic.Int64
-	work := func() {
-		for {
-			ri := int(next.Add(1)) - 1
-			if ri >= len(runs) {
-				return
-			}
-			errs[ri] = r.readRun(fd, slab, keys, crcs, base, runs[ri].from, runs[ri].to)
-		}
+	// Every run is asked for first (POSIX_FADV_WILLNEED: the kernel
+	// queues its reads and returns), so the device has all of them in
+	// flight at once, then read, each pread waiting for its own pages
+	// only. Reads issued from blocked goroutines alone would keep few in
+	// flight: a goroutine blocked in a syscall gives its core to the next
+	// only when the runtime notices, 20 µs to 10 ms later.
+	if len(runs) > 1 && preadAsk {
+		parallel(runtime.GOMAXPROCS(0), len(runs), func(ri int) {
+			r.askRun(fd, keys, runs[ri].from, runs[ri].to)
+		})
 	}
-	var wg sync.WaitGroup
-	for range min(preadDepth, len(runs)) - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
+	parallel(min(preadDepth, len(runs)), len(runs), func(ri int) {
+		errs[ri] = r.readRun(fd, slab, keys, crcs, base, runs[ri].from, runs[ri].to)
+	})
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -230,14 +229,49 @@ func (r *preadRound) read() error {
 	return nil
 }
 
+// preadAsk: the reads of a round are asked for before they are made
+// (a variable: the benchmarks compare).
+var preadAsk = true
+
+// parallel calls fn(0) ... fn(n-1) on workers goroutines, the caller's
+// one of them.
+func parallel(workers, n int, fn func(int)) {
+	var next atomic.Int64
+	work := func() {
+		for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+			fn(i)
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(workers, n) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// runBytes is where keys[from:to], neighbouring pages of one segment,
+// lie in the file, and its segment.
+func (r *preadRound) runBytes(keys []pageKey, from, to int) (s *segment, at int64, size uint64) {
+	s = r.x.segs[keys[from].seg].seg.Load()
+	first, last := uint64(keys[from].page), uint64(keys[to-1].page)
+	size = min((last+1)*PageSize, uint64(len(s.buf))) - first*PageSize
+	return s, int64(s.ref.offset + first*PageSize), size
+}
+
+// askRun asks the kernel to read keys[from:to] (an error is ignored: the
+// pread that follows reads the pages anyway).
+func (r *preadRound) askRun(fd int, keys []pageKey, from, to int) {
+	_, at, size := r.runBytes(keys, from, to)
+	_ = unix.Fadvise(fd, at, int64(size), unix.FADV_WILLNEED)
+}
+
 // readRun reads keys[from:to], neighbouring pages of one segment, into
 // their places in slab, and their CRCs into crcs.
 func (r *preadRound) readRun(fd int, slab []byte, keys []pageKey, crcs []uint32, base, from, to int) error {
-	s := r.x.segs[keys[from].seg].seg.Load()
-	first, last := uint64(keys[from].page), uint64(keys[to-1].page)
-	size := min((last+1)*PageSize, uint64(len(s.buf))) - first*PageSize
+	s, at, size := r.runBytes(keys, from, to)
+	first := uint64(keys[from].page)
 	dst := slab[from*PageSize:][:size]
-	at := int64(s.ref.offset + first*PageSize)
 	for got := 0; got < len(dst); {
 		n, err := unix.Pread(fd, dst[got:], at+int64(got))
 		if err == unix.EINTR {

@@ -107,7 +107,7 @@ type segment struct {
 	dirHeld  []atomic.Pointer[[]byte]
 	dirFirst uint64
 	crcHeld  atomic.Pointer[[]byte] // crcs, copied by the pread path (heldCRCs)
-	ordered  atomic.Bool // fps's pages and order checked (checkFingerprints)
+	ordered  atomic.Bool            // fps's pages and order checked (checkFingerprints)
 	// lookupReady: what lookups check of the segment before its first
 	// one passed (lookupcheck.go).
 	lookupReady atomic.Bool
