@@ -41,10 +41,6 @@ import (
 // preadDepth is how many reads a batch keeps in flight.
 const preadDepth = 32
 
-// DefaultReadBuffers is what the pread path holds (batch buffers and the
-// directories read) when the caller says nothing (WithReadBuffers).
-const DefaultReadBuffers = 32 << 20
-
 // minReadBuffers is the least budget the pread path runs in: a batch
 // round of a few keys and a few directory pages. Below it cold batches
 // read through the mapping (coldread.go).
@@ -63,10 +59,11 @@ const preadPagesPerKey = 1.15
 // file of 10^7 keys): see docs/FORMAT.md "How a reader reads".
 const preadShare = 0.85
 
-// WithReadBuffers bounds what the index's cold reads hold (pread buffers,
-// and the directories read, which stay while the index is open) to bytes:
-// a share of the job's memory (internal/memplan). Below 256 KiB cold
-// batches read through the mapping instead.
+// WithReadBuffers has the index's cold lookups read with pread, holding
+// at most bytes (a round's pages, and the directories and page CRC
+// tables read, kept while the index is open): a share of the job's memory
+// (internal/memplan). Without it, or with less than 256 KiB, cold
+// lookups read through the mapping (coldread.go), which holds nothing.
 func WithReadBuffers(bytes int64) Option {
 	return func(x *Index) { x.readBuffers = bytes }
 }
@@ -140,6 +137,7 @@ type preadRound struct {
 	pages [][]byte
 	slabs [][]byte // a read's pages each, reused round after round
 	used  int      // slabs used this round
+	limit int      // the pages a round may hold: half the budget
 }
 
 // ask adds the pages holding buf[from:to) of segment s, unless held.
@@ -375,31 +373,42 @@ func (r *preadRound) holdDirs(s *segment, from, to uint64) {
 // preadKeys answers fps (any order, any segments) reading the pages they
 // need with pread, in rounds whose pages fit in half the budget.
 func (x *Index) preadKeys(fps []Fingerprint, found []bool) error {
-	// A key reads at most its two directory entries' pages and its
-	// bucket's, ~3 pages in the worst case.
-	per := max(int(x.readBuffers/2/(3*PageSize)), 1)
-	r := &preadRound{x: x, want: map[pageKey]int{}}
-	for base := 0; base < len(fps); base += per {
-		end := min(base+per, len(fps))
-		if err := x.guard(func() error { return r.run(fps[base:end], found[base:end]) }); err != nil {
+	r := &preadRound{x: x, want: map[pageKey]int{}, limit: max(int(x.readBuffers/2/PageSize), 4)}
+	for base := 0; base < len(fps); {
+		var n int
+		err := x.guard(func() (err error) {
+			n, err = r.run(fps[base:], found[base:])
+			return err
+		})
+		if err != nil {
 			return err
 		}
+		base += n
 		clear(r.want)
 		r.pages, r.used = r.pages[:0], 0
 	}
 	return nil
 }
 
-// run answers one round: the segments the keys open (through the
-// mapping: their headers and CRC tables, asked for at once first), then
-// the directory pages not held, then the buckets' pages, each stage's
-// reads at once.
-func (r *preadRound) run(fps []Fingerprint, found []bool) error {
+// maxWindow is the most bytes of fingerprints the pread path reads for a
+// key: a bucket of a sound index holds a few dozen. A directory entry
+// that says more (damage within the checksums) is looked up through the
+// mapping, whose checks say what is wrong, rather than read into buffers.
+const maxWindow = 16 * PageSize
+
+// run answers a round of the first keys of fps, as many as its pages
+// allow (at least one), and returns how many: the segments the keys open
+// (through the mapping: their headers and CRC tables, asked for at once
+// first), then the directory pages not held, then the buckets' pages,
+// each stage's reads at once.
+func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 	x := r.x
-	segs := make([]*segment, len(fps))
+	// The round's keys: those whose directory pages not held fit half
+	// of the round's pages (a key asks for two at most), then those whose
+	// buckets' pages fit the other half.
+	fps = fps[:min(len(fps), r.limit)]
 	var toOpen []int
-	for i, fp := range fps {
-		found[i] = false
+	for _, fp := range fps {
 		if si := x.find(fp); si >= 0 && x.segs[si].seg.Load() == nil {
 			toOpen = append(toOpen, si)
 		}
@@ -416,25 +425,32 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) error {
 			}
 		}
 	}
+	segs := make([]*segment, len(fps))
 	for i, fp := range fps {
+		found[i] = false
 		si := x.find(fp)
 		if si < 0 {
 			continue
 		}
 		s, err := x.lookupSegment(si)
 		if err != nil {
-			return err
+			return 0, err
+		}
+		if i > 0 && len(r.keys)+2 > r.limit/2 {
+			fps = fps[:i]
+			break
 		}
 		segs[i] = s
 		b := fp.bits(s.depth, s.dirBits)
 		r.ask(s, s.dirAt+4*b, s.dirAt+4*b+8, func(p uint32) bool { return s.heldDir(uint64(p)) != nil })
 	}
 	if err := r.read(); err != nil {
-		return err
+		return 0, err
 	}
 	// The buckets, and the fingerprints either side that an "absent"
-	// is checked against (absentIn).
+	// is checked against (absentIn), while they fit the other half.
 	bounds := make([][2]uint64, len(fps))
+	first := len(r.pages)
 	var e [8]byte
 	for i, fp := range fps {
 		s := segs[i]
@@ -445,15 +461,22 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) error {
 		r.bytesAt(s, s.dirAt+4*b, s.dirAt+4*b+8, e[:])
 		lo, hi := uint64(binary.LittleEndian.Uint32(e[:])), uint64(binary.LittleEndian.Uint32(e[4:]))
 		if lo > hi || hi > uint64(len(s.fps)) {
-			return fmt.Errorf("%w: segment %d at offset %d: directory entries %d and %d at offset %d (%d, %d) point outside its %d fingerprints",
+			return 0, fmt.Errorf("%w: segment %d at offset %d: directory entries %d and %d at offset %d (%d, %d) point outside its %d fingerprints",
 				ErrCorrupt, s.index, s.ref.offset, b, b+1, s.ref.offset+s.dirAt+4*b, lo, hi, len(s.fps))
 		}
 		bounds[i] = [2]uint64{lo, hi}
 		from, to := lo-min(lo, 2), min(hi+2, uint64(len(s.fps)))
+		if 16*(to-from) > maxWindow {
+			continue
+		}
+		if i > 0 && len(r.pages)-first+len(r.keys)+int(16*(to-from)/PageSize)+2 > r.limit/2 {
+			fps = fps[:i]
+			break
+		}
 		r.ask(s, s.fpsAt+16*from, s.fpsAt+16*to, nil)
 	}
 	if err := r.read(); err != nil {
-		return err
+		return 0, err
 	}
 	var win []Fingerprint
 	for i, fp := range fps {
@@ -465,15 +488,23 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) error {
 		r.holdDirs(s, s.dirAt+4*b, s.dirAt+4*b+8)
 		lo, hi := bounds[i][0], bounds[i][1]
 		from, to := lo-min(lo, 2), min(hi+2, uint64(len(s.fps)))
+		if 16*(to-from) > maxWindow {
+			ok, err := s.contains(fp)
+			if err != nil {
+				return 0, err
+			}
+			found[i] = ok
+			continue
+		}
 		win = slices.Grow(win[:0], int(to-from))[:to-from]
 		r.bytesAt(s, s.fpsAt+16*from, s.fpsAt+16*to, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(win))), 16*len(win)))
 		ok, err := s.searchWindow(fp, win, from, lo, hi)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		found[i] = ok
 	}
-	return nil
+	return len(fps), nil
 }
 
 // searchWindow is position's search of bucket [lo, hi) of the segment

@@ -33,7 +33,7 @@ func BenchmarkColdPaths(b *testing.B) {
 			b.Run(fmt.Sprintf("keys=%d/%s", n, p.name), func(b *testing.B) {
 				defer func(was bool) { preadAsk = was }(preadAsk)
 				preadAsk = p.ask
-				x, err := Open(path)
+				x, err := Open(path, WithReadBuffers(testReadBuffers))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -49,13 +49,18 @@ func TestReadPaths(t *testing.T) {
 		in[fp] = true
 	}
 	for pi, path := range paths {
-		for _, p := range []readPath{pathMapped, pathAdvised, pathPread, pathWhole} {
-			x := openIndex(t, path)
+		// pread twice: with the default buffers, and with the least
+		// (rounds of a few keys, no directory held past the first few).
+		for pc, p := range []readPath{pathMapped, pathAdvised, pathPread, pathWhole, pathPread} {
+			x := openIndex(t, path, WithReadBuffers(testReadBuffers))
+			if pc == 4 {
+				x.readBuffers = minReadBuffers
+			}
 			x.forcePath.Store(uint32(p))
 			if p == pathMapped {
 				t.Logf("%s: %d segments", path, x.Segments())
 			}
-			r := rand.New(rand.NewPCG(uint64(p), uint64(pi)))
+			r := rand.New(rand.NewPCG(uint64(pc), uint64(pi)))
 			for _, n := range []int{1, 1000, 10_000} {
 				for _, shape := range []string{"present", "absent", "mixed"} {
 					keys := make([]Fingerprint, n)
@@ -66,7 +71,7 @@ func TestReadPaths(t *testing.T) {
 							keys[i] = Fingerprint{r.Uint64(), r.Uint64()}
 						}
 					}
-					name := fmt.Sprintf("index %d path %d: %d keys %s", pi, p, n, shape)
+					name := fmt.Sprintf("index %d path %d (case %d): %d keys %s", pi, p, pc, n, shape)
 					found := make([]bool, n)
 					if err := x.ContainsBatch(keys, found); err != nil {
 						t.Fatalf("%s: %v", name, err)
@@ -129,6 +134,9 @@ func evictMapped(t *testing.T, x *Index) {
 	evict(t, x.path)
 }
 
+// testReadBuffers is what the tests' indexes hold for pread.
+const testReadBuffers = 32 << 20
+
 // residentPages is how many of x's pages are in the page cache.
 func residentPages(t *testing.T, x *Index) int {
 	t.Helper()
@@ -159,7 +167,7 @@ func coldReadFile(t *testing.T) (string, []Fingerprint) {
 // whole never pays (its rates: random reads free, the whole read slow).
 func TestColdReadsPerKey(t *testing.T) {
 	path, all := coldReadFile(t)
-	x := openIndex(t, path, WithRates(func(string, int64) devrate.Rates { return devrate.Rates{Random: 1e9, Seq: 1} }))
+	x := openIndex(t, path, WithReadBuffers(testReadBuffers), WithRates(func(string, int64) devrate.Rates { return devrate.Rates{Random: 1e9, Seq: 1} }))
 	r := rand.New(rand.NewPCG(83, 84))
 	const n = 1000
 	for _, shape := range []string{"present", "absent"} {

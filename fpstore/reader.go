@@ -206,7 +206,7 @@ func Open(path string, opts ...Option) (*Index, error) {
 	// the file (countLookups): a few lookups in a large index that is not
 	// in the page cache read a page each, not 2 MiB.
 	_ = unix.Madvise(data, unix.MADV_RANDOM)
-	x := &Index{path: path, size: size, data: data, file: f, foot: ft, readBuffers: DefaultReadBuffers}
+	x := &Index{path: path, size: size, data: data, file: f, foot: ft}
 	for _, o := range opts {
 		o(x)
 	}
