@@ -24,7 +24,10 @@ import (
 // touches them, in groups of coldGroupSize keys. Whether that costs less
 // than one sequential read of the file is priced with the device's rates
 // (Index.deviceRates, which the caller gives: WithRates); answers, order
-// and the checks of every page are the warm path's.
+// and the checks of every page are the warm path's. This is the path of
+// an index opened without read buffers; with them, cold batches and
+// single lookups read with pread instead (pread.go), and planBatch
+// chooses among the mapping, pread and the whole read.
 
 // coldGroupSize is how many keys' pages are asked for at once: enough to
 // keep a device's queue full (fio: 4 KiB random reads reach their peak
