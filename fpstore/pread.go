@@ -371,9 +371,47 @@ func (r *preadRound) holdDirs(s *segment, from, to uint64) {
 }
 
 // preadKeys answers fps (any order, any segments) reading the pages they
-// need with pread, in rounds whose pages fit in half the budget.
+// need with pread, in rounds whose pages fit in half the budget. The keys
+// are taken in ascending order (their order in the file), so a round's
+// pages lie together and neighbours are read as one; a batch of a few
+// thousand keys is shared among the cores as containsShared shares a warm
+// one, each share a contiguous part of the file (no page read twice), so
+// that one share issues its reads while another waits for its own.
 func (x *Index) preadKeys(fps []Fingerprint, found []bool) error {
-	r := &preadRound{x: x, want: map[pageKey]int{}, limit: max(int(x.readBuffers/2/PageSize), 4)}
+	if len(fps) == 1 {
+		return x.preadSorted(fps, found, 1)
+	}
+	order := make([]int32, len(fps))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return fps[a].Compare(fps[b]) })
+	sorted := make([]Fingerprint, len(fps))
+	for i, k := range order {
+		sorted[i] = fps[k]
+	}
+	answers := make([]bool, len(fps))
+	parts := max(min(runtime.GOMAXPROCS(0), len(fps)/minSharedBatch), 1)
+	errs := make([]error, parts)
+	parallel(parts, parts, func(p int) {
+		lo, hi := len(fps)*p/parts, len(fps)*(p+1)/parts
+		errs[p] = x.preadSorted(sorted[lo:hi], answers[lo:hi], parts)
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	for i, k := range order {
+		found[k] = answers[i]
+	}
+	return nil
+}
+
+// preadSorted answers fps in rounds, with a parts'th of the round pages
+// the budget allows.
+func (x *Index) preadSorted(fps []Fingerprint, found []bool, parts int) error {
+	r := &preadRound{x: x, want: map[pageKey]int{}, limit: max(int(x.readBuffers/2/PageSize)/parts, 4)}
 	for base := 0; base < len(fps); {
 		var n int
 		err := x.guard(func() (err error) {
