@@ -595,11 +595,17 @@ func (x *Index) probeCold(si int, fp Fingerprint) bool {
 	if !cold && s != nil && fp.Lo&63 != 0 {
 		return false
 	}
-	var now bool
+	now := true
 	if s == nil {
 		now = !x.headerResident(si)
 	} else {
-		now = !s.bucketResident(fp)
+		// The directory entries are read from the mapping (planBatch
+		// probes outside a batch's guard): a fault says cold, and the
+		// lookup that follows says what is wrong.
+		_ = x.guard(func() error {
+			now = !s.bucketResident(fp)
+			return nil
+		})
 	}
 	if now != cold {
 		x.coldSingles.Store(now)
