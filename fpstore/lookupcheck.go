@@ -198,21 +198,21 @@ func (s *segment) absentAt(fp Fingerprint, q uint64) error {
 func (s *segment) absentIn(win []Fingerprint, base uint64, fp Fingerprint, q uint64) error {
 	n := uint64(len(s.fps))
 	from, to := q-min(q, 2), min(q+2, n)
-	at := func(k uint64) Fingerprint { return win[k-base] }
+	w := win[from-base : to-base] // w[k-from] is fingerprint k
 	for k := from + 1; k < to; k++ {
-		if k != q && !at(k-1).Less(at(k)) {
-			return s.badOrderOf(k, at(k), "is not above the one before it (%s): out of order or repeated", at(k-1))
+		if k != q && !w[k-1-from].Less(w[k-from]) {
+			return s.badOrderOf(k, w[k-from], "is not above the one before it (%s): out of order or repeated", w[k-1-from])
 		}
 	}
 	switch {
-	case q > 0 && !at(q-1).Less(fp):
-		return s.badOrderOf(q-1, at(q-1), "is not below %s, which a lookup finds after it: out of order, or a directory entry off", fp)
-	case q < n && !fp.Less(at(q)):
-		return s.badOrderOf(q, at(q), "is not above %s, which a lookup finds before it: out of order, or a directory entry off", fp)
-	case q == 0 && n > 0 && at(0) != s.ref.first:
-		return s.badOrderOf(0, at(0), "is not the segment's first in the footer (%s)", s.ref.first)
-	case q == n && n > 0 && at(n-1) != s.ref.last:
-		return s.badOrderOf(n-1, at(n-1), "is not the segment's last in the footer (%s)", s.ref.last)
+	case q > 0 && !w[q-1-from].Less(fp):
+		return s.badOrderOf(q-1, w[q-1-from], "is not below %s, which a lookup finds after it: out of order, or a directory entry off", fp)
+	case q < n && !fp.Less(w[q-from]):
+		return s.badOrderOf(q, w[q-from], "is not above %s, which a lookup finds before it: out of order, or a directory entry off", fp)
+	case q == 0 && n > 0 && w[0] != s.ref.first:
+		return s.badOrderOf(0, w[0], "is not the segment's first in the footer (%s)", s.ref.first)
+	case q == n && n > 0 && w[n-1-from] != s.ref.last:
+		return s.badOrderOf(n-1, w[n-1-from], "is not the segment's last in the footer (%s)", s.ref.last)
 	}
 	return nil
 }

@@ -104,3 +104,54 @@ func readBytes(b *testing.B) int64 {
 	b.Skip("no read_bytes in /proc/self/io")
 	return 0
 }
+
+// BenchmarkWarmPaths: lookups in an index in memory, opened as query opens
+// it (with read buffers, so that single lookups and small batches probe
+// whether to read with pread): single Contains, batches of 10 and of 20k
+// keys (half present), every page touched before. A/B against a build
+// without read buffers: warm lookups must not get slower.
+//
+//	go test -run XXX -bench WarmPaths -count 5 ./fpstore
+func BenchmarkWarmPaths(b *testing.B) {
+	path, sample := benchIndex()
+	x, err := Open(path, WithReadBuffers(testReadBuffers))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	if err := x.Scan(func([]Fingerprint) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+	keys := halfPresent(sample, 400_000, 29)
+	found := make([]bool, len(keys))
+	if err := x.ContainsBatch(keys, found); err != nil { // filters, directories
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 10, 20_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			at := 0
+			var before, after unix.Rusage
+			unix.Getrusage(unix.RUSAGE_SELF, &before)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if at+n > len(keys) {
+					at = 0
+				}
+				if n == 1 {
+					if _, err := x.Contains(keys[at]); err != nil {
+						b.Fatal(err)
+					}
+				} else if err := x.ContainsBatch(keys[at:at+n], found[at:at+n]); err != nil {
+					b.Fatal(err)
+				}
+				at += n
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
+			// CPU time, which the load of a shared machine changes less
+			// than the wall clock.
+			unix.Getrusage(unix.RUSAGE_SELF, &after)
+			cpu := after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano()
+			b.ReportMetric(float64(cpu)/float64(b.N*n), "cpu-ns/key")
+		})
+	}
+}

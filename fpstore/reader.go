@@ -102,12 +102,7 @@ type segment struct {
 	filterAt   uint64
 	fps        []Fingerprint
 	fpsAt      uint64
-	// dirHeld: the directory's pages (from page dirFirst of buf) that
-	// the pread path read and holds (pread.go)
-	dirHeld  []atomic.Pointer[[]byte]
-	dirFirst uint64
-	crcHeld  atomic.Pointer[[]byte] // crcs, copied by the pread path (heldCRCs)
-	ordered  atomic.Bool            // fps's pages and order checked (checkFingerprints)
+	ordered    atomic.Bool // fps's pages and order checked (checkFingerprints)
 	// lookupReady: what lookups check of the segment before its first
 	// one passed (lookupcheck.go).
 	lookupReady atomic.Bool
@@ -116,6 +111,12 @@ type segment struct {
 	filterSampled atomic.Bool
 	sampleMu      sync.Mutex
 	sampleErr     error
+	// dirHeld: the directory's pages (from page dirFirst of buf) that
+	// the pread path read and holds (pread.go); last, away from what
+	// every lookup reads
+	dirHeld  []atomic.Pointer[[]byte]
+	dirFirst uint64
+	crcHeld  atomic.Pointer[[]byte] // crcs, copied by the pread path (heldCRCs)
 }
 
 // An Option configures an index as it is opened.
