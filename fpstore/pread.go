@@ -462,6 +462,20 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 				x.willNeedRange((ref.offset+at)&^(PageSize-1), ref.offset+at+4)
 			}
 		}
+		// A few keys (a single query): their directory entries too,
+		// where this package's writer puts them, read with the headers
+		// rather than after them; a guess that missed costs nothing but
+		// the read.
+		if len(fps) <= 16 {
+			for _, fp := range fps {
+				if si := x.find(fp); si >= 0 && x.segs[si].seg.Load() == nil {
+					ref := x.foot.segments[si]
+					l := writerLayout(ref)
+					at := ref.offset + l.dir + 4 + 4*fp.bits(uint(ref.node.Bits), l.dirBits)
+					x.willNeedRange(at&^(PageSize-1), at+8)
+				}
+			}
+		}
 	}
 	segs := make([]*segment, len(fps))
 	for i, fp := range fps {
