@@ -47,16 +47,19 @@ const preadDepth = 32
 const minReadBuffers = 64 * PageSize
 
 // preadPagesPerKey is what a cold key read with pread costs in device
-// reads once its directory page is held: its bucket's page, the next one
-// when the bucket (~16-32 fingerprints and the two either side, ~600
-// bytes) crosses a page boundary (one in seven).
+// reads once its directory page is held: its bucket's page, and the next
+// one when the bucket and the two fingerprints either side (~300-600
+// bytes) cross a page boundary (TestColdReadsPerKey: 1.06-1.21 a key,
+// directories and segment headers included).
 const preadPagesPerKey = 1.15
 
 // preadShare is the share of the device's depth-32 random reads that the
-// pread path keeps busy: its reads are issued from preadDepth goroutines
-// without waiting on a stage, so nearer to fio's than the mapping's
-// (coldShare). Measured in bench/cold-pread.sh (this machine, loaded, a
-// file of 10^7 keys): see docs/FORMAT.md "How a reader reads".
+// pread path keeps busy: its rounds ask for all their reads at once, with
+// no stage waiting on another's pages but the directory's, so nearer to
+// fio's than the mapping's groups (coldShare). bench/cold-pread.sh
+// measured 0.8-1.3 of fio's rate for 10^3 keys on a loaded machine (the
+// host caches part of the disk); 0.85 is the aim until an idle
+// run fits it.
 const preadShare = 0.85
 
 // WithReadBuffers has the index's cold lookups read with pread, holding
