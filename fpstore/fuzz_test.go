@@ -141,7 +141,9 @@ func checkFuzzedIndex(t *testing.T, dir, path string, data []byte) {
 	if err := x.ContainsBatch(probes, found); err != nil && !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("ContainsBatch: %v", err)
 	}
-	// The same probes read with pread (pread.go), batched and one by one.
+	// The same probes read with pread (pread.go), batched and one by one,
+	// in rounds of a few keys (the least buffers: every round's limit
+	// reached, no directory held).
 	x.forcePath.Store(uint32(pathPread))
 	preadFound := make([]bool, len(probes))
 	preadErr := x.ContainsBatch(probes, preadFound)
