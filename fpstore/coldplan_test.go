@@ -48,6 +48,13 @@ func evict(t *testing.T, path string) {
 	}
 }
 
+// coldCostOf is what a cold batch of n keys costs in x at one read a
+// second, by the path the planner takes.
+func coldCostOf(x *Index, n float64) float64 {
+	c, _ := x.coldCost(n, 1)
+	return c
+}
+
 // TestRandomCost: a batch is priced at coldReadsPerKey reads a key and
 // coldReadsPerSegment for each segment it opens; the segments opened grow
 // with the keys and never pass either the keys or the segments.
@@ -139,7 +146,7 @@ func TestPlanAddsUp(t *testing.T) {
 	var rates devrate.Rates
 	x := openIndex(t, path, fixedRates(&rates))
 	const n = 200
-	rates = devrate.Rates{Random: randomCost(n, len(x.foot.segments), 1) / 0.4, Seq: float64(x.Size())}
+	rates = devrate.Rates{Random: coldCostOf(x, n) / 0.4, Seq: float64(x.Size())}
 	for b := range 4 {
 		if b < 3 { // the fourth batch follows the whole read
 			evict(t, path)
@@ -184,7 +191,7 @@ func TestPlanExpects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rates = devrate.Rates{Random: randomCost(n, len(x.foot.segments), 1) / 0.4, Seq: float64(x.Size())}
+		rates = devrate.Rates{Random: coldCostOf(x, n) / 0.4, Seq: float64(x.Size())}
 		evict(t, path)
 		set, err := NewSet([]*Index{x})
 		if err != nil {

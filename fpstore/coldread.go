@@ -24,7 +24,10 @@ import (
 // touches them, in groups of coldGroupSize keys. Whether that costs less
 // than one sequential read of the file is priced with the device's rates
 // (Index.deviceRates, which the caller gives: WithRates); answers, order
-// and the checks of every page are the warm path's.
+// and the checks of every page are the warm path's. This is the path of
+// an index opened without read buffers; with them, cold batches and
+// single lookups read with pread instead (pread.go), and planBatch
+// chooses among the mapping, pread and the whole read.
 
 // coldGroupSize is how many keys' pages are asked for at once: enough to
 // keep a device's queue full (fio: 4 KiB random reads reach their peak
@@ -117,19 +120,39 @@ func (x *Index) deviceRates() (rand, seq float64) {
 	return x.rates.Random, x.rates.Seq
 }
 
-// planBatch decides how a batch's pages are read: counted (countLookups)
-// for a small batch or an index in memory (ReadAheadAfter may then read the
-// file whole); for a large batch of a cold index, whole when reading its
+// readPath is how a batch reads the index's pages.
+type readPath uint32
+
+const (
+	pathPlanned readPath = iota // forcePath: none forced
+	pathMapped                  // the mapping, a fault a page (warm: no fault)
+	pathAdvised                 // the mapping, each stage's pages asked for at once (coldread.go)
+	pathPread                   // pread of the pages the keys need (pread.go)
+	pathWhole                   // the mapping, read ahead in huge folios (readWhole)
+)
+
+// planBatch decides how a batch's pages are read: through the mapping
+// (counted: countLookups) for an index in memory (ReadAheadAfter may then
+// read the file whole); for a cold index, whole when reading its keys'
 // pages at random, with those of the cold batches before it or of the
 // keys the caller expects after it (Set.ExpectMore), would take longer
-// than reading the file (readsWhole), else cold (the answer: the batch's
-// groups fetch their pages at once).
-func (x *Index) planBatch(fps []Fingerprint) (cold bool) {
+// than reading the file (readsWhole), else with pread (pread.go), or,
+// without read buffers, through the mapping with each stage's pages asked
+// for at once (pathAdvised). A batch too small for mostlyCold's sample
+// is probed as single lookups are (probeCold).
+func (x *Index) planBatch(fps []Fingerprint) readPath {
+	switch p := readPath(x.forcePath.Load()); {
+	case p == pathWhole:
+		x.readWhole()
+		return pathMapped
+	case p != pathPlanned:
+		return p
+	}
 	if x.forceCold.Load() {
-		return true
+		return pathAdvised
 	}
 	if x.whole.Load() {
-		return false
+		return pathMapped
 	}
 	n := len(fps)
 	if rng := x.foot.rng; !rng.Whole() {
@@ -140,22 +163,50 @@ func (x *Index) planBatch(fps []Fingerprint) (cold bool) {
 			}
 		}
 	}
-	if n < coldMinBatch || !x.mostlyCold(fps) {
+	if n < coldMinBatch {
 		x.countLookups(n)
-		return false
+		for _, fp := range fps {
+			if si := x.find(fp); si >= 0 && x.probeCold(si, fp) {
+				return pathPread
+			}
+		}
+		return pathMapped
+	}
+	// What the sample says goes for the single lookups after the batch
+	// too (probeCold), until one of theirs says otherwise.
+	if !x.mostlyCold(fps) {
+		if x.coldSingles.Load() {
+			x.coldSingles.Store(false)
+		}
+		x.countLookups(n)
+		return pathMapped
+	}
+	if !x.coldSingles.Load() {
+		x.coldSingles.Store(true)
 	}
 	rand, seq := x.deviceRates()
-	batch := randomCost(float64(n), len(x.foot.segments), rand)
+	batch, path := x.coldCost(float64(n), rand)
 	spent := float64(x.coldSpent.Load()) / 1e9
 	// The keys still to come, when the caller knows (Set.ExpectMore), are
 	// priced with this batch: their segments are opened once.
-	ahead := randomCost(float64(n)+float64(x.more.Load()), len(x.foot.segments), rand)
+	ahead, _ := x.coldCost(float64(n)+float64(x.more.Load()), rand)
 	if x.wholeFits() && readsWhole(spent, batch, ahead, wholeCost(x.size, seq)) {
 		x.readWhole()
-		return false
+		return pathMapped
 	}
 	x.coldSpent.Add(uint64(batch * 1e9))
-	return true
+	return path
+}
+
+// coldCost is how long reading n cold keys at random takes, in seconds,
+// on a device doing rand random reads a second, and the path that reads
+// them: pread when the index has read buffers (pread.go), else the
+// mapping, each stage's pages asked for at once.
+func (x *Index) coldCost(n, rand float64) (float64, readPath) {
+	if x.preadable() {
+		return preadCost(n, len(x.foot.segments), x.dirPages(), rand), pathPread
+	}
+	return randomCost(n, len(x.foot.segments), rand), pathAdvised
 }
 
 // mostlyCold samples where up to 16 of the keys will read (their segment's

@@ -176,11 +176,28 @@ func checkLookups(t *testing.T, x *Index, want, probe []Fingerprint, sound bool)
 			t.Fatalf("Contains(%s) = %v, want %v: a wrong answer", fp, ok, in(fp))
 		}
 	}
+	// One by one on a sample again, read with pread (pread.go).
+	x.forcePath.Store(uint32(pathPread))
+	for i := 0; i < len(probe); i += 4 * step {
+		fp := probe[i]
+		ok, err := x.Contains(fp)
+		if err != nil {
+			bad(err, "Contains (pread) "+fp.String())
+			continue
+		}
+		if ok != in(fp) {
+			t.Fatalf("Contains(%s) (pread) = %v, want %v: a wrong answer", fp, ok, in(fp))
+		}
+	}
+	x.forcePath.Store(uint32(pathPlanned))
 	// All in batches, as an index in memory reads them, then as a cold
 	// one does (coldread.go: large groups whose pages are asked for at
-	// once; a batch of 5000 is a small first group and a large one).
-	for _, cold := range []bool{false, true} {
-		x.forceCold.Store(cold)
+	// once; a batch of 5000 is a small first group and a large one), then
+	// with pread (pread.go).
+	for _, p := range []readPath{pathMapped, pathAdvised, pathPread} {
+		cold := p != pathMapped
+		x.forceCold.Store(p == pathAdvised)
+		x.forcePath.Store(uint32(p))
 		batch := 4096
 		if cold {
 			batch = 5000
@@ -192,17 +209,18 @@ func checkLookups(t *testing.T, x *Index, want, probe []Fingerprint, sound bool)
 			}
 			fps := probe[base:min(base+batch, len(probe))]
 			if err := x.ContainsBatch(fps, found[:len(fps)]); err != nil {
-				bad(err, fmt.Sprintf("ContainsBatch (cold %v)", cold))
+				bad(err, fmt.Sprintf("ContainsBatch (path %d)", p))
 				continue
 			}
 			for k, fp := range fps {
 				if found[k] != in(fp) {
-					t.Fatalf("ContainsBatch (cold %v): %s: %v, want %v: a wrong answer", cold, fp, found[k], in(fp))
+					t.Fatalf("ContainsBatch (path %d): %s: %v, want %v: a wrong answer", p, fp, found[k], in(fp))
 				}
 			}
 		}
 	}
 	x.forceCold.Store(false)
+	x.forcePath.Store(uint32(pathPlanned))
 	return failed
 }
 
@@ -586,11 +604,14 @@ func TestDamageTruncatedWhileMapped(t *testing.T) {
 		name   string
 		warm   bool   // look everything up before truncating
 		length uint64 // truncate to
+		path   readPath
 	}{
-		{"cold-to-header", false, HeaderSize},
-		{"cold-to-zero", false, 0},
-		{"warm-to-first-page", true, PageSize},
-		{"warm-mid-last-segment", true, f.refs[len(f.refs)-1].offset + PageSize},
+		{"cold-to-header", false, HeaderSize, pathPlanned},
+		{"cold-to-zero", false, 0, pathPlanned},
+		{"warm-to-first-page", true, PageSize, pathPlanned},
+		{"warm-mid-last-segment", true, f.refs[len(f.refs)-1].offset + PageSize, pathPlanned},
+		{"pread-cold-to-header", false, HeaderSize, pathPread},
+		{"pread-warm-mid-last-segment", true, f.refs[len(f.refs)-1].offset + PageSize, pathPread},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "x.fpx")
@@ -605,6 +626,7 @@ func TestDamageTruncatedWhileMapped(t *testing.T) {
 			if tc.warm {
 				checkLookups(t, x, f.fps, f.fps, true)
 			}
+			x.forcePath.Store(uint32(tc.path))
 			if err := os.Truncate(path, int64(tc.length)); err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,10 @@
 // Cold reads: a lookup batch in an index not in memory reads its pages as
 // planned (coldread.go), priced with the disk's read rates the caller
 // gives when it opens the index (WithRates); the package never measures a
-// disk, nor reads the environment.
+// disk, nor reads the environment. With read buffers from the caller
+// (WithReadBuffers: a share of its memory plan), cold lookups, single
+// ones too, read the pages they need with pread into them (pread.go);
+// warm ones read the mapping without a copy.
 //
 // The package has no CLI concerns: no stdout, no os.Exit, no flags.
 package fpstore

@@ -141,6 +141,27 @@ func checkFuzzedIndex(t *testing.T, dir, path string, data []byte) {
 	if err := x.ContainsBatch(probes, found); err != nil && !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("ContainsBatch: %v", err)
 	}
+	// The same probes read with pread (pread.go), batched and one by one,
+	// in rounds of a few keys (the least buffers: every round's limit
+	// reached, no directory held).
+	x.forcePath.Store(uint32(pathPread))
+	preadFound := make([]bool, len(probes))
+	preadErr := x.ContainsBatch(probes, preadFound)
+	if preadErr != nil && !errors.Is(preadErr, ErrCorrupt) {
+		t.Fatalf("ContainsBatch (pread): %v", preadErr)
+	}
+	preadOne := make([]bool, len(probes))
+	for i, fp := range probes[:32] {
+		ok, err := x.Contains(fp)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Contains (pread): %v", err)
+			}
+			preadErr = err
+		}
+		preadOne[i] = ok
+	}
+	x.forcePath.Store(uint32(pathPlanned))
 	if _, err := x.Info(1000); err != nil && !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Info: %v", err)
 	}
@@ -157,10 +178,15 @@ func checkFuzzedIndex(t *testing.T, dir, path string, data []byte) {
 	if msg := checkReaderRule(x, truthOf(x), outs); msg != "" {
 		t.Fatal(msg)
 	}
-	// Lookups never answer "absent" for what the index holds.
-	if msg := checkLookupRule(x); msg != "" {
-		t.Fatal(msg)
+	// Lookups never answer "absent" for what the index holds, through
+	// the mapping or with pread.
+	for _, p := range []readPath{pathPlanned, pathPread} {
+		x.forcePath.Store(uint32(p))
+		if msg := checkLookupRule(x); msg != "" {
+			t.Fatalf("path %d: %s", p, msg)
+		}
 	}
+	x.forcePath.Store(uint32(pathPlanned))
 	scanned, scanErr := outs[0].fps, outs[0].err
 	cursored, cursorErr := outs[1].fps, outs[1].err
 	lo, loErr := outs[2].fps, outs[2].err
@@ -178,8 +204,8 @@ func checkFuzzedIndex(t *testing.T, dir, path string, data []byte) {
 	}
 	// A sound index: no lookup or reader may fail, and the answers must
 	// agree with the fingerprints Scan gives.
-	if scanErr != nil || containsErr {
-		t.Fatalf("Verify finds nothing wrong, but Scan: %v, Contains failed: %v", scanErr, containsErr)
+	if scanErr != nil || containsErr || preadErr != nil {
+		t.Fatalf("Verify finds nothing wrong, but Scan: %v, Contains failed: %v, pread: %v", scanErr, containsErr, preadErr)
 	}
 	for _, o := range outs {
 		if o.err != nil {
@@ -202,8 +228,8 @@ func checkFuzzedIndex(t *testing.T, dir, path string, data []byte) {
 		return ok
 	}
 	for i, fp := range probes {
-		if answers[i] != inSet(fp) || found[i] != inSet(fp) {
-			t.Fatalf("%s: Contains %v, ContainsBatch %v, in Scan %v", fp, answers[i], found[i], inSet(fp))
+		if answers[i] != inSet(fp) || found[i] != inSet(fp) || preadFound[i] != inSet(fp) || i < 32 && preadOne[i] != inSet(fp) {
+			t.Fatalf("%s: Contains %v, ContainsBatch %v, with pread %v and %v, in Scan %v", fp, answers[i], found[i], preadFound[i], preadOne[i], inSet(fp))
 		}
 	}
 	all := make([]bool, len(scanned))

@@ -186,24 +186,33 @@ func insertionPoint(fps []Fingerprint, fp Fingerprint, p uint64) uint64 {
 // the walk has not (outside its bucket).
 func (s *segment) absentAt(fp Fingerprint, q uint64) error {
 	n := uint64(len(s.fps))
-	from, to := q-min(q, 2), min(q+2, n)
-	if err := s.verifyRange(s.fpsAt+16*from, s.fpsAt+16*to); err != nil {
+	if err := s.verifyRange(s.fpsAt+16*(q-min(q, 2)), s.fpsAt+16*min(q+2, n)); err != nil {
 		return err
 	}
+	return s.absentIn(s.fps, 0, fp, q)
+}
+
+// absentIn is absentAt's check on win, the segment's fingerprints from
+// index base on (the mapping's, or a copy the pread path read), which
+// holds the two either side of q.
+func (s *segment) absentIn(win []Fingerprint, base uint64, fp Fingerprint, q uint64) error {
+	n := uint64(len(s.fps))
+	from, to := q-min(q, 2), min(q+2, n)
+	w := win[from-base : to-base] // w[k-from] is fingerprint k
 	for k := from + 1; k < to; k++ {
-		if k != q && !s.fps[k-1].Less(s.fps[k]) {
-			return s.badOrder(k, "is not above the one before it (%s): out of order or repeated", s.fps[k-1])
+		if k != q && !w[k-1-from].Less(w[k-from]) {
+			return s.badOrderOf(k, w[k-from], "is not above the one before it (%s): out of order or repeated", w[k-1-from])
 		}
 	}
 	switch {
-	case q > 0 && !s.fps[q-1].Less(fp):
-		return s.badOrder(q-1, "is not below %s, which a lookup finds after it: out of order, or a directory entry off", fp)
-	case q < n && !fp.Less(s.fps[q]):
-		return s.badOrder(q, "is not above %s, which a lookup finds before it: out of order, or a directory entry off", fp)
-	case q == 0 && n > 0 && s.fps[0] != s.ref.first:
-		return s.badOrder(0, "is not the segment's first in the footer (%s)", s.ref.first)
-	case q == n && n > 0 && s.fps[n-1] != s.ref.last:
-		return s.badOrder(n-1, "is not the segment's last in the footer (%s)", s.ref.last)
+	case q > 0 && !w[q-1-from].Less(fp):
+		return s.badOrderOf(q-1, w[q-1-from], "is not below %s, which a lookup finds after it: out of order, or a directory entry off", fp)
+	case q < n && !fp.Less(w[q-from]):
+		return s.badOrderOf(q, w[q-from], "is not above %s, which a lookup finds before it: out of order, or a directory entry off", fp)
+	case q == 0 && n > 0 && w[0] != s.ref.first:
+		return s.badOrderOf(0, w[0], "is not the segment's first in the footer (%s)", s.ref.first)
+	case q == n && n > 0 && w[n-1-from] != s.ref.last:
+		return s.badOrderOf(n-1, w[n-1-from], "is not the segment's last in the footer (%s)", s.ref.last)
 	}
 	return nil
 }
@@ -230,8 +239,13 @@ func (s *segment) foundAt(fp Fingerprint, p uint64) error {
 }
 
 func (s *segment) badOrder(k uint64, format string, a ...any) error {
+	return s.badOrderOf(k, s.fps[k], format, a...)
+}
+
+// badOrderOf is badOrder for fingerprint k, whose value is v.
+func (s *segment) badOrderOf(k uint64, v Fingerprint, format string, a ...any) error {
 	return fmt.Errorf("%w: segment %d at offset %d: fingerprint %d (%s) at offset %d %s",
-		ErrCorrupt, s.index, s.ref.offset, k, s.fps[k], s.ref.offset+s.fpsAt+16*k, fmt.Sprintf(format, a...))
+		ErrCorrupt, s.index, s.ref.offset, k, v, s.ref.offset+s.fpsAt+16*k, fmt.Sprintf(format, a...))
 }
 
 func (s *segment) badDirectory(b uint64) error {

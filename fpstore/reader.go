@@ -46,6 +46,13 @@ type Index struct {
 	lut     []int32
 	segRank []uint64 // fingerprints in the segments before each (Rank)
 
+	// The pread path (pread.go): what it may hold (WithReadBuffers), and
+	// its descriptor, opened at its first read.
+	readBuffers int64
+	preadOnce   sync.Once
+	preadF      *os.File
+	preadFD     int
+
 	// Written by lookups until readWhole: on a cache line of their own,
 	// away from the fields every lookup reads.
 	_         cpu.CacheLinePad
@@ -53,11 +60,18 @@ type Index struct {
 	whole     atomic.Bool   // readWhole ran
 	coldSpent atomic.Uint64 // ns the cold batches read at random are priced at (planBatch)
 	more      atomic.Uint64 // keys expected after the batches asked so far (Set.ExpectMore)
-	_         cpu.CacheLinePad
+	// coldSingles: the last single lookup probed (probeCold) found its
+	// pages out of memory; dirBytes: the directory pages held (pread.go)
+	coldSingles atomic.Bool
+	dirBytes    atomic.Int64
+	_           cpu.CacheLinePad
 
-	// forceCold makes every batch read as a cold one (coldread.go): the
-	// tests' way to check its answers on files that are in memory.
+	// forceCold makes every batch read as a cold one (coldread.go), and
+	// forcePath read as the path it names (pread.go) when not
+	// pathPlanned: the tests' way to check their answers on files that
+	// are in memory.
 	forceCold atomic.Bool
+	forcePath atomic.Uint32
 }
 
 type segSlot struct {
@@ -97,6 +111,12 @@ type segment struct {
 	filterSampled atomic.Bool
 	sampleMu      sync.Mutex
 	sampleErr     error
+	// dirHeld: the directory's pages (from page dirFirst of buf) that
+	// the pread path read and holds (pread.go); last, away from what
+	// every lookup reads
+	dirHeld  []atomic.Pointer[[]byte]
+	dirFirst uint64
+	crcHeld  atomic.Pointer[[]byte] // crcs, copied by the pread path (heldCRCs)
 }
 
 // An Option configures an index as it is opened.
@@ -140,6 +160,11 @@ func Open(path string, opts ...Option) (*Index, error) {
 		return nil, fmt.Errorf("%s: %w (not a regular file)", path, ErrNotIndex)
 	}
 	size := st.Size()
+	// The header, trailer and footer are a few hundred bytes at either
+	// end: read without the kernel's read ahead (16-128 KiB a read, most
+	// of what a single cold query read), which the cursors get back after.
+	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
+	defer unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_NORMAL)
 	head := make([]byte, HeaderSize)
 	n, err := f.ReadAt(head, 0)
 	if err != nil && err != io.EOF {
@@ -287,6 +312,9 @@ func (x *Index) Close() error {
 	x.data = nil
 	if cerr := x.file.Close(); err == nil {
 		err = cerr
+	}
+	if x.preadF != nil {
+		x.preadF.Close()
 	}
 	return err
 }
@@ -493,6 +521,8 @@ func loadSegment(data []byte, ref segmentRef) (*segment, error) {
 	s.dir = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dir))), len(dir)/4)
 	s.fps = unsafe.Slice((*Fingerprint)(unsafe.Pointer(unsafe.SliceData(fps))), count)
 	s.filter = unsafe.Slice((*[8]uint64)(unsafe.Pointer(unsafe.SliceData(filter))), len(filter)/64)
+	s.dirFirst = s.dirAt / PageSize
+	s.dirHeld = make([]atomic.Pointer[[]byte], (s.dirAt+uint64(len(dir))+PageSize-1)/PageSize-s.dirFirst)
 	return s, nil
 }
 
@@ -634,7 +664,23 @@ func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
 		if i < 0 {
 			return nil
 		}
-		if x.segs[i].seg.Load() == nil && !x.whole.Load() {
+		pread := false
+		switch readPath(x.forcePath.Load()) {
+		case pathPread:
+			pread = true
+		case pathPlanned:
+			pread = x.probeCold(i, fp)
+		}
+		if pread {
+			// One device read once the segment's directory page is
+			// held, where the mapping faults page after page: pread.go.
+			x.countLookups(1)
+			var one [1]bool
+			err := x.preadKeys([]Fingerprint{fp}, one[:])
+			found = one[0]
+			return err
+		}
+		if x.segs[i].seg.Load() == nil && !x.whole.Load() && !x.preadable() {
 			x.willNeedFew([]Fingerprint{fp}) // the first key of a segment: coldread.go
 		}
 		x.countLookups(1)
@@ -664,7 +710,11 @@ func (x *Index) ContainsBatch(fps []Fingerprint, found []bool) error {
 // of their leading bits (a Set's sorted windows), where a key is most
 // often in the segment of the key before it.
 func (x *Index) containsBatch(fps []Fingerprint, found []bool, sorted bool) error {
-	cold := x.planBatch(fps)
+	path := x.planBatch(fps)
+	if path == pathPread {
+		return x.preadKeys(fps, found)
+	}
+	cold := path == pathAdvised
 	if len(fps) >= 2*minSharedBatch { // most batches are not: no scheduler lock for them
 		if parts := min(runtime.GOMAXPROCS(0), len(fps)/minSharedBatch); parts > 1 {
 			return x.containsShared(fps, found, sorted, parts, cold)
@@ -710,8 +760,10 @@ func (x *Index) containsShared(fps []Fingerprint, found []bool, sorted bool, par
 // goroutine, warm or cold as planned.
 func (x *Index) lookupBatch(fps []Fingerprint, found []bool, sorted, cold bool) error {
 	return x.guard(func() error {
-		if !cold && len(fps) < coldMinBatch && !x.whole.Load() {
-			x.willNeedFew(fps) // keys in segments not yet open: coldread.go
+		if !cold && len(fps) < coldMinBatch && !x.whole.Load() && !x.preadable() {
+			// Keys in segments not yet open (coldread.go); with read
+			// buffers, planBatch probed them (probeCold) instead.
+			x.willNeedFew(fps)
 		}
 		size := groupSize
 		if cold {

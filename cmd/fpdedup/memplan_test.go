@@ -98,7 +98,7 @@ func TestJobMemoryPlan(t *testing.T) {
 			if within > mem {
 				t.Errorf("the shares take %d bytes of --mem %d: %v", within, int64(mem), p)
 			}
-			if want := p["heap_bytes"] + p["fixed_bytes"] + p["filters_bytes"] + p["row_groups_bytes"]; limit != want {
+			if want := p["heap_bytes"] + p["fixed_bytes"] + p["filters_bytes"] + p["read_buffers_bytes"] + p["row_groups_bytes"]; limit != want {
 				t.Errorf("the heap's limit while the work ran was %d, the plan's %d", limit, want)
 			}
 			if c.heapBelowMem && limit >= mem {

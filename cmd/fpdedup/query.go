@@ -105,7 +105,8 @@ func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []strin
 		// query the name.
 		return usageErrorf("--format parquet reads rows from standard input (fpdedup query --format parquet IDX < %s): KEY arguments are keys, never files; without --format they are queried as keys", args[0])
 	}
-	set, err := openSet(paths, inv.indexOptions()...)
+	plan := memplan.Query(inv.mem)
+	set, err := openSet(paths, append(inv.indexOptions(), fpstore.WithReadBuffers(plan.ReadBuffers))...)
 	if err != nil {
 		return err
 	}
@@ -121,7 +122,7 @@ func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []strin
 	if len(args) == 0 {
 		j.progress(opts.Progress)
 	}
-	j.memory(memplan.Query(inv.mem))
+	j.memory(plan)
 	return j.run(func(ctx context.Context) (map[string]any, error) {
 		var st pipeline.QueryStats
 		var err error

@@ -74,6 +74,10 @@ type Plan struct {
 	// chunks in flight, the --record writer's segments): what the other
 	// shares leave of Mem.
 	Fixed int64 `json:"fixed_bytes,omitempty"`
+	// ReadBuffers are what an index's cold lookups hold on the Go heap
+	// (fpstore.WithReadBuffers): the pages a batch reads with pread, and
+	// the directory pages read, kept while the index is open.
+	ReadBuffers int64 `json:"read_buffers_bytes,omitempty"`
 	// RowGroups is, beyond Mem, what a Parquet input holds decoded on the
 	// Go heap: a row group's key values and a page of each column, two
 	// row groups' copy buffers, within four times MaxRecord.
@@ -115,16 +119,16 @@ type Plan struct {
 
 // HeapLimit is the Go heap's soft limit while the job runs: its own share,
 // the shares that live on the heap (the fixed buffers are made with make:
-// chunks in flight, a run being written), and the row groups beyond Mem.
-// A limit below what the job keeps live does not hold it lower: it makes
-// the collector run without end (dedup --mem 64MiB: 80 cycles on 2M
-// records with the fixed buffers left out) and the runtime then lets the
-// heap past it anyway.
-func (p Plan) HeapLimit() int64 { return p.Heap + p.Fixed + p.Filters + p.RowGroups }
+// chunks in flight, a run being written; query's read buffers), and the
+// row groups beyond Mem. A limit below what the job keeps live does not
+// hold it lower: it makes the collector run without end (dedup --mem
+// 64MiB: 80 cycles on 2M records with the fixed buffers left out) and the
+// runtime then lets the heap past it anyway.
+func (p Plan) HeapLimit() int64 { return p.Heap + p.Fixed + p.Filters + p.ReadBuffers + p.RowGroups }
 
 // Within is the sum of the shares within Mem.
 func (p Plan) Within() int64 {
-	return p.Heap + p.Tables + p.SeenBlooms + p.Sorter + p.SimBlooms + p.Filters + p.Fixed + max(p.BloomPass, p.RebuildBuffers)
+	return p.Heap + p.Tables + p.SeenBlooms + p.Sorter + p.SimBlooms + p.Filters + p.ReadBuffers + p.Fixed + max(p.BloomPass, p.RebuildBuffers)
 }
 
 // RecordLimit is the longest record --mem holds: a record is held whole,
@@ -244,13 +248,20 @@ func Build(j BuildJob) BuildPlan {
 	return b
 }
 
-// Merge and Query hold nothing that grows with --mem (merge streams its
-// inputs in fixed buffers; query's indexes are mapped files, in the page
-// cache): the Go heap may have all of it.
+// Merge holds nothing that grows with --mem (it streams its inputs in
+// fixed buffers): the Go heap may have all of it.
 func Merge(mem int64) Plan { return Plan{Job: "merge", Mem: mem, Heap: mem} }
 
-// Query: see Merge.
-func Query(mem int64) Plan { return Plan{Job: "query", Mem: mem, Heap: mem} }
+// Query's indexes are mapped files, in the page cache; what it holds
+// besides is what cold lookups read with pread (ReadBuffers): a quarter
+// of --mem, half of it for the directories read (at 0.25 bytes a key,
+// those of 5·10^8 keys at 1 GiB), half for a batch's pages (~3 a key at
+// most: 10^4 keys a round at 1 GiB). The Go heap has the rest.
+func Query(mem int64) Plan {
+	p := Plan{Job: "query", Mem: mem, ReadBuffers: mem / 4}
+	p.Heap = max(mem-p.ReadBuffers, MinHeap)
+	return p
+}
 
 // ReplayMinRest is the least of --mem the simulated blooms and filters
 // must leave: the exact seen-set and the fixed buffers (chunks in flight,

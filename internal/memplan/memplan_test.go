@@ -16,7 +16,7 @@ var mems = []int64{16 * mib, 24 * mib, 63 * mib, Floor, 100 * mib, 256 * mib, gi
 // limit is the heap's shares and the row groups.
 func checkPlan(t *testing.T, p Plan) {
 	t.Helper()
-	for name, n := range map[string]int64{"heap": p.Heap, "tables": p.Tables, "seen blooms": p.SeenBlooms, "sorter": p.Sorter, "sim blooms": p.SimBlooms, "filters": p.Filters, "fixed": p.Fixed, "row groups": p.RowGroups} {
+	for name, n := range map[string]int64{"heap": p.Heap, "tables": p.Tables, "seen blooms": p.SeenBlooms, "sorter": p.Sorter, "sim blooms": p.SimBlooms, "filters": p.Filters, "fixed": p.Fixed, "read buffers": p.ReadBuffers, "row groups": p.RowGroups} {
 		if n < 0 {
 			t.Errorf("%s at --mem %d MiB: %s share %d", p.Job, p.Mem/mib, name, n)
 		}
@@ -30,7 +30,7 @@ func checkPlan(t *testing.T, p Plan) {
 	if p.Mem >= Floor && p.Within() > p.Mem {
 		t.Errorf("%s at --mem %d MiB: the shares take %d bytes", p.Job, p.Mem/mib, p.Within())
 	}
-	if got := p.HeapLimit(); got != p.Heap+p.Fixed+p.Filters+p.RowGroups {
+	if got := p.HeapLimit(); got != p.Heap+p.Fixed+p.Filters+p.ReadBuffers+p.RowGroups {
 		t.Errorf("%s: heap limit %d", p.Job, got)
 	}
 }
@@ -113,7 +113,8 @@ func TestPlanShares(t *testing.T) {
 		{"replay redisbloom 128MiB", Replay(ReplayJob{Mem: 128 * mib, RedisBloom: true}),
 			Plan{Job: "replay", Mem: 128 * mib, Filters: 64 * mib, Heap: 16 * mib, Tables: 16 * mib, SeenBlooms: 16 * mib, Fixed: 16 * mib}},
 		{"merge", Merge(gib), Plan{Job: "merge", Mem: gib, Heap: gib}},
-		{"query", Query(gib), Plan{Job: "query", Mem: gib, Heap: gib}},
+		{"query", Query(gib), Plan{Job: "query", Mem: gib, Heap: 768 * mib, ReadBuffers: 256 * mib}},
+		{"query 32MiB", Query(32 * mib), Plan{Job: "query", Mem: 32 * mib, Heap: 24 * mib, ReadBuffers: 8 * mib}},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.name, c.got, c.want)

@@ -1,0 +1,157 @@
+package fpstore
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// BenchmarkColdPaths compares the two ways a cold lookup can read an index
+// that is open (its segments open; pread's directories held after the
+// first iteration, as in a running process): through the mapping (a
+// single lookup faults its pages in; a batch asks for each stage's pages
+// at once, coldread.go) and with pread (pread.go), for batches of 1, 10^3
+// and 10^4 keys, half present. Before each iteration the file is dropped
+// from the page cache (MADV_DONTNEED on the mapping, POSIX_FADV_DONTNEED
+// on the file). It reports the time a key and the bytes read from the
+// device a key (/proc/self/io read_bytes) and in pages.
+//
+//	go test -run XXX -bench ColdPaths -benchtime 20x ./fpstore
+func BenchmarkColdPaths(b *testing.B) {
+	path, sample := benchIndex()
+	for _, n := range []int{1, 1000, 10_000} {
+		for _, p := range []struct {
+			name string
+			path readPath
+			ask  bool
+		}{{"mapping", pathAdvised, false}, {"pread", pathPread, true}, {"pread-noask", pathPread, false}} {
+			b.Run(fmt.Sprintf("keys=%d/%s", n, p.name), func(b *testing.B) {
+				defer func(was bool) { preadAsk = was }(preadAsk)
+				preadAsk = p.ask
+				x, err := Open(path, WithReadBuffers(testReadBuffers))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer x.Close()
+				if n == 1 && p.path == pathAdvised {
+					x.forcePath.Store(uint32(pathMapped))
+				} else {
+					x.forcePath.Store(uint32(p.path))
+				}
+				seed := uint64(31)
+				var took time.Duration
+				var read int64
+				keys, found := 0, make([]bool, n)
+				for i := 0; i < b.N+1; i++ {
+					ks := halfPresent(sample, n, seed)
+					if i == 0 {
+						// A running process: every segment open, the
+						// directories read.
+						ks = halfPresent(sample, 50_000, seed)
+						found = make([]bool, len(ks))
+					}
+					seed++
+					_ = unix.Madvise(x.data, unix.MADV_DONTNEED)
+					dropFromPageCache(b, path)
+					before := readBytes(b)
+					t := time.Now()
+					if i == 1 {
+						found = found[:n]
+					}
+					if n == 1 && i > 0 {
+						if _, err := x.Contains(ks[0]); err != nil {
+							b.Fatal(err)
+						}
+					} else if err := x.ContainsBatch(ks, found); err != nil {
+						b.Fatal(err)
+					}
+					if i == 0 {
+						continue // the segments opened, the directories read
+					}
+					took += time.Since(t)
+					read += readBytes(b) - before
+					keys += n
+				}
+				b.ReportMetric(float64(took.Nanoseconds())/float64(keys), "ns/key")
+				b.ReportMetric(float64(read)/float64(keys), "read-B/key")
+				b.ReportMetric(float64(read)/PageSize/float64(keys), "pages/key")
+			})
+		}
+	}
+}
+
+// readBytes is what this process has had read from storage so far
+// (/proc/self/io read_bytes: page cache misses, by faults or reads).
+func readBytes(b *testing.B) int64 {
+	io, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		b.Skipf("no /proc/self/io: %v", err)
+	}
+	for line := range bytes.Lines(io) {
+		if v, ok := bytes.CutPrefix(line, []byte("read_bytes: ")); ok {
+			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Skip("no read_bytes in /proc/self/io")
+	return 0
+}
+
+// BenchmarkWarmPaths: lookups in an index in memory, opened as query opens
+// it (with read buffers, so that single lookups and small batches probe
+// whether to read with pread): single Contains, batches of 10 and of 20k
+// keys (half present), every page touched before. A/B against a build
+// without read buffers: warm lookups must not get slower.
+//
+//	go test -run XXX -bench WarmPaths -count 5 ./fpstore
+func BenchmarkWarmPaths(b *testing.B) {
+	path, sample := benchIndex()
+	x, err := Open(path, WithReadBuffers(testReadBuffers))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	if err := x.Scan(func([]Fingerprint) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+	keys := halfPresent(sample, 400_000, 29)
+	found := make([]bool, len(keys))
+	if err := x.ContainsBatch(keys, found); err != nil { // filters, directories
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 10, 20_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			at := 0
+			var before, after unix.Rusage
+			unix.Getrusage(unix.RUSAGE_SELF, &before)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if at+n > len(keys) {
+					at = 0
+				}
+				if n == 1 {
+					if _, err := x.Contains(keys[at]); err != nil {
+						b.Fatal(err)
+					}
+				} else if err := x.ContainsBatch(keys[at:at+n], found[at:at+n]); err != nil {
+					b.Fatal(err)
+				}
+				at += n
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
+			// CPU time, which the load of a shared machine changes less
+			// than the wall clock.
+			unix.Getrusage(unix.RUSAGE_SELF, &after)
+			cpu := after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano()
+			b.ReportMetric(float64(cpu)/float64(b.N*n), "cpu-ns/key")
+		})
+	}
+}

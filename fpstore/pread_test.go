@@ -1,0 +1,231 @@
+package fpstore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/fpdedup/fpdedup/internal/devrate"
+	"github.com/fpdedup/fpdedup/internal/pagecache"
+	"golang.org/x/sys/unix"
+)
+
+// readPathFiles writes the indexes the read path tests use: 1.1·10^6
+// random keys under prefix 00 and 5000 elsewhere (segments of ~550k keys
+// beside small ones, checked whole before their first lookup: the two
+// ways a lookup checks a segment), in one index of the whole range and
+// in the partition of prefix 00 (range 0 of 2 bits).
+func readPathFiles(t *testing.T) (paths [2]string, all []Fingerprint) {
+	t.Helper()
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(71, 72))
+	all = randomFPs(r, 1_105_000)
+	for i := range all[:1_100_000] {
+		all[i].Hi >>= 2
+	}
+	all = sortUnique(all)
+	var part []Fingerprint
+	for _, fp := range all {
+		if fp.Hi>>62 == 0 {
+			part = append(part, fp)
+		}
+	}
+	paths = [2]string{filepath.Join(dir, "all.fpx"), filepath.Join(dir, "part.fpx")}
+	writeIndex(t, paths[0], all, WriterOptions{})
+	writeIndex(t, paths[1], part, WriterOptions{Range: Range{Bits: 2, Index: 0}})
+	return paths, all
+}
+
+// TestReadPaths: every path a lookup can take (the mapping, the mapping
+// with each stage's pages asked for at once, pread, the whole read)
+// answers as a Go map of the keys does, for batches of 1, 10^3 and 10^4
+// keys present, absent and mixed, in an index of the whole range and in a
+// partition, through ContainsBatch, Contains and a Set.
+func TestReadPaths(t *testing.T) {
+	paths, all := readPathFiles(t)
+	in := make(map[Fingerprint]bool, len(all))
+	for _, fp := range all {
+		in[fp] = true
+	}
+	for pi, path := range paths {
+		// pread twice: with the default buffers, and with the least
+		// (rounds of a few keys, no directory held past the first few).
+		for pc, p := range []readPath{pathMapped, pathAdvised, pathPread, pathWhole, pathPread} {
+			x := openIndex(t, path, WithReadBuffers(testReadBuffers))
+			if pc == 4 {
+				x.readBuffers = minReadBuffers
+			}
+			x.forcePath.Store(uint32(p))
+			if p == pathMapped {
+				t.Logf("%s: %d segments", path, x.Segments())
+			}
+			r := rand.New(rand.NewPCG(uint64(pc), uint64(pi)))
+			for _, n := range []int{1, 1000, 10_000} {
+				for _, shape := range []string{"present", "absent", "mixed"} {
+					keys := make([]Fingerprint, n)
+					for i := range keys {
+						if shape == "present" || shape == "mixed" && i%2 == 0 {
+							keys[i] = all[r.IntN(len(all))]
+						} else {
+							keys[i] = Fingerprint{r.Uint64(), r.Uint64()}
+						}
+					}
+					name := fmt.Sprintf("index %d path %d (case %d): %d keys %s", pi, p, pc, n, shape)
+					found := make([]bool, n)
+					if err := x.ContainsBatch(keys, found); err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					for i, fp := range keys {
+						want := in[fp] && x.Range().Contains(fp)
+						if found[i] != want {
+							t.Fatalf("%s: ContainsBatch says %v for %s, want %v", name, found[i], fp, want)
+						}
+					}
+					if n > 1000 {
+						continue
+					}
+					for _, fp := range keys {
+						ok, err := x.Contains(fp)
+						if err != nil {
+							t.Fatalf("%s: Contains: %v", name, err)
+						}
+						if want := in[fp] && x.Range().Contains(fp); ok != want {
+							t.Fatalf("%s: Contains says %v for %s, want %v", name, ok, fp, want)
+						}
+					}
+				}
+			}
+			if pi == 0 {
+				set, err := NewSet([]*Index{x})
+				if err != nil {
+					t.Fatal(err)
+				}
+				keys := make([]Fingerprint, 20_000)
+				for i := range keys {
+					if i%3 == 0 {
+						keys[i] = all[r.IntN(len(all))]
+					} else {
+						keys[i] = Fingerprint{r.Uint64(), r.Uint64()}
+					}
+				}
+				found := make([]bool, len(keys))
+				var l Lookups
+				if err := set.ContainsBatch(keys, found, &l); err != nil {
+					t.Fatalf("path %d: Set: %v", p, err)
+				}
+				for i, fp := range keys {
+					if found[i] != in[fp] {
+						t.Fatalf("path %d: Set says %v for %s, want %v", p, found[i], fp, in[fp])
+					}
+				}
+			}
+		}
+	}
+}
+
+// evictMapped drops x's file from the page cache, the pages this process
+// maps included (MADV_DONTNEED first: evict keeps what a mapping holds).
+func evictMapped(t *testing.T, x *Index) {
+	t.Helper()
+	if err := unix.Madvise(x.data, unix.MADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	evict(t, x.path)
+}
+
+// testReadBuffers is what the tests' indexes hold for pread.
+const testReadBuffers = 32 << 20
+
+// residentPages is how many of x's pages are in the page cache.
+func residentPages(t *testing.T, x *Index) int {
+	t.Helper()
+	in, err := pagecache.Resident(x.data, make([]byte, (len(x.data)+PageSize-1)/PageSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// coldReadFile writes an index of 3·10^6 random keys (48 MB: its pages
+// far more than a batch's keys) for the device read counts.
+func coldReadFile(t *testing.T) (string, []Fingerprint) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(81, 82))
+	all := sortUnique(randomFPs(r, 3_000_000))
+	path := filepath.Join(t.TempDir(), "x.fpx")
+	writeIndex(t, path, all, WriterOptions{})
+	return path, all
+}
+
+// TestColdReadsPerKey counts the pages a cold lookup brings into the page
+// cache (mincore before and after, the file dropped from the cache with
+// POSIX_FADV_DONTNEED first, its mapped pages unmapped): a cold batch of 10^3 keys, present then
+// absent, reads at most 1.5 pages a key, the directories and the segments'
+// headers included; then, the directories held, single cold lookups
+// (Contains) at most 1.5 a key too, until they are ReadAheadAfter. The file is priced so that reading it
+// whole never pays (its rates: random reads free, the whole read slow).
+func TestColdReadsPerKey(t *testing.T) {
+	path, all := coldReadFile(t)
+	x := openIndex(t, path, WithReadBuffers(testReadBuffers), WithRates(func(string, int64) devrate.Rates { return devrate.Rates{Random: 1e9, Seq: 1} }))
+	r := rand.New(rand.NewPCG(83, 84))
+	const n = 1000
+	for _, shape := range []string{"present", "absent"} {
+		evictMapped(t, x)
+		keys := make([]Fingerprint, n)
+		for i := range keys {
+			if shape == "present" {
+				keys[i] = all[r.IntN(len(all))]
+			} else {
+				keys[i] = Fingerprint{r.Uint64(), r.Uint64()}
+			}
+		}
+		before := residentPages(t, x)
+		found := make([]bool, n)
+		if err := x.ContainsBatch(keys, found); err != nil {
+			t.Fatal(err)
+		}
+		read := residentPages(t, x) - before
+		if c := countTrue(found); shape == "present" && c != n || shape == "absent" && c > 1 {
+			t.Fatalf("%s: %d of %d keys found", shape, c, n)
+		}
+		t.Logf("a cold batch of %d %s keys read %d pages: %.2f a key", n, shape, read, float64(read)/n)
+		if float64(read) > 1.5*n {
+			t.Errorf("a cold batch of %d %s keys read %d pages: %.2f a key, more than 1.5", n, shape, read, float64(read)/n)
+		}
+	}
+	// Single lookups in a running process: the segments open, the
+	// directories held (by a cold batch: a warm one would count its keys
+	// towards ReadAheadAfter, and read the file whole).
+	evictMapped(t, x)
+	warm := make([]Fingerprint, 20_000)
+	for i := range warm {
+		warm[i] = Fingerprint{r.Uint64(), r.Uint64()}
+	}
+	if err := x.ContainsBatch(warm, make([]bool, len(warm))); err != nil {
+		t.Fatal(err)
+	}
+	evictMapped(t, x)
+	// Fewer than ReadAheadAfter (96 here), past which lookups read the
+	// file whole.
+	singles := int(x.ReadAheadAfter()) - 10
+	before := residentPages(t, x)
+	for i := range singles {
+		fp := all[r.IntN(len(all))]
+		if i%2 == 1 {
+			fp = Fingerprint{r.Uint64(), r.Uint64()}
+		}
+		ok, err := x.Contains(fp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 && !ok {
+			t.Fatalf("%s not found", fp)
+		}
+	}
+	read := residentPages(t, x) - before
+	t.Logf("%d single cold lookups read %d pages: %.2f a key", singles, read, float64(read)/float64(singles))
+	if float64(read) > 1.5*float64(singles) {
+		t.Errorf("%d single cold lookups read %d pages: %.2f a key, more than 1.5", singles, read, float64(read)/float64(singles))
+	}
+}
