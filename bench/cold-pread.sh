@@ -15,7 +15,7 @@
 # The machine's load decides the absolute figures: compare ratios within a
 # round, and run it idle for the figures themselves. TMPDIR must be on the
 # disk measured (not tmpfs): the index and fio's file are made there.
-# Needs fio (apt-get install fio) and go.
+# Needs fio and go (bench/peers.sh installs fio, as root).
 set -euo pipefail
 keys=${1:-10000000}
 rounds=${2:-3}

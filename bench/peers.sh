@@ -34,14 +34,14 @@ esac
 # Debian package -> the command it must provide. xxhash gives xxh128sum,
 # which checks fingerprints by hand (README "Fingerprints"); time gives GNU
 # /usr/bin/time for peak RSS; golang-github-dcso-bloom-cli is the bloom CLI.
-apt_pkgs=(zstd xxhash mawk gawk golang-github-dcso-bloom-cli time nodejs npm)
+apt_pkgs=(zstd xxhash mawk gawk golang-github-dcso-bloom-cli time fio nodejs npm)
 if $duckdb_only; then
 	apt_pkgs=(nodejs npm)
 fi
 declare -A apt_cmd=(
 	[zstd]=zstd [xxhash]=xxh128sum [mawk]=mawk
 	[gawk]=gawk [golang-github-dcso-bloom-cli]=bloom [time]=/usr/bin/time
-	[nodejs]=node [npm]=npm
+	[fio]=fio [nodejs]=node [npm]=npm
 )
 
 installed=()
