@@ -303,7 +303,7 @@ type NotReplicatedError struct {
 func (e *NotReplicatedError) Error() string {
 	what := fmt.Sprintf("%d of the %d replicas of its master acknowledged it", e.Acked, e.Replicas)
 	if e.Err != nil {
-		what = "its master's replicas could not be asked (" + e.Err.Error() + ")"
+		what = "its master's replicas were not known to have it (" + e.Err.Error() + ")"
 	}
 	return fmt.Sprintf("RedisBloom shard %s: the rebuilt filter was swapped in over %q, but %s: a failover may have brought back the filter it replaced; not counted rebuilt: audit it, and rerun the rebuild if it misses keys", e.Shard, e.Key, what)
 }
@@ -331,10 +331,25 @@ func (b *Source) replicated(ctx context.Context, conn *redis.Conn, shard, key st
 		return &NotReplicatedError{Shard: shard, Key: key, Err: err}
 	}
 	var replicas int64
+	role := ""
 	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "connected_slaves:"); ok {
 			replicas, _ = strconv.ParseInt(v, 10, 64)
 		}
+		if v, ok := strings.CutPrefix(line, "role:"); ok {
+			role = v
+		}
+	}
+	if role != "master" {
+		return &NotReplicatedError{Shard: shard, Key: key, Err: fmt.Errorf("the node it ran on is a %s now", role)}
+	}
+	// A master whose replica has just taken its slots over (a failover
+	// it has not heard of yet) still writes, and counts no replica
+	// connected: the Cluster's configuration still names the replica.
+	if listed, ok := clusterReplicas(ctx, conn); ok && listed > replicas {
+		return &NotReplicatedError{Shard: shard, Key: key, Acked: 0, Replicas: listed,
+			Err: fmt.Errorf("%d of the %d replicas the Cluster gives its master are connected to it", replicas, listed)}
 	}
 	if replicas == 0 {
 		return nil
@@ -348,6 +363,31 @@ func (b *Source) replicated(ctx context.Context, conn *redis.Conn, shard, key st
 		return &NotReplicatedError{Shard: shard, Key: key, Acked: acked, Replicas: replicas, Err: err}
 	}
 	return nil
+}
+
+// clusterReplicas is how many replicas, not marked failed, the Cluster's
+// configuration (as the node conn is on sees it) gives that node; false
+// when the server is not in a Cluster.
+func clusterReplicas(ctx context.Context, conn *redis.Conn) (int64, bool) {
+	nodes, err := conn.ClusterNodes(ctx).Result()
+	if err != nil {
+		return 0, false
+	}
+	var self string
+	lines := strings.Split(nodes, "\n")
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) > 3 && strings.Contains(f[2], "myself") {
+			self = f[0]
+		}
+	}
+	var n int64
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) > 3 && self != "" && f[3] == self && !strings.Contains(f[2], "fail") && !strings.Contains(f[2], "noaddr") {
+			n++
+		}
+	}
+	return n, true
 }
 
 // rebuildParams are BF.RESERVE's for shard s's rebuilt filter: the
