@@ -20,7 +20,12 @@
 //     stitch of partitions, k-way merges and partitioned builds, on random
 //     fingerprints;
 //   - mem (mem.go): every command once under each --mem of a sweep, its
-//     anonymous memory sampled (RunSampled, rss.go).
+//     anonymous memory sampled (RunSampled, rss.go);
+//   - redisbloom-audit and redisbloom-rebuild (redisbloom.go): reconcile
+//     against RedisBloom filters on a redis-server of the run's own;
+//   - etcd-audit and etcd-apply (etcd.go): reconcile against a single etcd
+//     member of the run's own, beside etcdctl (whole and page by page) and
+//     a bare client loop (fpdedup-bench etcd-bare create).
 //
 // The Report (report.go; report.json, its schema in schema.json) holds
 // every figure; report.md (markdown.go) and the charts (charts.go) are drawn
@@ -30,9 +35,10 @@
 // (capacity.go).
 //
 // The scripts beside this file are presets of fpdedup-bench (foundation.sh,
-// dedup.sh, merge.sh, mem.sh; lib.sh builds the two binaries), reconcile.sh,
-// l2bloom.sh and etcd-reconcile.sh (fpdedup reconcile against real servers,
-// under scripts/services: key stores, the L2 bloom, etcd), and
+// dedup.sh, merge.sh, mem.sh, etcd-reconcile.sh; lib.sh builds the two
+// binaries), reconcile.sh and l2bloom.sh (fpdedup reconcile against real
+// servers, under scripts/services: key stores, the L2 bloom), etcd.sh
+// (reconcile/etcdkv's benchmarks beside etcdctl), and
 // peers.sh, which installs the peers. The DuckDB scripts (duckdb-*.mjs)
 // are embedded, so an installed fpdedup-bench runs them without the source
 // tree.

@@ -26,6 +26,9 @@ type rowSpec struct {
 	// failure of the run; any other failure is one.
 	givesUp string
 	stats   string // fpdedup's --stats-json file, read after the checked run
+	// before, if set, runs untimed before every run: it puts back the
+	// state a run starts from (an apply's prefix emptied).
+	before func(ctx context.Context) error
 	// verify judges the checked run: what it found, and whether that is
 	// right (nil: nothing to judge, e.g. a floor).
 	verify func(o outStats, stats map[string]any) (string, *bool)
@@ -339,7 +342,7 @@ func (b *runner) jobs() []jobSpec {
 			{tool: "floor: cat + dd conv=fsync of the output", kind: kindFloor, needs: []string{"sh", "cat", "dd"},
 				cmd: floorWrite([]string{halfA, halfB}, merged)},
 		},
-	}}, append(append(b.parquetJobs(duck), b.mergePartitionsJob(), b.buildPartitionsJob()), b.redisbloomJobs()...)...)
+	}}, append(append(b.parquetJobs(duck), b.mergePartitionsJob(), b.buildPartitionsJob()), append(b.redisbloomJobs(), b.etcdJobs()...)...)...)
 }
 
 // floorWrite reads the inputs and writes (with fsync) as many bytes as

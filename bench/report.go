@@ -59,6 +59,8 @@ type RunOptions struct {
 	// before jobs could be chosen: every default job).
 	Jobs     []string `json:"jobs,omitempty"`
 	MemSweep []string `json:"mem_sweep,omitempty"` // the mem job's --mem values
+	// EtcdMem is fpdedup's --mem in the etcd jobs.
+	EtcdMem string `json:"etcd_mem,omitempty"`
 	// ScaleSizes is the scale job's index sizes in keys.
 	ScaleSizes []int64 `json:"scale_sizes,omitempty"`
 }

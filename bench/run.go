@@ -48,7 +48,14 @@ type Options struct {
 	RBKeys   int64
 	RBShards int
 	RBExtra  int64
-	Notes    []string // added to the report's notes (what else ran, why)
+	// EtcdKeys, EtcdCreate, EtcdPage and EtcdMem size the etcd jobs: 0 or
+	// "" = DefaultEtcdKeys, DefaultEtcdCreate, DefaultEtcdPage,
+	// DefaultEtcdMem.
+	EtcdKeys   int64
+	EtcdCreate int64
+	EtcdPage   int
+	EtcdMem    string
+	Notes      []string // added to the report's notes (what else ran, why)
 
 	BoundedMem    string // --mem of the bounded dedup job: "" = 16MiB
 	VolumeBytes   int64  // the day's volume for the capacity estimate: 0 = 50 TB
@@ -112,8 +119,9 @@ type runner struct {
 	stats   map[string]map[string]any // --stats-json of each fpdedup row, by job
 	jobIdx  int
 	jobsN   int
-	rb      *rbState // the RedisBloom jobs' server and files
-	stops   []func() // run when Run returns: servers started
+	rb      *rbState   // the RedisBloom jobs' server and files
+	etcd    *etcdState // the etcd jobs' member and files
+	stops   []func()   // run when Run returns: servers started
 	meter   meter
 
 	boundedPath string
@@ -162,6 +170,24 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.RBKeys < 100 || o.RBShards < 1 || o.RBShards > 1024 {
 		return nil, optionErrorf("RedisBloom jobs of %d keys in %d shards: want 100 keys at least, 1 to 1024 shards", o.RBKeys, o.RBShards)
 	}
+	if o.EtcdKeys == 0 {
+		o.EtcdKeys = DefaultEtcdKeys
+	}
+	if o.EtcdCreate == 0 {
+		o.EtcdCreate = DefaultEtcdCreate
+	}
+	if o.EtcdPage == 0 {
+		o.EtcdPage = DefaultEtcdPage
+	}
+	if o.EtcdMem == "" {
+		o.EtcdMem = DefaultEtcdMem
+	}
+	if _, ok := parseMiB(o.EtcdMem); !ok {
+		return nil, optionErrorf("--mem %q of the etcd jobs: want MiB or GiB, e.g. 256MiB", o.EtcdMem)
+	}
+	if o.EtcdKeys < 100 || o.EtcdCreate < 100 || o.EtcdPage < 1 {
+		return nil, optionErrorf("etcd jobs of %d keys, %d to create, pages of %d: want 100 keys at least and a page of 1 at least", o.EtcdKeys, o.EtcdCreate, o.EtcdPage)
+	}
 	sel, jobs, err := selectJobs(o.Jobs)
 	if err != nil {
 		return nil, err
@@ -206,6 +232,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if sel["mem"] {
 		b.rep.Options.MemSweep = o.MemSweep
 	}
+	if slices.ContainsFunc(EtcdJobs, func(j string) bool { return sel[j] }) {
+		b.rep.Options.EtcdMem = o.EtcdMem
+	}
 	if sel["scale"] {
 		if len(o.ScaleSizes) == 0 {
 			b.o.ScaleSizes = DefaultScaleSizes
@@ -249,6 +278,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if slices.ContainsFunc(RedisBloomJobs, func(j string) bool { return sel[j] }) {
 		b.rep.Peers = append(b.rep.Peers, *b.peers[rbPeer])
 	}
+	b.peers[etcdPeer], b.peers[etcdctlPeer] = etcdFindPeers(ctx, o.Peers)
+	if slices.ContainsFunc(EtcdJobs, func(j string) bool { return sel[j] }) {
+		b.rep.Peers = append(b.rep.Peers, *b.peers[etcdPeer], *b.peers[etcdctlPeer])
+	}
 	b.meter = meter{rssFile: b.path("rss.txt")}
 	if gt := findGNUTime(ctx); gt != "" {
 		b.meter.gnuTime = gt
@@ -263,9 +296,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 
-	// The scale and RedisBloom jobs make their own data: the events are
-	// generated for the others.
-	if slices.ContainsFunc(jobs, func(j string) bool { return j != "scale" && !slices.Contains(RedisBloomJobs, j) }) {
+	// The scale, RedisBloom and etcd jobs make their own data: the events
+	// are generated for the others.
+	if slices.ContainsFunc(jobs, func(j string) bool {
+		return j != "scale" && !slices.Contains(RedisBloomJobs, j) && !slices.Contains(EtcdJobs, j)
+	}) {
 		if err := b.generate(ctx); err != nil {
 			return nil, err
 		}
@@ -415,6 +450,15 @@ func (b *runner) runJob(ctx context.Context, s *jobSpec) (Job, error) {
 			r := &j.Rows[i]
 			if r.Status != "ok" {
 				continue
+			}
+			if rs.before != nil {
+				if err := rs.before(ctx); err != nil {
+					if ctx.Err() != nil {
+						return j, context.Cause(ctx)
+					}
+					r.Status, r.Why = "failed", "before the run: "+err.Error()
+					continue
+				}
 			}
 			b.progress(Step{Phase: "run", Job: s.name, Tool: rs.tool, Run: pass, Runs: b.o.Runs})
 			sample, out, err := execOnce(ctx, b.meter, rs.cmd, !checked[i], rs.wantExit)

@@ -12,13 +12,14 @@ import (
 // mem (each command's anonymous memory under a sweep of --mem) and scale
 // (indexes of 10^7 to 10^9 keys: scale.go) and redisbloom-audit and
 // redisbloom-rebuild (reconcile against RedisBloom filters on a server of
-// the run's own: redisbloom.go). A run measures its jobs in the
+// the run's own: redisbloom.go) and etcd-audit and etcd-apply (reconcile
+// against a single etcd member of the run's own: etcd.go). A run measures its jobs in the
 // order of AllJobs.
 var (
 	DefaultJobs = append([]string{"build", "query-present", "query-absent", "dedup-lines", "dedup-bounded", "dedup-csv", "dedup-zstd", "count", "merge"}, ParquetJobs...)
 	// ParquetJobs read events.parquet: the CSV's records typed.
 	ParquetJobs = []string{"parquet-dedup", "parquet-bounded", "parquet-count", "parquet-build"}
-	ExtraJobs   = append([]string{"merge-partitions", "build-partitions", "mem", "scale"}, RedisBloomJobs...)
+	ExtraJobs   = append(append([]string{"merge-partitions", "build-partitions", "mem", "scale"}, RedisBloomJobs...), EtcdJobs...)
 	AllJobs     = append(slices.Clone(DefaultJobs), ExtraJobs...)
 )
 

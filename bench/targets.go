@@ -173,6 +173,16 @@ func judgeTargets(r *Report) []Target {
 			}
 			return msg, ok
 		})
+	etcdCaveat := "a single member on loopback, on this machine"
+	add(45, "etcd-audit", "etcd audit within 1.5× of etcdctl at the same page size (page after page, one revision)", etcdCaveat,
+		within("etcd-audit", "etcd-audit", etcdctlPagesTool, 1.5))
+	add(45, "etcd-apply", "etcd --apply within 1.25× of a bare loop of the client sending the same transactions at the same concurrency (whole processes)", etcdCaveat,
+		within("etcd-apply", "etcd-apply", etcdBareTool, 1.25))
+	if m, ok := parseMiB(r.Options.EtcdMem); ok {
+		for _, job := range EtcdJobs {
+			add(45, job, "etcd "+strings.TrimPrefix(job, "etcd-")+": anonymous peak RSS within --mem "+r.Options.EtcdMem, etcdCaveat, anonUnder(job, float64(m), "--mem"))
+		}
+	}
 	ts = append(ts, scaleTargets(r)...)
 	return ts
 }

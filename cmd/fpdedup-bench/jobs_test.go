@@ -76,6 +76,10 @@ func TestUsageErrors(t *testing.T) {
 		{"extra-argument"},
 		{"rss", "--", "true"}, // no -o
 		{"fp", "--count", "lots"},
+		{"--etcd-keys", "10"},
+		{"--etcd-create", "lots"},
+		{"--etcd-page", "0"},
+		{"--etcd-mem", "1MiB"},
 	} {
 		_, stderr := runCmd(t, 2, append(args, "--fpdedup", fpdedupBin, "--out", t.TempDir())...)
 		if !strings.HasPrefix(stderr, "fpdedup-bench: ") {

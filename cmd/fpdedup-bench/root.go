@@ -75,7 +75,7 @@ func newRootCommand(e *env) *cobra.Command {
 	f := root.PersistentFlags()
 	f.StringVar(&e.progress, "progress", "auto", "progress on stderr: auto (a line redrawn on a terminal, a line per run otherwise), always, never")
 	f.BoolVarP(&e.quiet, "quiet", "q", false, "no summary on stderr")
-	root.AddCommand(newRSSCommand(e), newFpCommand(e), newBoundCommand(e), newReportCommand(e), newWarmCommand(e), newPagesCommand(e), newRedisBloomBareCommand(e))
+	root.AddCommand(newRSSCommand(e), newFpCommand(e), newBoundCommand(e), newReportCommand(e), newWarmCommand(e), newPagesCommand(e), newRedisBloomBareCommand(e), newEtcdBareCommand(e))
 	return root
 }
 

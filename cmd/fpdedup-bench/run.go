@@ -20,8 +20,9 @@ import (
 type runOptions struct {
 	records, out, compare, volume, ioBandwidth, boundedMem string
 	exe, peers, peersDir, rbKeys, rbExtra                  string
+	etcdKeys, etcdCreate, etcdMem                          string
 	jobs, memSweep, notes, scaleSizes                      []string
-	runs, rbShards                                         int
+	runs, rbShards, etcdPage                               int
 	scaleFio                                               time.Duration
 	seed                                                   uint64
 	quick, keep                                            bool
@@ -65,7 +66,16 @@ grown to three sub-filters, on a
 redis-server the run starts with the module ($FPDEDUP_REDISBLOOM, else
 shared/redisbloom/redisbloom.so above the working directory): the audit beside
 bare BF.SCANDUMP loops and pipelined BF.MEXISTS of every key, the rebuild of
-every filter beside bare BF.LOADCHUNK of the same bytes); "all" is every job. The scripts in bench/ are presets of these.
+every filter beside bare BF.LOADCHUNK of the same bytes), and etcd-audit and etcd-apply (fpdedup
+reconcile against a single etcd member the run starts, its data in the work
+directory; etcd and etcdctl from Debian's etcd-server and etcd-client): the
+audit of --etcd-keys keys (SHA-256 hex under a prefix) beside one etcdctl get
+--prefix --keys-only and etcdctl page by page at the same page size
+(--etcd-page) and revision; --apply of --etcd-create missing keys
+(compare-and-create, 128 keys a transaction, 4 connections) beside a bare loop
+of etcd's Go client sending the same transactions at the same concurrency,
+every key read back after each; fpdedup under --etcd-mem. "all" is every
+job. The scripts in bench/ are presets of these.
 
 The fpdedup measured is --fpdedup, or the one beside this binary (make bench
 puts both in bin/), or the one on PATH. A peer that is not installed is
@@ -85,7 +95,8 @@ report); 2 bad usage or the benchmark could not run; 130/143 interrupted.`,
   fpdedup-bench --records 100M --runs 5 --compare bench/results/2026-12-02/report.json
   fpdedup-bench --jobs mem --records 10M --mem-sweep 16MiB,256MiB
   fpdedup-bench --jobs scale --scale-sizes 10M,100M,1G --out bench/results/scale-$(date -u +%F)
-  fpdedup-bench --jobs redisbloom-audit,redisbloom-rebuild --rb-keys 10M --rb-extra 160M --runs 5`,
+  fpdedup-bench --jobs redisbloom-audit,redisbloom-rebuild --rb-keys 10M --rb-extra 160M --runs 5
+  fpdedup-bench --jobs etcd-audit,etcd-apply --etcd-keys 1M --etcd-create 100k --runs 5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd.Context(), e, o)
@@ -113,6 +124,10 @@ report); 2 bad usage or the benchmark could not run; 130/143 interrupted.`,
 	f.StringVar(&o.rbKeys, "rb-keys", "1M", "truth keys of the redisbloom jobs (k, M suffixes; issue 44's scale: 10M)")
 	f.IntVar(&o.rbShards, "rb-shards", bench.DefaultRBShards, "RedisBloom filters of the redisbloom jobs")
 	f.StringVar(&o.rbExtra, "rb-extra", "0", "items of history the redisbloom jobs' filters hold beside the truth keys (k, M suffixes): what makes their dumps as large as online")
+	f.StringVar(&o.etcdKeys, "etcd-keys", "1M", "keys under the prefix the etcd-audit job reads (k, M suffixes; issue 45's scale: 1M)")
+	f.StringVar(&o.etcdCreate, "etcd-create", "100k", "missing keys the etcd-apply job creates (k, M suffixes; issue 45's scale: 100k)")
+	f.IntVar(&o.etcdPage, "etcd-page", bench.DefaultEtcdPage, "page size of the etcd-audit job, fpdedup's and etcdctl's")
+	f.StringVar(&o.etcdMem, "etcd-mem", bench.DefaultEtcdMem, "--mem of fpdedup in the etcd jobs")
 	return cmd
 }
 
@@ -139,6 +154,24 @@ func runBench(ctx context.Context, e *env, o runOptions) error {
 	} else {
 		opts.RBExtra = n
 	}
+	for _, c := range []struct {
+		flag, text string
+		dst        *int64
+	}{{"--etcd-keys", o.etcdKeys, &opts.EtcdKeys}, {"--etcd-create", o.etcdCreate, &opts.EtcdCreate}} {
+		n, err := units.ParseCount(c.text)
+		if err != nil || n < 100 {
+			return usageErrorf("%s: want a count of at least 100 (k, M suffixes), not %q", c.flag, c.text)
+		}
+		*c.dst = n
+	}
+	if o.etcdPage < 1 {
+		return usageErrorf("--etcd-page: want 1 at least, not %d", o.etcdPage)
+	}
+	opts.EtcdPage = o.etcdPage
+	if m, err := units.ParseSize(o.etcdMem); err != nil || m < 16<<20 {
+		return usageErrorf("--etcd-mem: want a size of at least 16MiB, not %q", o.etcdMem)
+	}
+	opts.EtcdMem = o.etcdMem
 	if o.records != "" {
 		n, err := units.ParseCount(o.records)
 		if err != nil {
