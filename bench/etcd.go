@@ -312,13 +312,19 @@ func (b *runner) etcdStart(ctx context.Context) error {
 
 // etcdRecords writes n records, one a line, and their index (SHA-256).
 func (b *runner) etcdRecords(ctx context.Context, file, index string, n int64) error {
+	return b.keyFile(ctx, file, index, n, etcdRecord, "--hash", "sha256")
+}
+
+// keyFile writes the n key texts text(0..n-1), one a line, to file, and
+// builds their index with the build flags given.
+func (b *runner) keyFile(ctx context.Context, file, index string, n int64, text func(int64) string, build ...string) error {
 	f, err := os.Create(file)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(f)
 	for i := range n {
-		w.WriteString(etcdRecord(i) + "\n")
+		w.WriteString(text(i) + "\n")
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()
@@ -327,7 +333,8 @@ func (b *runner) etcdRecords(ctx context.Context, file, index string, n int64) e
 	if err := f.Close(); err != nil {
 		return err
 	}
-	_, err = b.tool(ctx, nil, nil, "--progress", "never", "-q", "build", "--hash", "sha256", "-o", index, file)
+	args := append([]string{"--progress", "never", "-q", "build"}, build...)
+	_, err = b.tool(ctx, nil, nil, append(args, "-o", index, file)...)
 	return err
 }
 

@@ -256,6 +256,21 @@ func rbClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, DB: rbDB, Protocol: 2, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
 }
 
+// rbMAdd adds adds[s] to shard s's filter, BF.MADD of 1000 items a
+// command, in one pipeline.
+func rbMAdd(ctx context.Context, c *redis.Client, adds [][]any) error {
+	p := c.Pipeline()
+	for s, items := range adds {
+		for len(items) > 0 {
+			m := min(len(items), 1000)
+			p.Do(ctx, append([]any{"BF.MADD", rbKey(s)}, items[:m]...)...)
+			items = items[m:]
+		}
+	}
+	_, err := p.Exec(ctx)
+	return err
+}
+
 func rbKey(s int) string { return strings.Replace(rbTemplate, "*", strconv.Itoa(s), 1) }
 
 func rbKeyText(i int64) string { return fmt.Sprintf("k%09d", i) }
@@ -264,22 +279,7 @@ func rbKeyText(i int64) string { return fmt.Sprintf("k%09d", i) }
 func (b *runner) rbLoad(ctx context.Context) error {
 	rb, n, shards := b.rb, b.o.RBKeys, b.o.RBShards
 	b.progress(Step{Phase: "prepare", Msg: fmt.Sprintf("redisbloom: %d truth keys into %d filters", n, shards)})
-	f, err := os.Create(rb.keys)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	for i := range n {
-		w.WriteString(rbKeyText(i) + "\n")
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if _, err := b.tool(ctx, nil, nil, "--progress", "never", "-q", "build", "-o", rb.index, rb.keys); err != nil {
+	if err := b.keyFile(ctx, rb.keys, rb.index, n, rbKeyText); err != nil {
 		return err
 	}
 	router, err := rbloom.NewRouter(rbloom.RouterSpec{Route: rbloom.RouteModMD5, Shards: shards})
@@ -307,15 +307,7 @@ func (b *runner) rbLoad(ctx context.Context) error {
 			s := router.Shard([]byte(k))
 			adds[s] = append(adds[s], k)
 		}
-		p := c.Pipeline()
-		for s, items := range adds {
-			for len(items) > 0 {
-				m := min(len(items), 1000)
-				p.Do(ctx, append([]any{"BF.MADD", rbKey(s)}, items[:m]...)...)
-				items = items[m:]
-			}
-		}
-		if _, err := p.Exec(ctx); err != nil {
+		if err := rbMAdd(ctx, c, adds); err != nil {
 			return err
 		}
 	}
@@ -324,15 +316,7 @@ func (b *runner) rbLoad(ctx context.Context) error {
 		for i := from; i < min(from+batch, extra); i++ {
 			adds[i%int64(shards)] = append(adds[i%int64(shards)], fmt.Sprintf("x%010d", i))
 		}
-		p := c.Pipeline()
-		for s, items := range adds {
-			for len(items) > 0 {
-				m := min(len(items), 1000)
-				p.Do(ctx, append([]any{"BF.MADD", rbKey(s)}, items[:m]...)...)
-				items = items[m:]
-			}
-		}
-		if _, err := p.Exec(ctx); err != nil {
+		if err := rbMAdd(ctx, c, adds); err != nil {
 			return err
 		}
 	}
