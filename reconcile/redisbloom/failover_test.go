@@ -28,14 +28,6 @@ func clearError(t *testing.T, r reconciletest.Result) {
 func TestApplyClusterFailover(t *testing.T) {
 	reconciletest.NeedKill(t)
 	reconciletest.PlainOnly(t, "20 s of a replica syncing and taking over")
-	// Quarantined: in about half of the runs on a fresh cluster the
-	// replica, which holds its master's 4 filters once caught up (DBSIZE 4,
-	// the module loaded), holds none of them once it has taken over, and
-	// the run rightly stops ("a filter written to does not exist ...",
-	// exit 2) where the test wants a rerun to agree. Where the filters go
-	// is not known yet (session 32's note); the rebuild's failover test
-	// runs.
-	t.Skip("quarantined: the replica loses its filters in the takeover in about half of the runs (session 32's note)")
 	c := reconciletest.ClusterClient(t)
 	rc := &rbCase{c: c, url: func(q string) string { return reconciletest.ClusterURL(t, q) }, template: "fa:{*}",
 		router: newRefRouter("mod-md5", 16, nil, 0), item: "sha256", n: 60_000, capacity: 500, errRate: 0.01}
@@ -83,7 +75,8 @@ func TestApplyClusterFailover(t *testing.T) {
 // 16 filters of 6 MB): the run either follows the cluster and swaps every
 // filter in (exit 0), each live filter then the module's own for its
 // truth keys, no :rebuild key left; or it stops with a clear error (exit
-// 2), every shard it counts rebuilt holding the filter built. A rerun
+// 2), or its read-back finds a swap the failover undid (exit 1), every
+// shard it counts rebuilt holding the filter built. A rerun
 // then rebuilds every shard, and the audit agrees.
 func TestRebuildClusterFailover(t *testing.T) {
 	reconciletest.NeedKill(t)
@@ -119,7 +112,12 @@ func TestRebuildClusterFailover(t *testing.T) {
 	if rep.Rebuild == nil || rep.Rebuild.Rebuilt == int64(rc.router.shards) && r.Code != 0 {
 		t.Fatalf("rebuild %+v, exit %d", rep.Rebuild, r.Code)
 	}
-	if r.Code != 0 {
+	switch {
+	case r.Code == 1 && strings.Contains(r.Stderr, "short when read back"):
+		// The read-back found a swap the failover undid after every
+		// check before it passed: said, and not counted (below).
+		t.Logf("a swap undone, found by the read-back (%d of %d rebuilt): %s", rep.Rebuild.Rebuilt, rc.router.shards, r.Stderr)
+	case r.Code != 0:
 		clearError(t, r)
 		t.Logf("the run stopped (%d of %d rebuilt): %s", rep.Rebuild.Rebuilt, rc.router.shards, r.Stderr)
 	}

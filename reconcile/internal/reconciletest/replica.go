@@ -75,14 +75,33 @@ func StartReplica(t *testing.T, master string) *Replica {
 	return rp
 }
 
-// CaughtUp waits until the replica has everything the master wrote.
+// CaughtUp waits until the replica has everything the master wrote so
+// far: its replication offset at the master's. (WAIT would not do: it
+// waits for the writes of its own connection, and this one wrote none, so
+// it answered at once while the test's writes, sent on other connections,
+// were still on their way: a replica then took over without them.)
 func (rp *Replica) CaughtUp(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
+	target, ok := replOffset(rp.mnode.Info(ctx, "replication").Val(), "master_repl_offset")
+	if !ok {
+		t.Fatalf("no master_repl_offset in %s's INFO replication", rp.master)
+	}
 	MustWait(t, "the replica catches up", func() bool {
-		n, err := rp.mnode.Do(ctx, "WAIT", 1, 100).Int64()
-		return err == nil && n == 1
+		got, ok := replOffset(rp.node.Info(ctx, "replication").Val(), "slave_repl_offset")
+		return ok && got >= target
 	})
+}
+
+// replOffset is the offset named field gives in an INFO replication.
+func replOffset(info, field string) (int64, bool) {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 func (rp *Replica) Role(t *testing.T) string {
