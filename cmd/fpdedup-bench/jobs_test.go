@@ -36,7 +36,8 @@ func TestExtraJobs(t *testing.T) {
 		t.Fatalf("memory: %+v, want at least 13 commands (two of them bombs; reconcile against servers beside them) × 2 --mem", m)
 	}
 	for _, r := range m.Rows {
-		if r.Status == "failed" || r.PeakAnonBytes <= 0 || r.OverBytes != r.PeakAnonBytes-r.MemBytes {
+		// A refused row may end before its first sample (30 ms).
+		if r.Status == "failed" || r.PeakAnonBytes <= 0 && r.Status != "refused" || r.OverBytes != r.PeakAnonBytes-r.MemBytes {
 			t.Errorf("mem row %+v", r)
 		}
 	}

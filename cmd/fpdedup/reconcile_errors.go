@@ -157,7 +157,7 @@ func sayOptionError(e *reconcile.OptionError) string {
 		return fmt.Sprintf("--rebuild-shard %s: the layout has %s shards", e.Value, e.Target)
 	case reconcile.RebuildNeedsMem:
 		n, _ := strconv.ParseInt(e.Value, 10, 64)
-		return fmt.Sprintf("--rebuild-shard holds a shard in memory: it needs --mem %s at least", units.FormatBytes(n))
+		return fmt.Sprintf("--rebuild-shard holds a shard in memory: give --mem %s or more", mebibytes(n))
 	case reconcile.ExtraNotListed:
 		return "--extra lists what only the online side holds, which --probe and a bloom cannot tell"
 	case reconcile.TargetFPRNotBloom:
