@@ -377,6 +377,43 @@ func mustModule() string {
 // chunk a command, as redis-cli would), writing the data to w: the
 // audit's floor. It returns the bytes read.
 func BareScandump(ctx context.Context, addr string, shards int, w io.Writer) (int64, error) {
+	return scandumps(ctx, addr, shards, func(_ int, _ int64, data string) error {
+		_, err := io.WriteString(w, data)
+		return err
+	})
+}
+
+// rbSaveDumps keeps every filter's chunks in file, with their iterators:
+// what BareLoadchunk writes back.
+func rbSaveDumps(ctx context.Context, addr string, shards int, file string) (int64, error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return 0, err
+	}
+	w := bufio.NewWriter(f)
+	n, err := scandumps(ctx, addr, shards, func(s int, it int64, data string) error {
+		var hdr []byte
+		hdr = binary.AppendUvarint(hdr, uint64(s))
+		hdr = binary.AppendVarint(hdr, it)
+		hdr = binary.AppendUvarint(hdr, uint64(len(data)))
+		w.Write(hdr)
+		_, err := w.WriteString(data)
+		return err
+	})
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		f.Close()
+		return n, err
+	}
+	return n, f.Close()
+}
+
+// scandumps reads every filter's dump with a BF.SCANDUMP loop and hands
+// each chunk, with its shard and iterator, to chunk. It returns the bytes
+// read.
+func scandumps(ctx context.Context, addr string, shards int, chunk func(s int, it int64, data string) error) (int64, error) {
 	c := rbClient(addr)
 	defer c.Close()
 	var n int64
@@ -395,51 +432,12 @@ func BareScandump(ctx context.Context, addr string, shards int, w io.Writer) (in
 			}
 			data, _ := v[1].(string)
 			n += int64(len(data))
-			if _, err := io.WriteString(w, data); err != nil {
+			if err := chunk(s, it, data); err != nil {
 				return n, err
 			}
 		}
 	}
 	return n, nil
-}
-
-// rbSaveDumps keeps every filter's chunks in file, with their iterators:
-// what BareLoadchunk writes back.
-func rbSaveDumps(ctx context.Context, addr string, shards int, file string) (int64, error) {
-	f, err := os.Create(file)
-	if err != nil {
-		return 0, err
-	}
-	w := bufio.NewWriter(f)
-	c := rbClient(addr)
-	defer c.Close()
-	var n int64
-	for s := range shards {
-		it := int64(0)
-		for {
-			v, err := c.Do(ctx, "BF.SCANDUMP", rbKey(s), it).Slice()
-			if err != nil {
-				f.Close()
-				return n, err
-			}
-			if it, _ = v[0].(int64); it == 0 {
-				break
-			}
-			data, _ := v[1].(string)
-			n += int64(len(data))
-			var hdr []byte
-			hdr = binary.AppendUvarint(hdr, uint64(s))
-			hdr = binary.AppendVarint(hdr, it)
-			hdr = binary.AppendUvarint(hdr, uint64(len(data)))
-			w.Write(hdr)
-			w.WriteString(data)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return n, err
-	}
-	return n, f.Close()
 }
 
 // BareLoadchunk writes the chunks rbSaveDumps kept into KEY:bare, a
