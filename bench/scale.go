@@ -25,6 +25,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/bench/gen"
 	"github.com/fpdedup/fpdedup/fpstore"
+	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/internal/pagecache"
 )
 
@@ -85,6 +86,7 @@ type ScaleSize struct {
 	BuildMem          *ScaleRun    `json:"build_mem"` // --mem 2GiB
 	BuildMemIdentical bool         `json:"build_mem_identical"`
 	Queries           []ScaleQuery `json:"queries"`
+	DedupCold         []ScaleQuery `json:"dedup_against_cold"` // the cold batches through dedup --against
 	Single            *ScaleSingle `json:"single"`
 	Merge             *ScaleMerge  `json:"merge"`
 	DedupAgainst      *ScaleRun    `json:"dedup_against"`
@@ -103,14 +105,17 @@ type ScaleQuery struct {
 }
 
 // ScaleSingle is single cold lookups: in a process that has the index
-// open, and as a whole fpdedup query process.
+// open (its directories read, with query's read buffers), and as a whole
+// fpdedup query process.
 type ScaleSingle struct {
 	Samples        int     `json:"samples"`
 	InProcessP50Us float64 `json:"in_process_p50_us"`
 	InProcessP99Us float64 `json:"in_process_p99_us"`
+	InProcessReads float64 `json:"in_process_device_reads"` // a lookup's, mean
 	ProcessP50Ms   float64 `json:"process_p50_ms"`
 	ProcessP99Ms   float64 `json:"process_p99_ms"`
-	VersionP50Ms   float64 `json:"version_p50_ms"` // fpdedup --version: a process's start
+	ProcessReads   float64 `json:"process_device_reads"` // a query process's, mean
+	VersionP50Ms   float64 `json:"version_p50_ms"`       // fpdedup --version: a process's start
 }
 
 // ScaleMerge is a day merged into the history, against its I/O floor:
@@ -225,17 +230,24 @@ func (b *runner) scaleSize(ctx context.Context, n int64, idx, dev string, larges
 			}
 			for _, present := range []bool{true, false} {
 				step(fmt.Sprintf("query %d %s keys, %s", k, map[bool]string{true: "present", false: "absent"}[present], map[bool]string{true: "cold", false: "warm"}[cold]))
-				q, err := b.scaleQuery(ctx, idx, dev, n, k, present, cold)
+				q, err := b.scaleQuery(ctx, idx, dev, n, k, present, cold, false)
 				if err != nil {
 					return nil, err
 				}
 				s.Queries = append(s.Queries, q)
+				if cold && k >= 1000 {
+					step(fmt.Sprintf("dedup --against, %d %s keys, cold", k, map[bool]string{true: "present", false: "absent"}[present]))
+					if q, err = b.scaleQuery(ctx, idx, dev, n, k, present, cold, true); err != nil {
+						return nil, err
+					}
+					s.DedupCold = append(s.DedupCold, q)
+				}
 			}
 		}
 	}
 	step("single cold lookups")
 	var err error
-	if s.Single, err = b.scaleSingles(ctx, idx, n); err != nil {
+	if s.Single, err = b.scaleSingles(ctx, idx, dev, n); err != nil {
 		return nil, err
 	}
 	if largest {
@@ -258,8 +270,8 @@ func (b *runner) scaleSize(ctx context.Context, n int64, idx, dev string, larges
 
 // scaleQuery runs a batch of k keys (present: drawn from the history;
 // absent: from past its end) scaleQueryRuns times and keeps the median
-// run by wall time.
-func (b *runner) scaleQuery(ctx context.Context, idx, dev string, n, k int64, present, cold bool) (ScaleQuery, error) {
+// run by wall time: a query, or a dedup --against the history.
+func (b *runner) scaleQuery(ctx context.Context, idx, dev string, n, k int64, present, cold, dedup bool) (ScaleQuery, error) {
 	q := ScaleQuery{Batch: k, Present: present, Cold: cold}
 	keys := b.path("keys.hex")
 	defer os.Remove(keys)
@@ -300,9 +312,15 @@ func (b *runner) scaleQuery(ctx context.Context, idx, dev string, n, k int64, pr
 			return q, err
 		}
 		var absent lineCounter
-		r := b.measure(ctx, f, &absent, dev, "query", "--fp", "--only", "absent", "-q", idx)
-		if r.exit == 1 && absent > 0 {
-			r.Status = "ok" // query's "some key is absent"
+		var r ScaleRun
+		if dedup {
+			// dedup writes the keys not in the history: the absent ones.
+			r = b.measure(ctx, f, &absent, dev, "dedup", "--format", "fp", "-q", "--against", idx, "-")
+		} else {
+			r = b.measure(ctx, f, &absent, dev, "query", "--fp", "--only", "absent", "-q", idx)
+			if r.exit == 1 && absent > 0 {
+				r.Status = "ok" // query's "some key is absent"
+			}
 		}
 		f.Close()
 		runs = append(runs, r)
@@ -317,38 +335,62 @@ func (b *runner) scaleQuery(ctx context.Context, idx, dev string, n, k int64, pr
 	return q, nil
 }
 
-// scaleSingles times single cold lookups of present keys: in this process
-// (the index opened after the drop, the lookup alone timed) and as whole
-// fpdedup query processes, beside fpdedup --version.
-func (b *runner) scaleSingles(ctx context.Context, idx string, n int64) (*ScaleSingle, error) {
+// scaleSingles times single cold lookups of present keys: in a running
+// process (the index opened once with query's read buffers and its
+// directories read by a batch, then dropped from the page cache before
+// each lookup, the lookup alone timed and its device reads counted) and as
+// whole fpdedup query processes, the index dropped before each, beside
+// fpdedup --version.
+func (b *runner) scaleSingles(ctx context.Context, idx, dev string, n int64) (*ScaleSingle, error) {
 	s := &ScaleSingle{Samples: scaleSingles}
-	var in, proc, version []float64
-	for i := range scaleSingles {
+	key := func(i int) fpstore.Fingerprint {
 		hi, lo := gen.Fingerprint(scaleSeed, (uint64(n)/7*uint64(i%7)+uint64(i)*7919)%uint64(n))
-		fp := fpstore.Fingerprint{Hi: hi, Lo: lo}
+		return fpstore.Fingerprint{Hi: hi, Lo: lo}
+	}
+	x, err := fpstore.Open(idx, fpstore.WithReadBuffers(memplan.Query(1<<30).ReadBuffers))
+	if err != nil {
+		return nil, err
+	}
+	defer x.Close()
+	// A running process: its segments opened and directories read by a
+	// batch of keys spread over the index.
+	warm := make([]fpstore.Fingerprint, min(n, 50_000))
+	for i := range warm {
+		hi, lo := gen.Fingerprint(scaleSeed, uint64(i)*uint64(n/int64(len(warm))))
+		warm[i] = fpstore.Fingerprint{Hi: hi, Lo: lo}
+	}
+	if _, err := pagecache.Drop(idx); err != nil {
+		return nil, err
+	}
+	if err := x.ContainsBatch(warm, make([]bool, len(warm))); err != nil {
+		return nil, err
+	}
+	var in, proc, version []float64
+	var inReads, procReads int64
+	for i := range scaleSingles {
+		fp := key(i)
 		if _, err := pagecache.Drop(idx); err != nil {
 			return nil, err
 		}
-		x, err := fpstore.Open(idx)
-		if err != nil {
-			return nil, err
-		}
+		before := deviceReads(dev)
 		t := time.Now()
 		ok, err := x.Contains(fp)
 		d := time.Since(t)
-		x.Close()
+		inReads += deviceReads(dev) - before
 		if err != nil || !ok {
 			return nil, fmt.Errorf("bench: scale: a present key not found in %s (%v)", idx, err)
 		}
-		in = append(in, float64(d.Microseconds()))
+		in = append(in, float64(d.Nanoseconds())/1e3)
 		if _, err := pagecache.Drop(idx); err != nil {
 			return nil, err
 		}
+		before = deviceReads(dev)
 		t = time.Now()
 		if out, err := exec.CommandContext(ctx, b.exe, "query", "--fp", idx, fp.String()).Output(); err != nil || !strings.HasPrefix(string(out), "present\t") {
 			return nil, fmt.Errorf("bench: scale: fpdedup query of one present key: %v %q", err, out)
 		}
 		proc = append(proc, float64(time.Since(t).Microseconds())/1e3)
+		procReads += deviceReads(dev) - before
 		t = time.Now()
 		if err := exec.CommandContext(ctx, b.exe, "--version").Run(); err != nil {
 			return nil, err
@@ -356,7 +398,9 @@ func (b *runner) scaleSingles(ctx context.Context, idx string, n int64) (*ScaleS
 		version = append(version, float64(time.Since(t).Microseconds())/1e3)
 	}
 	s.InProcessP50Us, s.InProcessP99Us = quantile(in, 0.5), quantile(in, 0.99)
+	s.InProcessReads = float64(inReads) / scaleSingles
 	s.ProcessP50Ms, s.ProcessP99Ms = quantile(proc, 0.5), quantile(proc, 0.99)
+	s.ProcessReads = float64(procReads) / scaleSingles
 	s.VersionP50Ms = quantile(version, 0.5)
 	return s, nil
 }
@@ -656,10 +700,19 @@ func (r *Report) markdownScale(b *strings.Builder) {
 				map[bool]string{true: "exact", false: "**wrong**"}[q.Correct])
 		}
 	}
-	p("\n| keys | one cold lookup in process, p50 / p99 | a whole `fpdedup query IDX KEY`, p50 / p99 | `fpdedup --version` p50 |\n| ---: | ---: | ---: | ---: |\n")
+	if dedupCold := slices.ContainsFunc(sc.Sizes, func(s ScaleSize) bool { return len(s.DedupCold) > 0 }); dedupCold {
+		p("\nThe cold batches again through `fpdedup dedup --format fp --against HISTORY -` (its plan's read buffers: half the heap's part of --mem):\n\n| keys | batch | keys are | wall | per key | device reads/key | read | answers |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |\n")
+		for _, s := range sc.Sizes {
+			for _, q := range s.DedupCold {
+				p("| %s | %s | %s | %s | %s | %.2f | %s | %s |\n", commas(s.Keys), commas(q.Batch), map[bool]string{true: "present", false: "absent"}[q.Present],
+					fmtSeconds(q.Run.WallS), fmtNs(q.NsPerKey), q.ReadsPerKey, fmtMB(q.Run.ReadBytes), map[bool]string{true: "exact", false: "**wrong**"}[q.Correct])
+			}
+		}
+	}
+	p("\n| keys | one cold lookup in a running process, p50 / p99 | its device reads | a whole `fpdedup query IDX KEY`, p50 / p99 | its device reads | `fpdedup --version` p50 |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range sc.Sizes {
 		if x := s.Single; x != nil {
-			p("| %s | %.0f / %.0f µs | %.1f / %.1f ms | %.1f ms |\n", commas(s.Keys), x.InProcessP50Us, x.InProcessP99Us, x.ProcessP50Ms, x.ProcessP99Ms, x.VersionP50Ms)
+			p("| %s | %.0f / %.0f µs | %.2f | %.1f / %.1f ms | %.2f | %.1f ms |\n", commas(s.Keys), x.InProcessP50Us, x.InProcessP99Us, x.InProcessReads, x.ProcessP50Ms, x.ProcessP99Ms, x.ProcessReads, x.VersionP50Ms)
 		}
 	}
 	p("\n")
@@ -676,6 +729,9 @@ func (r *Report) markdownScale(b *strings.Builder) {
 	}
 	if d := sc.Device; d != nil {
 		p("- The device (fio on %s, O_DIRECT, %.0f s each; %s): 4 KiB random reads %s IOPS at depth 1 (%.0f µs each), %s IOPS at depth 32; sequential %s/s.\n", d.File, d.Seconds, d.Status, fmtCount(d.Depth1IOPS), d.Depth1LatencyUs, fmtCount(d.Depth32IOPS), fmtMB(int64(d.SeqBytesPerSec)))
+		if n := len(sc.Sizes); n > 0 && d.Status == "ok" {
+			markdownDevice(p, &sc.Sizes[n-1], d)
+		}
 	}
 	for _, s := range sc.Skipped {
 		p("- Not measured: %s.\n", s)
@@ -685,6 +741,31 @@ func (r *Report) markdownScale(b *strings.Builder) {
 			m.BytesPerKey, m.BuildNsPerKey, fmtNs(m.ColdNsPerKey), m.WarmGrowth, fmtMB(int64(m.At1e10DiskBytes)), fmtDuration(m.At1e10BuildS), fmtSeconds(m.At1e10ColdBatchS))
 	}
 	p("\n")
+}
+
+// markdownDevice sets the largest size's cold figures against the
+// device's (issue 47's targets): a single cold lookup against one 4 KiB
+// read at depth 1, a query process against a process's start and two
+// such reads, each cold batch's keys a second against the depth-32 IOPS.
+func markdownDevice(p func(string, ...any), s *ScaleSize, d *ScaleDevice) {
+	if x := s.Single; x != nil && d.Depth1LatencyUs > 0 {
+		p("- At %s keys: a single cold lookup in a running process %.0f µs = **%.2f×** a depth-1 read, %.2f device reads; a whole query process %.1f ms = its start (%.1f ms) + %.1f depth-1 reads, %.2f device reads.\n",
+			commas(s.Keys), x.InProcessP50Us, x.InProcessP50Us/d.Depth1LatencyUs, x.InProcessReads, x.ProcessP50Ms, x.VersionP50Ms, (x.ProcessP50Ms-x.VersionP50Ms)*1e3/d.Depth1LatencyUs, x.ProcessReads)
+	}
+	if d.Depth32IOPS <= 0 {
+		return
+	}
+	for _, g := range []struct {
+		how string
+		qs  []ScaleQuery
+	}{{"query", s.Queries}, {"dedup --against", s.DedupCold}} {
+		for _, q := range g.qs {
+			if !q.Cold || q.Batch < 1000 || q.NsPerKey <= 0 {
+				continue
+			}
+			p("  - %s of %s %s keys, cold: %.0f keys/s = **%.2f** of the depth-32 IOPS, %.2f reads a key\n", g.how, commas(q.Batch), map[bool]string{true: "present", false: "absent"}[q.Present], 1e9/q.NsPerKey, 1e9/q.NsPerKey/d.Depth32IOPS, q.ReadsPerKey)
+		}
+	}
 }
 
 func scaleSizesText(sc *Scale) string {

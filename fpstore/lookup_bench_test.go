@@ -1,6 +1,7 @@
 package fpstore
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -18,22 +19,38 @@ import (
 // benchIndex builds, once per test binary, an index of
 // $FPDEDUP_BENCH_KEYS random fingerprints (default 10M; the issue's
 // figure is for 100M: FPDEDUP_BENCH_KEYS=100000000, ~1.7 GB, a minute to
-// build) and returns its path and a sample of its keys.
+// build) and returns its path and a sample of its keys. With
+// $FPDEDUP_BENCH_INDEX the index is kept at that path, and used again by
+// the next run of as many keys (the sample is made again, not the file).
 var benchIndex = sync.OnceValues(func() (string, []Fingerprint) {
 	n := 10_000_000
 	if s := os.Getenv("FPDEDUP_BENCH_KEYS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
-	dir, err := os.MkdirTemp("", "fpdedup-bench-")
-	if err != nil {
+	path := os.Getenv("FPDEDUP_BENCH_INDEX")
+	if path == "" {
+		dir, err := os.MkdirTemp("", "fpdedup-bench-")
+		if err != nil {
+			panic(err)
+		}
+		lookupDir = dir
+		path = filepath.Join(dir, "bench.fpx")
+	}
+	r := rand.New(rand.NewPCG(21, 22))
+	var w *Writer
+	if x, err := Open(path); err == nil {
+		if x.Len() != uint64(n) {
+			panic(fmt.Sprintf("$FPDEDUP_BENCH_INDEX %s holds %d keys, not %d", path, x.Len(), n))
+		}
+		x.Close()
+	} else if w, err = Create(path, WriterOptions{Spec: Spec{Hash: "xxh3"}, Sequential: true}); err != nil {
 		panic(err)
 	}
-	lookupDir = dir
-	path := filepath.Join(dir, "bench.fpx")
-	r := rand.New(rand.NewPCG(21, 22))
-	w, err := Create(path, WriterOptions{Spec: Spec{Hash: "xxh3"}, Sequential: true})
-	if err != nil {
-		panic(err)
+	add := func(fps ...Fingerprint) error {
+		if w == nil {
+			return nil
+		}
+		return w.Add(fps...)
 	}
 	// Ascending random fingerprints without sorting: uniform gaps.
 	step := ^uint64(0) / uint64(n)
@@ -46,17 +63,19 @@ var benchIndex = sync.OnceValues(func() (string, []Fingerprint) {
 			sample = append(sample, fp)
 		}
 		if len(buf) == cap(buf) {
-			if err := w.Add(buf...); err != nil {
+			if err := add(buf...); err != nil {
 				panic(err)
 			}
 			buf = buf[:0]
 		}
 	}
-	if err := w.Add(buf...); err != nil {
+	if err := add(buf...); err != nil {
 		panic(err)
 	}
-	if _, err := w.Commit(); err != nil {
-		panic(err)
+	if w != nil {
+		if _, err := w.Commit(); err != nil {
+			panic(err)
+		}
 	}
 	return path, sample
 })

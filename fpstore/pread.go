@@ -71,6 +71,24 @@ func WithReadBuffers(bytes int64) Option {
 	return func(x *Index) { x.readBuffers = bytes }
 }
 
+// ShareReadBuffers gives the set's indexes bytes to read cold lookups with
+// (WithReadBuffers), shared in proportion to their fingerprints: a key is
+// looked up in one index of a partitioned set, and in each of a history
+// and its recent days, where the history has most of the pages. Called
+// before the set's first lookup.
+func (s *Set) ShareReadBuffers(bytes int64) {
+	var total float64
+	for _, x := range s.indexes {
+		total += float64(x.Len())
+	}
+	for _, x := range s.indexes {
+		x.readBuffers = 0
+		if total > 0 {
+			x.readBuffers = int64(float64(bytes) * float64(x.Len()) / total)
+		}
+	}
+}
+
 // preadable reports whether cold lookups may read with pread.
 func (x *Index) preadable() bool { return x.readBuffers >= minReadBuffers && !x.whole.Load() }
 
@@ -382,8 +400,12 @@ func (r *preadRound) holdDirs(s *segment, from, to uint64) {
 // that one share issues its reads while another waits for its own.
 func (x *Index) preadKeys(fps []Fingerprint, found []bool) error {
 	if len(fps) == 1 {
-		return x.preadSorted(fps, found, 1)
+		return x.preadSorted(fps, found, 1) // a page or two
 	}
+	// The budget is a batch's: concurrent batches (a pipeline's workers)
+	// take turns, each keeping the device's preadDepth reads in flight.
+	x.preadBatch.Lock()
+	defer x.preadBatch.Unlock()
 	order := make([]int32, len(fps))
 	for i := range order {
 		order[i] = int32(i)

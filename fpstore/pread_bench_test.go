@@ -9,7 +9,13 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/fpdedup/fpdedup/internal/memplan"
 )
+
+// benchReadBuffers is what a query process at --mem 1GiB reads cold
+// lookups with: room to hold a 2·10^8-key index's directories.
+var benchReadBuffers = memplan.Query(1 << 30).ReadBuffers
 
 // BenchmarkColdPaths compares the two ways a cold lookup can read an index
 // that is open (its segments open; pread's directories held after the
@@ -33,7 +39,7 @@ func BenchmarkColdPaths(b *testing.B) {
 			b.Run(fmt.Sprintf("keys=%d/%s", n, p.name), func(b *testing.B) {
 				defer func(was bool) { preadAsk = was }(preadAsk)
 				preadAsk = p.ask
-				x, err := Open(path, WithReadBuffers(testReadBuffers))
+				x, err := Open(path, WithReadBuffers(benchReadBuffers))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -2,8 +2,10 @@ package fpstore
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/fpdedup/fpdedup/internal/devrate"
@@ -120,6 +122,68 @@ func TestReadPaths(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestPreadShared: a set's read buffers are shared among its indexes by
+// their keys, within the budget given; batches from several goroutines
+// at once read with pread (taking turns with the budget) and answer as a
+// Go map does.
+func TestPreadShared(t *testing.T) {
+	paths, all := readPathFiles(t)
+	in := make(map[Fingerprint]bool, len(all))
+	for _, fp := range all {
+		in[fp] = true
+	}
+	xs := []*Index{openIndex(t, paths[0]), openIndex(t, paths[1])}
+	set, err := NewSet(xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.ShareReadBuffers(testReadBuffers)
+	if sum := xs[0].readBuffers + xs[1].readBuffers; sum > testReadBuffers || sum < testReadBuffers-2 {
+		t.Errorf("shared %d + %d bytes of %d", xs[0].readBuffers, xs[1].readBuffers, testReadBuffers)
+	}
+	if got, want := float64(xs[1].readBuffers)/float64(xs[0].readBuffers), float64(xs[1].Len())/float64(xs[0].Len()); math.Abs(got-want) > 0.01 {
+		t.Errorf("the partition has %.3f of the history's buffers, %.3f of its keys", got, want)
+	}
+	for _, x := range xs {
+		x.forcePath.Store(uint32(pathPread))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for g := range errs {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(91, uint64(g)))
+			var l Lookups
+			for range 5 {
+				keys := make([]Fingerprint, 3000)
+				for i := range keys {
+					if i%2 == 0 {
+						keys[i] = all[r.IntN(len(all))]
+					} else {
+						keys[i] = Fingerprint{r.Uint64(), r.Uint64()}
+					}
+				}
+				found := make([]bool, len(keys))
+				if err := set.ContainsBatch(keys, found, &l); err != nil {
+					errs[g] = err
+					return
+				}
+				for i, fp := range keys {
+					if found[i] != in[fp] {
+						errs[g] = fmt.Errorf("goroutine %d: the set says %v for %s, want %v", g, found[i], fp, in[fp])
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }

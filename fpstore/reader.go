@@ -46,9 +46,11 @@ type Index struct {
 	lut     []int32
 	segRank []uint64 // fingerprints in the segments before each (Rank)
 
-	// The pread path (pread.go): what it may hold (WithReadBuffers), and
-	// its descriptor, opened at its first read.
+	// The pread path (pread.go): what it may hold (WithReadBuffers,
+	// Set.ShareReadBuffers), one batch at a time, and its descriptor,
+	// opened at its first read.
 	readBuffers int64
+	preadBatch  sync.Mutex
 	preadOnce   sync.Once
 	preadF      *os.File
 	preadFD     int

@@ -125,7 +125,7 @@ func Dedup(ctx context.Context, opts DedupOptions, out io.Writer) (DedupStats, e
 	// top: a run being written (~36 MiB), chunks in flight, the --record
 	// writer's segment buffers (made once the tables are freed) and the
 	// runtime (bench/mem.sh measures the whole).
-	plan := opts.Plan()
+	plan := opts.planned()
 	rec, err := newRecorder(opts, plan.Sorter)
 	if err != nil {
 		return st, err

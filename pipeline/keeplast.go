@@ -19,7 +19,7 @@ func dedupKeepLast(ctx context.Context, opts DedupOptions, out io.Writer) (Dedup
 	st := DedupStats{Mode: "two passes"}
 	// The tally takes the plan's tables (those of the seen-set and its
 	// blooms); the recorder its sorter.
-	plan := opts.Plan()
+	plan := opts.planned()
 	rec, err := newRecorder(opts, plan.Sorter)
 	if err != nil {
 		return st, err

@@ -18,11 +18,21 @@ func parquetPlan(r ingest.RecordOptions) memplan.Parquet {
 
 // Plan is Dedup's share of o.Mem, with KeepLast that of its two passes.
 func (o DedupOptions) Plan() memplan.Plan {
-	j := memplan.DedupJob{Mem: o.Mem, Record: o.Record != "", Parquet: parquetPlan(o.Records)}
+	j := memplan.DedupJob{Mem: o.Mem, Record: o.Record != "", Against: o.Against != nil, Parquet: parquetPlan(o.Records)}
 	if o.KeepLast {
 		return memplan.KeepLast(j)
 	}
 	return memplan.Dedup(j)
+}
+
+// planned is o's Plan, its read buffers given to the --against indexes:
+// what Dedup and KeepLast run in.
+func (o DedupOptions) planned() memplan.Plan {
+	p := o.Plan()
+	if o.Against != nil {
+		o.Against.ShareReadBuffers(p.ReadBuffers)
+	}
+	return p
 }
 
 // Plan is Count's share of o.Mem.

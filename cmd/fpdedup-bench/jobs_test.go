@@ -145,7 +145,16 @@ func TestScaleJob(t *testing.T) {
 				t.Errorf("%d keys: query %+v", s.Keys, q)
 			}
 		}
-		if s.Single == nil || s.Single.Samples == 0 || s.Single.ProcessP50Ms <= 0 {
+		// 10^3 and 10^4 present and absent through dedup --against.
+		if len(s.DedupCold) != 4 {
+			t.Errorf("%d keys: %d cold dedup --against batches, want 4", s.Keys, len(s.DedupCold))
+		}
+		for _, q := range s.DedupCold {
+			if q.Run.Status != "ok" || !q.Correct || q.NsPerKey <= 0 {
+				t.Errorf("%d keys: dedup --against %+v", s.Keys, q)
+			}
+		}
+		if s.Single == nil || s.Single.Samples == 0 || s.Single.ProcessP50Ms <= 0 || s.Single.InProcessP50Us <= 0 {
 			t.Errorf("%d keys: single lookups %+v", s.Keys, s.Single)
 		}
 	}

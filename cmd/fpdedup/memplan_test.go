@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -46,6 +47,9 @@ func TestJobMemoryPlan(t *testing.T) {
 		{"dedup", []string{"dedup", "-o", filepath.Join(dir, "d.txt"), in}, true},
 		{"dedup", []string{"dedup", "--record", filepath.Join(dir, "r.fpx"), "-o", filepath.Join(dir, "d2.txt"), in}, true},
 		{"dedup", []string{"dedup", "--keep", "last", "-o", filepath.Join(dir, "d3.txt"), in}, true},
+		// --against: its indexes' cold reads take half the heap's part.
+		{"dedup", []string{"dedup", "--against", idx, "-o", filepath.Join(dir, "d4.txt"), in}, true},
+		{"dedup", []string{"dedup", "--keep", "last", "--against", idx, "-o", filepath.Join(dir, "d5.txt"), in}, true},
 		{"count", []string{"count", "-o", filepath.Join(dir, "c.txt"), in}, true},
 		{"build", []string{"build", "-o", filepath.Join(dir, "b.fpx"), in}, true},
 		{"merge", []string{"merge", "-o", filepath.Join(dir, "m.fpx"), idx, idx}, false},
@@ -84,6 +88,9 @@ func TestJobMemoryPlan(t *testing.T) {
 			p := st.Memory.Plan
 			if p["mem_bytes"] != mem || p["heap_bytes"] == 0 {
 				t.Fatalf("no plan of --mem 256MiB in --stats-json:\n%s", b)
+			}
+			if reads := c.name == "query" || slices.Contains(c.args, "--against"); reads != (p["read_buffers_bytes"] > 0) {
+				t.Errorf("read buffers %d in the plan of %s", p["read_buffers_bytes"], c.name)
 			}
 			var within int64
 			for k, n := range p {

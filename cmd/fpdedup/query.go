@@ -106,10 +106,11 @@ func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []strin
 		return usageErrorf("--format parquet reads rows from standard input (fpdedup query --format parquet IDX < %s): KEY arguments are keys, never files; without --format they are queried as keys", args[0])
 	}
 	plan := memplan.Query(inv.mem)
-	set, err := openSet(paths, append(inv.indexOptions(), fpstore.WithReadBuffers(plan.ReadBuffers))...)
+	set, err := openSet(paths, inv.indexOptions()...)
 	if err != nil {
 		return err
 	}
+	set.ShareReadBuffers(plan.ReadBuffers)
 	defer set.Close()
 	opts.Set = set
 	j := inv.job(cmd)

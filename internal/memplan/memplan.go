@@ -165,6 +165,9 @@ func ReaderLimit(maxRecord int64) int64 { return 4 * maxRecord }
 type DedupJob struct {
 	Mem    int64
 	Record bool // --record: a sorter of its own
+	// Against: keys are looked up in indexes (--against), whose cold
+	// lookups read with pread into ReadBuffers.
+	Against bool
 	Parquet
 }
 
@@ -178,12 +181,18 @@ func (j DedupJob) parts() int64 {
 
 // Dedup shares --mem out in equal parts: the exact tables, the blooms of
 // the bounded mode, the Go heap, what does not grow with the data (a run
-// being written, chunks in flight) and, with Record, its sorter.
+// being written, chunks in flight) and, with Record, its sorter. Against
+// takes half the heap's part for the --against indexes' cold reads.
 func Dedup(j DedupJob) Plan {
 	parts := j.parts()
 	p := Plan{Job: "dedup", Mem: j.Mem, Heap: max(j.Mem/parts, MinHeap), Tables: j.Mem / parts, SeenBlooms: j.Mem / parts, RowGroups: j.rowGroups(), MaxRecord: j.MaxRecord}
 	if j.Record {
 		p.Sorter = j.Mem / parts
+	}
+	if j.Against {
+		// Half the heap's part: the Go heap's limit counts both.
+		p.ReadBuffers = j.Mem / parts / 2
+		p.Heap = max(j.Mem/parts-p.ReadBuffers, MinHeap)
 	}
 	p.Fixed = max(j.Mem-p.Within(), 0)
 	return p
