@@ -3,7 +3,6 @@ package redisbloom_test
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,6 +61,7 @@ func TestApplyClusterFailover(t *testing.T) {
 			t.Fatalf("read back %+v held, but the module holds %d of the %d written", rb, missing-len(rc.missing), missing)
 		}
 		t.Logf("the run stopped: %s", r.Stderr)
+		replica.Settled(t)
 		reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--apply")...).Want(t, 0)
 		rc.reference(t)
 		if len(rc.missing) != 0 {
@@ -82,15 +82,6 @@ func TestApplyClusterFailover(t *testing.T) {
 func TestRebuildClusterFailover(t *testing.T) {
 	reconciletest.NeedKill(t)
 	reconciletest.PlainOnly(t, "20 s of a replica syncing and taking over")
-	// Quarantined, on an open bug (issue 44's note): under CI's load a
-	// swap still counts rebuilt that the takeover then undoes (the live
-	// filter the old one, 3619 bytes; twice in CI since 96b712d, never in
-	// 9 runs alone): the old master, told late, accepts and reads back
-	// the swap with no replica it knows of to wait for. Next: refuse
-	// unless the node still owns the key's slot in its own view.
-	if os.Getenv("FPDEDUP_FAILOVER_REBUILD") == "" {
-		t.Skip("quarantined: a swap the takeover undoes can still count rebuilt under load (issue 44's note); FPDEDUP_FAILOVER_REBUILD=1 runs it")
-	}
 	ctx := context.Background()
 	c := reconciletest.ClusterClient(t)
 	rc := &rbCase{c: c, url: func(q string) string { return reconciletest.ClusterURL(t, q) }, template: "fr:{*}",
@@ -146,6 +137,7 @@ func TestRebuildClusterFailover(t *testing.T) {
 		t.Fatalf("%d shards marked rebuilt, the report counts %d", rebuilt, rep.Rebuild.Rebuilt)
 	}
 	if r.Code != 0 {
+		replica.Settled(t)
 		reconciletest.Fpdedup(t, rc.dir, nil, rc.args(rebuild...)...).Want(t, 0)
 	}
 	for s := range rc.router.shards {

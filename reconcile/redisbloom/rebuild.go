@@ -250,7 +250,11 @@ func (b *Source) rebuildShard(ctx context.Context, s int, ro RebuildOptions, rep
 			}
 			return err
 		}
-		waited = b.replicated(ctx, conn, name, key)
+		if waited = b.replicated(ctx, conn, name, key); waited == nil {
+			if err := b.SlotOwned(ctx, conn, key); err != nil {
+				waited = &NotReplicatedError{Shard: name, Key: key, Err: err}
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -292,8 +296,9 @@ func (b *Source) rebuildShard(ctx context.Context, s int, ro RebuildOptions, rep
 }
 
 // NotReplicatedError is a rebuilt filter swapped in on a master whose
-// replicas did not all acknowledge it (WAIT): a failover now could bring
-// back the filter it replaced, so it is not counted rebuilt.
+// replicas did not all acknowledge it (WAIT), or whose slot another node
+// serves in its own view (redisconn.SlotTakenError): a failover now could
+// bring back the filter it replaced, so it is not counted rebuilt.
 type NotReplicatedError struct {
 	Shard, Key      string
 	Acked, Replicas int64
@@ -302,7 +307,11 @@ type NotReplicatedError struct {
 
 func (e *NotReplicatedError) Error() string {
 	what := fmt.Sprintf("%d of the %d replicas of its master acknowledged it", e.Acked, e.Replicas)
-	if e.Err != nil {
+	var taken *redisconn.SlotTakenError
+	switch {
+	case errors.As(e.Err, &taken):
+		what = taken.Error()
+	case e.Err != nil:
 		what = "its master's replicas were not known to have it (" + e.Err.Error() + ")"
 	}
 	return fmt.Sprintf("RedisBloom shard %s: the rebuilt filter was swapped in over %q, but %s: a failover may have brought back the filter it replaced; not counted rebuilt: audit it, and rerun the rebuild if it misses keys", e.Shard, e.Key, what)
@@ -347,7 +356,7 @@ func (b *Source) replicated(ctx context.Context, conn *redis.Conn, shard, key st
 	// A master whose replica has just taken its slots over (a failover
 	// it has not heard of yet) still writes, and counts no replica
 	// connected: the Cluster's configuration still names the replica.
-	if listed, ok := clusterReplicas(ctx, conn); ok && listed > replicas {
+	if listed, ok := redisconn.ClusterReplicas(ctx, conn); ok && listed > replicas {
 		return &NotReplicatedError{Shard: shard, Key: key, Acked: 0, Replicas: listed,
 			Err: fmt.Errorf("%d of the %d replicas the Cluster gives its master are connected to it", replicas, listed)}
 	}
@@ -363,31 +372,6 @@ func (b *Source) replicated(ctx context.Context, conn *redis.Conn, shard, key st
 		return &NotReplicatedError{Shard: shard, Key: key, Acked: acked, Replicas: replicas, Err: err}
 	}
 	return nil
-}
-
-// clusterReplicas is how many replicas, not marked failed, the Cluster's
-// configuration (as the node conn is on sees it) gives that node; false
-// when the server is not in a Cluster.
-func clusterReplicas(ctx context.Context, conn *redis.Conn) (int64, bool) {
-	nodes, err := conn.ClusterNodes(ctx).Result()
-	if err != nil {
-		return 0, false
-	}
-	var self string
-	lines := strings.Split(nodes, "\n")
-	for _, l := range lines {
-		if f := strings.Fields(l); len(f) > 3 && strings.Contains(f[2], "myself") {
-			self = f[0]
-		}
-	}
-	var n int64
-	for _, l := range lines {
-		f := strings.Fields(l)
-		if len(f) > 3 && self != "" && f[3] == self && !strings.Contains(f[2], "fail") && !strings.Contains(f[2], "noaddr") {
-			n++
-		}
-	}
-	return n, true
 }
 
 // rebuildParams are BF.RESERVE's for shard s's rebuilt filter: the
