@@ -16,7 +16,11 @@ import (
 	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 )
 
-func TestMain(m *testing.M) { reconciletest.Main(m, reconcile.QuietRedisLogs) }
+// The tests use etcd alone: they run beside those of Redis and MariaDB.
+func TestMain(m *testing.M) {
+	reconciletest.EtcdOnly()
+	reconciletest.Main(m, reconcile.QuietRedisLogs)
+}
 
 // loadDataset writes the dataset's online keys under prefix as 64-hex
 // keys with the value "1".

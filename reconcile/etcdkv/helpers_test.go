@@ -37,9 +37,10 @@ func need(t testing.TB, env, what string) string {
 		}
 		t.Skip(msg)
 	}
-	// The servers are shared with reconcile's other test packages, which
-	// compact, kill and restart them: one test at a time across packages.
-	serverlock.Hold(t)
+	// The etcd servers are shared with reconcile's other test packages,
+	// which compact, kill and restart them: one test at a time across
+	// packages (this package's use etcd alone: etcd's lock only).
+	serverlock.HoldEtcd(t)
 	return v
 }
 

@@ -29,7 +29,7 @@ func needEtcd(t *testing.T, env, what string) []string {
 		}
 		t.Skip(msg)
 	}
-	hold(t)
+	holdEtcd(t)
 	return strings.Split(v, ",")
 }
 
