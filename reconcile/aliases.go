@@ -74,6 +74,7 @@ type (
 	CheckpointProblem      = apply.CheckpointProblem
 	WriteError             = apply.WriteError
 	ReadBackError          = apply.ReadBackError
+	MovedError             = apply.MovedError
 	UnsavedCheckpointError = apply.UnsavedCheckpointError
 	// Checkpoint is the file Options.Checkpoint names.
 	Checkpoint = apply.Checkpoint

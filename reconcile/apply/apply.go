@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -54,6 +55,14 @@ func Missing(ctx context.Context, o *online.Config, ao Options, rep *report.Repo
 		default:
 			produce = fingerprintItems(missingIndex, missingSpool)
 		}
+		placed, _ := src.(online.Placed)
+		var owners string
+		if placed != nil && !ao.DryRun {
+			var err error
+			if owners, err = placed.SlotOwners(ctx); err != nil {
+				return fmt.Errorf("%s: before --apply's writes: %w", o.Target, err)
+			}
+		}
 		a := &applier{src: src, o: o, ao: ao, ck: ck, st: as, pace: online.NewPacer(ao.Rate)}
 		err := a.run(ctx, produce)
 		rep.Timings.Apply = as.Seconds
@@ -76,6 +85,15 @@ func Missing(ctx context.Context, o *online.Config, ao Options, rep *report.Repo
 				return err
 			}
 			rep.Missing = as.NotInRecords + rep.ReadBack.NotHeld
+			if placed != nil {
+				after, err := placed.SlotOwners(ctx)
+				if err != nil {
+					return &ReadBackError{Target: o.Target, Written: as.Written, Probed: rep.ReadBack.Keys, Err: fmt.Errorf("asking which nodes serve the slots after the read-back: %w", err)}
+				}
+				if after != owners {
+					return &MovedError{Target: o.Target, Written: as.Written, Before: owners, After: after}
+				}
+			}
 		}
 	}
 	if !ao.DryRun && ao.Checkpoint != "" {

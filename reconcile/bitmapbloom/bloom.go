@@ -21,6 +21,10 @@ import (
 	"github.com/fpdedup/fpdedup/reconcile/report"
 )
 
+// Written through a Redis Cluster, --apply checks that no slot changed
+// hands meanwhile (online.Placed).
+var _ online.Placed = (*Source)(nil)
+
 // Source is the online L2 tier: plain Redis strings, one a shard (or
 // segment of one), laid out as l2bloom says. It is audited whole (Audit:
 // every shard read with GETRANGE, every truth key's bits tested in

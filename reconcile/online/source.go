@@ -76,6 +76,16 @@ type Sharded interface {
 	ReadBackShards(ctx context.Context, touched []bool, rep *report.Report) error
 }
 
+// Placed is a Source whose keys are served by nodes that a failover can
+// change (a Redis Cluster): --apply compares SlotOwners before its writes
+// and after its read-back, and a difference makes what it wrote
+// uncertain, whatever the read-back found (the old master of a slot that
+// moved, told late, takes writes and answers reads its successor never
+// has). A Source of one server answers "".
+type Placed interface {
+	SlotOwners(ctx context.Context) (string, error)
+}
+
 // ReadStats are the figures of reading the online side.
 type ReadStats struct {
 	Values     atomic.Int64 // values read (keys, members, rows), bad ones included

@@ -15,6 +15,10 @@ import (
 	"github.com/fpdedup/fpdedup/reconcile/redisconn"
 )
 
+// Written through a Redis Cluster, --apply checks that no slot changed
+// hands meanwhile (online.Placed).
+var _ online.Placed = (*Source)(nil)
+
 // Source is the L2 tier as RedisBloom filters, one a shard. It is audited
 // whole (Audit: each filter's dump read with BF.SCANDUMP, every truth
 // key tested offline as BF.EXISTS tests it), written with BF.INSERT …

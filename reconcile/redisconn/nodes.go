@@ -3,6 +3,7 @@ package redisconn
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -144,25 +145,76 @@ func (r *Client) SlotOwned(ctx context.Context, conn *redis.Conn, key string) er
 	if !self.serves(int(slot)) {
 		return &SlotTakenError{Key: key, Node: self.addr, Slot: slot}
 	}
-	opt := r.CC.Options()
 	for _, n := range nodes {
 		if n.id == self.id || n.down() {
 			continue
 		}
-		c := redis.NewClient(&redis.Options{Addr: n.addr, Username: opt.Username, Password: opt.Password, Protocol: opt.Protocol,
-			DisableIdentity: true, MaintNotificationsConfig: opt.MaintNotificationsConfig, Dialer: opt.Dialer, TLSConfig: opt.TLSConfig,
-			DialTimeout: opt.DialTimeout, ReadTimeout: opt.ReadTimeout, WriteTimeout: opt.WriteTimeout, PoolSize: 1, MaxRetries: 1})
-		view, err := c.ClusterNodes(ctx).Result()
-		c.Close()
-		if err != nil && n.has("handshake") {
-			continue // a node met but not known yet (gone, perhaps): asked if it answers
-		}
+		me, ok, err := r.selfView(ctx, n)
 		if err != nil {
 			return fmt.Errorf("asking node %s which node serves slot %d (of %q): %w", n.addr, slot, key, err)
 		}
-		if me, ok := myself(parseClusterNodes(view)); ok && me.id != self.id && me.serves(int(slot)) {
+		if ok && me.id != self.id && me.serves(int(slot)) {
 			return &SlotTakenError{Key: key, Node: self.addr, By: n.addr, Slot: slot}
 		}
 	}
 	return nil
+}
+
+// selfView is node n as it describes itself (the myself line of its
+// CLUSTER NODES), asked on a connection of its own with the Cluster
+// client's options; false for a node in handshake that does not answer
+// (met, not known yet: gone, perhaps).
+func (r *Client) selfView(ctx context.Context, n clusterNode) (clusterNode, bool, error) {
+	opt := r.CC.Options()
+	c := redis.NewClient(&redis.Options{Addr: n.addr, Username: opt.Username, Password: opt.Password, Protocol: opt.Protocol,
+		DisableIdentity: true, MaintNotificationsConfig: opt.MaintNotificationsConfig, Dialer: opt.Dialer, TLSConfig: opt.TLSConfig,
+		DialTimeout: opt.DialTimeout, ReadTimeout: opt.ReadTimeout, WriteTimeout: opt.WriteTimeout, PoolSize: 1, MaxRetries: 1})
+	defer c.Close()
+	view, err := c.ClusterNodes(ctx).Result()
+	if err != nil && n.has("handshake") {
+		return clusterNode{}, false, nil
+	}
+	if err != nil {
+		return clusterNode{}, false, err
+	}
+	me, ok := myself(parseClusterNodes(view))
+	return me, ok, nil
+}
+
+// SlotOwners says which node serves which slots, each node as it sees
+// itself (asked every node the Cluster lists, but those it has given up
+// on): equal before and after a run's writes, no failover moved a slot
+// meanwhile. A failover between makes the writes to the slots that moved
+// uncertain whatever a read-back says: the old master, told late, takes
+// writes and answers reads that its successor never has. "" for one
+// server.
+func (r *Client) SlotOwners(ctx context.Context) (string, error) {
+	if r.CC == nil {
+		return "", nil
+	}
+	out, err := r.CC.ClusterNodes(ctx).Result()
+	if err != nil {
+		return "", err
+	}
+	var owners []string
+	for _, n := range parseClusterNodes(out) {
+		if n.down() {
+			continue
+		}
+		me, ok, err := r.selfView(ctx, n)
+		if err != nil {
+			return "", fmt.Errorf("asking node %s which slots it serves: %w", n.addr, err)
+		}
+		if ok && len(me.slots) > 0 {
+			var b strings.Builder
+			fmt.Fprintf(&b, "%s %s:", me.addr, me.id)
+			for _, sl := range me.slots {
+				fmt.Fprintf(&b, " %d-%d", sl[0], sl[1])
+			}
+			owners = append(owners, b.String())
+		}
+	}
+	slices.Sort(owners)
+	owners = slices.Compact(owners)
+	return strings.Join(owners, "; "), nil
 }

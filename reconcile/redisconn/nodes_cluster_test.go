@@ -16,11 +16,12 @@ import (
 func TestMain(m *testing.M) { reconciletest.Main(m, redisconn.QuietRedisLogs) }
 
 // TestSlotOwned, in the real 3-master Cluster: a key's slot is its
-// master's while no failover happened; once a replica has taken the
-// master's slots over (CLUSTER FAILOVER TAKEOVER), a write on the old
-// master's connection is said lost, whether the old master has heard of
-// the takeover yet or not; a key of another master's slot on that
-// connection too.
+// master's while no failover happened, and the slots' owners (SlotOwners)
+// do not change; once a replica has taken the master's slots over
+// (CLUSTER FAILOVER TAKEOVER) they do, and a write on the old master's
+// connection is said lost, whether the old master has heard of the
+// takeover yet or not; a key of another master's slot on that connection
+// too.
 func TestSlotOwned(t *testing.T) {
 	reconciletest.NeedKill(t)
 	reconciletest.PlainOnly(t, "a replica syncing and taking over; no goroutine of ours")
@@ -61,7 +62,17 @@ func TestSlotOwned(t *testing.T) {
 	if err := c.SlotOwned(ctx, conn, keys[seeds[0]]); !errors.As(err, &taken) {
 		t.Fatalf("%s asked of a key of %s's slot: %v, want a SlotTakenError", seeds[2], seeds[0], err)
 	}
+	before, err := c.SlotOwners(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.SlotOwners(ctx); err != nil || again != before {
+		t.Fatalf("the slots' owners asked twice, no failover between: %q, then %q (%v)", before, again, err)
+	}
 	replica.TakeOver(t)
+	if after, err := c.SlotOwners(ctx); err != nil || after == before {
+		t.Errorf("the slots' owners after the takeover: %q (%v), as before", after, err)
+	}
 	err = c.SlotOwned(ctx, conn, keys[seeds[2]])
 	if !errors.As(err, &taken) {
 		t.Fatalf("after the takeover, the old master's key on its connection: %v, want a SlotTakenError", err)

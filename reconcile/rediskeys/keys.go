@@ -19,6 +19,10 @@ import (
 	"github.com/fpdedup/fpdedup/reconcile/redisconn"
 )
 
+// Written through a Redis Cluster, --apply checks that no slot changed
+// hands meanwhile (online.Placed).
+var _ online.Placed = (*Source)(nil)
+
 // Source reads keys PREFIX<hex> by SCAN, or the members of a set by
 // SSCAN; probes with pipelined EXISTS or SMISMEMBER; writes with pipelined
 // SET NX (optionally with a TTL) or SADD.
