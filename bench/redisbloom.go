@@ -52,6 +52,13 @@ var RedisBloomJobs = []string{"redisbloom-audit", "redisbloom-rebuild"}
 // are the bench binary's own (fpdedup-bench redisbloom-bare).
 const rbPeer = "redis-server + RedisBloom"
 
+// The bare rows beside the RedisBloom jobs (their targets: targets.go).
+const (
+	rbScandumpTool  = "floor: BF.SCANDUMP loops"
+	rbMexistsTool   = "BF.MEXISTS of every key (1000 a command, 64 a pipeline)"
+	rbLoadchunkTool = "floor: BF.LOADCHUNK of the same bytes"
+)
+
 // rbState is the RedisBloom jobs' server and files, made once.
 type rbState struct {
 	addr, keys, index, dumps string
@@ -91,8 +98,8 @@ func (b *runner) redisbloomJobs() []jobSpec {
 				verify: rbVerify(auditReport, func(r rbReport) (string, bool) {
 					return fmt.Sprintf("%d missing", r.missing()), r.missing() == rb.missing
 				})},
-			{tool: "floor: BF.SCANDUMP loops", kind: kindFloor, needs: []string{rbPeer, boundPeer}, cmd: bare("scandump")},
-			{tool: "BF.MEXISTS of every key (1000 a command, 64 a pipeline)", kind: kindPeer, needs: []string{rbPeer, boundPeer}, cmd: bare("mexists", "--keys", rb.keys),
+			{tool: rbScandumpTool, kind: kindFloor, needs: []string{rbPeer, boundPeer}, cmd: bare("scandump")},
+			{tool: rbMexistsTool, kind: kindPeer, needs: []string{rbPeer, boundPeer}, cmd: bare("mexists", "--keys", rb.keys),
 				verify: func(o outStats, _ map[string]any) (string, *bool) {
 					return fmt.Sprintf("prints %q", strings.TrimSpace(o.Head)), truth(strings.TrimSpace(o.Head) == strconv.FormatInt(rb.missing, 10))
 				}},
@@ -105,7 +112,7 @@ func (b *runner) redisbloomJobs() []jobSpec {
 				verify: rbVerify(rebuildReport, func(r rbReport) (string, bool) {
 					return fmt.Sprintf("%d of %d shards rebuilt and read back", r.Rebuild.Rebuilt, b.o.RBShards), r.Rebuild.Rebuilt == int64(b.o.RBShards)
 				})},
-			{tool: "floor: BF.LOADCHUNK of the same bytes", kind: kindFloor, needs: []string{rbPeer, boundPeer}, cmd: bare("loadchunk", "--dumps", rb.dumps)},
+			{tool: rbLoadchunkTool, kind: kindFloor, needs: []string{rbPeer, boundPeer}, cmd: bare("loadchunk", "--dumps", rb.dumps)},
 		}
 	}
 	title := fmt.Sprintf("%s truth keys in %d RedisBloom filters (mod-md5, item=key, 1%% never added; %s items of history)", countText(n), b.o.RBShards, countText(b.o.RBExtra))
