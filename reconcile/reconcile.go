@@ -164,8 +164,19 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 		}
 	}
 	if len(o.Rebuild) > 0 {
+		var placed *apply.Placement
+		if !o.DryRun {
+			if placed, err = apply.Place(ctx, cfg.Target, src, "--rebuild-shard"); err != nil {
+				return err
+			}
+		}
 		if err := rebuild(ctx, o, cfg, rep, src, x); err != nil {
 			return err
+		}
+		if rep.Rebuild != nil {
+			if err := placed.Unmoved(ctx, rep.Rebuild.Swapped); err != nil {
+				return err
+			}
 		}
 	}
 	// The shards a rebuild names are not audited: held once it is done,

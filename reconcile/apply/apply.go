@@ -55,12 +55,11 @@ func Missing(ctx context.Context, o *online.Config, ao Options, rep *report.Repo
 		default:
 			produce = fingerprintItems(missingIndex, missingSpool)
 		}
-		placed, _ := src.(online.Placed)
-		var owners string
-		if placed != nil && !ao.DryRun {
+		var placed *Placement
+		if !ao.DryRun {
 			var err error
-			if owners, err = placed.SlotOwners(ctx); err != nil {
-				return fmt.Errorf("%s: before --apply's writes: %w", o.Target, err)
+			if placed, err = Place(ctx, o.Target, src, "--apply"); err != nil {
+				return err
 			}
 		}
 		a := &applier{src: src, o: o, ao: ao, ck: ck, st: as, pace: online.NewPacer(ao.Rate)}
@@ -85,14 +84,8 @@ func Missing(ctx context.Context, o *online.Config, ao Options, rep *report.Repo
 				return err
 			}
 			rep.Missing = as.NotInRecords + rep.ReadBack.NotHeld
-			if placed != nil {
-				after, err := placed.SlotOwners(ctx)
-				if err != nil {
-					return &ReadBackError{Target: o.Target, Written: as.Written, Probed: rep.ReadBack.Keys, Err: fmt.Errorf("asking which nodes serve the slots after the read-back: %w", err)}
-				}
-				if after != owners {
-					return &MovedError{Target: o.Target, Written: as.Written, Before: owners, After: after}
-				}
+			if err := placed.Unmoved(ctx, as.Written); err != nil {
+				return err
 			}
 		}
 	}
@@ -103,6 +96,49 @@ func Missing(ctx context.Context, o *online.Config, ao Options, rep *report.Repo
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return &online.FileError{Op: "remove", File: online.CheckpointFile, Err: err, AfterApply: true}
 		}
+	}
+	return nil
+}
+
+// Placement is where a Redis Cluster's slots were before a run's writes
+// (online.Placed): a run that writes and reads back through a Cluster
+// says what it wrote is there only if no slot changed hands until its
+// read-back was done (Unmoved).
+type Placement struct {
+	src          online.Placed
+	target, what string
+	before       string
+}
+
+// Place takes where src's slots are before the writes of what (--apply,
+// --rebuild-shard); nil for a source of one server.
+func Place(ctx context.Context, target string, src online.Source, what string) (*Placement, error) {
+	p, ok := src.(online.Placed)
+	if !ok {
+		return nil, nil
+	}
+	before, err := p.SlotOwners(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: before %s's writes, asking which nodes serve the slots: %w", target, what, err)
+	}
+	if before == "" {
+		return nil, nil
+	}
+	return &Placement{src: p, target: target, what: what, before: before}, nil
+}
+
+// Unmoved says, after the writes and their read-back, whether a slot
+// changed hands since Place (a *MovedError): a nil Placement never did.
+func (pl *Placement) Unmoved(ctx context.Context, written int64) error {
+	if pl == nil {
+		return nil
+	}
+	after, err := pl.src.SlotOwners(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: after %s's writes and their read-back, asking which nodes serve the slots: %w", pl.target, pl.what, err)
+	}
+	if after != pl.before {
+		return &MovedError{Target: pl.target, What: pl.what, Written: written, Before: pl.before, After: after}
 	}
 	return nil
 }

@@ -101,17 +101,22 @@ func (e *UnsavedCheckpointError) Error() string {
 
 func (e *UnsavedCheckpointError) Unwrap() []error { return []error{e.Err, e.Save} }
 
-// MovedError is a failover (or a resharding) during --apply: the nodes
-// that serve the written keys' slots were not the same after the read-back
-// as before the writes, so a key read back from a master that has since
-// lost its slots may be lost with it.
+// MovedError is a failover (or a resharding) during a run's writes
+// (--apply, --rebuild-shard): the nodes that serve the slots were not the
+// same after the read-back as before the writes, so what was written to
+// or read back from a master that has since lost its slots may be lost
+// with it.
 type MovedError struct {
-	Target        string
-	Written       int64
+	Target, What  string
+	Written       int64  // keys (--apply) or shards swapped in (--rebuild-shard)
 	Before, After string // online.Placed's SlotOwners
 }
 
 func (e *MovedError) Error() string {
-	return fmt.Sprintf("%s: the Cluster's slots changed hands during --apply (a failover?): %d keys written, but a key written to or read back from a master that lost its slots may be lost; not said to agree: rerun --apply once the Cluster is ok (writes are idempotent). Before: %s. After: %s",
-		e.Target, e.Written, e.Before, e.After)
+	wrote := fmt.Sprintf("%d keys written", e.Written)
+	if e.What != "--apply" {
+		wrote = fmt.Sprintf("%d shards swapped in", e.Written)
+	}
+	return fmt.Sprintf("%s: the Cluster's slots changed hands during %s (a failover?): %s, but what was written to or read back from a master that lost its slots may be lost; not said to agree: rerun %s once the Cluster is ok. Before: %s. After: %s",
+		e.Target, e.What, wrote, e.What, e.Before, e.After)
 }
