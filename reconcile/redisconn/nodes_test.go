@@ -47,3 +47,32 @@ func TestParseClusterNodes(t *testing.T) {
 		t.Errorf("addresses or masters misread: %+v", nodes)
 	}
 }
+
+// FuzzParseClusterNodes: any CLUSTER NODES reply (a server's, so any
+// bytes) is read without a panic; every node read has an ID, and serves
+// no slot outside the ranges it lists.
+func FuzzParseClusterNodes(f *testing.F) {
+	f.Add(nodesText)
+	f.Add("a b c d e f g h 1-2 3 [4->-x] 9-\n\n x")
+	f.Add("id 1.2.3.4:5@6,name myself,master - 0 0 1 connected 0-16383")
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, n := range parseClusterNodes(s) {
+			if n.id == "" {
+				t.Fatalf("a node without an ID from %q", s)
+			}
+			_ = n.down()
+			lo, hi := 1<<30, -1<<30
+			for _, r := range n.slots {
+				lo, hi = min(lo, r[0]), max(hi, r[1])
+			}
+			for _, slot := range []int{lo - 1, hi + 1, -1, 16384} {
+				if slot < lo || slot > hi {
+					if n.serves(slot) {
+						t.Fatalf("node %+v serves slot %d, outside its ranges", n, slot)
+					}
+				}
+			}
+		}
+		myself(parseClusterNodes(s))
+	})
+}
