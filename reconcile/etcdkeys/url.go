@@ -1,6 +1,7 @@
 package etcdkeys
 
 import (
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -47,7 +48,11 @@ func ParseSpec(redacted string, u *url.URL, hostList string, q *online.Params) (
 		if strings.TrimSpace(h) == "" && hosts != "" {
 			return s, online.BadURL(redacted, "an empty member in the host list")
 		}
-		s.Endpoints = append(s.Endpoints, online.HostPort(h, DefaultPort))
+		e := online.HostPort(h, DefaultPort)
+		if _, _, err := net.SplitHostPort(e); err != nil {
+			return s, online.BadURL(redacted, "member %q is not a host:port (%v)", h, err)
+		}
+		s.Endpoints = append(s.Endpoints, e)
 	}
 	if u.User != nil {
 		s.User = u.User.Username()
