@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"iter"
 	"math/bits"
+	"runtime"
 	"sort"
+	"sync"
 )
 
 // A dump's data is every sub-filter's bit array, one after the other: byte
@@ -321,6 +323,33 @@ func (w *Window) MarkHash(m *Marks, i int, h Hash) {
 			return
 		}
 	}
+}
+
+// MarkAll is MarkHash of keys first, first+1, … (their hashes in order),
+// over the machine's cores: a key's test is a few cache misses in a
+// filter far larger than the cache, so the keys are shared among
+// goroutines, each its own words of m (first a multiple of 64; from any
+// other key, one goroutine tests them all).
+func (w *Window) MarkAll(m *Marks, first int, hashes []Hash) {
+	mark := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			w.MarkHash(m, first+i, hashes[i])
+		}
+	}
+	// Whole words a goroutine, and enough keys to be worth one.
+	const minShare = 4096
+	parts := min(runtime.GOMAXPROCS(0), len(hashes)/minShare)
+	if parts <= 1 || first&63 != 0 {
+		mark(0, len(hashes))
+		return
+	}
+	words := (len(hashes) + 63) / 64
+	var wg sync.WaitGroup
+	for p := 1; p < parts; p++ {
+		wg.Go(func() { mark(min(words*p/parts*64, len(hashes)), min(words*(p+1)/parts*64, len(hashes))) })
+	}
+	mark(0, words/parts*64)
+	wg.Wait()
 }
 
 // Fill adds the bits set in the pass to fill, by sub-filter (len(fill) is

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"unsafe"
@@ -496,5 +497,75 @@ func TestFillCounted(t *testing.T) {
 				t.Fatalf("fill counted %v, the bytes %v", got, want)
 			}
 		})
+	}
+}
+
+// TestMarkAll: MarkAll over several goroutines marks what Mark does key by
+// key, and what the filter itself answers, in passes of many sizes (a
+// sub-filter split across passes too), from blocks that start on a word
+// of Marks and from blocks that do not (tested on one goroutine).
+func TestMarkAll(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	f, err := NewFilter(Params{Capacity: 1000, Error: 0.01}, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items [][]byte
+	for i := range 30000 {
+		it := fmt.Appendf(nil, "key%d", i)
+		if i%3 != 0 {
+			if _, err := f.Add(it); err != nil {
+				t.Fatal(err)
+			}
+		}
+		items = append(items, it)
+	}
+	h := f.Header()
+	if len(h.Links) < 4 {
+		t.Fatalf("%d sub-filters, the test wants 4 or more", len(h.Links))
+	}
+	chunks := filterChunks(f)
+	for _, budget := range []int64{int64(h.Bytes()), 4096, 777} {
+		for _, block := range []int{8192, 5000, 64} {
+			one, all := NewMarks(len(items)), NewMarks(len(items))
+			buf := make([]byte, min(uint64(budget), h.Bytes()))
+			for p := range h.Plan(budget) {
+				w, err := h.Window(p, buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// What BF.SCANDUMP answers for the iterator the pass asks
+				// for: the rest of the chunk holding its byte.
+				for !w.Done() {
+					g := w.Iter() - 1
+					i := slices.IndexFunc(chunks[1:], func(c chunk) bool { return c.iter-1 > g })
+					c := chunks[1+i]
+					tail := c.data[int64(len(c.data))-(c.iter-1-g):]
+					if err := w.Load(c.iter, tail); err != nil {
+						t.Fatalf("pass %+v: %v", p, err)
+					}
+				}
+				for i, it := range items {
+					w.Mark(one, i, it)
+				}
+				hashes := make([]Hash, 0, block)
+				first := 0
+				for i, it := range items {
+					if hashes = append(hashes, h.Hash(it)); len(hashes) == block || i == len(items)-1 {
+						w.MarkAll(all, first, hashes)
+						first += len(hashes)
+						hashes = hashes[:0]
+					}
+				}
+			}
+			for i, it := range items {
+				if all.Present(i) != one.Present(i) || one.Present(i) != f.Exists(it) {
+					t.Fatalf("budget %d, blocks of %d: key %d: MarkAll %v, Mark %v, the filter %v", budget, block, i, all.Present(i), one.Present(i), f.Exists(it))
+				}
+			}
+			if all.Count() < 20000 {
+				t.Fatalf("budget %d, blocks of %d: %d keys present, 20000 were added", budget, block, all.Count())
+			}
+		}
 	}
 }

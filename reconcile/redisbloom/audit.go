@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -37,10 +38,14 @@ type plan struct {
 // minPass is the least pass worth its round trips.
 const minPass = 64 << 10
 
+// testBlock is how many keys' hashes are made before they are tested
+// together (a Hash each).
+const testBlock = 16 << 10
+
 // planAudit divides the memory budget (memplan.Plan.RedisBloomPass):
 // replies in flight (a chunk of up to MaxChunk at least), the truth's bits
 // (covered, not held: two bits a fingerprint), the largest shard's marks,
-// the spool's buffers, and the rest for a pass.
+// a block of hashes, the spool's buffers, and the rest for a pass.
 func (b *Source) planAudit(t *truth) (plan, error) {
 	n := int64(t.x.Len())
 	var most int64
@@ -48,7 +53,7 @@ func (b *Source) planAudit(t *truth) (plan, error) {
 		most = max(most, c)
 	}
 	p := plan{readAhead: b.o.Plan.ReadAhead}
-	held := 2*memplan.BitsetBytes(n) + rbloom.MarksBytes(int(most))
+	held := 2*memplan.BitsetBytes(n) + rbloom.MarksBytes(int(most)) + testBlock*int64(unsafe.Sizeof(rbloom.Hash{}))
 	if b.spec.Router.All() {
 		held += memplan.BitsetBytes(most) // the keys any shard holds
 	}
@@ -62,14 +67,15 @@ func (b *Source) planAudit(t *truth) (plan, error) {
 
 // auditor is the state of one audit.
 type auditor struct {
-	b    *Source
-	t    *truth
-	plan plan
-	rr   *report.RedisBloomReport
-	st   *online.ReadStats
-	miss []uint64 // bit r: rank r not held, asked again
-	buf  []byte   // a pass's buffer, grown as needed up to plan.passBytes
-	read []*rbloom.Header
+	b      *Source
+	t      *truth
+	plan   plan
+	rr     *report.RedisBloomReport
+	st     *online.ReadStats
+	miss   []uint64      // bit r: rank r not held, asked again
+	buf    []byte        // a pass's buffer, grown as needed up to plan.passBytes
+	hashes []rbloom.Hash // a block of keys to test
+	read   []*rbloom.Header
 }
 
 // Audit reads every shard's filter (its header, then its bits, in passes
@@ -257,25 +263,33 @@ func (a *auditor) shard(ctx context.Context, s int) (*rbloom.Marks, error) {
 			return nil, err
 		}
 		w.Fill(fill)
-		tested := 0
+		// The keys are tested a block at a time over the machine's cores
+		// (MarkAll): their hashes are made here, in order.
+		hashes, first := a.hashes[:0], 0
+		test := func() error {
+			w.MarkAll(m, first, hashes)
+			first += len(hashes)
+			if b.o.Progress != nil {
+				b.o.Progress.Records.Add(int64(len(hashes)))
+			}
+			n := len(hashes)
+			hashes = hashes[:0]
+			return a.st.Wait(ctx, n)
+		}
 		err = t.each(ctx, k, func(j int, _ uint64, item []byte) error {
-			w.Mark(m, j, item)
-			if tested++; tested == 4096 {
-				tested = 0
-				if b.o.Progress != nil {
-					b.o.Progress.Records.Add(4096)
-				}
-				return a.st.Wait(ctx, 4096)
+			if j != first+len(hashes) {
+				return fmt.Errorf("the audit's spool is damaged at entry %d", j)
+			}
+			if hashes = append(hashes, h.Hash(item)); len(hashes) == testBlock {
+				return test()
 			}
 			return nil
 		})
+		if err == nil {
+			err = test()
+		}
+		a.hashes = hashes
 		if err != nil {
-			return nil, err
-		}
-		if b.o.Progress != nil {
-			b.o.Progress.Records.Add(int64(tested))
-		}
-		if err := a.st.Wait(ctx, tested); err != nil {
 			return nil, err
 		}
 		sh.Passes++

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/rbloom"
@@ -93,36 +95,32 @@ func newTruth(ctx context.Context, x *fpstore.Index, spec *Spec, o *online.Confi
 	}
 	t.covered = make([]uint64, (x.Len()+63)/64)
 	t.sp = newSpool(o.TmpDir, buckets, o.Plan.Spool)
-	var item []byte
+	var pl placer
 	err := keyTexts(ctx, func(fps []fpstore.Fingerprint, keys [][]byte) error {
-		for i, fp := range fps {
-			t.records++
-			r, found, err := x.Rank(fp)
-			if err != nil {
-				return err
+		if err := pl.place(x, spec, fps, keys); err != nil {
+			return err
+		}
+		t.records += int64(len(fps))
+		for _, part := range pl.parts {
+			from := 0
+			for _, e := range part.at {
+				if e.shard < 0 {
+					t.notInIndex++
+					continue
+				}
+				item := part.items[from:e.to]
+				from = int(e.to)
+				r := e.rank
+				if t.covered[r>>6]&(1<<(r&63)) != 0 {
+					continue
+				}
+				t.covered[r>>6] |= 1 << (r & 63)
+				t.distinct++
+				if err := t.sp.add(int(e.shard), r, item); err != nil {
+					return err
+				}
+				t.count[e.shard]++
 			}
-			if !found {
-				t.notInIndex++
-				continue
-			}
-			if t.covered[r>>6]&(1<<(r&63)) != 0 {
-				continue
-			}
-			t.covered[r>>6] |= 1 << (r & 63)
-			t.distinct++
-			k := 0
-			if !spec.Router.All() {
-				k = spec.Router.Shard(keys[i])
-			}
-			if spec.Item == rbloom.ItemFP {
-				item = rbloom.AppendFP(item[:0], fp.Hi, fp.Lo)
-			} else {
-				item = spec.Item.AppendKeyItem(item[:0], keys[i])
-			}
-			if err := t.sp.add(k, r, item); err != nil {
-				return err
-			}
-			t.count[k]++
 		}
 		return ctx.Err()
 	})
@@ -131,6 +129,75 @@ func newTruth(ctx context.Context, x *fpstore.Index, spec *Spec, o *online.Confi
 		return nil, err
 	}
 	return t, nil
+}
+
+// placer finds, for a batch of records, each one's rank in the index, its
+// shard and its item, over the machine's cores: the index's lookups and
+// the router's MD5 are most of the records pass. Which records are new
+// is left to the caller, in order.
+type placer struct{ parts []placedPart }
+
+type placedPart struct {
+	at    []placed
+	items []byte // the items, one after the other
+	err   error
+}
+
+// placed is a record's rank and shard (-1: not in the index), and where
+// its item ends in items (16 bytes: a batch holds 1 MiB of records).
+type placed struct {
+	rank  uint64
+	to    uint32
+	shard int32
+}
+
+// minPlaced is the least share of a batch worth a goroutine.
+const minPlaced = 1024
+
+func (pl *placer) place(x *fpstore.Index, spec *Spec, fps []fpstore.Fingerprint, keys [][]byte) error {
+	n := max(1, min(runtime.GOMAXPROCS(0), len(fps)/minPlaced))
+	if cap(pl.parts) < n {
+		pl.parts = make([]placedPart, n)
+	}
+	pl.parts = pl.parts[:n]
+	share := func(p int) {
+		lo, hi := len(fps)*p/n, len(fps)*(p+1)/n
+		part := &pl.parts[p]
+		part.at, part.items, part.err = part.at[:0], part.items[:0], nil
+		for i := lo; i < hi; i++ {
+			r, found, err := x.Rank(fps[i])
+			if err != nil {
+				part.err = err
+				return
+			}
+			e := placed{rank: r, shard: -1}
+			if found {
+				e.shard = 0
+				if !spec.Router.All() {
+					e.shard = int32(spec.Router.Shard(keys[i]))
+				}
+				if spec.Item == rbloom.ItemFP {
+					part.items = rbloom.AppendFP(part.items, fps[i].Hi, fps[i].Lo)
+				} else {
+					part.items = spec.Item.AppendKeyItem(part.items, keys[i])
+				}
+			}
+			e.to = uint32(len(part.items))
+			part.at = append(part.at, e)
+		}
+	}
+	var wg sync.WaitGroup
+	for p := 1; p < n; p++ {
+		wg.Go(func() { share(p) })
+	}
+	share(0)
+	wg.Wait()
+	for p := range pl.parts {
+		if err := pl.parts[p].err; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // spool keeps entries (a rank and an item) by bucket: each bucket's in a
