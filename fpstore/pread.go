@@ -400,7 +400,7 @@ func (r *preadRound) holdDirs(s *segment, from, to uint64) {
 // that one share issues its reads while another waits for its own.
 func (x *Index) preadKeys(fps []Fingerprint, found []bool) error {
 	if len(fps) == 1 {
-		return x.preadSorted(fps, found, 1) // a page or two
+		return x.preadSorted(fps, found, 1, nil) // a page or two
 	}
 	// The budget is a batch's: concurrent batches (a pipeline's workers)
 	// take turns, each keeping the device's preadDepth reads in flight.
@@ -418,10 +418,25 @@ func (x *Index) preadKeys(fps []Fingerprint, found []bool) error {
 	answers := make([]bool, len(fps))
 	parts := max(min(runtime.GOMAXPROCS(0), len(fps)/minSharedBatch), 1)
 	errs := make([]error, parts)
+	// The shares' slabs are kept for the next batch, within half the
+	// budget (the rounds' half): memory taken fresh from the runtime is
+	// faulted in a page at a time as the reads fill it.
+	for len(x.preadSlabs) < parts {
+		x.preadSlabs = append(x.preadSlabs, nil)
+	}
 	parallel(parts, parts, func(p int) {
 		lo, hi := len(fps)*p/parts, len(fps)*(p+1)/parts
-		errs[p] = x.preadSorted(sorted[lo:hi], answers[lo:hi], parts)
+		errs[p] = x.preadSorted(sorted[lo:hi], answers[lo:hi], parts, &x.preadSlabs[p])
 	})
+	var held int64
+	for _, slabs := range x.preadSlabs {
+		for _, slab := range slabs {
+			held += int64(cap(slab))
+		}
+	}
+	if held > x.readBuffers/2 {
+		x.preadSlabs = nil
+	}
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -434,9 +449,14 @@ func (x *Index) preadKeys(fps []Fingerprint, found []bool) error {
 }
 
 // preadSorted answers fps in rounds, with a parts'th of the round pages
-// the budget allows.
-func (x *Index) preadSorted(fps []Fingerprint, found []bool, parts int) error {
+// the budget allows, in the slabs given (nil: its own), which it leaves
+// there for the next.
+func (x *Index) preadSorted(fps []Fingerprint, found []bool, parts int, slabs *[][]byte) error {
 	r := &preadRound{x: x, want: map[pageKey]int{}, limit: max(int(x.readBuffers/2/PageSize)/parts, 4)}
+	if slabs != nil {
+		r.slabs = *slabs
+		defer func() { *slabs = r.slabs }()
+	}
 	for base := 0; base < len(fps); {
 		var n int
 		err := x.guard(func() (err error) {
@@ -498,6 +518,9 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 					l := writerLayout(ref)
 					at := ref.offset + l.dir + 4 + 4*fp.bits(uint(ref.node.Bits), l.dirBits)
 					x.willNeedRange(at&^(PageSize-1), at+8)
+					from, to := guessBucket(ref, fp)
+					at = ref.offset + l.fps + 4
+					x.willNeedRange((at+from)&^(PageSize-1), at+to)
 				}
 			}
 		}
@@ -582,6 +605,21 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 		found[i] = ok
 	}
 	return len(fps), nil
+}
+
+// guessBucket is where fp's bucket most likely lies among the segment's
+// fingerprints, in bytes from the first: they are hashes, spread evenly
+// between its first and last, so the count below fp is binomial around
+// its share of the range; 1.5 standard deviations either side (a miss
+// costs a read after; a wider guess, a longer read now).
+func guessBucket(ref segmentRef, fp Fingerprint) (from, to uint64) {
+	n := float64(ref.count)
+	if ref.last.Hi <= ref.first.Hi {
+		return 0, 16 * ref.count // none, or all in one 2^-64 of the range
+	}
+	f := float64(min(max(fp.Hi, ref.first.Hi), ref.last.Hi)-ref.first.Hi) / float64(ref.last.Hi-ref.first.Hi)
+	at, spread := f*n, 1.5*math.Sqrt(n*f*(1-f))+32
+	return 16 * uint64(max(at-spread, 0)), 16 * uint64(min(at+spread, n))
 }
 
 // searchWindow is position's search of bucket [lo, hi) of the segment

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -186,6 +187,24 @@ func TestPreadShared(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The slabs kept for the next batch are within the rounds' half of
+	// each index's budget, and were kept.
+	kept := 0
+	for _, x := range xs {
+		var held int64
+		for _, slabs := range x.preadSlabs {
+			for _, slab := range slabs {
+				held += int64(cap(slab))
+				kept++
+			}
+		}
+		if held > x.readBuffers/2 {
+			t.Errorf("%s keeps %d bytes of slabs, its budget %d", x.path, held, x.readBuffers)
+		}
+	}
+	if kept == 0 {
+		t.Error("no slab was kept for the next batch")
+	}
 }
 
 // evictMapped drops x's file from the page cache, the pages this process
@@ -291,5 +310,40 @@ func TestColdReadsPerKey(t *testing.T) {
 	t.Logf("%d single cold lookups read %d pages: %.2f a key", singles, read, float64(read)/float64(singles))
 	if float64(read) > 1.5*float64(singles) {
 		t.Errorf("%d single cold lookups read %d pages: %.2f a key, more than 1.5", singles, read, float64(read)/float64(singles))
+	}
+}
+
+// TestGuessBucket: the guess of where a key's bucket lies among a
+// segment's fingerprints (read with its header by a single cold lookup)
+// holds the key's place for most keys, present and absent, in segments of
+// many sizes, and guesses nothing of a segment it cannot.
+func TestGuessBucket(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 7))
+	for _, n := range []int{1, 2, 100, 10_000, 200_000} {
+		fps := randomFPs(r, n)
+		slices.SortFunc(fps, Fingerprint.Compare)
+		ref := segmentRef{count: uint64(n), first: fps[0], last: fps[n-1]}
+		in := 0
+		const probes = 2000
+		for i := range probes {
+			fp := fps[r.IntN(n)]
+			if i%2 == 1 {
+				fp = Fingerprint{r.Uint64(), r.Uint64()}
+			}
+			at, _ := slices.BinarySearchFunc(fps, fp, Fingerprint.Compare)
+			from, to := guessBucket(ref, fp)
+			if from > to || to > 16*uint64(n) {
+				t.Fatalf("%d keys: guess [%d, %d) outside the segment", n, from, to)
+			}
+			if from <= 16*uint64(at) && 16*uint64(at) <= to {
+				in++
+			}
+		}
+		if in < probes*8/10 {
+			t.Errorf("%d keys: the guess held %d of %d keys' places", n, in, probes)
+		}
+	}
+	if from, to := guessBucket(segmentRef{}, Fingerprint{1, 2}); from != 0 || to != 0 {
+		t.Errorf("an empty segment: guess [%d, %d)", from, to)
 	}
 }

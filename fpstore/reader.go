@@ -51,6 +51,7 @@ type Index struct {
 	// opened at its first read.
 	readBuffers int64
 	preadBatch  sync.Mutex
+	preadSlabs  [][][]byte // each share's slabs, kept from batch to batch under preadBatch
 	preadOnce   sync.Once
 	preadF      *os.File
 	preadFD     int
@@ -134,6 +135,19 @@ func WithRates(rates func(path string, size int64) devrate.Rates) Option {
 	return func(x *Index) { x.ratesFor = rates }
 }
 
+// openTail is what Open reads of a file's end at once: the trailer and,
+// in an index made by this package's writer, the footer (about 80 bytes a
+// segment of up to 2^20 keys at 17 bytes a key: 20 KiB at 2·10^8 keys,
+// which this reads as 28). A footer larger than the guess is read after.
+// The device's time for a read grows with its size (a 64 KiB read takes
+// twice a 4 KiB one here): not much more than the footer.
+func openTail(size int64) int64 {
+	return min(size, max(4<<10, int64(alignUp(uint64(size>>17+TrailerSize), PageSize))), 1<<20)
+}
+
+// openTailOf is openTail (a variable: the tests read footers past it).
+var openTailOf = openTail
+
 // Open maps the index at path after checking its header, trailer and footer.
 func Open(path string, opts ...Option) (*Index, error) {
 	if !littleEndian() {
@@ -167,6 +181,14 @@ func Open(path string, opts ...Option) (*Index, error) {
 	// of what a single cold query read), which the cursors get back after.
 	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_RANDOM)
 	defer unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_NORMAL)
+	// The header is asked for while the tail is read, and the tail
+	// (trailer and footer) is read as one: a cold open waits for one
+	// device read, not three in turn.
+	_ = unix.Fadvise(int(f.Fd()), 0, HeaderSize, unix.FADV_WILLNEED)
+	tail := make([]byte, openTailOf(size))
+	if _, err := f.ReadAt(tail, size-int64(len(tail))); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("cannot read index %s: %w", path, err)
+	}
 	head := make([]byte, HeaderSize)
 	n, err := f.ReadAt(head, 0)
 	if err != nil && err != io.EOF {
@@ -179,11 +201,7 @@ func Open(path string, opts ...Option) (*Index, error) {
 	if size < HeaderSize+TrailerSize {
 		return nil, fmt.Errorf("%s: %w: truncated to %d bytes (an index has at least %d)", path, ErrCorrupt, size, HeaderSize+TrailerSize)
 	}
-	tb := make([]byte, TrailerSize)
-	if _, err := f.ReadAt(tb, size-TrailerSize); err != nil {
-		return nil, fmt.Errorf("cannot read index %s: %w", path, err)
-	}
-	tr, err := decodeTrailer(tb, size)
+	tr, err := decodeTrailer(tail[len(tail)-TrailerSize:], size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -192,9 +210,14 @@ func Open(path string, opts ...Option) (*Index, error) {
 	}
 	// The footer is read, checked and decoded before anything is mapped, so
 	// every size the reader later trusts has been checked against the file.
-	fbuf := make([]byte, tr.FooterLength)
-	if _, err := f.ReadAt(fbuf, int64(tr.FooterOffset)); err != nil {
-		return nil, fmt.Errorf("cannot read index %s: %w", path, err)
+	var fbuf []byte
+	if tailAt := uint64(size) - uint64(len(tail)); tr.FooterOffset >= tailAt && tr.FooterOffset+tr.FooterLength <= uint64(size) {
+		fbuf = tail[tr.FooterOffset-tailAt:][:tr.FooterLength]
+	} else {
+		fbuf = make([]byte, tr.FooterLength)
+		if _, err := f.ReadAt(fbuf, int64(tr.FooterOffset)); err != nil {
+			return nil, fmt.Errorf("cannot read index %s: %w", path, err)
+		}
 	}
 	if got := crc32c(fbuf); got != tr.FooterCRC {
 		return nil, fmt.Errorf("%s: %w: footer checksum mismatch at offset %d (crc32c %08x, stored %08x)", path, ErrCorrupt, tr.FooterOffset, got, tr.FooterCRC)

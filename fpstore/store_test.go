@@ -278,3 +278,37 @@ func checkPagesOnce(t *testing.T, path string) {
 		t.Fatalf("every page checked, yet %d unchecked", s.unverified.Load())
 	}
 }
+
+// TestOpenFooterPastTail: Open reads the footer in the one read of the
+// file's end when it fits (openTail), and after it when it does not: a
+// tail of the trailer alone, of part of the footer, of all of it and of
+// the whole file open the same index, every key found.
+func TestOpenFooterPastTail(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	fps := randomFPs(r, SegmentMax+5000)
+	slices.SortFunc(fps, Fingerprint.Compare)
+	fps = slices.Compact(fps)
+	path := filepath.Join(t.TempDir(), "x.fpx")
+	writeIndex(t, path, fps, WriterOptions{})
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(was func(int64) int64) { openTailOf = was }(openTailOf)
+	for _, tail := range []int64{TrailerSize, TrailerSize + 7, 4 << 10, 1 << 20, st.Size()} {
+		openTailOf = func(size int64) int64 { return min(size, tail) }
+		x, err := Open(path)
+		if err != nil {
+			t.Fatalf("a tail of %d bytes: %v", tail, err)
+		}
+		if x.Segments() < 2 {
+			t.Fatalf("%d segments: the test wants a footer of several", x.Segments())
+		}
+		for _, i := range []int{0, len(fps) / 2, len(fps) - 1} {
+			if ok, err := x.Contains(fps[i]); err != nil || !ok {
+				t.Fatalf("a tail of %d bytes: key %d: %v %v", tail, i, ok, err)
+			}
+		}
+		x.Close()
+	}
+}
