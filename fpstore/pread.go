@@ -542,7 +542,15 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 		}
 		segs[i] = s
 		b := fp.bits(s.depth, s.dirBits)
+		asked := len(r.keys)
 		r.ask(s, s.dirAt+4*b, s.dirAt+4*b+8, func(p uint32) bool { return s.heldDir(uint64(p)) != nil })
+		if len(fps) <= 16 && len(r.keys) > asked {
+			// A few keys whose directory page is not held: where their
+			// buckets most likely lie is asked for with it, not after.
+			from, to := guessBucket(x.foot.segments[si], fp)
+			at := s.ref.offset + s.fpsAt
+			x.willNeedRange((at+from)&^(PageSize-1), at+to)
+		}
 	}
 	if err := r.read(); err != nil {
 		return 0, err
