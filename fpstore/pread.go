@@ -518,9 +518,7 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 					l := writerLayout(ref)
 					at := ref.offset + l.dir + 4 + 4*fp.bits(uint(ref.node.Bits), l.dirBits)
 					x.willNeedRange(at&^(PageSize-1), at+8)
-					from, to := guessBucket(ref, fp)
-					at = ref.offset + l.fps + 4
-					x.willNeedRange((at+from)&^(PageSize-1), at+to)
+					x.willNeedGuess(ref, l.fps+4, fp)
 				}
 			}
 		}
@@ -547,9 +545,7 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 		if len(fps) <= 16 && len(r.keys) > asked {
 			// A few keys whose directory page is not held: where their
 			// buckets most likely lie is asked for with it, not after.
-			from, to := guessBucket(x.foot.segments[si], fp)
-			at := s.ref.offset + s.fpsAt
-			x.willNeedRange((at+from)&^(PageSize-1), at+to)
+			x.willNeedGuess(s.ref, s.fpsAt, fp)
 		}
 	}
 	if err := r.read(); err != nil {
@@ -613,6 +609,14 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 		found[i] = ok
 	}
 	return len(fps), nil
+}
+
+// willNeedGuess asks for the pages where fp's bucket most likely lies in
+// the segment whose fingerprints start at fpsAt in it (guessBucket).
+func (x *Index) willNeedGuess(ref segmentRef, fpsAt uint64, fp Fingerprint) {
+	from, to := guessBucket(ref, fp)
+	at := ref.offset + fpsAt
+	x.willNeedRange((at+from)&^(PageSize-1), at+to)
 }
 
 // guessBucket is where fp's bucket most likely lies among the segment's

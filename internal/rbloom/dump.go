@@ -331,24 +331,23 @@ func (w *Window) MarkHash(m *Marks, i int, h Hash) {
 // goroutines, each its own words of m (first a multiple of 64; from any
 // other key, one goroutine tests them all).
 func (w *Window) MarkAll(m *Marks, first int, hashes []Hash) {
-	mark := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			w.MarkHash(m, first+i, hashes[i])
-		}
-	}
 	// Whole words a goroutine, and enough keys to be worth one.
 	const minShare = 4096
 	parts := min(runtime.GOMAXPROCS(0), len(hashes)/minShare)
 	if parts <= 1 || first&63 != 0 {
-		mark(0, len(hashes))
-		return
+		parts = 1
 	}
 	words := (len(hashes) + 63) / 64
+	mark := func(p int) {
+		for i := min(words*p/parts*64, len(hashes)); i < min(words*(p+1)/parts*64, len(hashes)); i++ {
+			w.MarkHash(m, first+i, hashes[i])
+		}
+	}
 	var wg sync.WaitGroup
 	for p := 1; p < parts; p++ {
-		wg.Go(func() { mark(min(words*p/parts*64, len(hashes)), min(words*(p+1)/parts*64, len(hashes))) })
+		wg.Go(func() { mark(p) })
 	}
-	mark(0, words/parts*64)
+	mark(0)
 	wg.Wait()
 }
 
