@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	pformat "github.com/parquet-go/parquet-go/format"
 
 	"github.com/fpdedup/fpdedup/internal/pqcraft"
 )
@@ -67,6 +68,10 @@ func FuzzParquet(f *testing.F) {
 	// v1 and v2 pages, CRCs (what chunkText decodes, and what it leaves to
 	// the library).
 	seeds = append(seeds, goFile(f, 120, 1, &parquet.Uncompressed, 400), goFile(f, 120, 2, &parquet.Snappy, 400), goFile(f, 120, 1, &parquet.Brotli, 400))
+	// Chunks listing RLE first, as some writers do for the levels: the
+	// library's column encoding then, which the copy cannot write for most
+	// types (TestParquetCopyListedEncodings).
+	seeds = append(seeds, listEncodings(f, seeds[1], []pformat.Encoding{pformat.RLE, pformat.Plain}))
 	for _, b := range seeds {
 		f.Add(b)
 		// Cut short (the footer then lost, and found again by the

@@ -104,7 +104,7 @@ func (pw *RowWriter) start(p *ParquetFile) error {
 		return err
 	}
 	md := first.file.Metadata()
-	opts := []parquet.WriterOption{first.file.Schema()}
+	opts := []parquet.WriterOption{writableSchema(first.file.Schema())}
 	// The library buffers each column's pages of a row group until it is
 	// committed, in chunks of 32 KiB a column, and flushes a page at 256
 	// KiB: 20,000 columns took 640 MiB a row group before a byte of data.
