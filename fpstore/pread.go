@@ -159,7 +159,14 @@ type preadRound struct {
 	slabs [][]byte // a read's pages each, reused round after round
 	used  int      // slabs used this round
 	limit int      // the pages a round may hold: half the budget
+	// few: the batch is a few keys (a single lookup, a query of a few
+	// KEYs), which read where their buckets most likely lie before, or
+	// instead of, their directory pages (guessWindow).
+	few bool
 }
+
+// fewKeys is the most keys a batch of a few keys has.
+const fewKeys = 16
 
 // ask adds the pages holding buf[from:to) of segment s, unless held.
 func (r *preadRound) ask(s *segment, from, to uint64, held func(uint32) bool) {
@@ -217,6 +224,7 @@ func (r *preadRound) read() error {
 		runs = append(runs, run{i, j})
 		i = j
 	}
+	x.preadRuns.Add(uint64(len(runs)))
 	fd := x.preadFile()
 	errs := make([]error, len(runs))
 	crcs := make([]uint32, len(keys))
@@ -368,6 +376,12 @@ func (s *segment) heldDir(p uint64) []byte {
 	return nil
 }
 
+// dirEntriesHeld reports whether the pages of directory entries b and
+// b+1 are held.
+func (s *segment) dirEntriesHeld(b uint64) bool {
+	return s.heldDir((s.dirAt+4*b)/PageSize) != nil && s.heldDir((s.dirAt+4*b+7)/PageSize) != nil
+}
+
 // holdDirs keeps the directory pages the round read, while the index's
 // budget allows: half of it, the other half being the rounds'.
 func (r *preadRound) holdDirs(s *segment, from, to uint64) {
@@ -452,7 +466,7 @@ func (x *Index) preadKeys(fps []Fingerprint, found []bool) error {
 // the budget allows, in the slabs given (nil: its own), which it leaves
 // there for the next.
 func (x *Index) preadSorted(fps []Fingerprint, found []bool, parts int, slabs *[][]byte) error {
-	r := &preadRound{x: x, want: map[pageKey]int{}, limit: max(int(x.readBuffers/2/PageSize)/parts, 4)}
+	r := &preadRound{x: x, want: map[pageKey]int{}, limit: max(int(x.readBuffers/2/PageSize)/parts, 4), few: len(fps) <= fewKeys}
 	if slabs != nil {
 		r.slabs = *slabs
 		defer func() { *slabs = r.slabs }()
@@ -507,23 +521,21 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 				x.willNeedRange((ref.offset+at)&^(PageSize-1), ref.offset+at+4)
 			}
 		}
-		// A few keys (a single query): their directory entries too,
-		// where this package's writer puts them, read with the headers
-		// rather than after them; a guess that missed costs nothing but
-		// the read.
-		if len(fps) <= 16 {
+		// A few keys (a single query): where their buckets most likely
+		// lie too, where this package's writer puts the fingerprints,
+		// read with the headers rather than after them (their directory
+		// pages only if the guess misses: guessWindow).
+		if r.few {
 			for _, fp := range fps {
 				if si := x.find(fp); si >= 0 && x.segs[si].seg.Load() == nil {
 					ref := x.foot.segments[si]
-					l := writerLayout(ref)
-					at := ref.offset + l.dir + 4 + 4*fp.bits(uint(ref.node.Bits), l.dirBits)
-					x.willNeedRange(at&^(PageSize-1), at+8)
-					x.willNeedGuess(ref, l.fps+4, fp)
+					x.willNeedGuess(ref, writerLayout(ref).fps+4, fp)
 				}
 			}
 		}
 	}
 	segs := make([]*segment, len(fps))
+	var guesses [][2]uint64 // a few keys': the fingerprints read first
 	for i, fp := range fps {
 		found[i] = false
 		si := x.find(fp)
@@ -540,16 +552,54 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 		}
 		segs[i] = s
 		b := fp.bits(s.depth, s.dirBits)
-		asked := len(r.keys)
-		r.ask(s, s.dirAt+4*b, s.dirAt+4*b+8, func(p uint32) bool { return s.heldDir(uint64(p)) != nil })
-		if len(fps) <= 16 && len(r.keys) > asked {
-			// A few keys whose directory page is not held: where their
-			// buckets most likely lie is asked for with it, not after.
-			x.willNeedGuess(s.ref, s.fpsAt, fp)
+		if r.few && !s.dirEntriesHeld(b) {
+			// A few keys whose directory page is not held read where
+			// their buckets most likely lie first, alone: a key those
+			// fingerprints place needs no directory page, so a single
+			// cold lookup reads once, not a directory page and then its
+			// bucket.
+			if from, to := s.guessWindow(fp); to > from && 16*(to-from) <= maxWindow && len(r.keys)+int(16*(to-from)/PageSize)+2 <= r.limit/2 {
+				if guesses == nil {
+					guesses = make([][2]uint64, len(fps))
+				}
+				guesses[i] = [2]uint64{from, to}
+				r.ask(s, s.fpsAt+16*from, s.fpsAt+16*to, nil)
+				continue
+			}
 		}
+		r.ask(s, s.dirAt+4*b, s.dirAt+4*b+8, func(p uint32) bool { return s.heldDir(uint64(p)) != nil })
 	}
 	if err := r.read(); err != nil {
 		return 0, err
+	}
+	if guesses != nil {
+		// The keys the guesses placed are answered (their segs entry
+		// cleared: nothing more to read); the others' directory pages
+		// are read now.
+		var win []Fingerprint
+		for i, fp := range fps {
+			g, s := guesses[i], segs[i]
+			if s == nil || g[1] <= g[0] {
+				continue
+			}
+			win = slices.Grow(win[:0], int(g[1]-g[0]))[:g[1]-g[0]]
+			r.bytesAt(s, s.fpsAt+16*g[0], s.fpsAt+16*g[1], unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(win))), 16*len(win)))
+			ok, placed, err := s.searchGuess(fp, win, g[0])
+			if err != nil {
+				return 0, err
+			}
+			if placed {
+				found[i], segs[i] = ok, nil
+				x.guessed.Add(1)
+				continue
+			}
+			x.guessMissed.Add(1)
+			b := fp.bits(s.depth, s.dirBits)
+			r.ask(s, s.dirAt+4*b, s.dirAt+4*b+8, func(p uint32) bool { return s.heldDir(uint64(p)) != nil })
+		}
+		if err := r.read(); err != nil {
+			return 0, err
+		}
 	}
 	// The buckets, and the fingerprints either side that an "absent"
 	// is checked against (absentIn), while they fit the other half.
@@ -622,16 +672,53 @@ func (x *Index) willNeedGuess(ref segmentRef, fpsAt uint64, fp Fingerprint) {
 // guessBucket is where fp's bucket most likely lies among the segment's
 // fingerprints, in bytes from the first: they are hashes, spread evenly
 // between its first and last, so the count below fp is binomial around
-// its share of the range; 1.5 standard deviations either side (a miss
-// costs a read after; a wider guess, a longer read now).
+// its share of the range; guessSpread standard deviations either side.
 func guessBucket(ref segmentRef, fp Fingerprint) (from, to uint64) {
 	n := float64(ref.count)
 	if ref.last.Hi <= ref.first.Hi {
 		return 0, 16 * ref.count // none, or all in one 2^-64 of the range
 	}
 	f := float64(min(max(fp.Hi, ref.first.Hi), ref.last.Hi)-ref.first.Hi) / float64(ref.last.Hi-ref.first.Hi)
-	at, spread := f*n, 1.5*math.Sqrt(n*f*(1-f))+32
+	at, spread := f*n, guessSpread*math.Sqrt(n*f*(1-f))+32
 	return 16 * uint64(max(at-spread, 0)), 16 * uint64(min(at+spread, n))
+}
+
+// guessSpread: a guess misses one key in 22 at 2 standard deviations
+// (the directory page and the bucket are then read, one after the
+// other), and at 781k keys a segment reads 8 pages, one device read
+// ~1.25x a page's (a variable: the tests make every guess miss).
+var guessSpread = 2.0
+
+// guessWindow is guessBucket's range in whole pages, as indexes of the
+// fingerprints wholly in them: what a few keys read before, or instead
+// of, their directory pages.
+func (s *segment) guessWindow(fp Fingerprint) (from, to uint64) {
+	lo, hi := guessBucket(s.ref, fp)
+	end := s.fpsAt + 16*uint64(len(s.fps))
+	a := max((s.fpsAt+lo)&^(PageSize-1), s.fpsAt)
+	b := min((s.fpsAt+hi+PageSize-1)&^(PageSize-1), end)
+	if b <= a {
+		return 0, 0
+	}
+	return (a - s.fpsAt + 15) / 16, (b - s.fpsAt) / 16
+}
+
+// searchGuess answers whether the segment holds fp from win, a copy of
+// its fingerprints from index from on (guessWindow's), if they place fp:
+// fp is among them, or they hold the two either side of where it would
+// be that an "absent" is checked against (absentIn). placed is false
+// when fp lies outside them or at their edge: the directory then says
+// where.
+func (s *segment) searchGuess(fp Fingerprint, win []Fingerprint, from uint64) (ok, placed bool, err error) {
+	at, ok := slices.BinarySearchFunc(win, fp, Fingerprint.Compare)
+	if ok {
+		return true, true, nil
+	}
+	q, n, to := from+uint64(at), uint64(len(s.fps)), from+uint64(len(win))
+	if q-min(q, 2) < from || min(q+2, n) > to {
+		return false, false, nil
+	}
+	return false, true, s.absentIn(win, from, fp, q)
 }
 
 // searchWindow is position's search of bucket [lo, hi) of the segment

@@ -23,7 +23,8 @@ var benchReadBuffers = memplan.Query(1 << 30).ReadBuffers
 // first iteration, as in a running process): through the mapping (a
 // single lookup faults its pages in; a batch asks for each stage's pages
 // at once, coldread.go) and with pread (pread.go), for batches of 1, 10^3,
-// 10^4 and 10^5 keys, half present. Before each batch the file is dropped
+// 10^4 and 10^5 keys, half present; and single lookups in a process that
+// looked up fewer keys, holding few directory pages (pread-fewdirs). Before each batch the file is dropped
 // from the page cache (MADV_DONTNEED on the mapping, POSIX_FADV_DONTNEED
 // on the file); single lookups are of keys no lookup read the pages of. It reports the time a key and the bytes read from the
 // device a key (/proc/self/io read_bytes) and in pages.
@@ -36,7 +37,11 @@ func BenchmarkColdPaths(b *testing.B) {
 			name string
 			path readPath
 			ask  bool
-		}{{"mapping", pathAdvised, false}, {"pread", pathPread, true}, {"pread-noask", pathPread, false}} {
+			few  bool // singles: the process looked up as the scale job's did
+		}{{"mapping", pathAdvised, false, false}, {"pread", pathPread, true, false}, {"pread-noask", pathPread, false, false}, {"pread-fewdirs", pathPread, true, true}} {
+			if p.few && n > 1 {
+				continue
+			}
 			b.Run(fmt.Sprintf("keys=%d/%s", n, p.name), func(b *testing.B) {
 				defer func(was bool) { preadAsk = was }(preadAsk)
 				preadAsk = p.ask
@@ -52,15 +57,20 @@ func BenchmarkColdPaths(b *testing.B) {
 				}
 				seed := uint64(31)
 				var took time.Duration
-				var read int64
+				var read, devRead int64
 				keys, found := 0, make([]bool, n)
 				var singles []time.Duration
 				for i := 0; i < b.N+1; i++ {
 					ks := halfPresent(sample, n, seed)
 					if i == 0 {
 						// A running process: every segment open, the
-						// directories read.
+						// directories read; or, pread-fewdirs, those of
+						// the keys fewer than make it read the file
+						// whole (ReadAheadAfter), as the scale job's.
 						ks = halfPresent(sample, 50_000, seed)
+						if p.few {
+							ks = ks[:min(len(ks), int(x.ReadAheadAfter()/2))]
+						}
 						found = make([]bool, len(ks))
 					}
 					seed++
@@ -80,7 +90,7 @@ func BenchmarkColdPaths(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
-					before := readBytes(b)
+					before, devBefore := readBytes(b), deviceReads(b, path)
 					t := time.Now()
 					if i == 1 {
 						found = make([]bool, n)
@@ -100,6 +110,7 @@ func BenchmarkColdPaths(b *testing.B) {
 						singles = append(singles, time.Since(t))
 					}
 					read += readBytes(b) - before
+					devRead += deviceReads(b, path) - devBefore
 					keys += n
 				}
 				b.ReportMetric(float64(took.Nanoseconds())/float64(keys), "ns/key")
@@ -110,6 +121,7 @@ func BenchmarkColdPaths(b *testing.B) {
 				}
 				b.ReportMetric(float64(read)/float64(keys), "read-B/key")
 				b.ReportMetric(float64(read)/PageSize/float64(keys), "pages/key")
+				b.ReportMetric(float64(devRead)/float64(keys), "reads/key")
 			})
 		}
 	}
@@ -133,6 +145,26 @@ func readBytes(b *testing.B) int64 {
 	}
 	b.Skip("no read_bytes in /proc/self/io")
 	return 0
+}
+
+// deviceReads is how many reads the device under path has completed
+// (/sys/dev/block/MAJ:MIN/stat: any process's, so the machine should be
+// idle), or 0 where it does not say.
+func deviceReads(b *testing.B, path string) int64 {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return 0
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/sys/dev/block/%d:%d/stat", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(stat)
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(string(f[0]), 10, 64)
+	return n
 }
 
 // BenchmarkWarmPaths: lookups in an index in memory, opened as query opens

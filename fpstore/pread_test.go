@@ -347,3 +347,53 @@ func TestGuessBucket(t *testing.T) {
 		t.Errorf("an empty segment: guess [%d, %d)", from, to)
 	}
 }
+
+// TestColdSinglesGuess: single cold lookups in a process that holds no
+// directory page read where each key's bucket most likely lies, alone:
+// most keys, present and absent, are answered from that one read, at
+// most 1.2 reads a key, and as a Go map says. With guesses made to miss
+// (a window of a few dozen fingerprints), the keys are answered through
+// their directory pages after it, as a Go map says too.
+func TestColdSinglesGuess(t *testing.T) {
+	path, all := coldReadFile(t)
+	in := make(map[Fingerprint]bool, len(all))
+	for _, fp := range all {
+		in[fp] = true
+	}
+	for _, spread := range []float64{guessSpread, 0} {
+		t.Run(fmt.Sprintf("spread %v", spread), func(t *testing.T) {
+			defer func(s float64) { guessSpread = s }(guessSpread)
+			guessSpread = spread
+			x := openIndex(t, path, WithReadBuffers(testReadBuffers))
+			x.forcePath.Store(uint32(pathPread))
+			r := rand.New(rand.NewPCG(91, uint64(spread)))
+			const n = 400
+			for i := range n {
+				fp := all[r.IntN(len(all))]
+				if i%2 == 1 {
+					fp = Fingerprint{r.Uint64(), r.Uint64()}
+				}
+				ok, err := x.Contains(fp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok != in[fp] {
+					t.Fatalf("Contains says %v for %s, want %v", ok, fp, in[fp])
+				}
+			}
+			runs, placed, missed := x.preadRuns.Load(), x.guessed.Load(), x.guessMissed.Load()
+			t.Logf("%d single lookups: %d reads (%.2f a key), %d placed by the guess, %d missed", n, runs, float64(runs)/n, placed, missed)
+			if placed+missed > n {
+				t.Fatalf("%d keys guessed of %d", placed+missed, n)
+			}
+			if spread > 0 && (float64(runs) > 1.2*n || placed < n*9/10) {
+				t.Errorf("%.2f reads a key, %d of %d keys placed by the guess", float64(runs)/n, placed, n)
+			}
+			// A key whose directory page a miss before it read is looked
+			// up through it, unguessed.
+			if spread == 0 && missed < 50 {
+				t.Errorf("%d guesses missed, %d placed, with no spread: the fallback is barely tried", missed, placed)
+			}
+		})
+	}
+}

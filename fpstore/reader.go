@@ -67,7 +67,11 @@ type Index struct {
 	// pages out of memory; dirBytes: the directory pages held (pread.go)
 	coldSingles atomic.Bool
 	dirBytes    atomic.Int64
-	_           cpu.CacheLinePad
+	// The pread path's tallies (pread.go): the reads it made (runs of
+	// neighbouring pages), and the few keys the fingerprints read where
+	// their buckets most likely lie placed and did not.
+	preadRuns, guessed, guessMissed atomic.Uint64
+	_                               cpu.CacheLinePad
 
 	// forceCold makes every batch read as a cold one (coldread.go), and
 	// forcePath read as the path it names (pread.go) when not
