@@ -44,6 +44,11 @@ const coldFirstGroup = 256
 // than it saves.
 const coldMinBatch = 64
 
+// MinPricedBatch is the fewest keys a lookup batch asks the device's
+// rates (WithRates) for: a caller that looks up fewer at a time never
+// has them asked.
+const MinPricedBatch = coldMinBatch
+
 // A cold batch read at random is priced in device reads: coldReadsPerKey
 // a key (its filter block, its directory entry, its fingerprints; a
 // neighbour's read sometimes serves it) and coldReadsPerSegment for each

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/ingest"
 	"github.com/fpdedup/fpdedup/internal/atomicfile"
 	"github.com/fpdedup/fpdedup/internal/hugemem"
@@ -55,7 +56,15 @@ type job struct {
 	answers bool
 	lines   []string
 	part    *partition // --partition, when the command keeps a range
+	// fewLookups: the job looks up fewer keys than a batch that asks
+	// the device's rates (lookupsAtMost).
+	fewLookups bool
 }
+
+// lookupsAtMost says the job looks up at most n keys in its indexes: below
+// a batch that prices its reads with the device's rates (query's KEY
+// arguments), no device cache is declared or checked for them.
+func (j *job) lookupsAtMost(n int) { j.fewLookups = n < fpstore.MinPricedBatch }
 
 // stream is an output the job opens and the work writes as it goes:
 // stdout for "" and "-", else a file published at the commit point.
@@ -137,7 +146,7 @@ func (j *job) run(work func(ctx context.Context) (map[string]any, error)) error 
 	}
 	j.paths.output("--stats-json", j.inv.statsJSON)
 	j.paths.output("--metrics", j.inv.metrics)
-	if j.paths.reads(kindIndex) {
+	if j.paths.reads(kindIndex) && !j.fewLookups {
 		// A cold lookup batch prices its reads with the device's rates,
 		// which the job may measure and cache (devices.go).
 		j.inv.devices.declare(j)

@@ -122,6 +122,8 @@ func runQuery(cmd *cobra.Command, inv *invocation, o *queryOptions, args []strin
 	j.answers = true
 	if len(args) == 0 {
 		j.progress(opts.Progress)
+	} else {
+		j.lookupsAtMost(len(args))
 	}
 	j.memory(plan)
 	return j.run(func(ctx context.Context) (map[string]any, error) {
