@@ -26,7 +26,7 @@ bench_run() {
 		fp=$FPDEDUP
 	else
 		fp=$bin/fpdedup
-		(cd "$root" && go build -o "$fp" ./cmd/fpdedup)
+		(cd "$root" && CGO_ENABLED=0 go build -o "$fp" ./cmd/fpdedup) # as make build builds it
 	fi
 	bench_out=$root/bench/results/$name-$(date -u +%Y-%m-%dT%H%M%SZ)
 	local note=()

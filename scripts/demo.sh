@@ -13,7 +13,8 @@ out=$(cd "$out" && pwd)
 # The first build downloads the modules and compiles them: minutes on a
 # fresh machine, so say so and show what go is doing.
 echo "demo: building bin/fpdedup (go build; the first time it downloads and compiles the dependencies, a few minutes on 2 cores)..." >&2
-if ! go build -v -o bin/fpdedup ./cmd/fpdedup 2>&1 | tee "$out/build.log" |
+# Static, as make build builds it (Makefile).
+if ! CGO_ENABLED=0 go build -v -o bin/fpdedup ./cmd/fpdedup 2>&1 | tee "$out/build.log" |
   awk '/^go: downloading/ { print "demo:   " $0 > "/dev/stderr"; next }
        { n++; if (n % 20 == 1) printf "demo:   compiling %s (%d packages so far)\n", $0, n > "/dev/stderr" }'; then
   echo "demo: go build failed:" >&2
