@@ -163,6 +163,7 @@ type preadRound struct {
 	// KEYs), which read where their buckets most likely lie before, or
 	// instead of, their directory pages (guessWindow).
 	few bool
+	win []Fingerprint // a key's fingerprints, copied from the pages
 }
 
 // fewKeys is the most keys a batch of a few keys has.
@@ -414,7 +415,17 @@ func (r *preadRound) holdDirs(s *segment, from, to uint64) {
 // that one share issues its reads while another waits for its own.
 func (x *Index) preadKeys(fps []Fingerprint, found []bool) error {
 	if len(fps) == 1 {
-		return x.preadSorted(fps, found, 1, nil) // a page or two
+		// A round of its own, from those the single lookups before it
+		// left (their slabs and window: made afresh, a cold single
+		// lookup's memory was a third of its CPU).
+		r, _ := x.singleRounds.Get().(*preadRound)
+		if r == nil {
+			r = &preadRound{x: x, want: map[pageKey]int{}}
+		}
+		r.limit, r.few = max(int(x.readBuffers/2/PageSize), 4), true
+		err := x.preadRounds(r, fps, found)
+		x.singleRounds.Put(r)
+		return err
 	}
 	// The budget is a batch's: concurrent batches (a pipeline's workers)
 	// take turns, each keeping the device's preadDepth reads in flight.
@@ -471,7 +482,16 @@ func (x *Index) preadSorted(fps []Fingerprint, found []bool, parts int, slabs *[
 		r.slabs = *slabs
 		defer func() { *slabs = r.slabs }()
 	}
+	return x.preadRounds(r, fps, found)
+}
+
+// preadRounds answers fps in rounds of r.
+func (x *Index) preadRounds(r *preadRound, fps []Fingerprint, found []bool) error {
 	for base := 0; base < len(fps); {
+		// Each round starts empty, whatever the one before left (an
+		// error, in a round kept for the next single lookup).
+		clear(r.want)
+		r.keys, r.pages, r.used = r.keys[:0], r.pages[:0], 0
 		var n int
 		err := x.guard(func() (err error) {
 			n, err = r.run(fps[base:], found[base:])
@@ -481,8 +501,6 @@ func (x *Index) preadSorted(fps []Fingerprint, found []bool, parts int, slabs *[
 			return err
 		}
 		base += n
-		clear(r.want)
-		r.pages, r.used = r.pages[:0], 0
 	}
 	return nil
 }
@@ -576,13 +594,12 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 		// The keys the guesses placed are answered (their segs entry
 		// cleared: nothing more to read); the others' directory pages
 		// are read now.
-		var win []Fingerprint
 		for i, fp := range fps {
 			g, s := guesses[i], segs[i]
 			if s == nil || g[1] <= g[0] {
 				continue
 			}
-			win = slices.Grow(win[:0], int(g[1]-g[0]))[:g[1]-g[0]]
+			win := r.window(g[1] - g[0])
 			r.bytesAt(s, s.fpsAt+16*g[0], s.fpsAt+16*g[1], unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(win))), 16*len(win)))
 			ok, placed, err := s.searchGuess(fp, win, g[0])
 			if err != nil {
@@ -632,7 +649,6 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 	if err := r.read(); err != nil {
 		return 0, err
 	}
-	var win []Fingerprint
 	for i, fp := range fps {
 		s := segs[i]
 		if s == nil {
@@ -650,7 +666,7 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 			found[i] = ok
 			continue
 		}
-		win = slices.Grow(win[:0], int(to-from))[:to-from]
+		win := r.window(to - from)
 		r.bytesAt(s, s.fpsAt+16*from, s.fpsAt+16*to, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(win))), 16*len(win)))
 		ok, err := s.searchWindow(fp, win, from, lo, hi)
 		if err != nil {
@@ -659,6 +675,12 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 		found[i] = ok
 	}
 	return len(fps), nil
+}
+
+// window is the round's window of n fingerprints, kept for the next key.
+func (r *preadRound) window(n uint64) []Fingerprint {
+	r.win = slices.Grow(r.win[:0], int(n))[:n]
+	return r.win
 }
 
 // willNeedGuess asks for the pages where fp's bucket most likely lies in

@@ -1,9 +1,11 @@
 package fpstore
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -353,7 +355,8 @@ func TestGuessBucket(t *testing.T) {
 // most keys, present and absent, are answered from that one read, at
 // most 1.2 reads a key, and as a Go map says. With guesses made to miss
 // (a window of a few dozen fingerprints), the keys are answered through
-// their directory pages after it, as a Go map says too.
+// their directory pages after it, as a Go map says too; and from several
+// goroutines at once.
 func TestColdSinglesGuess(t *testing.T) {
 	path, all := coldReadFile(t)
 	in := make(map[Fingerprint]bool, len(all))
@@ -394,6 +397,75 @@ func TestColdSinglesGuess(t *testing.T) {
 			if spread == 0 && missed < 50 {
 				t.Errorf("%d guesses missed, %d placed, with no spread: the fallback is barely tried", missed, placed)
 			}
+			// From several goroutines at once (each a round of its own).
+			var wg sync.WaitGroup
+			errs := make([]error, 4)
+			for g := range errs {
+				wg.Go(func() {
+					r := rand.New(rand.NewPCG(uint64(g), 93))
+					for i := range 100 {
+						fp := all[r.IntN(len(all))]
+						if i%2 == 1 {
+							fp = Fingerprint{r.Uint64(), r.Uint64()}
+						}
+						if ok, err := x.Contains(fp); err != nil || ok != in[fp] {
+							errs[g] = fmt.Errorf("concurrent Contains(%s) = %v, %v; want %v", fp, ok, err, in[fp])
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
 		})
+	}
+}
+
+// TestPreadDamagedAgain: a single lookup whose page fails its checksum is
+// an error, and so is the next lookup of the same key: the round a single
+// lookup reads in is kept for the next one, which must read and check the
+// page again, not answer from what the failed round left.
+func TestPreadDamagedAgain(t *testing.T) {
+	path, all := coldReadFile(t)
+	fp := all[len(all)/3]
+	x := openIndex(t, path, WithReadBuffers(testReadBuffers))
+	s, err := x.lookupSegment(x.find(fp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, ok := slices.BinarySearchFunc(s.fps, fp, Fingerprint.Compare)
+	if !ok {
+		t.Fatalf("%s not in its segment", fp)
+	}
+	// A byte of a fingerprint three places away, on the same page.
+	at := s.ref.offset + s.fpsAt + 16*uint64(pos)
+	other := at + 48
+	if other/PageSize != at/PageSize {
+		other = at - 48
+	}
+	x.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, int64(other)); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x40
+	if _, err := f.WriteAt(b, int64(other)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	x = openIndex(t, path, WithReadBuffers(testReadBuffers))
+	x.forcePath.Store(uint32(pathPread))
+	for i := range 3 {
+		if ok, err := x.Contains(fp); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("lookup %d of a key on a damaged page: %v, %v; want ErrCorrupt", i+1, ok, err)
+		}
 	}
 }

@@ -52,9 +52,11 @@ type Index struct {
 	readBuffers int64
 	preadBatch  sync.Mutex
 	preadSlabs  [][][]byte // each share's slabs, kept from batch to batch under preadBatch
-	preadOnce   sync.Once
-	preadF      *os.File
-	preadFD     int
+	// singleRounds: *preadRound of single lookups, kept for the next.
+	singleRounds sync.Pool
+	preadOnce    sync.Once
+	preadF       *os.File
+	preadFD      int
 
 	// Written by lookups until readWhole: on a cache line of their own,
 	// away from the fields every lookup reads.
