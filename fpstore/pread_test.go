@@ -355,21 +355,27 @@ func TestGuessBucket(t *testing.T) {
 // most keys, present and absent, are answered from that one read, at
 // most 1.2 reads a key, and as a Go map says. With guesses made to miss
 // (a window of a few dozen fingerprints), the keys are answered through
-// their directory pages after it, as a Go map says too; and from several
-// goroutines at once.
+// their directory pages after it, as a Go map says too. By default a
+// segment's directory is read whole with its wholeDirAfter'th guess and
+// held, and its later keys are looked up through it. Each case also from
+// several goroutines at once.
 func TestColdSinglesGuess(t *testing.T) {
 	path, all := coldReadFile(t)
 	in := make(map[Fingerprint]bool, len(all))
 	for _, fp := range all {
 		in[fp] = true
 	}
-	for _, spread := range []float64{guessSpread, 0} {
-		t.Run(fmt.Sprintf("spread %v", spread), func(t *testing.T) {
-			defer func(s float64) { guessSpread = s }(guessSpread)
-			guessSpread = spread
+	for _, c := range []struct {
+		name   string
+		spread float64
+		after  uint32
+	}{{"guess", guessSpread, math.MaxUint32}, {"miss", 0, math.MaxUint32}, {"hold", guessSpread, wholeDirAfter}} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func(s float64, a uint32) { guessSpread, wholeDirAfter = s, a }(guessSpread, wholeDirAfter)
+			guessSpread, wholeDirAfter = c.spread, c.after
 			x := openIndex(t, path, WithReadBuffers(testReadBuffers))
 			x.forcePath.Store(uint32(pathPread))
-			r := rand.New(rand.NewPCG(91, uint64(spread)))
+			r := rand.New(rand.NewPCG(91, uint64(c.spread)))
 			const n = 400
 			for i := range n {
 				fp := all[r.IntN(len(all))]
@@ -386,16 +392,33 @@ func TestColdSinglesGuess(t *testing.T) {
 			}
 			runs, placed, missed := x.preadRuns.Load(), x.guessed.Load(), x.guessMissed.Load()
 			t.Logf("%d single lookups: %d reads (%.2f a key), %d placed by the guess, %d missed", n, runs, float64(runs)/n, placed, missed)
-			if placed+missed > n {
-				t.Fatalf("%d keys guessed of %d", placed+missed, n)
+			if c.name != "miss" && float64(runs) > 1.2*n {
+				t.Errorf("%.2f reads a key", float64(runs)/n)
 			}
-			if spread > 0 && (float64(runs) > 1.2*n || placed < n*9/10) {
-				t.Errorf("%.2f reads a key, %d of %d keys placed by the guess", float64(runs)/n, placed, n)
-			}
-			// A key whose directory page a miss before it read is looked
-			// up through it, unguessed.
-			if spread == 0 && missed < 50 {
-				t.Errorf("%d guesses missed, %d placed, with no spread: the fallback is barely tried", missed, placed)
+			switch c.name {
+			case "guess":
+				if placed < n*9/10 {
+					t.Errorf("%d of %d keys placed by the guess", placed, n)
+				}
+			case "miss":
+				// A key whose directory page a miss before it read is
+				// looked up through it, unguessed.
+				if missed < 50 {
+					t.Errorf("%d guesses missed, %d placed, with no spread: the fallback is barely tried", missed, placed)
+				}
+			case "hold":
+				segs := uint64(x.Segments())
+				if placed+missed != segs*uint64(wholeDirAfter) {
+					t.Errorf("%d keys guessed, want %d (%d a segment, then its directory)", placed+missed, segs*uint64(wholeDirAfter), wholeDirAfter)
+				}
+				for si := range x.segs {
+					s := x.segs[si].seg.Load()
+					for p := range s.dirHeld {
+						if s.dirHeld[p].Load() == nil {
+							t.Fatalf("segment %d: directory page %d not held", si, p)
+						}
+					}
+				}
 			}
 			// From several goroutines at once (each a round of its own).
 			var wg sync.WaitGroup

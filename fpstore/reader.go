@@ -126,6 +126,9 @@ type segment struct {
 	dirHeld  []atomic.Pointer[[]byte]
 	dirFirst uint64
 	crcHeld  atomic.Pointer[[]byte] // crcs, copied by the pread path (heldCRCs)
+	// guesses: the few keys that read where their buckets most likely
+	// lie, the directory not held (pread.go's run).
+	guesses atomic.Uint32
 }
 
 // An Option configures an index as it is opened.
