@@ -21,8 +21,9 @@
 //     fingerprints;
 //   - mem (mem.go): every command once under each --mem of a sweep, its
 //     anonymous memory sampled (RunSampled, rss.go);
-//   - redisbloom-audit and redisbloom-rebuild (redisbloom.go): reconcile
-//     against RedisBloom filters on a redis-server of the run's own;
+//   - redisbloom-audit, redisbloom-rebuild and redisbloom-apply
+//     (redisbloom.go): reconcile against RedisBloom filters on a
+//     redis-server of the run's own;
 //   - etcd-audit and etcd-apply (etcd.go): reconcile against a single etcd
 //     member of the run's own, beside etcdctl (whole and page by page) and
 //     a bare client loop (fpdedup-bench etcd-bare create).

@@ -38,15 +38,20 @@ import (
 //	                    BF.MEXISTS (the peer: the other way to audit)
 //	redisbloom-rebuild: fpdedup reconcile --rebuild-shard all, against the
 //	                    bare BF.LOADCHUNK of the same filters' bytes
+//	redisbloom-apply:   fpdedup reconcile --apply of every truth key into
+//	                    filters emptied (a shard flushed: BF.RESERVE'd
+//	                    again as the audit's were), against redis-cli
+//	                    --pipe of the same BF.INSERT … NOCREATE commands
 const (
 	DefaultRBKeys   = 1_000_000 // the scale is 10^7: --rb-keys 10M
 	DefaultRBShards = 16
 	rbDB            = 0
 	rbTemplate      = "rbbench:{*}"
+	rbApplyTemplate = "rbapply:{*}" // the apply job's filters, emptied before each run
 )
 
 // RedisBloomJobs are the RedisBloom jobs (ExtraJobs).
-var RedisBloomJobs = []string{"redisbloom-audit", "redisbloom-rebuild"}
+var RedisBloomJobs = []string{"redisbloom-audit", "redisbloom-rebuild", "redisbloom-apply"}
 
 // rbPeer names the redis-server the RedisBloom jobs start; the bare rows
 // are the bench binary's own (fpdedup-bench redisbloom-bare).
@@ -57,11 +62,14 @@ const (
 	rbScandumpTool  = "floor: BF.SCANDUMP loops"
 	rbMexistsTool   = "BF.MEXISTS of every key (1000 a command, 64 a pipeline)"
 	rbLoadchunkTool = "floor: BF.LOADCHUNK of the same bytes"
+	rbPipeTool      = "redis-cli --pipe of the same BF.INSERT commands"
 )
 
 // rbState is the RedisBloom jobs' server and files, made once.
 type rbState struct {
 	addr, keys, index, dumps string
+	inserts                  string // the apply's commands, as RESP (rbInserts)
+	insertCmds               int64
 	keysN, missing           int64 // truth keys; of them, not held (BF.MEXISTS)
 	dumpBytes                int64
 	filters                  int // sub-filters, fewest of a shard
@@ -69,14 +77,16 @@ type rbState struct {
 	err                      error
 }
 
-func (b *runner) rbURL() string {
-	return fmt.Sprintf("redis://%s/%d?bf=%s&shards=%d&route=mod-md5&item=key", b.rb.addr, rbDB, rbTemplate, b.o.RBShards)
+func (b *runner) rbURL() string { return b.rbURLOf(rbTemplate) }
+
+func (b *runner) rbURLOf(template string) string {
+	return fmt.Sprintf("redis://%s/%d?bf=%s&shards=%d&route=mod-md5&item=key", b.rb.addr, rbDB, template, b.o.RBShards)
 }
 
 // redisbloomJobs are the two jobs' specs.
 func (b *runner) redisbloomJobs() []jobSpec {
 	if b.rb == nil {
-		b.rb = &rbState{keys: b.path("rb-keys.txt"), index: b.path("rb-truth.fpx"), dumps: b.path("rb-dumps.bin")}
+		b.rb = &rbState{keys: b.path("rb-keys.txt"), index: b.path("rb-truth.fpx"), dumps: b.path("rb-dumps.bin"), inserts: b.path("rb-inserts.resp")}
 		// The port is chosen now: the rows' commands name it.
 		if l, err := net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			b.rb.err = err
@@ -142,7 +152,133 @@ func (b *runner) redisbloomJobs() []jobSpec {
 		j.InputBytes = fileSize(rb.keys) + fileSize(rb.index) + n
 		return nil
 	}
-	return []jobSpec{audit, rebuild}
+	applyReport := b.path("rb-apply.json")
+	host, port, _ := net.SplitHostPort(rb.addr)
+	applied := func(o outStats, _ map[string]any) (string, *bool) {
+		notHeld, err := mexistsAll(context.Background(), rb.addr, rbApplyTemplate, b.o.RBShards, rb.keys)
+		if err != nil {
+			return "BF.MEXISTS after: " + err.Error(), truth(false)
+		}
+		return fmt.Sprintf("%d of %d truth keys not held after (BF.MEXISTS)", notHeld, n), truth(notHeld == 0)
+	}
+	apply := jobSpec{name: "redisbloom-apply", input: "rb-keys.txt + rb-truth.fpx",
+		title: fmt.Sprintf("--apply of %s truth keys into %d emptied RedisBloom filters (a shard flushed: every key missing; BF.RESERVE 0.01, EXPANSION 2 as the audit's), %d keys a batch", countText(n), b.o.RBShards, rbApplyBatch),
+		units: n, unit: "truth keys", ref: "fpdedup reconcile --apply",
+		rows: []rowSpec{
+			{tool: "fpdedup reconcile --apply", kind: kindFpdedup, needs: []string{rbPeer}, before: b.rbEmpty,
+				cmd:    b.fp("", "reconcile", "-q", "--index", rb.index, "--records", rb.keys, "--online", b.rbURLOf(rbApplyTemplate), "--apply", "--batch", strconv.Itoa(rbApplyBatch), "--report", applyReport),
+				verify: applied},
+			{tool: rbPipeTool, kind: kindPeer, needs: []string{rbPeer}, before: b.rbEmpty,
+				// Its last line says how it went: the check's.
+				cmd: sh(fmt.Sprintf("redis-cli -h %s -p %s -n %d --pipe < %s | tail -n 1", host, port, rbDB, shellQuote(rb.inserts))),
+				verify: func(o outStats, st map[string]any) (string, *bool) {
+					if want := fmt.Sprintf("errors: 0, replies: %d", rb.insertCmds); strings.TrimSpace(o.Head) != want {
+						return fmt.Sprintf("redis-cli --pipe did not say %q: %q", want, strings.TrimSpace(o.Head)), truth(false)
+					}
+					return applied(o, st)
+				}},
+		}}
+	apply.prep = func(ctx context.Context, j *Job) error {
+		if err := b.rbPrepare(ctx); err != nil {
+			return err
+		}
+		var err error
+		if rb.insertCmds, err = rbInserts(rb.keys, rb.inserts, b.o.RBShards); err != nil {
+			return err
+		}
+		j.InputBytes = fileSize(rb.keys) + fileSize(rb.index)
+		return nil
+	}
+	return []jobSpec{audit, rebuild, apply}
+}
+
+// rbApplyBatch is the keys a batch of the apply job: reconcile's --batch
+// default, and so its BF.INSERT commands' (one a shard a batch).
+const rbApplyBatch = 1000
+
+// rbEmpty puts the apply job's filters back as the audit's were made:
+// deleted, then BF.RESERVE'd empty.
+func (b *runner) rbEmpty(ctx context.Context) error {
+	c := rbClient(b.rb.addr)
+	defer c.Close()
+	for s := range b.o.RBShards {
+		key := strings.Replace(rbApplyTemplate, "*", strconv.Itoa(s), 1)
+		if err := c.Del(ctx, key).Err(); err != nil {
+			return err
+		}
+		if err := c.Do(ctx, "BF.RESERVE", key, 0.01, b.rbCapacity(), "EXPANSION", 2).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rbCapacity is what each filter is BF.RESERVE'd at: a sixth of its share
+// of the keys and history, so that they grow three sub-filters.
+func (b *runner) rbCapacity() int64 {
+	return max((b.o.RBKeys+b.o.RBExtra)/int64(b.o.RBShards)/6, 1)
+}
+
+// rbInserts writes, as RESP for redis-cli --pipe, the commands reconcile
+// --apply sends when every key of keysFile is missing: the keys in the
+// file's order, rbApplyBatch a batch, each batch one BF.INSERT KEY
+// NOCREATE ITEMS … a shard, in the order its shards first appear
+// (reconcile/redisbloom's Write). It returns how many commands.
+func rbInserts(keysFile, out string, shards int) (int64, error) {
+	router, err := rbloom.NewRouter(rbloom.RouterSpec{Route: rbloom.RouteModMD5, Shards: shards})
+	if err != nil {
+		return 0, err
+	}
+	in, err := os.Open(keysFile)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	f, err := os.Create(out)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	var cmds int64
+	var batch []string
+	flush := func() {
+		var order []int
+		of := map[int][]string{}
+		for _, k := range batch {
+			s := router.Shard([]byte(k))
+			if _, ok := of[s]; !ok {
+				order = append(order, s)
+			}
+			of[s] = append(of[s], k)
+		}
+		for _, s := range order {
+			items := of[s]
+			key := strings.Replace(rbApplyTemplate, "*", strconv.Itoa(s), 1)
+			fmt.Fprintf(w, "*%d\r\n$9\r\nBF.INSERT\r\n$%d\r\n%s\r\n$8\r\nNOCREATE\r\n$5\r\nITEMS\r\n", 4+len(items), len(key), key)
+			for _, k := range items {
+				fmt.Fprintf(w, "$%d\r\n%s\r\n", len(k), k)
+			}
+			cmds++
+		}
+		batch = batch[:0]
+	}
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		if batch = append(batch, sc.Text()); len(batch) == rbApplyBatch {
+			flush()
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+	if err := w.Flush(); err != nil {
+		return 0, err
+	}
+	return cmds, f.Close()
 }
 
 func countText(n int64) string {
@@ -296,7 +432,7 @@ func (b *runner) rbLoad(ctx context.Context) error {
 	c := rbClient(rb.addr)
 	defer c.Close()
 	extra := b.o.RBExtra
-	capacity := max((n+extra)/int64(shards)/6, 1)
+	capacity := b.rbCapacity()
 	for s := range shards {
 		if err := c.Do(ctx, "BF.RESERVE", rbKey(s), 0.01, capacity, "EXPANSION", 2).Err(); err != nil {
 			return err
@@ -500,6 +636,11 @@ func BareLoadchunk(ctx context.Context, addr, file string) (int64, error) {
 // BF.MEXISTS of 1000 keys a command, 64 commands a pipeline: the other
 // way to audit. It returns how many are not held.
 func MExistsAll(ctx context.Context, addr string, shards int, keysFile string) (int64, error) {
+	return mexistsAll(ctx, addr, rbTemplate, shards, keysFile)
+}
+
+// mexistsAll is MExistsAll of the filters template names.
+func mexistsAll(ctx context.Context, addr, template string, shards int, keysFile string) (int64, error) {
 	router, err := rbloom.NewRouter(rbloom.RouterSpec{Route: rbloom.RouteModMD5, Shards: shards})
 	if err != nil {
 		return 0, err
@@ -530,7 +671,7 @@ func MExistsAll(ctx context.Context, addr string, shards int, keysFile string) (
 	}
 	batch := make([][]any, shards)
 	send := func(s int) error {
-		cmd := redis.NewIntSliceCmd(ctx, append([]any{"BF.MEXISTS", rbKey(s)}, batch[s]...)...)
+		cmd := redis.NewIntSliceCmd(ctx, append([]any{"BF.MEXISTS", strings.Replace(template, "*", strconv.Itoa(s), 1)}, batch[s]...)...)
 		p.Process(ctx, cmd)
 		cmds = append(cmds, cmd)
 		batch[s] = batch[s][:0]

@@ -10,8 +10,8 @@ import (
 // measured when named: merge-partitions and build-partitions (the
 // scale-out's merges and partitioned builds, on random fingerprints) and
 // mem (each command's anonymous memory under a sweep of --mem) and scale
-// (indexes of 10^7 to 10^9 keys: scale.go) and redisbloom-audit and
-// redisbloom-rebuild (reconcile against RedisBloom filters on a server of
+// (indexes of 10^7 to 10^9 keys: scale.go) and redisbloom-audit,
+// redisbloom-rebuild and redisbloom-apply (reconcile against RedisBloom filters on a server of
 // the run's own: redisbloom.go) and etcd-audit and etcd-apply (reconcile
 // against a single etcd member of the run's own: etcd.go). A run measures its jobs in the
 // order of AllJobs.

@@ -194,6 +194,8 @@ func judgeTargets(r *Report) []Target {
 		within("redisbloom-audit", "redisbloom-audit", rbMexistsTool, 1))
 	add(44, "redisbloom-rebuild", "RedisBloom --rebuild-shard within 1.25× of the bare BF.LOADCHUNK of the same bytes", rbCaveat,
 		within("redisbloom-rebuild", "redisbloom-rebuild", rbLoadchunkTool, 1.25))
+	add(44, "redisbloom-apply", "RedisBloom --apply within 1.25× of redis-cli --pipe of the same BF.INSERT commands", rbCaveat,
+		within("redisbloom-apply", "redisbloom-apply", rbPipeTool, 1.25))
 	ts = append(ts, scaleTargets(r)...)
 	return ts
 }

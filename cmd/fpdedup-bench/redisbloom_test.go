@@ -13,7 +13,9 @@ import (
 // filters, one run) on a redis-server of their own with the module, and
 // checks what they wrote: every row measured, fpdedup's audit finding
 // exactly the keys BF.MEXISTS finds not held, its rebuild reading every
-// filter back, the bare rows beside them, the peer named. Without
+// filter back, its apply and redis-cli --pipe of the same commands each
+// leaving every truth key held in the emptied filters, the bare rows
+// beside them, the peer named. Without
 // redis-server or the module it skips, or fails in CI.
 func TestBenchRedisBloom(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
@@ -23,10 +25,10 @@ func TestBenchRedisBloom(t *testing.T) {
 		needInCI(t, err.Error())
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	runCmd(t, 0, "--progress", "never", "--jobs", "redisbloom-audit,redisbloom-rebuild", "--rb-keys", "2000", "--rb-shards", "4",
+	runCmd(t, 0, "--progress", "never", "--jobs", "redisbloom-audit,redisbloom-rebuild,redisbloom-apply", "--rb-keys", "2000", "--rb-shards", "4",
 		"--runs", "1", "--out", out, "--fpdedup", fpdedupBin)
 	rep := readReport(t, out)
-	if len(rep.Jobs) != 2 || rep.Jobs[0].Name != "redisbloom-audit" || rep.Jobs[1].Name != "redisbloom-rebuild" {
+	if len(rep.Jobs) != 3 || rep.Jobs[0].Name != "redisbloom-audit" || rep.Jobs[1].Name != "redisbloom-rebuild" || rep.Jobs[2].Name != "redisbloom-apply" {
 		t.Fatalf("jobs %v", jobNames(rep.Jobs))
 	}
 	for _, j := range rep.Jobs {
@@ -39,8 +41,8 @@ func TestBenchRedisBloom(t *testing.T) {
 			}
 		}
 	}
-	if len(rep.Jobs[0].Rows) != 3 || len(rep.Jobs[1].Rows) != 2 {
-		t.Errorf("rows: %d and %d, want the audit, its floor and BF.MEXISTS; the rebuild and its floor", len(rep.Jobs[0].Rows), len(rep.Jobs[1].Rows))
+	if len(rep.Jobs[0].Rows) != 3 || len(rep.Jobs[1].Rows) != 2 || len(rep.Jobs[2].Rows) != 2 {
+		t.Errorf("rows: %d, %d and %d, want the audit, its floor and BF.MEXISTS; the rebuild and its floor; the apply and redis-cli --pipe", len(rep.Jobs[0].Rows), len(rep.Jobs[1].Rows), len(rep.Jobs[2].Rows))
 	}
 }
 

@@ -59,14 +59,16 @@ build --mem 2GiB, batches of 10^2 to 10^5 keys queried warm and cold with the
 device's reads counted, single cold lookups, a 10^8-key day merged into the
 largest against its I/O floor, a day's dedup --against it, sort -u at 10^8
 and fio on the device; a size the free disk cannot hold is skipped and said;
-about 25 minutes with 10^9, and 40 GB free), and redisbloom-audit and
-redisbloom-rebuild (fpdedup reconcile against --rb-shards RedisBloom filters
+about 25 minutes with 10^9, and 40 GB free), and redisbloom-audit,
+redisbloom-rebuild and redisbloom-apply (fpdedup reconcile against --rb-shards RedisBloom filters
 of --rb-keys truth keys, 1% never added, and --rb-extra items of history,
 grown to three sub-filters, on a
 redis-server the run starts with the module ($FPDEDUP_REDISBLOOM, else
 shared/redisbloom/redisbloom.so above the working directory): the audit beside
 bare BF.SCANDUMP loops and pipelined BF.MEXISTS of every key, the rebuild of
-every filter beside bare BF.LOADCHUNK of the same bytes), and etcd-audit and etcd-apply (fpdedup
+every filter beside bare BF.LOADCHUNK of the same bytes, --apply of every key
+into filters emptied before each run beside redis-cli --pipe of the same
+BF.INSERT commands), and etcd-audit and etcd-apply (fpdedup
 reconcile against a single etcd member the run starts, its data in the work
 directory; etcd and etcdctl from Debian's etcd-server and etcd-client): the
 audit of --etcd-keys keys (SHA-256 hex under a prefix) beside one etcdctl get
@@ -95,7 +97,7 @@ report); 2 bad usage or the benchmark could not run; 130/143 interrupted.`,
   fpdedup-bench --records 100M --runs 5 --compare bench/results/2026-12-02/report.json
   fpdedup-bench --jobs mem --records 10M --mem-sweep 16MiB,256MiB
   fpdedup-bench --jobs scale --scale-sizes 10M,100M,1G --out bench/results/scale-$(date -u +%F)
-  fpdedup-bench --jobs redisbloom-audit,redisbloom-rebuild --rb-keys 10M --rb-extra 160M --runs 5
+  fpdedup-bench --jobs redisbloom-audit,redisbloom-rebuild,redisbloom-apply --rb-keys 10M --rb-extra 160M --runs 5
   fpdedup-bench --jobs etcd-audit,etcd-apply --etcd-keys 1M --etcd-create 100k --runs 5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
