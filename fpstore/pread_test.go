@@ -296,10 +296,7 @@ func TestColdReadsPerKey(t *testing.T) {
 	singles := int(x.ReadAheadAfter()) - 10
 	before := residentPages(t, x)
 	for i := range singles {
-		fp := all[r.IntN(len(all))]
-		if i%2 == 1 {
-			fp = Fingerprint{r.Uint64(), r.Uint64()}
-		}
+		fp := presentOrNot(r, all, i)
 		ok, err := x.Contains(fp)
 		if err != nil {
 			t.Fatal(err)
@@ -378,10 +375,7 @@ func TestColdSinglesGuess(t *testing.T) {
 			r := rand.New(rand.NewPCG(91, uint64(c.spread)))
 			const n = 400
 			for i := range n {
-				fp := all[r.IntN(len(all))]
-				if i%2 == 1 {
-					fp = Fingerprint{r.Uint64(), r.Uint64()}
-				}
+				fp := presentOrNot(r, all, i)
 				ok, err := x.Contains(fp)
 				if err != nil {
 					t.Fatal(err)
@@ -427,10 +421,7 @@ func TestColdSinglesGuess(t *testing.T) {
 				wg.Go(func() {
 					r := rand.New(rand.NewPCG(uint64(g), 93))
 					for i := range 100 {
-						fp := all[r.IntN(len(all))]
-						if i%2 == 1 {
-							fp = Fingerprint{r.Uint64(), r.Uint64()}
-						}
+						fp := presentOrNot(r, all, i)
 						if ok, err := x.Contains(fp); err != nil || ok != in[fp] {
 							errs[g] = fmt.Errorf("concurrent Contains(%s) = %v, %v; want %v", fp, ok, err, in[fp])
 							return
@@ -491,4 +482,13 @@ func TestPreadDamagedAgain(t *testing.T) {
 			t.Fatalf("lookup %d of a key on a damaged page: %v, %v; want ErrCorrupt", i+1, ok, err)
 		}
 	}
+}
+
+// presentOrNot is the i'th key of a run that alternates: one of all, then
+// a random one (absent but by a chance of 2^-128 a key).
+func presentOrNot(r *rand.Rand, all []Fingerprint, i int) Fingerprint {
+	if i%2 == 1 {
+		return Fingerprint{r.Uint64(), r.Uint64()}
+	}
+	return all[r.IntN(len(all))]
 }
