@@ -83,7 +83,7 @@ func (b *runner) rbURLOf(template string) string {
 	return fmt.Sprintf("redis://%s/%d?bf=%s&shards=%d&route=mod-md5&item=key", b.rb.addr, rbDB, template, b.o.RBShards)
 }
 
-// redisbloomJobs are the two jobs' specs.
+// redisbloomJobs are the three jobs' specs.
 func (b *runner) redisbloomJobs() []jobSpec {
 	if b.rb == nil {
 		b.rb = &rbState{keys: b.path("rb-keys.txt"), index: b.path("rb-truth.fpx"), dumps: b.path("rb-dumps.bin"), inserts: b.path("rb-inserts.resp")}
@@ -220,10 +220,12 @@ func (b *runner) rbCapacity() int64 {
 }
 
 // rbInserts writes, as RESP for redis-cli --pipe, the commands reconcile
-// --apply sends when every key of keysFile is missing: the keys in the
-// file's order, rbApplyBatch a batch, each batch one BF.INSERT KEY
-// NOCREATE ITEMS … a shard, in the order its shards first appear
-// (reconcile/redisbloom's Write). It returns how many commands.
+// --apply sends when every key of keysFile is missing: rbApplyBatch keys
+// a batch, each batch one BF.INSERT KEY NOCREATE ITEMS … a shard, in the
+// order its shards first appear (reconcile/redisbloom's Write). The keys
+// go in the file's order where reconcile's go in their fingerprints':
+// the same items in commands of the same sizes. It returns how many
+// commands.
 func rbInserts(keysFile, out string, shards int) (int64, error) {
 	router, err := rbloom.NewRouter(rbloom.RouterSpec{Route: rbloom.RouteModMD5, Shards: shards})
 	if err != nil {
