@@ -209,7 +209,7 @@ func (e *NeedRecordsError) Unwrap() error { return ErrNeedRecords }
 // A TooManyDigestsError: the whole digests Apply must write, collected
 // from the records, do not fit in Options.Mem.
 type TooManyDigestsError struct {
-	Max int64 // the digests that fit
+	Max int64 // the digests that fit: the plan's, but a sixteenth kept free (afterSlack)
 }
 
 func (e *TooManyDigestsError) Error() string {
@@ -220,7 +220,7 @@ func (e *TooManyDigestsError) Error() string {
 // RedisBloom filters, collected from the records, do not fit in half of
 // Options.Mem.
 type TooManyKeyTextsError struct {
-	Max int64 // the bytes they may take
+	Max int64 // the bytes they may take: the plan's, but a sixteenth kept free (afterSlack)
 }
 
 func (e *TooManyKeyTextsError) Error() string {

@@ -169,6 +169,7 @@ type recordsReader struct {
 	keyed                 *[]online.Item
 	keyBytes, maxKeyBytes int64
 	texts                 func(fps []fpstore.Fingerprint, keys [][]byte) error
+	sorts                 int // of collect or keyed, to make room (afterSlack)
 }
 
 // readInput reads one input, chunk by chunk.
@@ -392,8 +393,9 @@ func (r *recordsReader) keep() error {
 		if r.collect != nil {
 			if int64(len(*r.collect)) >= r.maxDigests {
 				*r.collect = sortUnique(*r.collect)
-				if int64(len(*r.collect)) >= r.maxDigests {
-					return &TooManyDigestsError{Max: r.maxDigests}
+				r.sorts++
+				if fit := afterSlack(r.maxDigests); int64(len(*r.collect)) > fit {
+					return &TooManyDigestsError{Max: fit}
 				}
 			}
 			*r.collect = append(*r.collect, p.digs[i])
@@ -401,12 +403,13 @@ func (r *recordsReader) keep() error {
 		if r.keyed != nil {
 			if r.keyBytes += int64(len(p.kept[i])) + itemBytes; r.keyBytes > r.maxKeyBytes {
 				*r.keyed = sortUniqueItems(*r.keyed)
+				r.sorts++
 				r.keyBytes = 0
 				for _, it := range *r.keyed {
 					r.keyBytes += int64(len(it.Key)) + itemBytes
 				}
-				if r.keyBytes > r.maxKeyBytes {
-					return &TooManyKeyTextsError{Max: r.maxKeyBytes}
+				if fit := afterSlack(r.maxKeyBytes); r.keyBytes > fit {
+					return &TooManyKeyTextsError{Max: fit}
 				}
 			}
 			*r.keyed = append(*r.keyed, online.Item{FP: p.fps[i], Key: bytes.Clone(p.kept[i])})
@@ -414,6 +417,13 @@ func (r *recordsReader) keep() error {
 	}
 	return nil
 }
+
+// afterSlack is what may be left of a limit of n once the digests or key
+// texts collected have been sorted and their repeats dropped: a sixteenth
+// of it stays free, so that the next sort comes that much later. Without
+// it, a collection that stayed just under its limit was sorted again at
+// every key after, quadratic in a run of repeats.
+func afterSlack(n int64) int64 { return n - n/16 }
 
 // itemBytes is what an item to write takes besides its key text.
 const itemBytes = int64(unsafe.Sizeof(online.Item{}))
