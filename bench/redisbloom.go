@@ -202,11 +202,11 @@ func (b *runner) rbEmpty(ctx context.Context) error {
 	c := rbClient(b.rb.addr)
 	defer c.Close()
 	for s := range b.o.RBShards {
-		key := strings.Replace(rbApplyTemplate, "*", strconv.Itoa(s), 1)
+		key := rbKeyOf(rbApplyTemplate, s)
 		if err := c.Del(ctx, key).Err(); err != nil {
 			return err
 		}
-		if err := c.Do(ctx, "BF.RESERVE", key, 0.01, b.rbCapacity(), "EXPANSION", 2).Err(); err != nil {
+		if err := b.rbReserve(ctx, c, key); err != nil {
 			return err
 		}
 	}
@@ -256,7 +256,7 @@ func rbInserts(keysFile, out string, shards int) (int64, error) {
 		}
 		for _, s := range order {
 			items := of[s]
-			key := strings.Replace(rbApplyTemplate, "*", strconv.Itoa(s), 1)
+			key := rbKeyOf(rbApplyTemplate, s)
 			fmt.Fprintf(w, "*%d\r\n$9\r\nBF.INSERT\r\n$%d\r\n%s\r\n$8\r\nNOCREATE\r\n$5\r\nITEMS\r\n", 4+len(items), len(key), key)
 			for _, k := range items {
 				fmt.Fprintf(w, "$%d\r\n%s\r\n", len(k), k)
@@ -416,7 +416,18 @@ func rbMAdd(ctx context.Context, c *redis.Client, adds [][]any) error {
 	return err
 }
 
-func rbKey(s int) string { return strings.Replace(rbTemplate, "*", strconv.Itoa(s), 1) }
+func rbKey(s int) string { return rbKeyOf(rbTemplate, s) }
+
+// rbKeyOf is shard s's filter of the filters template names.
+func rbKeyOf(template string, s int) string {
+	return strings.Replace(template, "*", strconv.Itoa(s), 1)
+}
+
+// rbReserve makes key an empty filter as every filter of the jobs is
+// made: error 0.01, capacity (rbCapacity), EXPANSION 2.
+func (b *runner) rbReserve(ctx context.Context, c *redis.Client, key string) error {
+	return c.Do(ctx, "BF.RESERVE", key, 0.01, b.rbCapacity(), "EXPANSION", 2).Err()
+}
 
 func rbKeyText(i int64) string { return fmt.Sprintf("k%09d", i) }
 
@@ -436,7 +447,7 @@ func (b *runner) rbLoad(ctx context.Context) error {
 	extra := b.o.RBExtra
 	capacity := b.rbCapacity()
 	for s := range shards {
-		if err := c.Do(ctx, "BF.RESERVE", rbKey(s), 0.01, capacity, "EXPANSION", 2).Err(); err != nil {
+		if err := b.rbReserve(ctx, c, rbKey(s)); err != nil {
 			return err
 		}
 	}
@@ -673,7 +684,7 @@ func mexistsAll(ctx context.Context, addr, template string, shards int, keysFile
 	}
 	batch := make([][]any, shards)
 	send := func(s int) error {
-		cmd := redis.NewIntSliceCmd(ctx, append([]any{"BF.MEXISTS", strings.Replace(template, "*", strconv.Itoa(s), 1)}, batch[s]...)...)
+		cmd := redis.NewIntSliceCmd(ctx, append([]any{"BF.MEXISTS", rbKeyOf(template, s)}, batch[s]...)...)
 		p.Process(ctx, cmd)
 		cmds = append(cmds, cmd)
 		batch[s] = batch[s][:0]

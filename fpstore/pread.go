@@ -416,8 +416,8 @@ func (r *preadRound) holdDirs(s *segment, from, to uint64) {
 func (x *Index) preadKeys(fps []Fingerprint, found []bool) error {
 	if len(fps) == 1 {
 		// A round of its own, from those the single lookups before it
-		// left (their slabs and window: made afresh, a cold single
-		// lookup's memory was a third of its CPU).
+		// left (their slabs and window: made afresh, their memory was
+		// much of a single lookup's CPU).
 		r, _ := x.singleRounds.Get().(*preadRound)
 		if r == nil {
 			r = &preadRound{x: x, want: map[pageKey]int{}}
@@ -720,15 +720,14 @@ func guessBucket(ref segmentRef, fp Fingerprint) (from, to uint64) {
 
 // guessSpread: a guess misses one key in 22 at 2 standard deviations
 // (the directory page and the bucket are then read, one after the
-// other), and at 781k keys a segment reads 8 pages, one device read
-// ~1.25x a page's (a variable: the tests make every guess miss).
+// other); a wider one reads more pages in its one read (a variable: the
+// tests make guesses miss).
 var guessSpread = 2.0
 
 // wholeDirAfter is the guess in a segment with which its directory is
-// read whole: a directory (~0.2 bytes a key, 128 KiB in a segment of
-// 781k keys) is one read, paid back in the bytes and time of a few
-// lookups (a guess reads 8 pages, a bucket one or two). A variable: the
-// tests keep every lookup guessing.
+// read whole: a directory (~0.2 bytes a key) is one read, paid back in
+// the bytes and time of a few lookups (a guess reads several pages, a
+// bucket one or two). A variable: the tests keep every lookup guessing.
 var wholeDirAfter uint32 = 4
 
 // guessWindow is guessBucket's range in whole pages, as indexes of the

@@ -96,8 +96,8 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, out r
 		collect: out.digests, keyed: out.keyed, texts: out.texts, maxDigests: o.Plan.Digests(), maxKeyBytes: o.Plan.KeyBytes()}
 	if out.keyed != nil && out.missing != nil && len(*out.keyed) == 0 {
 		// As many items as keys are missing, within the plan's bytes:
-		// grown by appends, a slice of 10^7 was copied ~20 times over,
-		// each time into memory faulted in afresh.
+		// grown by appends, the slice is copied at each doubling, each
+		// time into memory faulted in afresh.
 		n := min(out.missing.Len(), uint64(max(r.maxKeyBytes, 0)/itemBytes))
 		*out.keyed = make([]online.Item, 0, n)
 	}
@@ -526,8 +526,8 @@ func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer,
 
 // sortUniqueItems sorts items by fingerprint and keeps one of each (one
 // key text a fingerprint: items of one fingerprint are one key's). Not a
-// stable sort: its merges by rotation moved the 80-byte items O(n log² n)
-// times, 18% of an --apply's CPU at 10^6 missing keys.
+// stable sort: its merges by rotation move the large items O(n log² n)
+// times.
 func sortUniqueItems(its []online.Item) []online.Item {
 	slices.SortFunc(its, func(a, b online.Item) int { return a.FP.Compare(b.FP) })
 	return slices.CompactFunc(its, func(a, b online.Item) bool { return a.FP == b.FP })
