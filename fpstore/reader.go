@@ -691,6 +691,23 @@ func (x *Index) Rank(fp Fingerprint) (rank uint64, found bool, err error) {
 	return rank, found, err
 }
 
+// RankBatch is Rank of each of fps: found[i], and ranks[i] where found
+// (0 where not). Its lookups overlap their cache misses (or, cold, their
+// reads) as ContainsBatch's do, several times the keys a second of Rank
+// one key after another; it looks them up on the calling goroutine, so a
+// caller with cores to spare shares its keys among them. Safe for
+// concurrent use.
+func (x *Index) RankBatch(fps []Fingerprint, ranks []uint64, found []bool) error {
+	if len(ranks) < len(fps) || len(found) < len(fps) {
+		return fmt.Errorf("fpstore: RankBatch of %d keys given %d ranks and %d answers", len(fps), len(ranks), len(found))
+	}
+	clear(ranks[:len(fps)])
+	// The pread path answers without positions: a batch planned for it
+	// reads through the mapping, its pages asked for at once.
+	cold := x.planBatch(fps) != pathMapped
+	return x.lookupBatch(fps, found[:len(fps)], ranks[:len(fps)], false, cold)
+}
+
 // Contains reports whether fp is in the index.
 func (x *Index) Contains(fp Fingerprint) (found bool, err error) {
 	err = x.guard(func() error {
@@ -754,7 +771,7 @@ func (x *Index) containsBatch(fps []Fingerprint, found []bool, sorted bool) erro
 			return x.containsShared(fps, found, sorted, parts, cold)
 		}
 	}
-	return x.lookupBatch(fps, found, sorted, cold)
+	return x.lookupBatch(fps, found, nil, sorted, cold)
 }
 
 // minSharedBatch is the fewest keys a core is given to look up when a
@@ -774,7 +791,7 @@ func (x *Index) containsShared(fps []Fingerprint, found []bool, sorted bool, par
 	errs := make([]error, parts)
 	share := func(p int) {
 		lo, hi := len(fps)*p/parts, len(fps)*(p+1)/parts
-		errs[p] = x.lookupBatch(fps[lo:hi], found[lo:hi], sorted, cold)
+		errs[p] = x.lookupBatch(fps[lo:hi], found[lo:hi], nil, sorted, cold)
 	}
 	var wg sync.WaitGroup
 	for p := 1; p < parts; p++ {
@@ -791,8 +808,9 @@ func (x *Index) containsShared(fps []Fingerprint, found []bool, sorted bool, par
 }
 
 // lookupBatch answers a batch (or a share of one) on the calling
-// goroutine, warm or cold as planned.
-func (x *Index) lookupBatch(fps []Fingerprint, found []bool, sorted, cold bool) error {
+// goroutine, warm or cold as planned; with ranks, each found key's rank
+// too (Rank's).
+func (x *Index) lookupBatch(fps []Fingerprint, found []bool, ranks []uint64, sorted, cold bool) error {
 	return x.guard(func() error {
 		if !cold && len(fps) < coldMinBatch && !x.whole.Load() && !x.preadable() {
 			// Keys in segments not yet open (coldread.go); with read
@@ -817,6 +835,9 @@ func (x *Index) lookupBatch(fps []Fingerprint, found []bool, sorted, cold bool) 
 				// (mostly absent keys) before a large one reads a
 				// filter page for each of its keys.
 				end = min(coldFirstGroup, len(fps))
+			}
+			if ranks != nil {
+				g.ranks = ranks[base:end]
 			}
 			if err := g.run(x, fps[base:end], found[base:end]); err != nil {
 				return err
@@ -850,6 +871,8 @@ type lookupGroup struct {
 	hi         []int32
 	addrs      []uintptr // lines to prefetch, two a key
 	segsToLoad []int     // cold: segments to read the headers of
+	ranks      []uint64  // RankBatch's: the group's keys' ranks
+	segRank    []uint64  // the index's: fingerprints before each segment
 }
 
 func newLookupGroup(n int, cold bool) *lookupGroup {
@@ -889,6 +912,7 @@ func (g *lookupGroup) run(x *Index, fps []Fingerprint, found []bool) error {
 		return err
 	}
 	g.fetchGuesses(x, len(fps))
+	g.segRank = x.segRank
 	return g.walk(fps, found)
 }
 
@@ -1054,6 +1078,12 @@ func (g *lookupGroup) walk(fps []Fingerprint, found []bool) error {
 			if err := s.absentAt(fp, insertionPoint(s.fps, fp, uint64(p))); err != nil {
 				return err
 			}
+		} else if g.ranks != nil {
+			// As Rank: a rank counts on the order before fp too.
+			if err := s.foundAt(fp, uint64(p)); err != nil {
+				return err
+			}
+			g.ranks[i] = g.segRank[s.index] + uint64(p)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/fpdedup/fpdedup/fpstore"
@@ -140,6 +141,8 @@ type placer struct{ parts []placedPart }
 type placedPart struct {
 	at    []placed
 	items []byte // the items, one after the other
+	ranks []uint64
+	found []bool
 	err   error
 }
 
@@ -164,14 +167,14 @@ func (pl *placer) place(x *fpstore.Index, spec *Spec, fps []fpstore.Fingerprint,
 		lo, hi := len(fps)*p/n, len(fps)*(p+1)/n
 		part := &pl.parts[p]
 		part.at, part.items, part.err = part.at[:0], part.items[:0], nil
+		part.ranks = slices.Grow(part.ranks[:0], hi-lo)[:hi-lo]
+		part.found = slices.Grow(part.found[:0], hi-lo)[:hi-lo]
+		if part.err = x.RankBatch(fps[lo:hi], part.ranks, part.found); part.err != nil {
+			return
+		}
 		for i := lo; i < hi; i++ {
-			r, found, err := x.Rank(fps[i])
-			if err != nil {
-				part.err = err
-				return
-			}
-			e := placed{rank: r, shard: -1}
-			if found {
+			e := placed{rank: part.ranks[i-lo], shard: -1}
+			if part.found[i-lo] {
 				e.shard = 0
 				if !spec.Router.All() {
 					e.shard = int32(spec.Router.Shard(keys[i]))
