@@ -63,6 +63,10 @@ const (
 	rbMexistsTool   = "BF.MEXISTS of every key (1000 a command, 64 a pipeline)"
 	rbLoadchunkTool = "floor: BF.LOADCHUNK of the same bytes"
 	rbPipeTool      = "redis-cli --pipe of the same BF.INSERT commands"
+	// The truth's own pass: every truth key read, hashed and looked up
+	// in the index, which the audit and the rebuild do before any bit is
+	// tested or set, and the bare dump rows never do.
+	rbTruthTool = "floor: the truth's own pass (fpdedup query --count INDEX < KEYS)"
 )
 
 // rbState is the RedisBloom jobs' server and files, made once.
@@ -101,6 +105,15 @@ func (b *runner) redisbloomJobs() []jobSpec {
 		return command{argv: append([]string{b.o.Bound, "redisbloom-bare", "--addr", rb.addr, "--shards", strconv.Itoa(b.o.RBShards)}, args...)}
 	}
 	auditReport, rebuildReport := b.path("rb-audit.json"), b.path("rb-rebuild.json")
+	rbTruthRow := func() rowSpec {
+		c := b.fp("", "query", "--count", rb.index)
+		c.stdin = rb.keys
+		return rowSpec{tool: rbTruthTool, kind: kindFloor, cmd: c,
+			verify: func(o outStats, _ map[string]any) (string, *bool) {
+				// Exit 0 (checked by the run): no key absent.
+				return fmt.Sprintf("prints %q", o.Head), truth(o.Head == fmt.Sprintf("present\t%d", n))
+			}}
+	}
 	auditRows := func() []rowSpec {
 		return []rowSpec{
 			{tool: "fpdedup reconcile (audit)", kind: kindFpdedup, needs: []string{rbPeer}, wantExit: 1,
@@ -109,6 +122,7 @@ func (b *runner) redisbloomJobs() []jobSpec {
 					return fmt.Sprintf("%d missing", r.missing()), r.missing() == rb.missing
 				})},
 			{tool: rbScandumpTool, kind: kindFloor, needs: []string{rbPeer, boundPeer}, cmd: bare("scandump")},
+			rbTruthRow(),
 			{tool: rbMexistsTool, kind: kindPeer, needs: []string{rbPeer, boundPeer}, cmd: bare("mexists", "--keys", rb.keys),
 				verify: func(o outStats, _ map[string]any) (string, *bool) {
 					return fmt.Sprintf("prints %q", strings.TrimSpace(o.Head)), truth(strings.TrimSpace(o.Head) == strconv.FormatInt(rb.missing, 10))
@@ -123,6 +137,7 @@ func (b *runner) redisbloomJobs() []jobSpec {
 					return fmt.Sprintf("%d of %d shards rebuilt and read back", r.Rebuild.Rebuilt, b.o.RBShards), r.Rebuild.Rebuilt == int64(b.o.RBShards)
 				})},
 			{tool: rbLoadchunkTool, kind: kindFloor, needs: []string{rbPeer, boundPeer}, cmd: bare("loadchunk", "--dumps", rb.dumps)},
+			rbTruthRow(),
 		}
 	}
 	title := fmt.Sprintf("%s truth keys in %d RedisBloom filters (mod-md5, item=key, 1%% never added; %s items of history)", countText(n), b.o.RBShards, countText(b.o.RBExtra))
