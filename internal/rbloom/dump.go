@@ -7,6 +7,9 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"unsafe"
+
+	"github.com/fpdedup/fpdedup/internal/prefetch"
 )
 
 // A dump's data is every sub-filter's bit array, one after the other: byte
@@ -339,8 +342,14 @@ func (w *Window) MarkAll(m *Marks, first int, hashes []Hash) {
 	}
 	words := (len(hashes) + 63) / 64
 	mark := func(p int) {
-		for i := min(words*p/parts*64, len(hashes)); i < min(words*(p+1)/parts*64, len(hashes)); i++ {
-			w.MarkHash(m, first+i, hashes[i])
+		var lines [markGroup * maxPrefetched]uintptr
+		from, to := min(words*p/parts*64, len(hashes)), min(words*(p+1)/parts*64, len(hashes))
+		for i := from; i < to; i += markGroup {
+			end := min(i+markGroup, to)
+			w.prefetch(m, first+i, hashes[i:end], lines[:0])
+			for j := i; j < end; j++ {
+				w.MarkHash(m, first+j, hashes[j])
+			}
 		}
 	}
 	var wg sync.WaitGroup
@@ -349,6 +358,42 @@ func (w *Window) MarkAll(m *Marks, first int, hashes []Hash) {
 	}
 	mark(0)
 	wg.Wait()
+}
+
+// markGroup is how many keys' bits MarkAll asks the CPU for before it
+// tests them: about the misses its buffers keep in flight, a few bits a
+// key, so that a group's misses overlap where one key's tests, each
+// stopping at its first bit not set, would wait for them one by one.
+const markGroup = 16
+
+// maxPrefetched is the most bits of a key asked for ahead.
+const maxPrefetched = 8
+
+// prefetch asks for the cache lines of the newest whole sub-filter of the
+// pass (the largest, holding most of the items: the one MarkHash tests
+// first) that the bits of keys first, first+1, … fall in, those already
+// found left out.
+func (w *Window) prefetch(m *Marks, first int, hashes []Hash, lines []uintptr) {
+	if len(w.spans) == 0 {
+		return
+	}
+	s := &w.spans[len(w.spans)-1]
+	if !s.starts || !s.ends || len(s.data) == 0 {
+		return
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(s.data)))
+	k := min(int(s.probe.hashes), maxPrefetched)
+	for i, h := range hashes {
+		if m.Present(first + i) {
+			continue
+		}
+		for j := range k {
+			if b := s.probe.mod.Of(h.A+uint64(j)*h.B) >> 3; b < uint64(len(s.data)) {
+				lines = append(lines, base+uintptr(b))
+			}
+		}
+	}
+	prefetch.Addrs(lines)
 }
 
 // Fill adds the bits set in the pass to fill, by sub-filter (len(fill) is
