@@ -153,6 +153,9 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 		if digests, keyed, err = readRecords(ctx, o, ro, missing, fromRecords, valued, rep); err != nil {
 			return err
 		}
+		if r, ok := src.(online.Router); ok {
+			online.RouteItems(keyed, r)
+		}
 	}
 	if o.writes() && len(o.Rebuild) == 0 {
 		if bad, good := rep.Online.Bad, rep.Online.Values-rep.Online.Bad; bad > 0 && bad >= good {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/fpdedup/fpdedup/fpstore"
@@ -13,12 +16,42 @@ import (
 // Item is one key to write online: its fingerprint and, for online sides
 // that hold whole SHA-256 digests, the digest (Full, when HasFull); for
 // those that route or name a key by its text (RedisBloom filters), the
-// key text (Key, from the records).
+// key text (Key, from the records), and the shard their router gives it
+// plus one (Route; 0: not routed yet, see RouteItems).
 type Item struct {
 	FP      fpstore.Fingerprint
 	Full    [32]byte
 	HasFull bool
+	Route   int32
 	Key     []byte
+}
+
+// Router is an online side that sends a key text to a shard by a hash of
+// its own (RedisBloom's mod-md5 and ring routers: an MD5 of the key).
+type Router interface {
+	// Route is the shard of the key text, or -1 for a router that does
+	// not say (route=all).
+	Route(key []byte) int
+}
+
+// RouteItems sets each item's Route once, over the machine's cores: the
+// writes, the read-back and its shards then read it instead of hashing
+// the key again at each (an MD5 a key each time: a quarter of an --apply
+// of 10^7 keys, measured).
+func RouteItems(items []Item, r Router) {
+	const minShare = 1 << 14
+	parts := max(1, min(runtime.GOMAXPROCS(0), len(items)/minShare))
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			for i := len(items) * p / parts; i < len(items)*(p+1)/parts; i++ {
+				if s := r.Route(items[i].Key); s >= 0 && s < math.MaxInt32 {
+					items[i].Route = int32(s) + 1
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Source is an opened online side.

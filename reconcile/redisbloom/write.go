@@ -44,7 +44,7 @@ func (b *Source) byShard(items []online.Item) (shards []int, of map[int][]int, e
 		if items[i].Key == nil {
 			return nil, nil, errors.New("BUG: a RedisBloom item to write without its key text")
 		}
-		s := b.spec.Router.Shard(items[i].Key)
+		s := b.shardOf(&items[i])
 		if _, ok := of[s]; !ok {
 			shards = append(shards, s)
 		}
@@ -205,7 +205,25 @@ func appendArg(dst, a []byte) []byte {
 
 // ShardOf is the shard the router sends the item's key text to.
 func (b *Source) ShardOf(it online.Item) uint64 {
-	return uint64(max(b.spec.Router.Shard(it.Key), 0))
+	return uint64(max(b.shardOf(&it), 0))
+}
+
+// Route is the shard the router sends key to (online.Router), -1 for
+// route=all.
+func (b *Source) Route(key []byte) int {
+	if b.spec.Router.All() {
+		return -1
+	}
+	return b.spec.Router.Shard(key)
+}
+
+// shardOf is the item's shard: its Route when RouteItems set it, else
+// the router's.
+func (b *Source) shardOf(it *online.Item) int {
+	if it.Route > 0 {
+		return int(it.Route) - 1
+	}
+	return b.spec.Router.Shard(it.Key)
 }
 
 // ReadBackShards reads back the filters written (touched): each must
