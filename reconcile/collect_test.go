@@ -3,6 +3,9 @@ package reconcile
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/fpdedup/fpdedup/fpstore"
@@ -46,6 +49,17 @@ func TestCollectSortsAmortized(t *testing.T) {
 	if items := sortUniqueItems(*r.keyed); len(items) != 93 {
 		t.Errorf("%d key texts kept, want 93", len(items))
 	}
+	// Each sort moved the key texts kept to a block of their own
+	// (keyArena.repack): every one is still its fingerprint's.
+	texts := map[fpstore.Fingerprint]string{}
+	for i := range 93 {
+		texts[fp(i)] = string(key(i))
+	}
+	for _, it := range *r.keyed {
+		if string(it.Key) != texts[it.FP] {
+			t.Fatalf("the key text of %v is %q, want %q", it.FP, it.Key, texts[it.FP])
+		}
+	}
 	if digs := sortUnique(*r.collect); len(digs) != 93 {
 		t.Errorf("%d digests kept, want 93", len(digs))
 	}
@@ -69,5 +83,47 @@ func TestCollectSortsAmortized(t *testing.T) {
 	var ke *TooManyKeyTextsError
 	if !errors.As(err, &ke) || ke.Max != afterSlack(100*(itemBytes+6)) {
 		t.Errorf("200 distinct key texts under a limit of 100: %v", err)
+	}
+}
+
+// TestSortUniqueItems: the items sorted by fingerprint, one of each, as a
+// plain sort and compaction leave them, whether their fingerprints spread
+// over the whole range (split among the cores by their leading bits),
+// share their leading bits (no split, or a lopsided one) or repeat; each
+// kept item keeps its own key text.
+func TestSortUniqueItems(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		name string
+		n    int
+		hi   func() uint64
+	}{
+		{"spread", 5 * minSortShare, r.Uint64},
+		{"one prefix", 3 * minSortShare, func() uint64 { return 0xabc<<52 | r.Uint64()>>12 }},
+		{"lopsided", 4 * minSortShare, func() uint64 { return r.Uint64() >> (r.Uint64() % 3) }},
+		{"repeats", 3 * minSortShare, func() uint64 { return r.Uint64() % 1000 << 40 }},
+		{"few", 100, r.Uint64},
+	} {
+		for _, procs := range []int{1, 2, 3, 8} {
+			items := make([]online.Item, c.n)
+			for i := range items {
+				fp := fpstore.Fingerprint{Hi: c.hi(), Lo: r.Uint64() % 4}
+				items[i] = online.Item{FP: fp, Key: fmt.Appendf(nil, "%x", fp.Hi^fp.Lo)}
+			}
+			want := slices.Clone(items)
+			slices.SortFunc(want, func(a, b online.Item) int { return a.FP.Compare(b.FP) })
+			want = slices.CompactFunc(want, func(a, b online.Item) bool { return a.FP == b.FP })
+			was := runtime.GOMAXPROCS(procs)
+			got := sortUniqueItems(items)
+			runtime.GOMAXPROCS(was)
+			if len(got) != len(want) {
+				t.Fatalf("%s, %d cores: %d items, want %d", c.name, procs, len(got), len(want))
+			}
+			for i := range got {
+				if got[i].FP != want[i].FP || string(got[i].Key) != fmt.Sprintf("%x", got[i].FP.Hi^got[i].FP.Lo) {
+					t.Fatalf("%s, %d cores: item %d is %v %q, want %v", c.name, procs, i, got[i].FP, got[i].Key, want[i].FP)
+				}
+			}
+		}
 	}
 }

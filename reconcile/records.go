@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -128,7 +130,7 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, out r
 		st.Digests = int64(len(*r.collect))
 	}
 	if r.keyed != nil {
-		*r.keyed = sortUniqueItems(*r.keyed)
+		*r.keyed = r.keys.repack(sortUniqueItems(*r.keyed))
 		st.KeyTexts = int64(len(*r.keyed))
 	}
 	if r.backfill != nil {
@@ -167,6 +169,7 @@ type recordsReader struct {
 	// keyed collects the key texts of the keys missing online; texts is
 	// given every record's key.
 	keyed                 *[]online.Item
+	keys                  keyArena // keyed's key texts
 	keyBytes, maxKeyBytes int64
 	texts                 func(fps []fpstore.Fingerprint, keys [][]byte) error
 	sorts                 int // of collect or keyed, to make room (afterSlack)
@@ -402,7 +405,7 @@ func (r *recordsReader) keep() error {
 		}
 		if r.keyed != nil {
 			if r.keyBytes += int64(len(p.kept[i])) + itemBytes; r.keyBytes > r.maxKeyBytes {
-				*r.keyed = sortUniqueItems(*r.keyed)
+				*r.keyed = r.keys.repack(sortUniqueItems(*r.keyed))
 				r.sorts++
 				r.keyBytes = 0
 				for _, it := range *r.keyed {
@@ -412,10 +415,45 @@ func (r *recordsReader) keep() error {
 					return &TooManyKeyTextsError{Max: fit}
 				}
 			}
-			*r.keyed = append(*r.keyed, online.Item{FP: p.fps[i], Key: bytes.Clone(p.kept[i])})
+			*r.keyed = append(*r.keyed, online.Item{FP: p.fps[i], Key: r.keys.clone(p.kept[i])})
 		}
 	}
 	return nil
+}
+
+// keyArena holds the key texts collected, one after the other, in blocks
+// of up to keyBlock bytes (each twice the last, from 4 KiB): one
+// allocation a block, not one a key. Ten million
+// small objects cost the collector's marking more than the pass itself,
+// and scattered over the heap, the writes that read them in fingerprint
+// order wait for a cache miss at each.
+type keyArena struct{ block []byte }
+
+const keyBlock = 1 << 20
+
+// clone copies k into the arena.
+func (a *keyArena) clone(k []byte) []byte {
+	if a.block == nil || len(k) > cap(a.block)-len(a.block) {
+		a.block = make([]byte, 0, max(min(keyBlock, 2*cap(a.block)), 4096, len(k)))
+	}
+	a.block = append(a.block, k...)
+	return a.block[len(a.block)-len(k) : len(a.block) : len(a.block)]
+}
+
+// repack copies the key texts of its, sorted, into one block in their
+// order, and leaves the blocks before to the collector: the repeats a
+// sort dropped are freed with them, and the writes read the keys in
+// the order they lie.
+func (a *keyArena) repack(its []online.Item) []online.Item {
+	n := 0
+	for i := range its {
+		n += len(its[i].Key)
+	}
+	a.block = make([]byte, 0, n)
+	for i := range its {
+		its[i].Key = a.clone(its[i].Key)
+	}
+	return its
 }
 
 // afterSlack is what may be left of a limit of n once the digests or key
@@ -527,10 +565,44 @@ func (p *recordBatch) run(data []byte, spec ingest.KeySpec, keyer *ingest.Keyer,
 // sortUniqueItems sorts items by fingerprint and keeps one of each (one
 // key text a fingerprint: items of one fingerprint are one key's). Not a
 // stable sort: its merges by rotation move the large items O(n log² n)
-// times.
+// times. Fingerprints are hashes, spread evenly over their range: the
+// items are split in place by their leading bits into a range per core
+// (splitItems), each sorted on its own goroutine.
 func sortUniqueItems(its []online.Item) []online.Item {
-	slices.SortFunc(its, func(a, b online.Item) int { return a.FP.Compare(b.FP) })
+	parts := [][]online.Item{its}
+	if len(its) >= minSortShare {
+		parts = splitItems(its, 0, runtime.GOMAXPROCS(0), parts[:0])
+	}
+	var wg sync.WaitGroup
+	for _, part := range parts {
+		wg.Go(func() { slices.SortFunc(part, func(a, b online.Item) int { return a.FP.Compare(b.FP) }) })
+	}
+	wg.Wait()
 	return slices.CompactFunc(its, func(a, b online.Item) bool { return a.FP == b.FP })
+}
+
+// minSortShare is the fewest items worth a core of their own to sort.
+const minSortShare = 1 << 15
+
+// splitItems splits its, whose fingerprints all share their first depth
+// bits, in place by the next bit into up to n ranges, one after the other
+// in fingerprint order, and appends them to parts.
+func splitItems(its []online.Item, depth uint, n int, parts [][]online.Item) [][]online.Item {
+	if n < 2 || depth == 64 || len(its) < 2*minSortShare {
+		return append(parts, its)
+	}
+	bit := uint64(1) << (63 - depth)
+	lo, hi := 0, len(its)
+	for lo < hi {
+		if its[lo].FP.Hi&bit == 0 {
+			lo++
+			continue
+		}
+		hi--
+		its[lo], its[hi] = its[hi], its[lo]
+	}
+	parts = splitItems(its[:lo], depth+1, n/2, parts)
+	return splitItems(its[lo:], depth+1, n-n/2, parts)
 }
 
 func sortUnique(d [][32]byte) [][32]byte {
