@@ -451,31 +451,26 @@ func (a *auditor) recheckAll(ctx context.Context, shards []int, want func(j int)
 		j    int
 		rank uint64
 	}
-	var items []any
+	var items [][]byte // they alias arena
+	var arena []byte
 	var entries []entry
 	flush := func() error {
 		if len(entries) == 0 {
 			return nil
 		}
 		held := make([]bool, len(entries))
+		asks := make([]mexistsAsk, len(shards))
+		for i, s := range shards {
+			asks[i] = mexistsAsk{key: b.keys[s], items: items}
+		}
 		err := b.o.Retry(ctx, redisconn.Retryable, "asking "+b.o.Target+" again for the keys not found", nil, func() error {
-			pipe := b.C.Pipeline()
-			cmds := make([]*redis.IntSliceCmd, len(shards))
-			for i, s := range shards {
-				args := append([]any{"BF.MEXISTS", b.keys[s]}, items...)
-				cmds[i] = redis.NewIntSliceCmd(ctx, args...)
-				pipe.Process(ctx, cmds[i])
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
+			answers, err := b.mexists(ctx, asks)
+			if err != nil {
 				return err
 			}
-			for _, c := range cmds {
-				v := c.Val()
-				if len(v) != len(entries) {
-					return online.Permanent{Err: fmt.Errorf("BF.MEXISTS answered %d of %d items", len(v), len(entries))}
-				}
+			for _, v := range answers {
 				for i, x := range v {
-					held[i] = held[i] || x == 1
+					held[i] = held[i] || x
 				}
 			}
 			return nil
@@ -490,14 +485,16 @@ func (a *auditor) recheckAll(ctx context.Context, shards []int, want func(j int)
 		for i, e := range entries {
 			done(e.j, e.rank, held[i])
 		}
-		items, entries = items[:0], entries[:0]
+		items, entries, arena = items[:0], entries[:0], arena[:0]
 		return nil
 	}
 	err := a.t.each(ctx, a.t.bucket(shards[0]), func(j int, rank uint64, item []byte) error {
 		if !want(j) {
 			return nil
 		}
-		items = append(items, string(item))
+		n := len(arena)
+		arena = append(arena, item...)
+		items = append(items, arena[n:len(arena):len(arena)])
 		entries = append(entries, entry{j, rank})
 		if len(entries) == b.o.Batch {
 			return flush()

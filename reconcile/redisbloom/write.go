@@ -121,29 +121,95 @@ func (b *Source) Held(ctx context.Context, items []online.Item, present []bool) 
 	if err != nil {
 		return err
 	}
-	pipe := b.C.Pipeline()
-	cmds := make([]*redis.IntSliceCmd, len(shards))
+	asks := make([]mexistsAsk, len(shards))
+	var item []byte
 	for k, s := range shards {
-		args := []any{"BF.MEXISTS", b.keys[s]}
+		asks[k].key = b.keys[s]
 		for _, i := range of[s] {
-			args = append(args, string(b.itemOf(nil, &items[i])))
+			n := len(item)
+			item = b.itemOf(item, &items[i])
+			asks[k].items = append(asks[k].items, item[n:len(item):len(item)])
+		}
+	}
+	held, err := b.mexists(ctx, asks)
+	if err != nil {
+		return err
+	}
+	for k, s := range shards {
+		for n, i := range of[s] {
+			present[i] = held[k][n]
+		}
+	}
+	return nil
+}
+
+// mexistsAsk is one BF.MEXISTS: a filter's key and the items asked.
+type mexistsAsk struct {
+	key   string
+	items [][]byte
+}
+
+// mexists sends the BF.MEXISTS of asks, pipelined, and returns their
+// answers, each ask's in its items' order: to one server as prepared
+// bytes (redisconn.Pool, as Write's BF.INSERT), to a Cluster through
+// go-redis's routing by slot. An answer of another length than its ask
+// is a permanent error.
+func (b *Source) mexists(ctx context.Context, asks []mexistsAsk) ([][]bool, error) {
+	held := make([][]bool, len(asks))
+	if b.CC == nil && b.Raw != nil {
+		var buf []byte
+		want := 0
+		for _, a := range asks {
+			buf = append(buf, '*')
+			buf = strconv.AppendInt(buf, int64(2+len(a.items)), 10)
+			buf = append(buf, "\r\n$10\r\nBF.MEXISTS\r\n"...)
+			buf = redisconn.AppendBulk(buf, a.key)
+			for _, it := range a.items {
+				buf = redisconn.AppendBulk(buf, it)
+			}
+			want += len(a.items)
+		}
+		ints, err := b.Raw.PipelineInts(ctx, buf, len(asks), make([]int64, 0, want))
+		if err != nil {
+			return nil, err
+		}
+		if len(ints) != want {
+			return nil, online.Permanent{Err: fmt.Errorf("BF.MEXISTS answered %d of %d items", len(ints), want)}
+		}
+		for k, a := range asks {
+			held[k] = make([]bool, len(a.items))
+			for n := range a.items {
+				held[k][n] = ints[n] == 1
+			}
+			ints = ints[len(a.items):]
+		}
+		return held, nil
+	}
+	pipe := b.C.Pipeline()
+	cmds := make([]*redis.IntSliceCmd, len(asks))
+	for k, a := range asks {
+		args := make([]any, 0, 2+len(a.items))
+		args = append(args, "BF.MEXISTS", a.key)
+		for _, it := range a.items {
+			args = append(args, string(it))
 		}
 		cmds[k] = redis.NewIntSliceCmd(ctx, args...)
 		pipe.Process(ctx, cmds[k])
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	for k, s := range shards {
+	for k, a := range asks {
 		v := cmds[k].Val()
-		if len(v) != len(of[s]) {
-			return online.Permanent{Err: fmt.Errorf("BF.MEXISTS %s answered %d of %d items", b.keys[s], len(v), len(of[s]))}
+		if len(v) != len(a.items) {
+			return nil, online.Permanent{Err: fmt.Errorf("BF.MEXISTS %s answered %d of %d items", a.key, len(v), len(a.items))}
 		}
-		for n, i := range of[s] {
-			present[i] = v[n] == 1
+		held[k] = make([]bool, len(v))
+		for n, x := range v {
+			held[k][n] = x == 1
 		}
 	}
-	return nil
+	return held, nil
 }
 
 // Plan prints the commands Write would send, one a line, each item as

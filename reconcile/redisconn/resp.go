@@ -31,8 +31,9 @@ type Pool struct {
 }
 
 type respConn struct {
-	c  net.Conn
-	br *bufio.Reader
+	c    net.Conn
+	br   *bufio.Reader
+	ints []int64 // not nil: the integer replies read, appended (PipelineInts)
 }
 
 func newPool(addr, user, password string, db int, timeout time.Duration, size int, chk respChecker, h *online.Hangup) *Pool {
@@ -132,21 +133,39 @@ func (p *Pool) put(c *respConn) {
 // reply is returned after all replies are read (the connection stays in
 // step); an I/O error closes the connection.
 func (p *Pool) Pipeline(ctx context.Context, cmds []byte, n int) error {
+	_, err := p.pipeline(ctx, cmds, n, nil)
+	return err
+}
+
+// PipelineInts is Pipeline for commands that answer integers or arrays of
+// them (BF.MEXISTS): it appends every integer of the replies, in order, to
+// ints. After an error reply, what it appended is not to be used.
+func (p *Pool) PipelineInts(ctx context.Context, cmds []byte, n int, ints []int64) ([]int64, error) {
+	if ints == nil {
+		ints = []int64{} // not nil: the replies' integers are wanted
+	}
+	return p.pipeline(ctx, cmds, n, ints)
+}
+
+func (p *Pool) pipeline(ctx context.Context, cmds []byte, n int, ints []int64) ([]int64, error) {
 	c, err := p.get(ctx)
 	if err != nil {
-		return err
+		return ints, err
 	}
-	if err := c.do(cmds, n, p.timeout); err != nil {
+	c.ints = ints
+	err = c.do(cmds, n, p.timeout)
+	ints, c.ints = c.ints, nil
+	if err != nil {
 		var re respError
 		if errors.As(err, &re) {
 			p.put(c)
 		} else {
 			c.c.Close()
 		}
-		return err
+		return ints, err
 	}
 	p.put(c)
-	return nil
+	return ints, nil
 }
 
 // respError is an error reply from the server.
@@ -208,7 +227,16 @@ func (c *respConn) reply() error {
 	}
 	body := line[1 : len(line)-2]
 	switch line[0] {
-	case '+', ':':
+	case '+':
+		return nil
+	case ':':
+		if c.ints != nil {
+			v, ok := respInt(body)
+			if !ok {
+				return fmt.Errorf("redis: bad reply %q", line)
+			}
+			c.ints = append(c.ints, v)
+		}
 		return nil
 	case '-':
 		return respError{"redis: " + string(body)}
@@ -240,6 +268,33 @@ func (c *respConn) reply() error {
 		return first
 	}
 	return fmt.Errorf("redis: bad reply %q", line)
+}
+
+// respInt parses a RESP integer: an optional minus and digits, within an
+// int64 (strconv's would take a string made of the bytes at each of
+// millions of replies).
+func respInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var v uint64
+	for _, d := range b {
+		if d < '0' || d > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(d-'0') // 19 digits fit a uint64
+	}
+	switch {
+	case neg && v <= 1<<63:
+		return int64(-v), true
+	case !neg && v < 1<<63:
+		return int64(v), true
+	}
+	return 0, false
 }
 
 // appendCommand appends a RESP array of bulk strings.

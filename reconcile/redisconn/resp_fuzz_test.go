@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"runtime"
@@ -415,4 +416,20 @@ func FuzzGuardedGoRedis(f *testing.F) {
 			t.Fatalf("%q: %v, where the checker finds none", data, err)
 		}
 	})
+}
+
+// TestRespInt: RESP integers as the server writes them, and refusals of
+// what no server writes (or what would overflow).
+func TestRespInt(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1": 1, "-1": -1, "42": 42, "999999999999999999": 999999999999999999, "-123456789012345678": -123456789012345678,
+		"9223372036854775807": math.MaxInt64, "-9223372036854775808": math.MinInt64} {
+		if v, ok := respInt([]byte(in)); !ok || v != want {
+			t.Errorf("respInt(%q) = %d, %v; want %d", in, v, ok, want)
+		}
+	}
+	for _, in := range []string{"", "-", "+1", "1a", " 1", "--1", "9223372036854775808", "-9223372036854775809", "99999999999999999999"} {
+		if v, ok := respInt([]byte(in)); ok {
+			t.Errorf("respInt(%q) = %d, accepted", in, v)
+		}
+	}
 }
