@@ -321,9 +321,8 @@ func (x *Index) willNeedDirectories(g *lookupGroup, fps []Fingerprint, n int) in
 }
 
 // willNeedSegments asks for what opening the segments of fps not yet
-// open reads: the page checksum table, the first pages of the buffer (the
-// table, and the directory's length word) and the other vectors' length
-// words.
+// open reads: the page checksum table and the first pages of the buffer
+// (the table, and the directory's length word).
 func (x *Index) willNeedSegments(g *lookupGroup, fps []Fingerprint) {
 	g.segsToLoad = g.segsToLoad[:0]
 	for _, fp := range fps {
@@ -334,14 +333,7 @@ func (x *Index) willNeedSegments(g *lookupGroup, fps []Fingerprint) {
 	}
 	slices.Sort(g.segsToLoad)
 	for _, si := range slices.Compact(g.segsToLoad) {
-		ref := x.foot.segments[si]
-		x.willNeedHeader(ref)
-		// The vectors' length words, which loading the segment reads
-		// one after the other, where the writer put them.
-		l := writerLayout(ref)
-		for _, at := range [...]uint64{l.filter, l.fps} {
-			x.willNeedRange((ref.offset+at)&^(PageSize-1), ref.offset+at+4)
-		}
+		x.willNeedHeader(x.foot.segments[si])
 	}
 }
 
@@ -354,10 +346,9 @@ func (x *Index) willNeedHeader(ref segmentRef) {
 }
 
 // A few keys in segments not yet open. Each such lookup reads, one fault
-// after the other, the segment's page checksum table and header, the
-// length words of its three vectors, its filter block, its directory
-// entry and its fingerprints: eight reads in a row or more, each at the
-// device's depth-1 latency. willNeedFew asks for all of them at once,
+// after the other, the segment's page checksum table and header, its
+// filter block, its directory entry and its fingerprints: five reads in a
+// row or more, each at the device's depth-1 latency. willNeedFew asks for all of them at once,
 // where this package's writer put them (segmentLayout); a header that
 // says otherwise (another writer) gets the pages it names asked for as
 // soon as it is read. The lookup that follows finds the pages in memory
@@ -431,26 +422,24 @@ func (x *Index) headerLayout(ref segmentRef) (segmentLayout, bool) {
 }
 
 // willNeedLookup asks for what the lookup of fp in the segment of ref,
-// laid out as l, reads past the header: the vectors' length words, fp's
-// filter block and directory entries, and the fingerprints around fp's
-// likely rank.
+// laid out as l, reads past the header: the directory's length word,
+// fp's filter block and directory entries, and the fingerprints around
+// fp's likely rank.
 func (x *Index) willNeedLookup(ref segmentRef, l segmentLayout, fp Fingerprint) {
 	depth, count := uint(ref.node.Bits), ref.count
-	var r [6][2]uint64 // byte ranges in the segment
+	var r [4][2]uint64 // byte ranges in the segment
 	r[0] = [2]uint64{l.dir, l.dir + 4}
-	r[1] = [2]uint64{l.filter, l.filter + 4}
-	r[2] = [2]uint64{l.fps, l.fps + 4}
 	e := l.filter + 4 + 64*BloomBlock(fp, uint64(BloomBlocks(int(min(count, 1<<40)), bloomBitsPerKey)))
-	r[3] = [2]uint64{e, e + 64}
+	r[1] = [2]uint64{e, e + 64}
 	e = l.dir + 4 + 4*fp.bits(depth, l.dirBits)
-	r[4] = [2]uint64{e, e + 8}
+	r[2] = [2]uint64{e, e + 8}
 	// The key's rank is binomial around count times its place in the
 	// segment's range: ±2.5 standard deviations (sqrt(count)/2 at most)
 	// hold it 99% of the time, ~40 KiB for a segment of a million keys.
 	guess := count * fp.bits(depth, 32) >> 32
 	w := uint64(1.25*math.Sqrt(float64(count))) + 8
 	from, to := guess-min(guess, w), min(guess+w+1, count)
-	r[5] = [2]uint64{l.fps + 4 + 16*from, l.fps + 4 + 16*to}
+	r[3] = [2]uint64{l.fps + 4 + 16*from, l.fps + 4 + 16*to}
 	// Page ranges in file order, neighbours merged: a request costs the
 	// kernel ~20-40 µs to issue here, more than reading a few more pages.
 	var pages [6][2]uint64

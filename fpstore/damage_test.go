@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -735,4 +736,74 @@ func TestVerifyNonCanonicalFooter(t *testing.T) {
 			t.Errorf("%s: Verify finds nothing wrong with a non-canonical file", name)
 		}
 	}
+}
+
+// TestLengthWordsWithinChecksums: a filter's or fingerprints' length word
+// that is not its count, its checksums made right (a writer's damage, not
+// the disk's), in a small segment and in the big one. Opening a segment
+// does not read those words (a page each, a device read each when cold),
+// so they are checked where their pages are read: through the mapping
+// and with pread, each an ErrCorrupt naming the word; Verify reports it;
+// and a lookup of any of the segment's fingerprints answers present or
+// that error, never absent.
+func TestLengthWordsWithinChecksums(t *testing.T) {
+	f := getDamageFixture(t)
+	for _, si := range []int{0, len(f.refs) - 1} {
+		ref := f.refs[si]
+		s, err := loadSegment(f.data, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range s.lenWords {
+			t.Run(fmt.Sprintf("segment %d %s", si, w.what), func(t *testing.T) {
+				data := slices.Clone(f.data)
+				at := ref.offset + w.at
+				binary.LittleEndian.PutUint32(data[at:], uint32(w.want+1))
+				data = fixChecksums(data)
+				path := filepath.Join(t.TempDir(), "x.fpx")
+				if err := os.WriteFile(path, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				rep, err := Verify(path)
+				if err != nil || len(rep.Problems) == 0 {
+					t.Fatalf("Verify: %v, %v: the damage not reported", rep, err)
+				}
+				x, err := Open(path, WithReadBuffers(1<<20))
+				if err != nil {
+					t.Fatalf("Open: %v", err)
+				}
+				defer x.Close()
+				lo, hi := segmentSpan(f, si)
+				for _, fp := range f.fps[lo:hi] {
+					if ok, err := x.Contains(fp); !ok && !errors.Is(err, ErrCorrupt) {
+						t.Fatalf("Contains(%v) = %v, %v: a key the segment holds said absent", fp, ok, err)
+					}
+				}
+				s, err := x.segment(si)
+				if err != nil {
+					if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "length word") {
+						t.Fatalf("segment %d: %v", si, err)
+					}
+					return // its page was read with the header's: refused whole
+				}
+				p := w.at / PageSize
+				if err := s.checkPage(p); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "length word") {
+					t.Errorf("the word's page through the mapping: %v", err)
+				}
+				r := &preadRound{x: x, want: map[pageKey]int{}, limit: 64}
+				r.ask(s, w.at, w.at+4, nil)
+				if err := r.read(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "length word") {
+					t.Errorf("the word's page with pread: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// segmentSpan is where segment si's fingerprints lie in f.fps.
+func segmentSpan(f *damageFixtureT, si int) (lo, hi int) {
+	for i := range si {
+		lo += int(f.refs[i].count)
+	}
+	return lo, lo + int(f.refs[si].count)
 }

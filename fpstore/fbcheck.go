@@ -136,6 +136,22 @@ func (t *fbTable) vectorAt(i int, elemSize uint32) (uint64, []byte) {
 	return start, t.buf[start : start+n*uint64(elemSize) : start+n*uint64(elemSize)]
 }
 
+// vectorOf is vector field i as n elements of elemSize bytes, its length
+// word not read: for a caller that knows the length from elsewhere and
+// checks the word only where it reads the word's page anyway.
+func (t *fbTable) vectorOf(i int, elemSize uint32, n uint64) []byte {
+	at, ok := t.target(i)
+	if !ok {
+		return nil
+	}
+	start := uint64(at) + 4
+	if n > uint64(len(t.buf)) || n*uint64(elemSize) > uint64(len(t.buf))-start {
+		t.err = fmt.Errorf("%w: vector field %d of %d elements overruns the buffer", errFB, i, n)
+		return nil
+	}
+	return t.buf[start : start+n*uint64(elemSize) : start+n*uint64(elemSize)]
+}
+
 func (t *fbTable) str(i int) []byte { return t.vector(i, 1) }
 
 func (t *fbTable) table(i int) fbTable {

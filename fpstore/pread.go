@@ -253,6 +253,9 @@ func (r *preadRound) read() error {
 		if want := binary.LittleEndian.Uint32(x.heldCRCs(s)[4*uint64(k.page):]); crcs[i] != want {
 			return fmt.Errorf("%w: page checksum mismatch at offset %d (segment at %d, page %d)", ErrCorrupt, s.ref.offset+uint64(k.page)*PageSize, s.ref.offset, k.page)
 		}
+		if err := s.lengthWordsIn(uint64(k.page), r.pages[base+i]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -534,10 +537,8 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 		for _, si := range toOpen {
 			ref := x.foot.segments[si]
 			x.willNeedHeader(ref)
-			l := writerLayout(ref)
-			for _, at := range [...]uint64{l.dir, l.filter, l.fps} {
-				x.willNeedRange((ref.offset+at)&^(PageSize-1), ref.offset+at+4)
-			}
+			at := ref.offset + writerLayout(ref).dir // the directory's length word
+			x.willNeedRange(at&^(PageSize-1), at+4)
 		}
 		// A few keys (a single query): where their buckets most likely
 		// lie too, where this package's writer puts the fingerprints,

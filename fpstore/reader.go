@@ -111,7 +111,11 @@ type segment struct {
 	filterAt   uint64
 	fps        []Fingerprint
 	fpsAt      uint64
-	ordered    atomic.Bool // fps's pages and order checked (checkFingerprints)
+	// lenWords: the filter's and the fingerprints' length words, which
+	// loadSegment does not read; checked with the pages that hold them
+	// (lengthWordsIn), once set.
+	lenWords []lengthWord
+	ordered  atomic.Bool // fps's pages and order checked (checkFingerprints)
 	// lookupReady: what lookups check of the segment before its first
 	// one passed (lookupcheck.go).
 	lookupReady atomic.Bool
@@ -520,23 +524,28 @@ func loadSegment(data []byte, ref segmentRef) (*segment, error) {
 	s.dirBits = uint(t.u8(4, 0))
 	kind := t.u8(6, 0)
 	hashes := t.u8(7, 0)
+	// The directory's length word lies in the first pages, read above;
+	// those of the filter and the fingerprints lie a page each of their
+	// own, far in, which a cold lookup would read for that word alone:
+	// their lengths follow from the count (the footer's, checked equal
+	// below), and the words are checked where their pages are read
+	// (lengthWordsIn) and by Verify.
 	for _, v := range []struct {
 		field int
-		size  uint32
 		at    *uint64
-	}{{5, 4, &s.dirAt}, {8, 1, &s.filterAt}, {9, 16, &s.fpsAt}} {
+	}{{5, &s.dirAt}, {8, &s.filterAt}, {9, &s.fpsAt}} {
 		vecAt, ok := t.target(v.field)
 		if !ok {
 			return nil, fmt.Errorf("vector field %d missing: %v", v.field, t.err)
 		}
-		if err := s.verifyRange(uint64(vecAt), uint64(vecAt)+4); err != nil {
-			return nil, err
-		}
 		*v.at = uint64(vecAt) + 4
 	}
+	if err := s.verifyRange(s.dirAt-4, s.dirAt); err != nil {
+		return nil, err
+	}
 	dir := t.vector(5, 4)
-	filter := t.vector(8, 1)
-	fps := t.vector(9, 16)
+	filter := t.vectorOf(8, 1, 64*uint64(BloomBlocks(int(min(count, 1<<40)), bloomBitsPerKey)))
+	fps := t.vectorOf(9, 16, count)
 	if t.err != nil {
 		return nil, t.err
 	}
@@ -551,6 +560,16 @@ func loadSegment(data []byte, ref segmentRef) (*segment, error) {
 		return nil, fmt.Errorf("%d bytes of fingerprints for a count of %d", len(fps), count)
 	case s.dirAt%4 != 0 || s.fpsAt%8 != 0 || s.filterAt%64 != 0:
 		return nil, fmt.Errorf("misaligned vectors")
+	}
+	s.lenWords = []lengthWord{{s.filterAt - 4, uint64(len(filter)), "filter"}, {s.fpsAt - 4, count, "fingerprints"}}
+	for _, w := range s.lenWords {
+		// Those in pages checked already (the first ones, in a small
+		// segment).
+		if p := w.at / PageSize; s.verified[p/64].Load()&(1<<(p%64)) != 0 {
+			if err := s.lengthWordsIn(p, s.buf[p*PageSize:min((p+1)*PageSize, uint64(len(s.buf)))]); err != nil {
+				return nil, err
+			}
+		}
 	}
 	s.dir = unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dir))), len(dir)/4)
 	s.fps = unsafe.Slice((*Fingerprint)(unsafe.Pointer(unsafe.SliceData(fps))), count)
@@ -580,6 +599,28 @@ func (s *segment) verifyRange(from, to uint64) error {
 	return s.checkPages(from, to)
 }
 
+// lengthWord is a vector's length word: where it lies in the buffer, the
+// length the segment's count gives the vector, and its name.
+type lengthWord struct {
+	at, want uint64
+	what     string
+}
+
+// lengthWordsIn checks the length words that page p, whose bytes are page
+// and whose checksum was found right, holds: a word that is not the
+// length the count gives is damage within the checksums (a writer's).
+func (s *segment) lengthWordsIn(p uint64, page []byte) error {
+	for _, w := range s.lenWords {
+		if w.at/PageSize != p || w.at%PageSize+4 > uint64(len(page)) {
+			continue
+		}
+		if got := binary.LittleEndian.Uint32(page[w.at%PageSize:]); uint64(got) != w.want {
+			return fmt.Errorf("%w: the %s vector's length word at offset %d says %d where the count gives %d (segment at %d)", ErrCorrupt, w.what, s.ref.offset+w.at, got, w.want, s.ref.offset)
+		}
+	}
+	return nil
+}
+
 // checked reports whether every page of the segment has been checked.
 func (s *segment) checked() bool { return s.unverified.Load() == 0 }
 
@@ -593,6 +634,9 @@ func (s *segment) checkPage(p uint64) error {
 	got := crc32c(s.buf[start:end])
 	if want := binary.LittleEndian.Uint32(s.crcs[4*p:]); got != want {
 		return fmt.Errorf("%w: page checksum mismatch at offset %d (segment at %d, page %d)", ErrCorrupt, s.ref.offset+start, s.ref.offset, p)
+	}
+	if err := s.lengthWordsIn(p, s.buf[start:end]); err != nil {
+		return err
 	}
 	if word.Or(bit)&bit == 0 {
 		s.unverified.Add(-1)
