@@ -442,7 +442,7 @@ func (x *Index) willNeedLookup(ref segmentRef, l segmentLayout, fp Fingerprint) 
 	r[3] = [2]uint64{l.fps + 4 + 16*from, l.fps + 4 + 16*to}
 	// Page ranges in file order, neighbours merged: a request costs the
 	// kernel ~20-40 µs to issue here, more than reading a few more pages.
-	var pages [6][2]uint64
+	var pages [len(r)][2]uint64
 	for i, b := range r {
 		from, to := min(b[0], ref.length), min(b[1], ref.length)
 		pages[i] = [2]uint64{(ref.offset + from) &^ (PageSize - 1), ref.offset + to}

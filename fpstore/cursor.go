@@ -233,8 +233,8 @@ func (c *Cursor) pread(s *segment, p0, p1 uint64) ([]byte, error) {
 	err = c.x.guard(func() error {
 		for p := p0; p < p1; p++ {
 			page := data[(p-p0)*PageSize : min((p-p0+1)*PageSize, uint64(len(data)))]
-			if got, want := crc32c(page), binary.LittleEndian.Uint32(s.crcs[4*p:]); got != want {
-				return fmt.Errorf("%w: page checksum mismatch at offset %d (segment at %d, page %d)", ErrCorrupt, s.ref.offset+p*PageSize, s.ref.offset, p)
+			if err := s.checkRead(p, page, crc32c(page), binary.LittleEndian.Uint32(s.crcs[4*p:])); err != nil {
+				return err
 			}
 		}
 		return nil

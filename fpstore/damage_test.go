@@ -742,8 +742,8 @@ func TestVerifyNonCanonicalFooter(t *testing.T) {
 // that is not its count, its checksums made right (a writer's damage, not
 // the disk's), in a small segment and in the big one. Opening a segment
 // does not read those words (a page each, a device read each when cold),
-// so they are checked where their pages are read: through the mapping
-// and with pread, each an ErrCorrupt naming the word; Verify reports it;
+// so they are checked where their pages are read: through the mapping,
+// with pread and by a cursor, each an ErrCorrupt naming the word; Verify reports it;
 // and a lookup of any of the segment's fingerprints answers present or
 // that error, never absent.
 func TestLengthWordsWithinChecksums(t *testing.T) {
@@ -794,6 +794,10 @@ func TestLengthWordsWithinChecksums(t *testing.T) {
 				r.ask(s, w.at, w.at+4, nil)
 				if err := r.read(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "length word") {
 					t.Errorf("the word's page with pread: %v", err)
+				}
+				c := &Cursor{x: x}
+				if _, err := c.pread(s, p, p+1); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "length word") {
+					t.Errorf("the word's page read by a cursor (a sequential stitch's copy): %v", err)
 				}
 			})
 		}

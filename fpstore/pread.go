@@ -250,10 +250,7 @@ func (r *preadRound) read() error {
 	}
 	for i, k := range keys {
 		s := x.segs[k.seg].seg.Load()
-		if want := binary.LittleEndian.Uint32(x.heldCRCs(s)[4*uint64(k.page):]); crcs[i] != want {
-			return fmt.Errorf("%w: page checksum mismatch at offset %d (segment at %d, page %d)", ErrCorrupt, s.ref.offset+uint64(k.page)*PageSize, s.ref.offset, k.page)
-		}
-		if err := s.lengthWordsIn(uint64(k.page), r.pages[base+i]); err != nil {
+		if err := s.checkRead(uint64(k.page), r.pages[base+i], crcs[i], binary.LittleEndian.Uint32(x.heldCRCs(s)[4*uint64(k.page):])); err != nil {
 			return err
 		}
 	}

@@ -599,6 +599,16 @@ func (s *segment) verifyRange(from, to uint64) error {
 	return s.checkPages(from, to)
 }
 
+// checkRead is the one check of page p's bytes, page, however they were
+// read (through the mapping, with pread, by a cursor): their CRC, got,
+// against the page CRC table's, want; then the length words they hold.
+func (s *segment) checkRead(p uint64, page []byte, got, want uint32) error {
+	if got != want {
+		return fmt.Errorf("%w: page checksum mismatch at offset %d (segment at %d, page %d)", ErrCorrupt, s.ref.offset+p*PageSize, s.ref.offset, p)
+	}
+	return s.lengthWordsIn(p, page)
+}
+
 // lengthWord is a vector's length word: where it lies in the buffer, the
 // length the segment's count gives the vector, and its name.
 type lengthWord struct {
@@ -631,11 +641,7 @@ func (s *segment) checkPage(p uint64) error {
 	}
 	start := p * PageSize
 	end := min(start+PageSize, uint64(len(s.buf)))
-	got := crc32c(s.buf[start:end])
-	if want := binary.LittleEndian.Uint32(s.crcs[4*p:]); got != want {
-		return fmt.Errorf("%w: page checksum mismatch at offset %d (segment at %d, page %d)", ErrCorrupt, s.ref.offset+start, s.ref.offset, p)
-	}
-	if err := s.lengthWordsIn(p, s.buf[start:end]); err != nil {
+	if err := s.checkRead(p, s.buf[start:end], crc32c(s.buf[start:end]), binary.LittleEndian.Uint32(s.crcs[4*p:])); err != nil {
 		return err
 	}
 	if word.Or(bit)&bit == 0 {
