@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/reconcile/online"
@@ -49,8 +50,8 @@ func TestCollectSortsAmortized(t *testing.T) {
 	if items := sortUniqueItems(*r.keyed); len(items) != 93 {
 		t.Errorf("%d key texts kept, want 93", len(items))
 	}
-	// Each sort moved the key texts kept to a block of their own
-	// (keyArena.repack): every one is still its fingerprint's.
+	// After thousands of sorts every key text kept is still its
+	// fingerprint's.
 	texts := map[fpstore.Fingerprint]string{}
 	for i := range 93 {
 		texts[fp(i)] = string(key(i))
@@ -124,6 +125,36 @@ func TestSortUniqueItems(t *testing.T) {
 					t.Fatalf("%s, %d cores: item %d is %v %q, want %v", c.name, procs, i, got[i].FP, got[i].Key, want[i].FP)
 				}
 			}
+		}
+	}
+}
+
+// TestPackKeys: the key texts, sorted, are copied into one block in their
+// order when the copy fits the limit beside them, each item keeping its
+// own; over the limit they stay where they are.
+func TestPackKeys(t *testing.T) {
+	items := make([]online.Item, 1000)
+	for i := range items {
+		items[i] = online.Item{FP: fpstore.Fingerprint{Hi: uint64(i)}, Key: fmt.Appendf(nil, "key-%d", i)}
+	}
+	items[7].Key = []byte{}
+	text := int64(0)
+	for _, it := range items {
+		text += int64(len(it.Key))
+	}
+	fits := int64(len(items))*itemBytes + 2*text
+	was := &items[1].Key[0]
+	packKeys(items, fits-1)
+	if &items[1].Key[0] != was {
+		t.Fatal("packed over the limit")
+	}
+	packKeys(items, fits)
+	for i, it := range items {
+		if want := fmt.Sprintf("key-%d", i); i != 7 && string(it.Key) != want || it.Key == nil || cap(it.Key) != len(it.Key) {
+			t.Fatalf("item %d: %q (cap %d), want %q", i, it.Key, cap(it.Key), want)
+		}
+		if prev := items[max(i-1, 0)].Key; i > 0 && len(it.Key) > 0 && len(prev) > 0 && uintptr(unsafe.Pointer(&it.Key[0])) != uintptr(unsafe.Pointer(&prev[0]))+uintptr(len(prev)) {
+			t.Fatalf("item %d's text does not follow item %d's", i, i-1)
 		}
 	}
 }

@@ -130,8 +130,9 @@ func recordsPass(ctx context.Context, o *Options, ro ingest.RecordOptions, out r
 		st.Digests = int64(len(*r.collect))
 	}
 	if r.keyed != nil {
-		*r.keyed = r.keys.repack(sortUniqueItems(*r.keyed))
+		*r.keyed = sortUniqueItems(*r.keyed)
 		st.KeyTexts = int64(len(*r.keyed))
+		packKeys(*r.keyed, r.maxKeyBytes)
 	}
 	if r.backfill != nil {
 		if err := r.backfill.Flush(); err != nil {
@@ -169,7 +170,6 @@ type recordsReader struct {
 	// keyed collects the key texts of the keys missing online; texts is
 	// given every record's key.
 	keyed                 *[]online.Item
-	keys                  keyArena // keyed's key texts
 	keyBytes, maxKeyBytes int64
 	texts                 func(fps []fpstore.Fingerprint, keys [][]byte) error
 	sorts                 int // of collect or keyed, to make room (afterSlack)
@@ -405,7 +405,7 @@ func (r *recordsReader) keep() error {
 		}
 		if r.keyed != nil {
 			if r.keyBytes += int64(len(p.kept[i])) + itemBytes; r.keyBytes > r.maxKeyBytes {
-				*r.keyed = r.keys.repack(sortUniqueItems(*r.keyed))
+				*r.keyed = sortUniqueItems(*r.keyed)
 				r.sorts++
 				r.keyBytes = 0
 				for _, it := range *r.keyed {
@@ -415,45 +415,31 @@ func (r *recordsReader) keep() error {
 					return &TooManyKeyTextsError{Max: fit}
 				}
 			}
-			*r.keyed = append(*r.keyed, online.Item{FP: p.fps[i], Key: r.keys.clone(p.kept[i])})
+			*r.keyed = append(*r.keyed, online.Item{FP: p.fps[i], Key: bytes.Clone(p.kept[i])})
 		}
 	}
 	return nil
 }
 
-// keyArena holds the key texts collected, one after the other, in blocks
-// of up to keyBlock bytes (each twice the last, from 4 KiB): one
-// allocation a block, not one a key. Ten million
-// small objects cost the collector's marking more than the pass itself,
-// and scattered over the heap, the writes that read them in fingerprint
-// order wait for a cache miss at each.
-type keyArena struct{ block []byte }
-
-const keyBlock = 1 << 20
-
-// clone copies k into the arena.
-func (a *keyArena) clone(k []byte) []byte {
-	if a.block == nil || len(k) > cap(a.block)-len(a.block) {
-		a.block = make([]byte, 0, max(min(keyBlock, 2*cap(a.block)), 4096, len(k)))
-	}
-	a.block = append(a.block, k...)
-	return a.block[len(a.block)-len(k) : len(a.block) : len(a.block)]
-}
-
-// repack copies the key texts of its, sorted, into one block in their
-// order, and leaves the blocks before to the collector: the repeats a
-// sort dropped are freed with them, and the writes read the keys in
-// the order they lie.
-func (a *keyArena) repack(its []online.Item) []online.Item {
-	n := 0
+// packKeys copies the key texts of its, sorted and distinct, into one
+// block in their order, when the copy fits the limit beside the texts it
+// replaces, and leaves those to the collector: ten million small objects,
+// scattered over the heap, cost the writes that read them in fingerprint
+// order a cache miss each, and the collector's marking seconds.
+func packKeys(its []online.Item, limit int64) {
+	n := int64(0)
 	for i := range its {
-		n += len(its[i].Key)
+		n += int64(len(its[i].Key))
 	}
-	a.block = make([]byte, 0, n)
+	if int64(len(its))*itemBytes+2*n > limit {
+		return
+	}
+	block := make([]byte, 0, n)
 	for i := range its {
-		its[i].Key = a.clone(its[i].Key)
+		k := len(block)
+		block = append(block, its[i].Key...)
+		its[i].Key = block[k:len(block):len(block)]
 	}
-	return its
 }
 
 // afterSlack is what may be left of a limit of n once the digests or key
