@@ -24,7 +24,7 @@ func redisBloomSummary(j *job, r *reconcile.Report, b *reconcile.RedisBloomRepor
 	j.summary("reconcile (redisbloom-audit): %d truth keys tested (%s), %d held by the filters, %d not (a repeat of any of them passes L2 today); %s of %d filters read in %s; %.2f s",
 		b.TruthKeys, from, b.Held, b.Missing, units.FormatBytes(b.BytesRead), len(b.Shards), counted(b.Passes, "pass"), r.Timings.Compare)
 	if b.Rechecked > 0 {
-		j.summary("reconcile: %d keys not in the dumps as read were found when asked again (BF.MEXISTS): added while the audit read them", b.Rechecked)
+		j.summary("reconcile: %d keys not in the dumps as read were found when asked again (%s): added while the audit read them", b.Rechecked, askedAgain(b.Shards))
 	}
 	if b.Unaudited > 0 {
 		j.summary("reconcile: %d of the index's %d fingerprints are not audited: no record among --records has their key (give the records the index was built from)", b.Unaudited, r.Index.Fingerprints)
@@ -117,12 +117,13 @@ func redisBloomReadBackSummary(j *job, r *reconcile.Report, rb *reconcile.ReadBa
 	if r.Rebuild != nil {
 		what = "a sample of the rebuilt filters' truth keys"
 	}
+	how := readBackHow(rb)
 	switch {
 	case rb.Keys > 0 && rb.NotHeld == 0:
-		j.summary("reconcile: read back after the writes (BF.MEXISTS): %s, %d, are all held", what, rb.Keys)
+		j.summary("reconcile: read back after the writes (%s): %s, %d, are all held", how, what, rb.Keys)
 	case rb.Keys > 0:
-		j.summary("reconcile: read back after the writes (BF.MEXISTS): %d of %s, %d, are not held (the filter deleted or replaced since?), e.g. %s",
-			rb.NotHeld, what, rb.Keys, strings.Join(rb.Samples[:min(3, len(rb.Samples))], ", "))
+		j.summary("reconcile: read back after the writes (%s): %d of %s, %d, are not held (the filter deleted or replaced since?), e.g. %s",
+			how, rb.NotHeld, what, rb.Keys, strings.Join(rb.Samples[:min(3, len(rb.Samples))], ", "))
 	}
 	for _, sh := range rb.Shards {
 		if !sh.Short {
@@ -142,4 +143,35 @@ func redisBloomReadBackSummary(j *job, r *reconcile.Report, rb *reconcile.ReadBa
 		j.summary("reconcile: read back after the writes: filter %s %s, where it must be the filter written or one grown from it, holding at least %d items (%s): it was deleted, flushed or replaced since",
 			sh.Key, found, sh.WantItems, from)
 	}
+}
+
+// askedAgain says how the shards that asked again did (BF.MEXISTS, their
+// dumps read again, or some each way).
+func askedAgain(shards []reconcile.RedisBloomShard) string {
+	var ways []string
+	for _, s := range shards {
+		if s.AskedAgain != "" && !slices.Contains(ways, s.AskedAgain) {
+			ways = append(ways, s.AskedAgain)
+		}
+	}
+	slices.Sort(ways)
+	return strings.Join(ways, "; ")
+}
+
+// readBackHow says how the keys were read back: asked with BF.MEXISTS,
+// tested in the filters' dumps read whole, or some each way.
+func readBackHow(rb *reconcile.ReadBack) string {
+	whole := 0
+	for _, sh := range rb.Shards {
+		if sh.DumpRead {
+			whole++
+		}
+	}
+	switch {
+	case whole == 0:
+		return "BF.MEXISTS"
+	case whole == len(rb.Shards):
+		return fmt.Sprintf("the dumps of the %s written to, read whole, %s", counted(whole, "filter"), units.FormatBytes(rb.BytesRead))
+	}
+	return fmt.Sprintf("the dumps of %s of the %d written to, read whole, %s; BF.MEXISTS in the others", counted(whole, "filter"), len(rb.Shards), units.FormatBytes(rb.BytesRead))
 }

@@ -263,6 +263,10 @@ func (m *Marks) Present(i int) bool { return m.found[i>>6]&(1<<(i&63)) != 0 }
 // Len is the number of keys.
 func (m *Marks) Len() int { return m.n }
 
+// Found is the bits of the keys present so far, key i at bit i%64 of
+// word i/64; valid until m is marked again.
+func (m *Marks) Found() []uint64 { return m.found }
+
 // Count is the number of keys present.
 func (m *Marks) Count() int {
 	c := 0

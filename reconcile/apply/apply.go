@@ -333,6 +333,28 @@ func (a *applier) run(ctx context.Context, produce items) error {
 	return nil
 }
 
+// wholeShards asks a source that can read shards back whole
+// (online.WholeReader) which it will, given the items produce gives to
+// each; nil for another source.
+func wholeShards(ctx context.Context, src online.Source, produce items) (whole []bool, written []int64, err error) {
+	wr, ok := src.(online.WholeReader)
+	if !ok {
+		return nil, nil, nil
+	}
+	written = make([]int64, wr.Shards())
+	err = produce(func(its []online.Item) error {
+		for _, it := range its {
+			written[wr.ShardOf(it)]++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	whole, err = wr.ReadWhole(ctx, written)
+	return whole, written, err
+}
+
 // readBackApplied probes every key produce gives (those this run wrote,
 // and those a checkpoint said an earlier run wrote) with the source's
 // read-only Held, on o.Conns connections at o.ReadRate: what is missing
@@ -351,14 +373,38 @@ func readBackApplied(ctx context.Context, o *online.Config, rep *report.Report, 
 	if sharded {
 		touched = make([]bool, sh.Shards())
 	}
+	// The shards the source reads back whole, and the items of each.
+	whole, written, err := wholeShards(ctx, src, produce)
+	if err != nil {
+		return &ReadBackError{Target: o.Target, Written: rep.Apply.Written, Err: err}
+	}
+	count := func(it *online.Item, held bool) {
+		rb.Keys++
+		if !held {
+			rb.NotHeld++
+			if len(rb.Samples) < o.Samples {
+				rb.Samples = append(rb.Samples, it.FP.String())
+			}
+		}
+	}
 	pace := online.NewPacer(o.ReadRate)
 	type batch struct {
 		items   []online.Item
 		present []bool
 	}
-	err := online.Ordered(ctx, o.Conns,
+	err = online.Ordered(ctx, o.Conns,
 		func(ctx context.Context, send func(batch) bool) error {
+			var asked []online.Item
 			return produce(func(its []online.Item) error {
+				if whole != nil {
+					asked = asked[:0]
+					for _, it := range its {
+						if !whole[sh.ShardOf(it)] {
+							asked = append(asked, it)
+						}
+					}
+					its = asked
+				}
 				for len(its) > 0 {
 					n := min(len(its), o.Batch)
 					if !send(batch{items: slices.Clone(its[:n]), present: make([]bool, n)}) {
@@ -379,19 +425,29 @@ func readBackApplied(ctx context.Context, o *online.Config, rep *report.Report, 
 		},
 		func(j batch) error {
 			for i := range j.items {
-				rb.Keys++
 				if sharded {
 					touched[sh.ShardOf(j.items[i])] = true
 				}
-				if !j.present[i] {
-					rb.NotHeld++
-					if len(rb.Samples) < o.Samples {
-						rb.Samples = append(rb.Samples, j.items[i].FP.String())
-					}
-				}
+				count(&j.items[i], j.present[i])
 			}
 			return nil
 		})
+	if err == nil && slices.Contains(whole, true) {
+		for s := range whole {
+			touched[s] = touched[s] || whole[s]
+		}
+		each := func(fn func(*online.Item) error) error {
+			return produce(func(its []online.Item) error {
+				for i := range its {
+					if err := fn(&its[i]); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		err = src.(online.WholeReader).HeldWhole(ctx, whole, written, each, count)
+	}
 	if err == nil && sharded {
 		err = sh.ReadBackShards(ctx, touched, rep)
 	}

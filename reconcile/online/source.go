@@ -109,6 +109,22 @@ type Sharded interface {
 	ReadBackShards(ctx context.Context, touched []bool, rep *report.Report) error
 }
 
+// A WholeReader is a Sharded source that can also read a shard back
+// whole and test the items written to it offline (a bloom filter's dump):
+// cheaper than asking for each item (Held) when many were written to a
+// shard small beside them.
+type WholeReader interface {
+	Sharded
+	// ReadWhole says which shards to read back whole, given how many
+	// items were written to each.
+	ReadWhole(ctx context.Context, written []int64) ([]bool, error)
+	// HeldWhole reads back whole the shards whole marks and tells held,
+	// of each item each gives that is written to one of them, whether it
+	// holds it now. each gives every item written, the same at every
+	// call; written is how many went to each shard.
+	HeldWhole(ctx context.Context, whole []bool, written []int64, each func(fn func(*Item) error) error, held func(it *Item, held bool)) error
+}
+
 // Placed is a Source whose keys are served by nodes that a failover can
 // change (a Redis Cluster): --apply compares SlotOwners before its writes
 // and after its read-back, and a difference makes what it wrote

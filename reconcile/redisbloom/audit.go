@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
@@ -170,7 +171,7 @@ func (a *auditor) auditRouted(ctx context.Context) error {
 			return err
 		}
 		sh := &a.rr.Shards[s]
-		err = a.recheck(ctx, s, func(j int) bool { return !m.Present(j) }, func(j int, rank uint64, heldNow bool) {
+		found := func(j int, rank uint64, heldNow bool) {
 			if heldNow {
 				sh.Rechecked++
 				a.rr.Rechecked++
@@ -178,7 +179,26 @@ func (a *auditor) auditRouted(ctx context.Context) error {
 			}
 			sh.Missing++
 			a.miss[rank>>6] |= 1 << (rank & 63)
-		})
+		}
+		notFound := int64(m.Len() - m.Count())
+		switch {
+		case notFound == 0:
+		case readAgainCheaper(a.read[s].Bytes(), int64(m.Len()), notFound):
+			sh.AskedAgain = report.AskedAgainDump
+			first := slices.Clone(m.Found())
+			if err := a.lookAgain(ctx, s, m); err != nil {
+				return err
+			}
+			err = a.t.each(ctx, a.t.bucket(s), func(j int, rank uint64, _ []byte) error {
+				if first[j>>6]&(1<<(j&63)) == 0 {
+					found(j, rank, m.Present(j))
+				}
+				return nil
+			})
+		default:
+			sh.AskedAgain = report.AskedAgainMEXISTS
+			err = a.recheck(ctx, s, func(j int) bool { return !m.Present(j) }, found)
+		}
 		if err != nil {
 			return err
 		}
@@ -236,20 +256,66 @@ func (a *auditor) auditAll(ctx context.Context) error {
 
 // shard reads shard s's filter in passes and marks its truth keys found.
 func (a *auditor) shard(ctx context.Context, s int) (*rbloom.Marks, error) {
-	b, t := a.b, a.t
-	h, _, err := b.readHeader(ctx, s)
+	h, _, err := a.b.readHeader(ctx, s)
 	if err != nil {
 		return nil, a.gone(s, err)
 	}
 	a.read[s] = h
-	k := t.bucket(s)
-	m := rbloom.NewMarks(int(t.count[k]))
+	m := rbloom.NewMarks(int(a.t.keys(s)))
 	fill := make([]uint64, len(h.Links))
+	if err := a.look(ctx, s, h, m, a.truthOf(s, true), fill); err != nil {
+		return nil, err
+	}
+	sh := &a.rr.Shards[s]
+	describeFilter(sh, h, fill)
+	sizeFilter(sh, h, a.b.opt.TargetFPR)
+	return m, nil
+}
+
+// lookAgain reads shard s's filter a second time and marks the truth keys
+// the first look did not find (m) that it finds: added since their bits
+// were read, as BF.MEXISTS would find them (a bit set stays set: a key
+// held when its bits are read again was held then). The header read
+// again must extend the first one's, else the filter was replaced.
+func (a *auditor) lookAgain(ctx context.Context, s int, m *rbloom.Marks) error {
+	h, _, err := a.b.readHeader(ctx, s)
+	if err != nil {
+		return a.gone(s, err)
+	}
+	if !h.Extends(a.read[s]) {
+		return &ChangedError{Shard: a.b.spec.Router.Name(s), Key: a.b.keys[s]}
+	}
+	return a.look(ctx, s, h, m, a.truthOf(s, false), nil)
+}
+
+// tested is what a look at a filter tests: n items, numbered from 0 in
+// the order each gives them (the same at every call).
+type tested struct {
+	n    int
+	each func(ctx context.Context, fn func(item []byte) error) error
+	// progress: the look counts its keys in the run's progress.
+	progress bool
+}
+
+// truthOf is the truth keys of shard s's bucket.
+func (a *auditor) truthOf(s int, progress bool) tested {
+	k := a.t.bucket(s)
+	return tested{n: int(a.t.count[k]), each: func(ctx context.Context, fn func([]byte) error) error {
+		return a.t.each(ctx, k, func(_ int, _ uint64, item []byte) error { return fn(item) })
+	}, progress: progress}
+}
+
+// look reads shard s's filter, whose header is h, in passes of what the
+// plan holds, and marks in m the keys of keys found (those m has found
+// already are not tested again); fill, unless nil, gets each
+// sub-filter's bits set.
+func (a *auditor) look(ctx context.Context, s int, h *rbloom.Header, m *rbloom.Marks, keys tested, fill []uint64) error {
+	b := a.b
 	sh := &a.rr.Shards[s]
 	for p := range h.Plan(a.plan.passBytes) {
 		w, err := h.Window(p, a.buffer(p.To-p.From))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := a.load(ctx, s, h, p, w); err != nil {
 			var de *DumpError
@@ -257,28 +323,34 @@ func (a *auditor) shard(ctx context.Context, s int) (*rbloom.Marks, error) {
 				// Chunks that do not fit the header are a lie, or
 				// another filter's: one made again meanwhile.
 				if cerr := a.unchanged(ctx, s); cerr != nil {
-					return nil, cerr
+					return cerr
 				}
 			}
-			return nil, err
+			return err
 		}
-		w.Fill(fill)
+		if fill != nil {
+			w.Fill(fill)
+		}
 		// The keys are tested a block at a time over the machine's cores
-		// (MarkAll): their hashes are made here, in order.
+		// (MarkAll): their hashes are made here, in order; a key found
+		// already needs none (MarkHash passes it by).
 		hashes, first := a.hashes[:0], 0
 		test := func() error {
 			w.MarkAll(m, first, hashes)
 			first += len(hashes)
-			if b.o.Progress != nil {
+			if b.o.Progress != nil && keys.progress {
 				b.o.Progress.Records.Add(int64(len(hashes)))
 			}
 			n := len(hashes)
 			hashes = hashes[:0]
 			return a.st.Wait(ctx, n)
 		}
-		// Entries come numbered from 0 in order: key first+len(hashes).
-		err = t.each(ctx, k, func(_ int, _ uint64, item []byte) error {
-			if hashes = append(hashes, h.Hash(item)); len(hashes) == testBlock {
+		err = keys.each(ctx, func(item []byte) error {
+			var hh rbloom.Hash
+			if !m.Present(first + len(hashes)) {
+				hh = h.Hash(item)
+			}
+			if hashes = append(hashes, hh); len(hashes) == testBlock {
 				return test()
 			}
 			return nil
@@ -288,14 +360,12 @@ func (a *auditor) shard(ctx context.Context, s int) (*rbloom.Marks, error) {
 		}
 		a.hashes = hashes
 		if err != nil {
-			return nil, err
+			return err
 		}
 		sh.Passes++
 		a.rr.Passes++
 	}
-	describeFilter(sh, h, fill)
-	sizeFilter(sh, h, b.opt.TargetFPR)
-	return m, nil
+	return nil
 }
 
 // gone is the error of shard s's filter found missing or of another type
@@ -434,6 +504,25 @@ func chunkIters(ends []uint64, pos, to uint64, budget int64) []int64 {
 		pos += n
 	}
 	return its
+}
+
+// What asking again for the keys of a shard not found in its dump costs,
+// each way, measured against a server on loopback: BF.MEXISTS a key (the
+// server's hashes and probes, its reply) against reading the filter's dump
+// again (a byte) and testing its truth keys offline (a key: decoded,
+// hashed, its bits probed). A shard flushed or emptied, whose keys are
+// all missing, is read again; a few keys missing in a large filter are
+// asked.
+const (
+	askNanos  = 750
+	readNanos = 1
+	testNanos = 100
+)
+
+// readAgainCheaper reports whether reading again a filter of dump bytes,
+// to test its keys offline, beats asking its notFound keys one by one.
+func readAgainCheaper(dump uint64, keys, notFound int64) bool {
+	return float64(dump)*readNanos+float64(keys)*testNanos < float64(notFound)*askNanos
 }
 
 // recheck asks shard s again, with BF.MEXISTS in batches, for each of its

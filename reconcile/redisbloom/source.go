@@ -38,6 +38,10 @@ type Source struct {
 	// headers it read (nil for a shard it did not).
 	truth *truth
 	read  []*rbloom.Header
+	// readWhole marks the shards read back whole after --apply (HeldWhole),
+	// readBackBytes the bytes of their dumps.
+	readWhole     []bool
+	readBackBytes int64
 }
 
 // Options say what a run does with the filters besides auditing them.

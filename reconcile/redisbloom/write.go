@@ -299,11 +299,12 @@ func (b *Source) shardOf(it *online.Item) int {
 // replaced, or its server restarted).
 func (b *Source) ReadBackShards(ctx context.Context, touched []bool, rep *report.Report) error {
 	rb := rep.ReadBack
+	rb.BytesRead += b.readBackBytes
 	for s, t := range touched {
 		if !t {
 			continue
 		}
-		sh := report.ShardReadBack{Shard: uint64(s), Key: b.keys[s], WantFrom: "audit", Type: ModuleType}
+		sh := report.ShardReadBack{Shard: uint64(s), Key: b.keys[s], WantFrom: "audit", Type: ModuleType, DumpRead: b.readWhole != nil && b.readWhole[s]}
 		was := b.audited(s)
 		if was != nil {
 			sh.WantItems, sh.WantBytes = was.Size, int64(was.Bytes())

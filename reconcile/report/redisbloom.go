@@ -22,7 +22,7 @@ type RedisBloomReport struct {
 	Held              int64 `json:"held"`
 	Missing           int64 `json:"missing"`
 	// Rechecked are keys not in the dump as read but held when asked
-	// again (BF.MEXISTS): added while it was read.
+	// again (RedisBloomShard.AskedAgain): added while it was read.
 	Rechecked int64 `json:"rechecked"`
 	Passes    int   `json:"passes"` // reads of a part of a filter that memory held, tested against the shard's keys
 	BytesRead int64 `json:"bytes_read"`
@@ -30,6 +30,12 @@ type RedisBloomReport struct {
 	// 0: each its own, RedisBloomShard.SizedFor).
 	TargetFPR float64 `json:"target_fpr,omitempty"`
 }
+
+// The ways RedisBloomShard.AskedAgain says.
+const (
+	AskedAgainMEXISTS = "BF.MEXISTS"
+	AskedAgainDump    = "dump read again"
+)
 
 // RedisBloomShard is one shard's filter, as its dump was read.
 type RedisBloomShard struct {
@@ -40,8 +46,14 @@ type RedisBloomShard struct {
 	Held      int64  `json:"held"`
 	// Missing are its truth keys not held (route=all: 0; the report's
 	// Missing counts the keys no shard holds).
-	Missing    int64                 `json:"missing"`
-	Rechecked  int64                 `json:"rechecked"`
+	Missing   int64 `json:"missing"`
+	Rechecked int64 `json:"rechecked"`
+	// AskedAgain is how the keys not found in the dump were asked again,
+	// whichever costs less: each with BF.MEXISTS (AskedAgainMEXISTS), or
+	// the whole dump read again and tested offline (AskedAgainDump: many
+	// keys not found in a small filter, one flushed or emptied); empty
+	// when every key was found.
+	AskedAgain string                `json:"asked_again,omitempty"`
 	Capacity   uint64                `json:"capacity"`     // BF.INFO "Capacity"
 	Memory     uint64                `json:"memory_bytes"` // BF.INFO "Size"
 	Expansion  uint32                `json:"expansion"`

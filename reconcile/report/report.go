@@ -194,9 +194,12 @@ type ReadBack struct {
 	Samples []string `json:"not_held_samples"`
 	// Shards are the bloom shards written, each read back whole (its
 	// segments together); Short counts those that fall short.
-	Shards  []ShardReadBack `json:"shards,omitempty"`
-	Short   int64           `json:"shards_short"`
-	Seconds float64         `json:"seconds"`
+	Shards []ShardReadBack `json:"shards,omitempty"`
+	Short  int64           `json:"shards_short"`
+	// BytesRead are the bytes of the shards read back whole to test the
+	// keys written to them offline (ShardReadBack.DumpRead).
+	BytesRead int64   `json:"bytes_read,omitempty"`
+	Seconds   float64 `json:"seconds"`
 }
 
 // Holds reports whether what was read back holds what was written (a nil
@@ -224,6 +227,10 @@ type ShardReadBack struct {
 	Items     uint64 `json:"items,omitempty"`
 	WantItems uint64 `json:"want_items,omitempty"`
 	Short     bool   `json:"short"`
+	// DumpRead: the keys written to it were tested in its dump, read
+	// whole after the writes, instead of asked for one by one: cheaper
+	// for many keys in a small filter (a RedisBloom filter).
+	DumpRead bool `json:"dump_read,omitempty"`
 }
 
 // Timings are wall-clock seconds per phase.

@@ -1,0 +1,135 @@
+package redisbloom_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
+	"github.com/fpdedup/fpdedup/reconcile/report"
+)
+
+// emptyShard deletes shard s's filter and reserves it again as it was
+// made, empty: a flushed shard's filter made again by the online system.
+func (rc *rbCase) emptyShard(t *testing.T, s int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := rc.c.Del(ctx, rc.key(s)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.c.Do(ctx, "BF.RESERVE", rc.key(s), rc.errRate, rc.capacity).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuditAskedAgainByDump: a shard whose keys are all missing (its
+// filter emptied) is asked again by reading its dump a second time, not
+// with a BF.MEXISTS a key; keys added after its first read are found then
+// (rechecked), never reported missing. The other shard, a few keys
+// missing in it, is asked with BF.MEXISTS.
+func TestAuditAskedAgainByDump(t *testing.T) {
+	db := reconciletest.RedisDB(t, 9)
+	ctx := context.Background()
+	rc := &rbCase{c: db, template: "ad:{*}", router: newRefRouter("mod-md5", 2, nil, 0), item: "key", n: 4000, capacity: 200, errRate: 0.01}
+	// Held once the first chunk of shard 0's first read is answered.
+	p := reconciletest.NewHoldProxy(t, reconciletest.RedisAddr(t), scandumpOf(rc.key(0), 1), 1)
+	rc.url = func(q string) string { return fmt.Sprintf("redis://%s/9?%s", p.Addr, q) }
+	rc.setup(t)
+	rc.emptyShard(t, 0)
+	done := reconciletest.RunAsync(t, rc.dir, nil, rc.args("--report", "r.json", "--missing", "missing.fpx")...)
+	select {
+	case <-p.Held:
+	case r := <-done:
+		t.Fatalf("shard 0's dump was never read: exit %d\n%s", r.Code, r.Stderr)
+	}
+	added := 0
+	for i, k := range rc.keys {
+		if rc.placed[i] == 0 && added < 100 {
+			if err := db.Do(ctx, "BF.ADD", rc.key(0), refItem(rc.item, k)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			added++
+		}
+	}
+	p.Release()
+	r := <-done
+	r.Want(t, 1)
+	rc.reference(t) // the keys added, and any they make look present, held now
+	b := reconciletest.ReadReport(t, filepath.Join(rc.dir, "r.json")).RedisBloom
+	s0, s1 := b.Shards[0], b.Shards[1]
+	if held := rc.perShard[0] - rc.missOf[0]; held < int64(added) || s0.AskedAgain != report.AskedAgainDump || s0.Rechecked != held || s0.Missing != rc.missOf[0] {
+		t.Fatalf("shard 0: asked again by %q, %d rechecked, %d missing; want by dump, %d rechecked (%d added), %d missing", s0.AskedAgain, s0.Rechecked, s0.Missing, held, added, rc.missOf[0])
+	}
+	if s1.AskedAgain != report.AskedAgainMEXISTS || s1.Missing != rc.missOf[1] || s1.Rechecked != 0 {
+		t.Fatalf("shard 1: asked again by %q, %d missing (want %d), %d rechecked", s1.AskedAgain, s1.Missing, rc.missOf[1], s1.Rechecked)
+	}
+	if got := reconciletest.Dump(t, rc.dir, "missing.fpx"); !slices.Equal(got, rc.missing) {
+		t.Fatalf("missing.fpx: %d fingerprints, the reference %d", len(got), len(rc.missing))
+	}
+	if !strings.Contains(r.Stderr, "found when asked again (BF.MEXISTS; dump read again)") {
+		t.Fatalf("summary: %s", r.Stderr)
+	}
+}
+
+// TestApplyReadBackWhole: after --apply, a filter that got many of the
+// items written beside its size (a shard emptied) is read back whole and
+// its items tested in its dump; the run agrees only when they are all
+// there. Emptied again between the writes and the read-back (made again
+// alike: its header no shorter than the audit's), its items are found not
+// held: exit 1, never "agree".
+func TestApplyReadBackWhole(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lost=%v", lost), func(t *testing.T) {
+			db := reconciletest.RedisDB(t, 9)
+			rc := &rbCase{c: db, template: "aw:{*}", router: newRefRouter("mod-md5", 2, nil, 0), item: "sha256", n: 4000, capacity: 200, errRate: 0.01}
+			// Held once the writes (one batch) are answered.
+			p := reconciletest.NewHoldProxy(t, reconciletest.RedisAddr(t), "BF.INSERT", 1)
+			rc.url = func(q string) string { return fmt.Sprintf("redis://%s/9?%s", p.Addr, q) }
+			rc.setup(t)
+			rc.emptyShard(t, 0)
+			rc.reference(t)
+			written := rc.missOf
+			done := reconciletest.RunAsync(t, rc.dir, nil, rc.args("--apply", "--batch", "100000", "--report", "ap.json")...)
+			select {
+			case <-p.Held:
+			case r := <-done:
+				t.Fatalf("nothing written: exit %d\n%s", r.Code, r.Stderr)
+			}
+			if lost {
+				rc.emptyShard(t, 0)
+			}
+			p.Release()
+			r := <-done
+			rep := reconciletest.ReadReport(t, filepath.Join(rc.dir, "ap.json"))
+			rb := rep.ReadBack
+			if rb == nil || len(rb.Shards) != 2 || rb.Keys != written[0]+written[1] || rb.BytesRead <= 0 {
+				t.Fatalf("read back %+v", rb)
+			}
+			sh := rb.Shards[0]
+			if sh.Shard != 0 {
+				sh = rb.Shards[1]
+			}
+			if !sh.DumpRead {
+				t.Fatalf("shard 0, %d items written, was not read back whole: %+v", written[0], sh)
+			}
+			if !lost {
+				r.Want(t, 0)
+				if rb.NotHeld != 0 || sh.Short || !rep.Agree || !strings.Contains(r.Stderr, "read back after the writes (the dumps of") {
+					t.Fatalf("read back %+v, agree %v\n%s", rb, rep.Agree, r.Stderr)
+				}
+				rc.reference(t)
+				if len(rc.missing) != 0 {
+					t.Fatalf("after --apply the module lacks %d truth keys", len(rc.missing))
+				}
+				return
+			}
+			r.Want(t, 1)
+			if rb.NotHeld < written[0] || rep.Agree || !strings.Contains(r.Stderr, "are not held") {
+				t.Fatalf("shard 0 emptied after %d items written to it: read back %+v, agree %v\n%s", written[0], rb, rep.Agree, r.Stderr)
+			}
+		})
+	}
+}
