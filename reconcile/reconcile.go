@@ -150,11 +150,19 @@ func run(ctx context.Context, o *Options, cfg *online.Config, rep *Report) error
 	var digests [][32]byte
 	var keyed []online.Item
 	if len(o.Records) > 0 && (o.Backfill != "" || o.writes()) {
-		if digests, keyed, err = readRecords(ctx, o, ro, missing, fromRecords, valued, rep); err != nil {
-			return err
+		var kept bool
+		if mi, ok := src.(online.MissingItemer); ok && o.Backfill == "" && !fromRecords && !quarantines(o) {
+			if keyed, kept, err = mi.MissingItems(ctx, afterSlack(o.Plan.KeyBytes())); err != nil {
+				return err
+			}
 		}
-		if r, ok := src.(online.Router); ok {
-			online.RouteItems(keyed, r)
+		if !kept {
+			if digests, keyed, err = readRecords(ctx, o, ro, missing, fromRecords, valued, rep); err != nil {
+				return err
+			}
+			if r, ok := src.(online.Router); ok {
+				online.RouteItems(keyed, r)
+			}
 		}
 	}
 	if o.writes() && len(o.Rebuild) == 0 {
@@ -325,6 +333,13 @@ func readRecords(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 	return digests, keyed, nil
 }
 
+// quarantines reports whether o sends bad records to a quarantine file:
+// the records pass after the audit writes it.
+func quarantines(o *Options) bool {
+	bad, _ := ingest.ParseOnBad(o.BadRecords)
+	return bad.Quarantines()
+}
+
 // keyTexts is the records pass of an audit of RedisBloom filters whose
 // items or router need the key texts: every record's key, with its
 // fingerprint, to fn. A record without a key is dealt with as
@@ -332,7 +347,7 @@ func readRecords(ctx context.Context, o *Options, ro ingest.RecordOptions, missi
 // after the audit writes when there is one (the same records again).
 func keyTexts(ctx context.Context, o *Options, ro ingest.RecordOptions, fn func([]fpstore.Fingerprint, [][]byte) error) error {
 	out := recordsOut{texts: fn}
-	if bad, _ := ingest.ParseOnBad(o.BadRecords); bad.Quarantines() && (o.Backfill != "" || o.writes()) {
+	if quarantines(o) && (o.Backfill != "" || o.writes()) {
 		out.onBad = "skip"
 	}
 	return recordsPass(ctx, o, ro, out, &RecordStats{})

@@ -125,6 +125,15 @@ type WholeReader interface {
 	HeldWhole(ctx context.Context, whole []bool, written []int64, each func(fn func(*Item) error) error, held func(it *Item, held bool)) error
 }
 
+// A MissingItemer is a Source whose audit kept what it read of the
+// records (RedisBloom's spool): it gives the items of the keys it found
+// missing for Apply to write, sorted by fingerprint, without the records
+// read again; false when it has not them, or they would take more than
+// maxBytes.
+type MissingItemer interface {
+	MissingItems(ctx context.Context, maxBytes int64) ([]Item, bool, error)
+}
+
 // Placed is a Source whose keys are served by nodes that a failover can
 // change (a Redis Cluster): --apply compares SlotOwners before its writes
 // and after its read-back, and a difference makes what it wrote

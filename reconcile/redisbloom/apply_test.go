@@ -78,6 +78,9 @@ func TestApply(t *testing.T) {
 			if a := rep.Apply; a == nil || a.Written != int64(len(rc.missing)) || a.Batches < 2 || !a.CheckpointRemoved {
 				t.Fatalf("apply %+v, want %d written in batches, the checkpoint removed", a, len(rc.missing))
 			}
+			if !rep.RedisBloom.ItemsFromAudit || rep.Records != nil {
+				t.Fatalf("the items written were not the audit's: records read again %+v", rep.Records)
+			}
 			if rb := rep.ReadBack; rb == nil || rb.Keys != int64(len(rc.missing)) || rb.NotHeld != 0 || rb.Short != 0 || len(rb.Shards) != len(want) {
 				t.Fatalf("read back %+v, want %d keys held in %d filters", rep.ReadBack, len(rc.missing), len(want))
 			}

@@ -92,6 +92,7 @@ func (b *Source) Audit(ctx context.Context, x *fpstore.Index, st *online.ReadSta
 	rr := &report.RedisBloomReport{Template: spec.Template, Route: spec.Router.Route(), Item: spec.Item.String(), TruthFrom: "index", TargetFPR: b.opt.TargetFPR,
 		Shards: make([]report.RedisBloomShard, len(b.keys))}
 	rep.RedisBloom = rr
+	b.rr = rr
 	for s := range rr.Shards {
 		rr.Shards[s] = report.RedisBloomShard{Shard: spec.Router.Name(s), Key: b.keys[s], Rebuild: b.rebuild[s], SubFilters: []report.RedisBloomSubFilter{}}
 	}
@@ -133,6 +134,7 @@ func (b *Source) Audit(ctx context.Context, x *fpstore.Index, st *online.ReadSta
 		return err
 	}
 
+	b.missed = a.miss
 	// The keys not held, in order, to missing.
 	var r uint64
 	err = x.Scan(func(fps []fpstore.Fingerprint) error {

@@ -271,4 +271,16 @@ func TestAuditBackfill(t *testing.T) {
 	if string(got) != want.String() || len(rc.missing) == 0 {
 		t.Fatalf("backfill: %d bytes, want %d (%d keys missing)", len(got), want.Len(), len(rc.missing))
 	}
+
+	// With --apply too, the records read again for the backfill give the
+	// items written, not what the audit kept of them.
+	reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--backfill", "back2.txt", "--apply", "--report", "ap.json")...).Want(t, 0)
+	rep := reconciletest.ReadReport(t, filepath.Join(rc.dir, "ap.json"))
+	if rep.RedisBloom.ItemsFromAudit || rep.Records == nil || rep.Records.KeyTexts != int64(len(rc.missing)) || rep.ReadBack.Keys != int64(len(rc.missing)) || rep.ReadBack.NotHeld != 0 {
+		t.Fatalf("apply with --backfill: items from the audit %v, records %+v, read back %+v", rep.RedisBloom.ItemsFromAudit, rep.Records, rep.ReadBack)
+	}
+	rc.reference(t)
+	if len(rc.missing) != 0 {
+		t.Fatalf("after --apply the module lacks %d truth keys", len(rc.missing))
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fpdedup/fpdedup/internal/rbloom"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 	"github.com/fpdedup/fpdedup/reconcile/redisconn"
+	"github.com/fpdedup/fpdedup/reconcile/report"
 )
 
 // Written through a Redis Cluster, --apply checks that no slot changed
@@ -42,6 +43,12 @@ type Source struct {
 	// readBackBytes the bytes of their dumps.
 	readWhole     []bool
 	readBackBytes int64
+	// missed is the audit's keys not held, bit r for rank r; keyIsItem:
+	// the items to write carry the filter's item, not a key text
+	// (MissingItems).
+	missed    []uint64
+	keyIsItem bool
+	rr        *report.RedisBloomReport // the audit's
 }
 
 // Options say what a run does with the filters besides auditing them.

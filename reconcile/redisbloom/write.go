@@ -24,8 +24,12 @@ import (
 // retried batch is harmless.
 
 // itemOf appends the filter's item of it: its fingerprint's hex
-// (item=fp), else made of its key text.
+// (item=fp), else made of its key text; or its Key as it is, when the
+// items came from the audit (MissingItems).
 func (b *Source) itemOf(dst []byte, it *online.Item) []byte {
+	if b.keyIsItem {
+		return append(dst, it.Key...)
+	}
 	if b.spec.Item == rbloom.ItemFP {
 		return rbloom.AppendFP(dst, it.FP.Hi, it.FP.Lo)
 	}

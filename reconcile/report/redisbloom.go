@@ -26,6 +26,10 @@ type RedisBloomReport struct {
 	Rechecked int64 `json:"rechecked"`
 	Passes    int   `json:"passes"` // reads of a part of a filter that memory held, tested against the shard's keys
 	BytesRead int64 `json:"bytes_read"`
+	// ItemsFromAudit: the items --apply wrote were taken from what the
+	// audit read of the records, not read from them again (no --backfill
+	// or quarantine asked for a second pass).
+	ItemsFromAudit bool `json:"items_from_audit,omitempty"`
 	// TargetFPR is the rate the shards are sized for (Options.TargetFPR;
 	// 0: each its own, RedisBloomShard.SizedFor).
 	TargetFPR float64 `json:"target_fpr,omitempty"`
