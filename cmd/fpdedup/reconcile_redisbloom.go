@@ -171,7 +171,7 @@ func readBackHow(rb *reconcile.ReadBack) string {
 	case whole == 0:
 		return "BF.MEXISTS"
 	case whole == len(rb.Shards):
-		return fmt.Sprintf("the dumps of the %s written to, read whole, %s", counted(whole, "filter"), units.FormatBytes(rb.BytesRead))
+		return fmt.Sprintf("tested in the dumps of the filters written to, read whole: %s, %s", counted(whole, "filter"), units.FormatBytes(rb.BytesRead))
 	}
-	return fmt.Sprintf("the dumps of %s of the %d written to, read whole, %s; BF.MEXISTS in the others", counted(whole, "filter"), len(rb.Shards), units.FormatBytes(rb.BytesRead))
+	return fmt.Sprintf("tested in the dumps of %s of the %d written to, read whole, %s; BF.MEXISTS in the others", counted(whole, "filter"), len(rb.Shards), units.FormatBytes(rb.BytesRead))
 }

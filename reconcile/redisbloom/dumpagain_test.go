@@ -117,7 +117,7 @@ func TestApplyReadBackWhole(t *testing.T) {
 			}
 			if !lost {
 				r.Want(t, 0)
-				if rb.NotHeld != 0 || sh.Short || !rep.Agree || !strings.Contains(r.Stderr, "read back after the writes (the dumps of") {
+				if rb.NotHeld != 0 || sh.Short || !rep.Agree || !strings.Contains(r.Stderr, "read back after the writes (tested in the dumps of the filters written to, read whole: ") {
 					t.Fatalf("read back %+v, agree %v\n%s", rb, rep.Agree, r.Stderr)
 				}
 				rc.reference(t)
