@@ -10,6 +10,7 @@ import (
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/hugemem"
 	"github.com/fpdedup/fpdedup/internal/l2bloom"
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
@@ -37,16 +38,7 @@ func BenchmarkBloomBitTests(b *testing.B) {
 		for i := range fps {
 			fps[i] = fpstore.Fingerprint{Hi: uint64(i) * step, Lo: uint64(i) * 0xbf58476d1ce4e5b9}
 		}
-		w, err := fpstore.Create(path, fpstore.WriterOptions{Spec: fpstore.Spec{Hash: "xxh3"}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := w.Add(fps...); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := w.Commit(); err != nil {
-			b.Fatal(err)
-		}
+		reconciletest.WriteIndex(b, path, "xxh3", fps)
 	}
 	x, err := fpstore.Open(path)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/rbloom"
+	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
@@ -33,16 +34,7 @@ func TestMissingItems(t *testing.T) {
 	}
 	slices.SortFunc(fps, fpstore.Fingerprint.Compare)
 	path := filepath.Join(t.TempDir(), "x.fpx")
-	w, err := fpstore.Create(path, fpstore.WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Add(fps...); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	reconciletest.WriteIndex(t, path, "", fps)
 	x, err := fpstore.Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -47,16 +47,7 @@ func hostileIndex(t *testing.T, n int) (string, []string) {
 	}
 	slices.SortFunc(fps, func(a, b fpstore.Fingerprint) int { return a.Compare(b) })
 	path := filepath.Join(t.TempDir(), "truth.fpx")
-	w, err := fpstore.Create(path, fpstore.WriterOptions{Spec: fpstore.Spec{Hash: "sha256"}, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Add(fps...); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	reconciletest.WriteIndex(t, path, "sha256", fps)
 	names := make([]string, n)
 	for i, fp := range fps {
 		names[i] = "fp:" + fp.String()

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fpdedup/fpdedup/fpstore"
 )
 
 // Dataset is a known state: truth keys (all in the index), which of them
@@ -102,4 +104,21 @@ func (d *Dataset) MissingRecords() string {
 		b.WriteString(d.Keys[i] + "\n")
 	}
 	return b.String()
+}
+
+// WriteIndex writes fps, sorted and distinct, as an index at path whose
+// spec names hash ("" for none).
+func WriteIndex(t testing.TB, path, hash string, fps []fpstore.Fingerprint) {
+	t.Helper()
+	w, err := fpstore.Create(path, fpstore.WriterOptions{Spec: fpstore.Spec{Hash: hash}, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(fps...); err != nil {
+		w.Abort()
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
 }
