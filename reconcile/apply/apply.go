@@ -262,8 +262,10 @@ func (a *applier) run(ctx context.Context, produce items) error {
 						a.st.MissingAgain++
 					}
 					a.st.Keys++
-					pending = append(pending, it)
-					if len(pending) == a.o.Batch {
+					if pending == nil {
+						pending = make([]online.Item, 0, min(a.o.Batch, 1<<16))
+					}
+					if pending = append(pending, it); len(pending) == a.o.Batch {
 						if !send(pending) {
 							return context.Cause(ctx)
 						}

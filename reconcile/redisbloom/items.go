@@ -2,7 +2,12 @@ package redisbloom
 
 import (
 	"context"
+	"errors"
+	"math"
 	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/fpdedup/fpdedup/fpstore"
@@ -25,53 +30,69 @@ func (b *Source) MissingItems(ctx context.Context, maxBytes int64) ([]online.Ite
 	}
 	// Where each missing rank goes among them: the missing ranks below
 	// it, from a count a word of the bitset.
+	var missing uint64
+	for _, x := range b.missed {
+		missing += uint64(bits.OnesCount64(x))
+	}
+	itemBytes := int64(unsafe.Sizeof(online.Item{})) + 4 // and its length, while they are laid out
+	switch {
+	case missing == 0:
+		return []online.Item{}, true, nil
+	case missing > math.MaxUint32 || int64(missing) > maxBytes/itemBytes:
+		return nil, false, nil
+	}
 	below := make([]uint32, len(b.missed))
 	var n uint32
 	for w, x := range b.missed {
 		below[w] = n
 		n += uint32(bits.OnesCount64(x))
 	}
-	if n == 0 {
-		return []online.Item{}, true, nil
-	}
 	missed := func(r uint64) bool { return b.missed[r>>6]&(1<<(r&63)) != 0 }
 	pos := func(r uint64) uint32 {
 		return below[r>>6] + uint32(bits.OnesCount64(b.missed[r>>6]&(1<<(r&63)-1)))
 	}
-	var text int64
-	for k := range t.count {
-		err := t.each(ctx, k, func(_ int, rank uint64, item []byte) error {
-			if missed(rank) {
-				text += int64(len(item))
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, false, err
+	// Each item's length first, by its place: the texts are then laid
+	// out in fingerprint order, as the writes and the read-back go
+	// through them (one after the other, not a cache miss each).
+	lens := make([]uint32, n)
+	var text atomic.Int64
+	err := t.eachBucket(ctx, func(k int, _ int, rank uint64, item []byte) (int64, error) {
+		if missed(rank) {
+			lens[pos(rank)] = uint32(len(item))
+			return int64(len(item)), nil
 		}
+		return 0, nil
+	}, &text)
+	if err != nil {
+		return nil, false, err
 	}
-	if int64(n)*int64(unsafe.Sizeof(online.Item{}))+text > maxBytes {
+	if int64(n)*itemBytes+text.Load() > maxBytes {
 		return nil, false, nil
 	}
 	items := make([]online.Item, n)
-	arena := make([]byte, 0, text)
-	for k := range t.count {
-		err := t.each(ctx, k, func(_ int, rank uint64, item []byte) error {
-			if missed(rank) {
-				at := len(arena)
-				arena = append(arena, item...)
-				items[pos(rank)] = online.Item{Route: int32(k) + 1, Key: arena[at:len(arena):len(arena)]}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, false, err
+	arena := make([]byte, text.Load())
+	off := 0
+	for i, l := range lens {
+		end := off + int(l)
+		items[i].Key = arena[off:end:end]
+		off = end
+	}
+	lens = nil
+	err = t.eachBucket(ctx, func(k int, _ int, rank uint64, item []byte) (int64, error) {
+		if missed(rank) {
+			it := &items[pos(rank)]
+			copy(it.Key, item)
+			it.Route = int32(k) + 1
 		}
+		return 0, nil
+	}, nil)
+	if err != nil {
+		return nil, false, err
 	}
 	// Their fingerprints, in rank order: the index's.
 	var r uint64
 	i := 0
-	err := t.x.Scan(func(fps []fpstore.Fingerprint) error {
+	err = t.x.Scan(func(fps []fpstore.Fingerprint) error {
 		for _, fp := range fps {
 			if missed(r) {
 				items[i].FP = fp
@@ -89,4 +110,35 @@ func (b *Source) MissingItems(ctx context.Context, maxBytes int64) ([]online.Ite
 		b.rr.ItemsFromAudit = true
 	}
 	return items, true, nil
+}
+
+// eachBucket is each of every bucket, the buckets shared among the
+// machine's cores (fn must be safe for that: the entries of one bucket
+// come in order, on one goroutine); what fn returns is added to sum
+// (unless nil).
+func (t *truth) eachBucket(ctx context.Context, fn func(k, j int, rank uint64, item []byte) (int64, error), sum *atomic.Int64) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, min(runtime.GOMAXPROCS(0), len(t.count)))
+	for g := range errs {
+		wg.Go(func() {
+			var got int64
+			for k := int(next.Add(1) - 1); k < len(t.count); k = int(next.Add(1) - 1) {
+				err := t.each(ctx, k, func(j int, rank uint64, item []byte) error {
+					n, err := fn(k, j, rank, item)
+					got += n
+					return err
+				})
+				if err != nil {
+					errs[g] = err
+					return
+				}
+			}
+			if sum != nil {
+				sum.Add(got)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -69,7 +69,7 @@ func TestMissingItems(t *testing.T) {
 			want = append(want, rank)
 		}
 	}
-	need := int64(len(want))*int64(unsafe.Sizeof(online.Item{})) + text
+	need := int64(len(want))*(int64(unsafe.Sizeof(online.Item{}))+4) + text
 
 	b := &Source{spec: spec, truth: tr, missed: missed}
 	if items, ok, err := b.MissingItems(context.Background(), need-1); err != nil || ok || items != nil || b.keyIsItem {

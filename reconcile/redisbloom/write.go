@@ -67,7 +67,9 @@ func (b *Source) Write(ctx context.Context, items []online.Item) error {
 	}
 	var item []byte
 	if b.CC == nil {
-		var buf []byte
+		// About each item's text and its bulk's header, that the buffer
+		// seldom grows as it is filled.
+		buf := make([]byte, 0, len(items)*48+64*len(shards))
 		for _, s := range shards {
 			idx := of[s]
 			buf = append(buf, '*')
