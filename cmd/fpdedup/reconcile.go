@@ -131,9 +131,10 @@ index.
 RedisBloom filters (bf=) are audited: each shard's filter is read with
 BF.SCANDUMP, chunk by chunk, as much of it at a time as --mem allows beside a
 bit a truth key, and each truth key is tested in its shard (route=all: in
-every shard) exactly as BF.EXISTS tests it; keys not found are asked again with
-BF.MEXISTS before they are called missing (a dump is not a snapshot: an add
-racing the audit is never reported), and each filter's header is read again
+every shard) exactly as BF.EXISTS tests it; keys not found are asked again
+before they are called missing (a dump is not a snapshot: an add racing the
+audit is never reported), with BF.MEXISTS, or by reading the dump again where
+that costs less (many keys missing in a small filter), and each filter's header is read again
 last (a filter deleted or replaced meanwhile is an error, exit 2). What is
 audited: with item=fp and route=all the index's fingerprints; otherwise the
 keys of --records (required then: the index holds no key texts), each record
@@ -148,7 +149,9 @@ shard and the key (exit 2). --fpr F adds what each shard needs for its truth
 keys at rate F: BF.RESERVE's capacity at error F (its expansion kept) and the
 memory, beside what it has. --apply adds the missing items with BF.INSERT KEY
 NOCREATE ITEMS … (BF.MADD that never makes a filter of the module's defaults
-where a shard's is gone) and reads them back with BF.MEXISTS. --rebuild-shard
+where a shard's is gone), the items taken from what the audit read of the
+records, and reads them back: with BF.MEXISTS, or in the dump, read whole, of a
+filter that got many beside its size. --rebuild-shard
 S,S|all makes each named shard's filter offline, as the module would build it
 for the shard's truth keys (BF.RESERVE at --capacity and --error, else the live
 filter's, then each key added in the records' order), writes it with
