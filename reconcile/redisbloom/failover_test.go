@@ -76,7 +76,8 @@ func TestApplyClusterFailover(t *testing.T) {
 // 16 filters of 6 MB): the run either follows the cluster and swaps every
 // filter in (exit 0), each live filter then the module's own for its
 // truth keys, no :rebuild key left; or it stops with a clear error (exit
-// 2), or its read-back finds a swap the failover undid (exit 1), every
+// 2; after every swap too, when it finds the slots changed hands before
+// its end), or its read-back finds a swap the failover undid (exit 1), every
 // shard it counts rebuilt holding the filter built. A rerun
 // then rebuilds every shard, and the audit agrees.
 func TestRebuildClusterFailover(t *testing.T) {
@@ -110,8 +111,12 @@ func TestRebuildClusterFailover(t *testing.T) {
 	during(t, done, "the rebuild")
 	r := <-done
 	rep := reconciletest.ReadReport(t, filepath.Join(rc.dir, "r.json"))
-	if rep.Rebuild == nil || rep.Rebuild.Rebuilt == int64(rc.router.shards) && r.Code != 0 {
-		t.Fatalf("rebuild %+v, exit %d", rep.Rebuild, r.Code)
+	// Every shard counted rebuilt and yet a failure: only the slots found
+	// to have changed hands after the swaps (a failover after the last
+	// shard's checks), which makes the run say nothing of them.
+	moved := strings.Contains(r.Stderr, "the Cluster's slots changed hands during --rebuild-shard")
+	if rep.Rebuild == nil || rep.Rebuild.Rebuilt == int64(rc.router.shards) && r.Code != 0 && !(r.Code == 2 && moved) {
+		t.Fatalf("rebuild %+v, exit %d: %s", rep.Rebuild, r.Code, r.Stderr)
 	}
 	switch {
 	case r.Code == 1 && strings.Contains(r.Stderr, "short when read back"):
