@@ -54,7 +54,9 @@ func (b *Source) planAudit(t *truth) (plan, error) {
 		most = max(most, c)
 	}
 	p := plan{readAhead: b.o.Plan.ReadAhead}
-	held := 2*memplan.BitsetBytes(n) + rbloom.MarksBytes(int(most)) + testBlock*int64(unsafe.Sizeof(rbloom.Hash{}))
+	// The largest shard's marks, and a copy of what its first look found
+	// when its dump is read again (auditRouted).
+	held := 2*memplan.BitsetBytes(n) + rbloom.MarksBytes(int(most))*3/2 + testBlock*int64(unsafe.Sizeof(rbloom.Hash{}))
 	if b.spec.Router.All() {
 		held += memplan.BitsetBytes(most) // the keys any shard holds
 	}
@@ -188,15 +190,23 @@ func (a *auditor) auditRouted(ctx context.Context) error {
 		case readAgainCheaper(a.read[s].Bytes(), int64(m.Len()), notFound):
 			sh.AskedAgain = report.AskedAgainDump
 			first := slices.Clone(m.Found())
-			if err := a.lookAgain(ctx, s, m); err != nil {
+			grew, err := a.lookAgain(ctx, s, m)
+			if err != nil {
 				return err
 			}
+			// Found by the second look: rechecked. The others are missing,
+			// unless the filter grew a sub-filter while it was read (the
+			// second look did not test in it): those are asked.
 			err = a.t.each(ctx, a.t.bucket(s), func(j int, rank uint64, _ []byte) error {
-				if first[j>>6]&(1<<(j&63)) == 0 {
+				if first[j>>6]&(1<<(j&63)) == 0 && (m.Present(j) || !grew) {
 					found(j, rank, m.Present(j))
 				}
 				return nil
 			})
+			if err == nil && grew {
+				sh.AskedAgain = report.AskedAgainDumpMEXISTS
+				err = a.recheck(ctx, s, func(j int) bool { return !m.Present(j) }, found)
+			}
 		default:
 			sh.AskedAgain = report.AskedAgainMEXISTS
 			err = a.recheck(ctx, s, func(j int) bool { return !m.Present(j) }, found)
@@ -278,16 +288,31 @@ func (a *auditor) shard(ctx context.Context, s int) (*rbloom.Marks, error) {
 // the first look did not find (m) that it finds: added since their bits
 // were read, as BF.MEXISTS would find them (a bit set stays set: a key
 // held when its bits are read again was held then). The header read
-// again must extend the first one's, else the filter was replaced.
-func (a *auditor) lookAgain(ctx context.Context, s int, m *rbloom.Marks) error {
-	h, _, err := a.b.readHeader(ctx, s)
+// again must extend the first one's, else the filter was replaced; grew
+// says the filter has more sub-filters once read than the look tested.
+func (a *auditor) lookAgain(ctx context.Context, s int, m *rbloom.Marks) (grew bool, err error) {
+	read := func() (*rbloom.Header, error) {
+		h, _, err := a.b.readHeader(ctx, s)
+		if err != nil {
+			return nil, a.gone(s, err)
+		}
+		if !h.Extends(a.read[s]) {
+			return nil, &ChangedError{Shard: a.b.spec.Router.Name(s), Key: a.b.keys[s]}
+		}
+		return h, nil
+	}
+	h, err := read()
 	if err != nil {
-		return a.gone(s, err)
+		return false, err
 	}
-	if !h.Extends(a.read[s]) {
-		return &ChangedError{Shard: a.b.spec.Router.Name(s), Key: a.b.keys[s]}
+	if err := a.look(ctx, s, h, m, a.truthOf(s, false), nil); err != nil {
+		return false, err
 	}
-	return a.look(ctx, s, h, m, a.truthOf(s, false), nil)
+	after, err := read()
+	if err != nil {
+		return false, err
+	}
+	return len(after.Links) > len(h.Links), nil
 }
 
 // tested is what a look at a filter tests: n items, numbered from 0 in

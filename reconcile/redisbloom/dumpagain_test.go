@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fpdedup/fpdedup/internal/rbloom"
 	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
 	"github.com/fpdedup/fpdedup/reconcile/report"
 )
@@ -131,5 +132,78 @@ func TestApplyReadBackWhole(t *testing.T) {
 				t.Fatalf("shard 0 emptied after %d items written to it: read back %+v, agree %v\n%s", written[0], rb, rep.Agree, r.Stderr)
 			}
 		})
+	}
+}
+
+// TestAuditAskedAgainGrew: an emptied filter refilled while the audit
+// reads it grows one sub-filter between its two looks, and another while
+// the second look reads (after the header that look tested by): the keys
+// in that last one, which the second look could not test, are asked with
+// BF.MEXISTS, never reported missing.
+func TestAuditAskedAgainGrew(t *testing.T) {
+	db := reconciletest.RedisDB(t, 9)
+	ctx := context.Background()
+	rc := &rbCase{c: db, url: func(q string) string { return reconciletest.RedisURL(t, 9, q) }, template: "ag:{*}",
+		router: newRefRouter("mod-md5", 2, nil, 0), item: "key", n: 4000, capacity: 200, errRate: 0.01}
+	rc.setup(t)
+	rc.emptyShard(t, 0)
+	v, err := db.Do(ctx, "BF.SCANDUMP", rc.key(0), 0).Slice()
+	if err != nil || len(v) != 2 {
+		t.Fatalf("BF.SCANDUMP: %v %v", v, err)
+	}
+	data, _ := v[1].(string)
+	h, err := rbloom.ParseHeader([]byte(data), 1<<20)
+	if err != nil || len(h.Links) != 1 {
+		t.Fatalf("header: %v, %v", h, err)
+	}
+	// The client -> a (held once the first look's chunk is answered) ->
+	// b (held before the second sub-filter's chunk, which only the second
+	// look reads) -> the server.
+	b := reconciletest.NewHoldProxy(t, reconciletest.RedisAddr(t), scandumpOf(rc.key(0), int(h.Links[0].Bytes)+1), -1)
+	a := reconciletest.NewHoldProxy(t, b.Addr, scandumpOf(rc.key(0), 1), 1)
+	rc.url = func(q string) string { return fmt.Sprintf("redis://%s/9?%s", a.Addr, q) }
+	var keys0 []string
+	for i, k := range rc.keys {
+		if rc.placed[i] == 0 {
+			keys0 = append(keys0, k)
+		}
+	}
+	add := func(keys []string) {
+		for _, k := range keys {
+			if err := db.Do(ctx, "BF.ADD", rc.key(0), refItem(rc.item, k)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	subFilters := func() int64 { return rc.info(t, 0)["Number of filters"] }
+	done := reconciletest.RunAsync(t, rc.dir, nil, rc.args("--report", "r.json", "--missing", "missing.fpx")...)
+	wait := func(p *reconciletest.TCPProxy, what string) {
+		select {
+		case <-p.Held:
+		case r := <-done:
+			t.Fatalf("%s never came: exit %d\n%s", what, r.Code, r.Stderr)
+		}
+	}
+	wait(a, "shard 0's first look")
+	add(keys0[:300])
+	if n := subFilters(); n != 2 {
+		t.Fatalf("%d sub-filters after 300 adds, want 2", n)
+	}
+	a.Release()
+	wait(b, "the second look's read of the second sub-filter")
+	add(keys0[300:800])
+	if n := subFilters(); n != 3 {
+		t.Fatalf("%d sub-filters after 800 adds, want 3", n)
+	}
+	b.Release()
+	r := <-done
+	r.Want(t, 1)
+	rc.reference(t)
+	s0 := reconciletest.ReadReport(t, filepath.Join(rc.dir, "r.json")).RedisBloom.Shards[0]
+	if held := rc.perShard[0] - rc.missOf[0]; held < 800 || s0.AskedAgain != report.AskedAgainDumpMEXISTS || s0.Rechecked != held || s0.Missing != rc.missOf[0] {
+		t.Fatalf("shard 0: asked again by %q, %d rechecked, %d missing; want %q, %d rechecked, %d missing", s0.AskedAgain, s0.Rechecked, s0.Missing, report.AskedAgainDumpMEXISTS, held, rc.missOf[0])
+	}
+	if got := reconciletest.Dump(t, rc.dir, "missing.fpx"); !slices.Equal(got, rc.missing) {
+		t.Fatalf("missing.fpx: %d fingerprints, the reference %d", len(got), len(rc.missing))
 	}
 }

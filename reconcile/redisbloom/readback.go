@@ -46,6 +46,11 @@ func (b *Source) ReadWhole(ctx context.Context, written []int64) ([]bool, error)
 		}
 		whole[s] = readAgainCheaper(h.Bytes(), n, n)
 	}
+	if _, ok := b.planReadBack(whole, written); !ok {
+		// The marks and blocks of those chosen leave no pass: each
+		// item is asked instead.
+		return nil, nil
+	}
 	return whole, nil
 }
 
@@ -55,15 +60,14 @@ func (b *Source) ReadWhole(ctx context.Context, written []int64) ([]bool, error)
 // the items' marks and a block of hashes a shard are held besides; false
 // when that leaves less than a pass worth its round trips.
 func (b *Source) planReadBack(whole []bool, written []int64) (plan, bool) {
-	var marks, blocks int64
+	var marks, hashes int64
 	for s, w := range whole {
 		if w {
 			marks += rbloom.MarksBytes(int(written[s]))
-			blocks++
+			hashes += hashBlock(written[s])
 		}
 	}
-	blocks = max(blocks, 1)
-	held := 2*memplan.BitsetBytes(int64(b.truth.x.Len())) + marks + blocks*testBlock*int64(unsafe.Sizeof(rbloom.Hash{})) + b.o.Plan.KeyBytes()
+	held := 2*memplan.BitsetBytes(int64(b.truth.x.Len())) + marks + hashes*int64(unsafe.Sizeof(rbloom.Hash{})) + b.o.Plan.KeyBytes()
 	p := plan{readAhead: b.o.Plan.ReadAhead}
 	p.passBytes, _ = b.o.Plan.RedisBloomPass(held, b.truth.sp != nil, minPass)
 	return p, p.passBytes >= minPass
@@ -126,6 +130,10 @@ func (b *Source) HeldWhole(ctx context.Context, whole []bool, written []int64, e
 		return nil
 	})
 }
+
+// hashBlock is how many hashes a shard of n items written makes before
+// they are tested together: testBlock, or all of them when fewer.
+func hashBlock(n int64) int64 { return max(min(n, testBlock), 1) }
 
 // shardPass is a pass of one shard's filter.
 type shardPass struct {
@@ -221,9 +229,9 @@ func (a *auditor) sweep(ctx context.Context, g []shardPass, marks []*rbloom.Mark
 			hh = a.read[s].Hash(item)
 		}
 		if hashes[s] == nil {
-			hashes[s] = make([]rbloom.Hash, 0, testBlock)
+			hashes[s] = make([]rbloom.Hash, 0, hashBlock(int64(marks[s].Len())))
 		}
-		if hashes[s] = append(hashes[s], hh); len(hashes[s]) == testBlock {
+		if hashes[s] = append(hashes[s], hh); len(hashes[s]) == cap(hashes[s]) {
 			return test(s)
 		}
 		return nil

@@ -39,6 +39,9 @@ type RedisBloomReport struct {
 const (
 	AskedAgainMEXISTS = "BF.MEXISTS"
 	AskedAgainDump    = "dump read again"
+	// The dump read again, and the keys still not found asked with
+	// BF.MEXISTS: the filter grew a sub-filter while it was read.
+	AskedAgainDumpMEXISTS = "dump read again, then BF.MEXISTS"
 )
 
 // RedisBloomShard is one shard's filter, as its dump was read.
