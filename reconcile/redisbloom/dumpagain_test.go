@@ -21,7 +21,11 @@ func (rc *rbCase) emptyShard(t *testing.T, s int) {
 	if err := rc.c.Del(ctx, rc.key(s)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rc.c.Do(ctx, "BF.RESERVE", rc.key(s), rc.errRate, rc.capacity).Err(); err != nil {
+	args := []any{"BF.RESERVE", rc.key(s), rc.errRate, rc.capacity}
+	if rc.expansion > 0 {
+		args = append(args, "EXPANSION", rc.expansion)
+	}
+	if err := rc.c.Do(ctx, args...).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -205,5 +209,36 @@ func TestAuditAskedAgainGrew(t *testing.T) {
 	}
 	if got := reconciletest.Dump(t, rc.dir, "missing.fpx"); !slices.Equal(got, rc.missing) {
 		t.Fatalf("missing.fpx: %d fingerprints, the reference %d", len(got), len(rc.missing))
+	}
+}
+
+// TestApplyReadBackInPasses: the filters read back whole are larger than
+// a pass (--mem 112MiB leaves a pass 17 MiB beside the items held, and
+// shard 0 grows a sub-filter of 16M items, 19 MB): each item is tested
+// across the passes under the same number, a sub-filter split between
+// them, and every item written is found held.
+func TestApplyReadBackInPasses(t *testing.T) {
+	reconciletest.PlainOnly(t, "40 MB of filters read back; the passes' logic is rbloom's, raced there")
+	db := reconciletest.RedisDB(t, 9)
+	rc := &rbCase{c: db, url: func(q string) string { return reconciletest.RedisURL(t, 9, q) }, template: "ap2:{*}",
+		router: newRefRouter("mod-md5", 2, nil, 0), item: "sha256", n: 100_000, capacity: 100, errRate: 0.01, expansion: 400, mem: "112MiB"}
+	rc.setup(t)
+	rc.emptyShard(t, 0)
+	rc.reference(t)
+	reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--apply", "--report", "ap.json")...).Want(t, 0)
+	rep := reconciletest.ReadReport(t, filepath.Join(rc.dir, "ap.json"))
+	rb := rep.ReadBack
+	whole := 0
+	for _, sh := range rb.Shards {
+		if sh.DumpRead {
+			whole++
+		}
+	}
+	if rb.Keys != int64(len(rc.missing)) || rb.NotHeld != 0 || whole == 0 || rb.Passes <= whole {
+		t.Fatalf("read back %d keys, %d not held, %d filters whole in %d passes; want %d keys held, a filter in several passes", rb.Keys, rb.NotHeld, whole, rb.Passes, len(rc.missing))
+	}
+	rc.reference(t)
+	if len(rc.missing) != 0 {
+		t.Fatalf("after --apply the module lacks %d truth keys", len(rc.missing))
 	}
 }

@@ -119,6 +119,7 @@ func (b *Source) HeldWhole(ctx context.Context, whole []bool, written []int64, e
 		b.readWhole[s] = b.readWhole[s] || w
 	}
 	b.readBackBytes += rr.BytesRead
+	b.readBackPasses += rr.Passes
 	at := make([]int, len(whole))
 	return each(func(it *online.Item) error {
 		s := b.shardOf(it)
@@ -240,6 +241,9 @@ func (a *auditor) sweep(ctx context.Context, g []shardPass, marks []*rbloom.Mark
 		if err == nil && len(hashes[s]) > 0 {
 			err = test(s)
 		}
+	}
+	if err == nil {
+		a.rr.Passes += len(g)
 	}
 	return err
 }

@@ -41,8 +41,9 @@ type Source struct {
 	read  []*rbloom.Header
 	// readWhole marks the shards read back whole after --apply (HeldWhole),
 	// readBackBytes the bytes of their dumps.
-	readWhole     []bool
-	readBackBytes int64
+	readWhole      []bool
+	readBackBytes  int64
+	readBackPasses int
 	// missed is the audit's keys not held, bit r for rank r; keyIsItem:
 	// the items to write carry the filter's item, not a key text
 	// (MissingItems).

@@ -306,6 +306,7 @@ func (b *Source) shardOf(it *online.Item) int {
 func (b *Source) ReadBackShards(ctx context.Context, touched []bool, rep *report.Report) error {
 	rb := rep.ReadBack
 	rb.BytesRead += b.readBackBytes
+	rb.Passes += b.readBackPasses
 	for s, t := range touched {
 		if !t {
 			continue

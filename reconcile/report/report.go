@@ -199,6 +199,7 @@ type ReadBack struct {
 	// BytesRead are the bytes of the shards read back whole to test the
 	// keys written to them offline (ShardReadBack.DumpRead).
 	BytesRead int64   `json:"bytes_read,omitempty"`
+	Passes    int     `json:"passes,omitempty"` // reads of a part of them that memory held
 	Seconds   float64 `json:"seconds"`
 }
 
