@@ -190,8 +190,8 @@ func (a *auditor) auditRouted(ctx context.Context) error {
 		case readAgainCheaper(a.read[s].Bytes(), int64(m.Len()), notFound):
 			sh.AskedAgain = report.AskedAgainDump
 			first := slices.Clone(m.Found())
-			grew, err := a.lookAgain(ctx, s, m)
-			if err != nil {
+			var grew bool
+			if grew, err = a.lookAgain(ctx, s, m); err != nil {
 				return err
 			}
 			// Found by the second look: rechecked. The others are missing,

@@ -123,6 +123,7 @@ func (t *truth) eachBucket(ctx context.Context, fn func(k, j int, rank uint64, i
 	for g := range errs {
 		wg.Go(func() {
 			var got int64
+			// A failure takes the buckets not begun from the others.
 			for k := int(next.Add(1) - 1); k < len(t.count); k = int(next.Add(1) - 1) {
 				err := t.each(ctx, k, func(j int, rank uint64, item []byte) error {
 					n, err := fn(k, j, rank, item)
@@ -131,6 +132,7 @@ func (t *truth) eachBucket(ctx context.Context, fn func(k, j int, rank uint64, i
 				})
 				if err != nil {
 					errs[g] = err
+					next.Store(int64(len(t.count)))
 					return
 				}
 			}
