@@ -291,24 +291,14 @@ func (a *auditor) shard(ctx context.Context, s int) (*rbloom.Marks, error) {
 // again must extend the first one's, else the filter was replaced; grew
 // says the filter has more sub-filters once read than the look tested.
 func (a *auditor) lookAgain(ctx context.Context, s int, m *rbloom.Marks) (grew bool, err error) {
-	read := func() (*rbloom.Header, error) {
-		h, _, err := a.b.readHeader(ctx, s)
-		if err != nil {
-			return nil, a.gone(s, err)
-		}
-		if !h.Extends(a.read[s]) {
-			return nil, &ChangedError{Shard: a.b.spec.Router.Name(s), Key: a.b.keys[s]}
-		}
-		return h, nil
-	}
-	h, err := read()
+	h, err := a.reread(ctx, s)
 	if err != nil {
 		return false, err
 	}
 	if err := a.look(ctx, s, h, m, a.truthOf(s, false), nil); err != nil {
 		return false, err
 	}
-	after, err := read()
+	after, err := a.reread(ctx, s)
 	if err != nil {
 		return false, err
 	}
@@ -340,19 +330,8 @@ func (a *auditor) look(ctx context.Context, s int, h *rbloom.Header, m *rbloom.M
 	b := a.b
 	sh := &a.rr.Shards[s]
 	for p := range h.Plan(a.plan.passBytes) {
-		w, err := h.Window(p, a.buffer(p.To-p.From))
+		w, err := a.window(ctx, s, h, p, a.buffer(p.To-p.From))
 		if err != nil {
-			return err
-		}
-		if err := a.load(ctx, s, h, p, w); err != nil {
-			var de *DumpError
-			if errors.As(err, &de) {
-				// Chunks that do not fit the header are a lie, or
-				// another filter's: one made again meanwhile.
-				if cerr := a.unchanged(ctx, s); cerr != nil {
-					return cerr
-				}
-			}
 			return err
 		}
 		if fill != nil {
@@ -409,14 +388,22 @@ func (a *auditor) gone(s int, err error) error {
 // is not the one whose header was read first (deleted, made again,
 // loaded anew) is a *ChangedError; one that only grew is the same.
 func (a *auditor) unchanged(ctx context.Context, s int) error {
+	_, err := a.reread(ctx, s)
+	return err
+}
+
+// reread is shard s's header read again: one that does not extend the
+// header read first (the filter deleted, made again, loaded anew) is a
+// *ChangedError.
+func (a *auditor) reread(ctx context.Context, s int) (*rbloom.Header, error) {
 	h, _, err := a.b.readHeader(ctx, s)
 	if err != nil {
-		return a.gone(s, err)
+		return nil, a.gone(s, err)
 	}
 	if !h.Extends(a.read[s]) {
-		return &ChangedError{Shard: a.b.spec.Router.Name(s), Key: a.b.keys[s]}
+		return nil, &ChangedError{Shard: a.b.spec.Router.Name(s), Key: a.b.keys[s]}
 	}
-	return nil
+	return h, nil
 }
 
 // buffer is a pass's buffer of n bytes at least (n <= plan.passBytes).
@@ -433,6 +420,26 @@ func (a *auditor) buffer(n uint64) []byte {
 		a.buf = make([]byte, n)
 	}
 	return a.buf
+}
+
+// window is pass p of shard s's filter, whose header is h, loaded into
+// buf. Chunks that do not fit the header are a lie, or another filter's:
+// one made again meanwhile, a *ChangedError then.
+func (a *auditor) window(ctx context.Context, s int, h *rbloom.Header, p rbloom.Pass, buf []byte) (*rbloom.Window, error) {
+	w, err := h.Window(p, buf)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.load(ctx, s, h, p, w); err != nil {
+		var de *DumpError
+		if errors.As(err, &de) {
+			if cerr := a.unchanged(ctx, s); cerr != nil {
+				return nil, cerr
+			}
+		}
+		return nil, err
+	}
+	return w, nil
 }
 
 // load reads pass p of shard s's dump into w: BF.SCANDUMP from the pass's

@@ -184,30 +184,18 @@ func (a *auditor) sweep(ctx context.Context, g []shardPass, marks []*rbloom.Mark
 	var off uint64
 	for _, sp := range g {
 		n := sp.p.To - sp.p.From
-		h := a.read[sp.s]
-		w, err := h.Window(sp.p, buf[off:off+n:off+n])
+		w, err := a.window(ctx, sp.s, a.read[sp.s], sp.p, buf[off:off+n:off+n])
 		if err != nil {
-			return err
-		}
-		if err := a.load(ctx, sp.s, h, sp.p, w); err != nil {
-			var de *DumpError
-			if errors.As(err, &de) {
-				if cerr := a.unchanged(ctx, sp.s); cerr != nil {
-					return cerr
-				}
-			}
 			return err
 		}
 		windows[sp.s] = w
 		off += n
 	}
-	at := make([]int, len(marks))    // the next item's number in its shard
-	first := make([]int, len(marks)) // that of the first hash of its block
+	at := make([]int, len(marks)) // the next item's number in its shard
 	hashes := make([][]rbloom.Hash, len(marks))
 	test := func(s int) error {
-		windows[s].MarkAll(marks[s], first[s], hashes[s])
 		n := len(hashes[s])
-		first[s] += n
+		windows[s].MarkAll(marks[s], at[s]-n, hashes[s])
 		hashes[s] = hashes[s][:0]
 		return a.st.Wait(ctx, n)
 	}
@@ -219,10 +207,8 @@ func (a *auditor) sweep(ctx context.Context, g []shardPass, marks []*rbloom.Mark
 		}
 		j := at[s]
 		at[s]++
-		w := windows[s]
-		if w == nil {
-			first[s]++ // not in this group: its numbers go on
-			return nil
+		if windows[s] == nil {
+			return nil // not in this group
 		}
 		var hh rbloom.Hash
 		if !marks[s].Present(j) {
