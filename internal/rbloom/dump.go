@@ -177,8 +177,12 @@ func (s *span) all(h Hash) bool {
 
 // all reports whether every bit of h is set in a whole sub-filter's bytes,
 // as BF.EXISTS tests it.
-func (p probe) all(b []byte, h Hash) bool {
-	for i := range p.hashes {
+func (p probe) all(b []byte, h Hash) bool { return p.some(b, h, 0, p.hashes) }
+
+// some reports whether bits from … to-1 of h (to at most p.hashes) are
+// all set in b.
+func (p probe) some(b []byte, h Hash, from, to uint32) bool {
+	for i := from; i < min(to, p.hashes); i++ {
 		if !isSet(b, p.mod.Of(h.A+uint64(i)*h.B)) {
 			return false
 		}
@@ -299,37 +303,43 @@ func (w *Window) Mark(m *Marks, i int, item []byte) {
 
 // MarkHash is Mark for an item whose hash the caller has.
 func (w *Window) MarkHash(m *Marks, i int, h Hash) {
-	if m.Present(i) {
+	if m.Present(i) || w.markParts(m, i, h) {
 		return
-	}
-	spans := w.spans
-	if len(spans) > 0 && !spans[0].starts {
-		// The rest of the sub-filter split from the last pass: the key is
-		// in it if all its bits there were set, and all here are.
-		s := &spans[0]
-		ok := m.get(m.alive, i) && s.all(h)
-		switch {
-		case !s.ends:
-			m.set(m.alive, i, ok)
-		case ok:
-			m.set(m.found, i, true)
-			return
-		}
-		spans = spans[1:]
 	}
 	// The newest sub-filters first, as the module tests them: they are
 	// the largest and hold most of the items.
-	for k := len(spans) - 1; k >= 0; k-- {
-		s := &spans[k]
-		if !s.ends { // a sub-filter that the next pass goes on with
-			m.set(m.alive, i, s.all(h))
-			continue
-		}
-		if s.probe.all(s.data, h) {
+	for k := len(w.spans) - 1; k >= 0; k-- {
+		if s := &w.spans[k]; s.starts && s.ends && s.probe.all(s.data, h) {
 			m.set(m.found, i, true)
 			return
 		}
 	}
+}
+
+// markParts tests key i in the spans that hold part of a sub-filter: the
+// rest of one split from the last pass (the key is in it if all its bits
+// there were set, and all here are) and one the next pass goes on with
+// (m keeps whether all its bits here are set). It reports whether the
+// key is found.
+func (w *Window) markParts(m *Marks, i int, h Hash) bool {
+	spans := w.spans
+	if len(spans) > 0 && !spans[0].starts {
+		s := &spans[0]
+		ok := m.get(m.alive, i) && s.all(h)
+		if !s.ends {
+			m.set(m.alive, i, ok)
+			return false
+		}
+		if ok {
+			m.set(m.found, i, true)
+			return true
+		}
+		spans = spans[1:]
+	}
+	if len(spans) > 0 && !spans[len(spans)-1].ends {
+		m.set(m.alive, i, spans[len(spans)-1].all(h))
+	}
+	return false
 }
 
 // MarkAll is MarkHash of keys first, first+1, … (their hashes in order),
@@ -338,60 +348,117 @@ func (w *Window) MarkHash(m *Marks, i int, h Hash) {
 // goroutines, each its own words of m (first a multiple of 64; from any
 // other key, one goroutine tests them all).
 func (w *Window) MarkAll(m *Marks, first int, hashes []Hash) {
-	// Whole words a goroutine, and enough keys to be worth one.
+	w.markShared(m, first, len(hashes), func(from, to int) {
+		w.markRange(m, first, hashes, from, to)
+	})
+}
+
+// MarkItems is Mark of keys first, first+1, … (their items in order),
+// shared among goroutines as MarkAll shares them: each hashes its own
+// keys (those m has found already need no hash) into hashes, which holds
+// len(items).
+func (w *Window) MarkItems(m *Marks, first int, items [][]byte, hashes []Hash) {
+	hashes = hashes[:len(items)]
+	w.markShared(m, first, len(items), func(from, to int) {
+		for i := from; i < to; i++ {
+			if !m.Present(first + i) {
+				hashes[i] = w.h.Hash(items[i])
+			}
+		}
+		w.markRange(m, first, hashes, from, to)
+	})
+}
+
+// markShared runs mark over keys 0 … n-1 (first, first+1, … in m), in
+// ranges of whole words of m, one a goroutine, when there are enough keys
+// to be worth one.
+func (w *Window) markShared(m *Marks, first, n int, mark func(from, to int)) {
 	const minShare = 4096
-	parts := min(runtime.GOMAXPROCS(0), len(hashes)/minShare)
+	parts := min(runtime.GOMAXPROCS(0), n/minShare)
 	if parts <= 1 || first&63 != 0 {
 		parts = 1
 	}
-	words := (len(hashes) + 63) / 64
-	mark := func(p int) {
-		var lines [markGroup * maxPrefetched]uintptr
-		from, to := min(words*p/parts*64, len(hashes)), min(words*(p+1)/parts*64, len(hashes))
-		for i := from; i < to; i += markGroup {
-			end := min(i+markGroup, to)
-			w.prefetch(m, first+i, hashes[i:end], lines[:0])
-			for j := i; j < end; j++ {
-				w.MarkHash(m, first+j, hashes[j])
-			}
-		}
+	words := (n + 63) / 64
+	share := func(p int) {
+		mark(min(words*p/parts*64, n), min(words*(p+1)/parts*64, n))
 	}
 	var wg sync.WaitGroup
 	for p := 1; p < parts; p++ {
-		wg.Go(func() { mark(p) })
+		wg.Go(func() { share(p) })
 	}
-	mark(0)
+	share(0)
 	wg.Wait()
 }
 
-// markGroup is how many keys' bits MarkAll asks the CPU for before it
-// tests them: about the misses its buffers keep in flight, a few bits a
-// key, so that a group's misses overlap where one key's tests, each
-// stopping at its first bit not set, would wait for them one by one.
+// markRange is MarkHash of keys first+from … first+to-1, a group at a
+// time and a sub-filter at a time, newest first. A key's test stops at its
+// first bit not set, and in a sub-filter that does not hold the key that
+// is most often its first or second bit: the group's first two bits there
+// are asked for (prefetch), then tested, then the other bits of the keys
+// that passed, so that the group's misses overlap where one key's tests
+// would wait for them one by one, and no line is asked for that a test
+// would not read.
+func (w *Window) markRange(m *Marks, first int, hashes []Hash, from, to int) {
+	var lines [markGroup * maxPrefetched]uintptr
+	var live, next [markGroup]int
+	parts := len(w.spans) > 0 && (!w.spans[0].starts || !w.spans[len(w.spans)-1].ends)
+	for i := from; i < to; i += markGroup {
+		n := 0
+		for j := i; j < min(i+markGroup, to); j++ {
+			if !m.Present(first+j) && !(parts && w.markParts(m, first+j, hashes[j])) {
+				live[n] = j
+				n++
+			}
+		}
+		for k := len(w.spans) - 1; k >= 0 && n > 0; k-- {
+			s := &w.spans[k]
+			if !s.starts || !s.ends {
+				continue
+			}
+			const early = 2 // the bits asked for first
+			s.prefetch(hashes, live[:n], 0, early, lines[:0])
+			left, passed := 0, 0
+			for _, j := range live[:n] {
+				if s.probe.some(s.data, hashes[j], 0, early) {
+					next[passed] = j
+					passed++
+				} else {
+					live[left] = j
+					left++
+				}
+			}
+			s.prefetch(hashes, next[:passed], early, maxPrefetched, lines[:0])
+			for _, j := range next[:passed] {
+				if s.probe.some(s.data, hashes[j], early, s.probe.hashes) {
+					m.set(m.found, first+j, true)
+				} else {
+					live[left] = j
+					left++
+				}
+			}
+			n = left
+		}
+	}
+}
+
+// markGroup is how many keys' bits markRange asks the CPU for before it
+// tests them: about the misses its buffers keep in flight.
 const markGroup = 16
 
 // maxPrefetched is the most bits of a key asked for ahead.
 const maxPrefetched = 8
 
-// prefetch asks for the cache lines of the newest whole sub-filter of the
-// pass (the largest, holding most of the items: the one MarkHash tests
-// first) that the bits of keys first, first+1, … fall in, those already
-// found left out.
-func (w *Window) prefetch(m *Marks, first int, hashes []Hash, lines []uintptr) {
-	if len(w.spans) == 0 {
-		return
-	}
-	s := &w.spans[len(w.spans)-1]
-	if !s.starts || !s.ends || len(s.data) == 0 {
+// prefetch asks for the cache lines of the whole sub-filter s that bits
+// from … to-1 of keys live (their hashes in hashes) fall in.
+func (s *span) prefetch(hashes []Hash, live []int, from, to uint32, lines []uintptr) {
+	to = min(to, s.probe.hashes)
+	if len(s.data) == 0 || from >= to {
 		return
 	}
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(s.data)))
-	k := min(int(s.probe.hashes), maxPrefetched)
-	for i, h := range hashes {
-		if m.Present(first + i) {
-			continue
-		}
-		for j := range k {
+	for _, i := range live {
+		h := hashes[i]
+		for j := from; j < to; j++ {
 			if b := s.probe.mod.Of(h.A+uint64(j)*h.B) >> 3; b < uint64(len(s.data)) {
 				lines = append(lines, base+uintptr(b))
 			}

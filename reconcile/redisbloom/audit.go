@@ -39,14 +39,17 @@ type plan struct {
 // minPass is the least pass worth its round trips.
 const minPass = 64 << 10
 
-// testBlock is how many keys' hashes are made before they are tested
-// together (a Hash each).
+// testBlock is how many keys are tested together, at most.
 const testBlock = 16 << 10
+
+// testBlocksBytes is the memory of the audit's two blocks of keys
+// (itemBlock): each key's item, where it ends, its view and its hash.
+const testBlocksBytes = 2 * (testBlockBytes + testBlock*int64(8+unsafe.Sizeof([]byte(nil))+unsafe.Sizeof(rbloom.Hash{})))
 
 // planAudit divides the memory budget (memplan.Plan.RedisBloomPass):
 // replies in flight (a chunk of up to MaxChunk at least), the truth's bits
 // (covered, not held: two bits a fingerprint), the largest shard's marks,
-// a block of hashes, the spool's buffers, and the rest for a pass.
+// two blocks of keys to test, the spool's buffers, and the rest for a pass.
 func (b *Source) planAudit(t *truth) (plan, error) {
 	n := int64(t.x.Len())
 	var most int64
@@ -56,7 +59,7 @@ func (b *Source) planAudit(t *truth) (plan, error) {
 	p := plan{readAhead: b.o.Plan.ReadAhead}
 	// The largest shard's marks, and a copy of what its first look found
 	// when its dump is read again (auditRouted).
-	held := 2*memplan.BitsetBytes(n) + rbloom.MarksBytes(int(most))*3/2 + testBlock*int64(unsafe.Sizeof(rbloom.Hash{}))
+	held := 2*memplan.BitsetBytes(n) + rbloom.MarksBytes(int(most))*3/2 + testBlocksBytes
 	if b.spec.Router.All() {
 		held += memplan.BitsetBytes(most) // the keys any shard holds
 	}
@@ -75,9 +78,9 @@ type auditor struct {
 	plan   plan
 	rr     *report.RedisBloomReport
 	st     *online.ReadStats
-	miss   []uint64      // bit r: rank r not held, asked again
-	buf    []byte        // a pass's buffer, grown as needed up to plan.passBytes
-	hashes []rbloom.Hash // a block of keys to test
+	miss   []uint64     // bit r: rank r not held, asked again
+	buf    []byte       // a pass's buffer, grown as needed up to plan.passBytes
+	blocks [2]itemBlock // keys to test: one read while the other is tested
 	read   []*rbloom.Header
 }
 
@@ -327,7 +330,6 @@ func (a *auditor) truthOf(s int, progress bool) tested {
 // already are not tested again); fill, unless nil, gets each
 // sub-filter's bits set.
 func (a *auditor) look(ctx context.Context, s int, h *rbloom.Header, m *rbloom.Marks, keys tested, fill []uint64) error {
-	b := a.b
 	sh := &a.rr.Shards[s]
 	for p := range h.Plan(a.plan.passBytes) {
 		w, err := a.window(ctx, s, h, p, a.buffer(p.To-p.From))
@@ -337,41 +339,97 @@ func (a *auditor) look(ctx context.Context, s int, h *rbloom.Header, m *rbloom.M
 		if fill != nil {
 			w.Fill(fill)
 		}
-		// The keys are tested a block at a time over the machine's cores
-		// (MarkAll): their hashes are made here, in order; a key found
-		// already needs none (MarkHash passes it by).
-		hashes, first := a.hashes[:0], 0
-		test := func() error {
-			w.MarkAll(m, first, hashes)
-			first += len(hashes)
-			if b.o.Progress != nil && keys.progress {
-				b.o.Progress.Records.Add(int64(len(hashes)))
-			}
-			n := len(hashes)
-			hashes = hashes[:0]
-			return a.st.Wait(ctx, n)
-		}
-		err = keys.each(ctx, func(item []byte) error {
-			var hh rbloom.Hash
-			if !m.Present(first + len(hashes)) {
-				hh = h.Hash(item)
-			}
-			if hashes = append(hashes, hh); len(hashes) == testBlock {
-				return test()
-			}
-			return nil
-		})
-		if err == nil {
-			err = test()
-		}
-		a.hashes = hashes
-		if err != nil {
+		if err := a.testAll(ctx, w, m, keys); err != nil {
 			return err
 		}
 		sh.Passes++
 		a.rr.Passes++
 	}
 	return nil
+}
+
+// testAll tests keys against w and marks in m those found, a block at a
+// time over the machine's cores (MarkItems hashes and tests a block's
+// keys there); the next block is read from the spool while one is tested.
+func (a *auditor) testAll(ctx context.Context, w *rbloom.Window, m *rbloom.Marks, keys tested) error {
+	first, k := 0, 0
+	var done chan struct{} // closed when the block in test is marked
+	var inTest int
+	finish := func() error {
+		if done == nil {
+			return nil
+		}
+		<-done
+		done = nil
+		if a.b.o.Progress != nil && keys.progress {
+			a.b.o.Progress.Records.Add(int64(inTest))
+		}
+		return a.st.Wait(ctx, inTest)
+	}
+	test := func() error {
+		if err := finish(); err != nil {
+			return err
+		}
+		bl := &a.blocks[k]
+		items := bl.views()
+		inTest, done = len(items), make(chan struct{})
+		go func(first int, d chan struct{}) {
+			w.MarkItems(m, first, items, bl.hashes)
+			close(d)
+		}(first, done)
+		first += len(items)
+		k ^= 1
+		a.blocks[k].reset()
+		return nil
+	}
+	a.blocks[k].reset()
+	err := keys.each(ctx, func(item []byte) error {
+		if a.blocks[k].add(item) {
+			return test()
+		}
+		return nil
+	})
+	if err == nil && len(a.blocks[k].ends) > 0 {
+		err = test()
+	}
+	if ferr := finish(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// testBlockBytes bounds a block's items (beside testBlock keys): one
+// item more may pass it.
+const testBlockBytes = 1 << 20
+
+// itemBlock is a block of keys to test: their items, one after the other,
+// and room for their hashes.
+type itemBlock struct {
+	arena  []byte
+	ends   []int
+	items  [][]byte
+	hashes []rbloom.Hash
+}
+
+func (bl *itemBlock) reset() { bl.arena, bl.ends = bl.arena[:0], bl.ends[:0] }
+
+// add appends item and reports whether the block is full.
+func (bl *itemBlock) add(item []byte) bool {
+	bl.arena = append(bl.arena, item...)
+	bl.ends = append(bl.ends, len(bl.arena))
+	return len(bl.ends) == testBlock || len(bl.arena) >= testBlockBytes
+}
+
+// views is the block's items, and sizes its hashes to them.
+func (bl *itemBlock) views() [][]byte {
+	bl.items = bl.items[:0]
+	from := 0
+	for _, to := range bl.ends {
+		bl.items = append(bl.items, bl.arena[from:to:to])
+		from = to
+	}
+	bl.hashes = slices.Grow(bl.hashes[:0], len(bl.items))[:len(bl.items)]
+	return bl.items
 }
 
 // gone is the error of shard s's filter found missing or of another type
