@@ -1,6 +1,7 @@
 package redisbloom
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/rbloom"
@@ -96,40 +98,125 @@ func newTruth(ctx context.Context, x *fpstore.Index, spec *Spec, o *online.Confi
 	}
 	t.covered = make([]uint64, (x.Len()+63)/64)
 	t.sp = newSpool(o.TmpDir, buckets, o.Plan.Spool)
-	var pl placer
-	err := keyTexts(ctx, func(fps []fpstore.Fingerprint, keys [][]byte) error {
-		if err := pl.place(x, spec, fps, keys); err != nil {
-			return err
-		}
-		t.records += int64(len(fps))
-		for _, part := range pl.parts {
-			from := 0
-			for _, e := range part.at {
-				if e.shard < 0 {
-					t.notInIndex++
-					continue
-				}
-				item := part.items[from:e.to]
-				from = int(e.to)
-				r := e.rank
-				if t.covered[r>>6]&(1<<(r&63)) != 0 {
-					continue
-				}
-				t.covered[r>>6] |= 1 << (r & 63)
-				t.distinct++
-				if err := t.sp.add(int(e.shard), r, item); err != nil {
-					return err
-				}
-				t.count[e.shard]++
-			}
-		}
-		return ctx.Err()
-	})
-	if err != nil {
+	if err := t.fill(ctx, spec, keyTexts); err != nil {
 		t.close()
 		return nil, err
 	}
 	return t, nil
+}
+
+// fill reads the records' key texts and keeps each truth key's item in
+// its shard's bucket, in three stages, each on its own goroutine, a batch
+// in each at once: the records read (one core's work), a batch placed
+// (placer: over the cores), a batch kept (one core's: a truth key is kept
+// once, in the order the records give it).
+func (t *truth) fill(ctx context.Context, spec *Spec, keyTexts func(context.Context, func([]fpstore.Fingerprint, [][]byte) error) error) error {
+	const batches = 3 // one a stage
+	free := make(chan *textBatch, batches)
+	for range batches {
+		free <- new(textBatch)
+	}
+	toPlace, toKeep := make(chan *textBatch, batches), make(chan *textBatch, batches)
+	var placeErr, keepErr error // each read once its stage has stopped
+	var failed atomic.Bool
+	placed, kept := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(placed)
+		defer close(toKeep)
+		for tb := range toPlace {
+			if placeErr == nil {
+				if placeErr = tb.pl.place(t.x, spec, tb.fps, tb.keys); placeErr != nil {
+					failed.Store(true)
+				}
+			}
+			if placeErr != nil {
+				free <- tb
+				continue
+			}
+			toKeep <- tb
+		}
+	}()
+	go func() {
+		defer close(kept)
+		for tb := range toKeep {
+			if keepErr == nil {
+				if keepErr = t.keep(tb); keepErr != nil {
+					failed.Store(true)
+				}
+			}
+			free <- tb
+		}
+	}()
+	err := keyTexts(ctx, func(fps []fpstore.Fingerprint, keys [][]byte) error {
+		tb := <-free
+		if failed.Load() {
+			free <- tb
+			return errStageFailed
+		}
+		tb.copy(fps, keys)
+		toPlace <- tb
+		return ctx.Err()
+	})
+	close(toPlace)
+	<-placed
+	<-kept
+	if err == nil || errors.Is(err, errStageFailed) {
+		err = cmp.Or(placeErr, keepErr, err)
+	}
+	return err
+}
+
+// errStageFailed stops the records' reading when a later stage of fill
+// failed; fill returns that stage's error instead.
+var errStageFailed = errors.New("a stage of the truth's pass failed")
+
+// textBatch is a copy of a batch of records' fingerprints and key texts:
+// the reader's own are valid only until it is handed the next.
+type textBatch struct {
+	fps   []fpstore.Fingerprint
+	keys  [][]byte
+	arena []byte
+	pl    placer // where each record's rank, shard and item are
+}
+
+func (tb *textBatch) copy(fps []fpstore.Fingerprint, keys [][]byte) {
+	tb.fps = append(tb.fps[:0], fps...)
+	tb.arena, tb.keys = tb.arena[:0], tb.keys[:0]
+	for _, k := range keys {
+		tb.arena = append(tb.arena, k...)
+	}
+	from := 0
+	for _, k := range keys {
+		tb.keys = append(tb.keys, tb.arena[from:from+len(k):from+len(k)])
+		from += len(k)
+	}
+}
+
+// keep keeps the items of a placed batch's truth keys not kept yet.
+func (t *truth) keep(tb *textBatch) error {
+	t.records += int64(len(tb.fps))
+	for _, part := range tb.pl.parts {
+		from := 0
+		for _, e := range part.at {
+			if e.shard < 0 {
+				t.notInIndex++
+				continue
+			}
+			item := part.items[from:e.to]
+			from = int(e.to)
+			r := e.rank
+			if t.covered[r>>6]&(1<<(r&63)) != 0 {
+				continue
+			}
+			t.covered[r>>6] |= 1 << (r & 63)
+			t.distinct++
+			if err := t.sp.add(int(e.shard), r, item); err != nil {
+				return err
+			}
+			t.count[e.shard]++
+		}
+	}
+	return nil
 }
 
 // placer finds, for a batch of records, each one's rank in the index, its
