@@ -225,6 +225,9 @@ func (h *Header) Window(p Pass, buf []byte) (*Window, error) {
 	return w, nil
 }
 
+// Pass is the pass the window holds.
+func (w *Window) Pass() Pass { return w.pass }
+
 // Iter is the iterator to pass to the next BF.SCANDUMP.
 func (w *Window) Iter() int64 { return w.r.Iter() }
 

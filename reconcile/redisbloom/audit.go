@@ -80,6 +80,8 @@ type auditor struct {
 	st     *online.ReadStats
 	miss   []uint64     // bit r: rank r not held, asked again
 	buf    []byte       // a pass's buffer, grown as needed up to plan.passBytes
+	spare  []byte       // the next shard's first pass, read ahead (ahead)
+	ahead  *ahead       // the next shard's, read while a shard's keys are tested
 	blocks [2]itemBlock // keys to test: one read while the other is tested
 	read   []*rbloom.Header
 }
@@ -119,11 +121,7 @@ func (b *Source) Audit(ctx context.Context, x *fpstore.Index, st *online.ReadSta
 	}
 	b.read = make([]*rbloom.Header, len(b.keys))
 	a := &auditor{b: b, t: t, plan: p, rr: rr, st: st, miss: make([]uint64, (x.Len()+63)/64), read: b.read}
-	defer func() {
-		if a.buf != nil {
-			hugemem.Free(a.buf)
-		}
-	}()
+	defer a.free()
 	if spec.Router.All() {
 		err = a.auditAll(ctx)
 	} else {
@@ -271,14 +269,21 @@ func (a *auditor) auditAll(ctx context.Context) error {
 
 // shard reads shard s's filter in passes and marks its truth keys found.
 func (a *auditor) shard(ctx context.Context, s int) (*rbloom.Marks, error) {
-	h, _, err := a.b.readHeader(ctx, s)
+	h, first, err := a.takeAhead(s)
 	if err != nil {
-		return nil, a.gone(s, err)
+		return nil, err
+	}
+	if h == nil {
+		if h, _, err = a.b.readHeader(ctx, s); err != nil {
+			return nil, a.gone(s, err)
+		}
 	}
 	a.read[s] = h
 	m := rbloom.NewMarks(int(a.t.keys(s)))
 	fill := make([]uint64, len(h.Links))
-	if err := a.look(ctx, s, h, m, a.truthOf(s, true), fill); err != nil {
+	err = a.look(ctx, s, h, m, a.truthOf(s, true), fill, first)
+	a.waitAhead()
+	if err != nil {
 		return nil, err
 	}
 	sh := &a.rr.Shards[s]
@@ -298,7 +303,7 @@ func (a *auditor) lookAgain(ctx context.Context, s int, m *rbloom.Marks) (grew b
 	if err != nil {
 		return false, err
 	}
-	if err := a.look(ctx, s, h, m, a.truthOf(s, false), nil); err != nil {
+	if err := a.look(ctx, s, h, m, a.truthOf(s, false), nil, nil); err != nil {
 		return false, err
 	}
 	after, err := a.reread(ctx, s)
@@ -328,16 +333,25 @@ func (a *auditor) truthOf(s int, progress bool) tested {
 // look reads shard s's filter, whose header is h, in passes of what the
 // plan holds, and marks in m the keys of keys found (those m has found
 // already are not tested again); fill, unless nil, gets each
-// sub-filter's bits set.
-func (a *auditor) look(ctx context.Context, s int, h *rbloom.Header, m *rbloom.Marks, keys tested, fill []uint64) error {
+// sub-filter's bits set. first, unless nil, is the first pass, read
+// already. The first look at a shard reads the next one's header and
+// first pass while it tests its last pass's keys (readAhead).
+func (a *auditor) look(ctx context.Context, s int, h *rbloom.Header, m *rbloom.Marks, keys tested, fill []uint64, first *rbloom.Window) error {
 	sh := &a.rr.Shards[s]
 	for p := range h.Plan(a.plan.passBytes) {
-		w, err := a.window(ctx, s, h, p, a.buffer(p.To-p.From))
-		if err != nil {
-			return err
+		w := first
+		if w == nil || w.Pass() != p {
+			var err error
+			if w, err = a.window(ctx, s, h, p, a.buffer(p.To-p.From)); err != nil {
+				return err
+			}
 		}
+		first = nil
 		if fill != nil {
 			w.Fill(fill)
+		}
+		if p.To == h.Bytes() && keys.progress {
+			a.readAhead(ctx, s)
 		}
 		if err := a.testAll(ctx, w, m, keys); err != nil {
 			return err
@@ -469,15 +483,116 @@ func (a *auditor) buffer(n uint64) []byte {
 	if uint64(len(a.buf)) >= n {
 		return a.buf
 	}
-	if a.buf != nil {
-		hugemem.Free(a.buf)
-		a.buf = nil
+	if a.spare != nil && int64(n)+int64(len(a.spare)) > a.plan.passBytes {
+		a.dropAhead()
 	}
-	var err error
-	if a.buf, err = hugemem.Alloc(int(n)); err != nil {
-		a.buf = make([]byte, n)
-	}
+	a.buf = grow(a.buf, n)
 	return a.buf
+}
+
+// grow is buf, or a buffer of n bytes in its place if it is shorter.
+func grow(buf []byte, n uint64) []byte {
+	if uint64(len(buf)) >= n {
+		return buf
+	}
+	if buf != nil {
+		hugemem.Free(buf)
+	}
+	b, err := hugemem.Alloc(int(n))
+	if err != nil {
+		b = make([]byte, n)
+	}
+	return b
+}
+
+func (a *auditor) free() {
+	a.waitAhead()
+	for _, b := range [][]byte{a.buf, a.spare} {
+		if b != nil {
+			hugemem.Free(b)
+		}
+	}
+	a.buf, a.spare = nil, nil
+}
+
+// ahead is the next shard's header and first pass, read while a shard's
+// keys are tested: the server's time to send a dump is then not the
+// audit's. The first pass is read only when it fits in the plan's pass
+// beside the pass in test (in spare).
+type ahead struct {
+	s    int
+	done chan struct{}
+	h    *rbloom.Header
+	w    *rbloom.Window // nil: the header alone was read
+	err  error
+}
+
+// readAhead starts reading the header and first pass of the shard audited
+// after s, if any.
+func (a *auditor) readAhead(ctx context.Context, s int) {
+	next := s + 1
+	for next < len(a.b.keys) && a.b.rebuild[next] {
+		next++
+	}
+	if next == len(a.b.keys) || a.ahead != nil {
+		return
+	}
+	room := a.plan.passBytes - int64(len(a.buf))
+	ah := &ahead{s: next, done: make(chan struct{})}
+	a.ahead = ah
+	go func() {
+		defer close(ah.done)
+		h, _, err := a.b.readHeader(ctx, next)
+		if err != nil {
+			ah.err = a.gone(next, err)
+			return
+		}
+		ah.h = h
+		for p := range h.Plan(a.plan.passBytes) {
+			if int64(p.To-p.From) <= room {
+				a.spare = grow(a.spare, p.To-p.From)
+				a.read[next] = h // what window checks a dump that lies against
+				ah.w, ah.err = a.window(ctx, next, h, p, a.spare)
+			}
+			break
+		}
+	}()
+}
+
+// waitAhead waits for the shard read ahead, if one is being read.
+func (a *auditor) waitAhead() {
+	if a.ahead != nil {
+		<-a.ahead.done
+	}
+}
+
+// takeAhead is shard s's header and first pass if they were read ahead
+// (h nil: they were not), or the error reading them met. The pass's
+// buffer becomes the audit's pass buffer.
+func (a *auditor) takeAhead(s int) (*rbloom.Header, *rbloom.Window, error) {
+	ah := a.ahead
+	if ah == nil || ah.s != s {
+		return nil, nil, nil
+	}
+	<-ah.done
+	a.ahead = nil
+	if ah.w != nil {
+		a.buf, a.spare = a.spare, a.buf
+	}
+	return ah.h, ah.w, ah.err
+}
+
+// dropAhead forgets the first pass read ahead (it is read again when its
+// shard is audited), to give its memory to the pass in test.
+func (a *auditor) dropAhead() {
+	a.waitAhead()
+	if a.ahead != nil {
+		a.ahead.w, a.ahead.err = nil, nil
+	}
+	if a.spare != nil {
+		hugemem.Free(a.spare)
+		a.spare = nil
+	}
 }
 
 // window is pass p of shard s's filter, whose header is h, loaded into

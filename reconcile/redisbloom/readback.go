@@ -5,7 +5,6 @@ import (
 	"errors"
 	"unsafe"
 
-	"github.com/fpdedup/fpdedup/internal/hugemem"
 	"github.com/fpdedup/fpdedup/internal/memplan"
 	"github.com/fpdedup/fpdedup/internal/rbloom"
 	"github.com/fpdedup/fpdedup/reconcile/online"
@@ -86,11 +85,7 @@ func (b *Source) HeldWhole(ctx context.Context, whole []bool, written []int64, e
 	}
 	rr := &report.RedisBloomReport{Shards: make([]report.RedisBloomShard, len(b.keys))}
 	a := &auditor{b: b, t: b.truth, plan: p, rr: rr, st: &online.ReadStats{Pace: online.NewPacer(b.o.ReadRate)}, read: make([]*rbloom.Header, len(b.keys))}
-	defer func() {
-		if a.buf != nil {
-			hugemem.Free(a.buf)
-		}
-	}()
+	defer a.free()
 	marks := make([]*rbloom.Marks, len(whole))
 	for s, w := range whole {
 		if !w {
