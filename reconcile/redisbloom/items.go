@@ -2,10 +2,12 @@ package redisbloom
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -34,11 +36,10 @@ func (b *Source) MissingItems(ctx context.Context, maxBytes int64) ([]online.Ite
 	for _, x := range b.missed {
 		missing += uint64(bits.OnesCount64(x))
 	}
-	itemBytes := int64(unsafe.Sizeof(online.Item{})) + 4 // and its length, while they are laid out
 	switch {
 	case missing == 0:
 		return []online.Item{}, true, nil
-	case missing > math.MaxUint32 || int64(missing) > maxBytes/itemBytes:
+	case missing > math.MaxUint32 || missingItemsBytes(int64(missing), 0) > maxBytes:
 		return nil, false, nil
 	}
 	below := make([]uint32, len(b.missed))
@@ -47,49 +48,19 @@ func (b *Source) MissingItems(ctx context.Context, maxBytes int64) ([]online.Ite
 		below[w] = n
 		n += uint32(bits.OnesCount64(x))
 	}
-	missed := func(r uint64) bool { return b.missed[r>>6]&(1<<(r&63)) != 0 }
-	pos := func(r uint64) uint32 {
-		return below[r>>6] + uint32(bits.OnesCount64(b.missed[r>>6]&(1<<(r&63)-1)))
-	}
-	// Each item's length first, by its place: the texts are then laid
-	// out in fingerprint order, as the writes and the read-back go
-	// through them (one after the other, not a cache miss each).
-	lens := make([]uint32, n)
-	var text atomic.Int64
-	err := t.eachBucket(ctx, func(k int, _ int, rank uint64, item []byte) (int64, error) {
-		if missed(rank) {
-			lens[pos(rank)] = uint32(len(item))
-			return int64(len(item)), nil
-		}
-		return 0, nil
-	}, &text)
-	if err != nil {
+	lay := newLayout(t, b.missed, below, n)
+	if err := lay.count(ctx); err != nil {
 		return nil, false, err
 	}
-	if int64(n)*itemBytes+text.Load() > maxBytes {
+	if missingItemsBytes(int64(n), lay.text) > maxBytes {
 		return nil, false, nil
 	}
-	items := make([]online.Item, n)
-	arena := make([]byte, text.Load())
-	off := 0
-	for i, l := range lens {
-		end := off + int(l)
-		items[i].Key = arena[off:end:end]
-		off = end
-	}
-	lens = nil
-	err = t.eachBucket(ctx, func(k int, _ int, rank uint64, item []byte) (int64, error) {
-		if missed(rank) {
-			it := &items[pos(rank)]
-			copy(it.Key, item)
-			it.Route = int32(k) + 1
-		}
-		return 0, nil
-	}, nil)
+	items, err := lay.place(ctx)
 	if err != nil {
 		return nil, false, err
 	}
 	// Their fingerprints, in rank order: the index's.
+	missed := func(r uint64) bool { return b.missed[r>>6]&(1<<(r&63)) != 0 }
 	var r uint64
 	i := 0
 	err = t.x.Scan(func(fps []fpstore.Fingerprint) error {
@@ -110,6 +81,150 @@ func (b *Source) MissingItems(ctx context.Context, maxBytes int64) ([]online.Ite
 		b.rr.ItemsFromAudit = true
 	}
 	return items, true, nil
+}
+
+// missingItemsBytes is the memory MissingItems takes for n items of text
+// bytes in all: the items, their texts, and, while they are laid out, a
+// copy of each text with its place, length and shard (layout).
+func missingItemsBytes(n, text int64) int64 {
+	return n*(int64(unsafe.Sizeof(online.Item{}))+entryHead) + 2*text
+}
+
+// layout puts the missing items in fingerprint (rank) order. A missing
+// rank's place among them is the missing ranks below it; put there one by
+// one, in the spool's order, each item is a cache miss or two in arrays
+// far larger than the cache. So the entries are first copied by range of
+// places (a part: few enough items to stay in the cache), each part's
+// from every bucket one after the other, then each part is put in place
+// on its own.
+type layout struct {
+	t      *truth
+	missed []uint64
+	below  []uint32
+	n      uint32
+	shift  uint // a place's part: place >> shift
+	parts  int
+	counts []int64 // [k*parts+p]: bucket k's entries in part p, then their bytes
+	bytes  []int64
+	text   int64
+}
+
+// entryHead is an entry's place, length and shard, before its text.
+const entryHead = 12
+
+// partItems is about the most items of a part.
+const partItems = 1 << 13
+
+func newLayout(t *truth, missed []uint64, below []uint32, n uint32) *layout {
+	l := &layout{t: t, missed: missed, below: below, n: n}
+	for uint64(n)>>l.shift > partItems {
+		l.shift++
+	}
+	l.parts = int(uint64(n-1)>>l.shift) + 1
+	l.counts = make([]int64, len(t.count)*l.parts)
+	l.bytes = make([]int64, len(t.count)*l.parts)
+	return l
+}
+
+// pos is rank r's place among the missing items, or false if r is not
+// missing.
+func (l *layout) pos(r uint64) (uint32, bool) {
+	w := l.missed[r>>6]
+	if w&(1<<(r&63)) == 0 {
+		return 0, false
+	}
+	return l.below[r>>6] + uint32(bits.OnesCount64(w&(1<<(r&63)-1))), true
+}
+
+// count counts each bucket's entries and bytes by part, and the texts'.
+func (l *layout) count(ctx context.Context) error {
+	var text atomic.Int64
+	err := l.t.eachBucket(ctx, func(k, _ int, rank uint64, item []byte) (int64, error) {
+		if at, ok := l.pos(rank); ok {
+			c := k*l.parts + int(at>>l.shift)
+			l.counts[c]++
+			l.bytes[c] += entryHead + int64(len(item))
+			return int64(len(item)), nil
+		}
+		return 0, nil
+	}, &text)
+	l.text = text.Load()
+	return err
+}
+
+// place copies the entries by part, then lays each part's items out in
+// place: their texts one after the other in fingerprint order, as the
+// writes and the read-back go through them.
+func (l *layout) place(ctx context.Context) ([]online.Item, error) {
+	buckets := len(l.t.count)
+	// Where each bucket's entries of each part go: the parts one after
+	// the other, each its buckets'.
+	cursor := make([]int64, buckets*l.parts)
+	partAt := make([]int64, l.parts+1)
+	textAt := make([]int64, l.parts+1) // where a part's texts begin in the arena
+	var off, txt int64
+	for p := range l.parts {
+		partAt[p], textAt[p] = off, txt
+		for k := range buckets {
+			c := k*l.parts + p
+			cursor[c] = off
+			off += l.bytes[c]
+			txt += l.bytes[c] - entryHead*l.counts[c]
+		}
+	}
+	partAt[l.parts], textAt[l.parts] = off, txt
+	entries := make([]byte, off)
+	err := l.t.eachBucket(ctx, func(k, _ int, rank uint64, item []byte) (int64, error) {
+		if at, ok := l.pos(rank); ok {
+			c := k*l.parts + int(at>>l.shift)
+			e := entries[cursor[c]:]
+			binary.LittleEndian.PutUint32(e, at)
+			binary.LittleEndian.PutUint32(e[4:], uint32(len(item)))
+			binary.LittleEndian.PutUint32(e[8:], uint32(k))
+			copy(e[entryHead:], item)
+			cursor[c] += entryHead + int64(len(item))
+		}
+		return 0, nil
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]online.Item, l.n)
+	arena := make([]byte, l.text)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), l.parts) {
+		wg.Go(func() {
+			var lens []uint32
+			for p := int(next.Add(1) - 1); p < l.parts; p = int(next.Add(1) - 1) {
+				first := uint32(p) << l.shift
+				last := min(uint64(first)+1<<l.shift, uint64(l.n))
+				lens = slices.Grow(lens[:0], int(last)-int(first))[:int(last)-int(first)]
+				part := entries[partAt[p]:partAt[p+1]]
+				for e := part; len(e) > 0; {
+					at, n := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+					lens[at-first] = n
+					e = e[entryHead+int(n):]
+				}
+				// The part's texts in order, from where its first begins.
+				o := textAt[p]
+				for i, n := range lens {
+					end := o + int64(n)
+					items[first+uint32(i)].Key = arena[o:end:end]
+					o = end
+				}
+				for e := part; len(e) > 0; {
+					at, n := binary.LittleEndian.Uint32(e), binary.LittleEndian.Uint32(e[4:])
+					it := &items[at]
+					copy(it.Key, e[entryHead:entryHead+int(n)])
+					it.Route = int32(binary.LittleEndian.Uint32(e[8:])) + 1
+					e = e[entryHead+int(n):]
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return items, ctx.Err()
 }
 
 // eachBucket is each of every bucket, the buckets shared among the

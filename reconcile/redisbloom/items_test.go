@@ -7,12 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"unsafe"
 
 	"github.com/fpdedup/fpdedup/fpstore"
 	"github.com/fpdedup/fpdedup/internal/rbloom"
 	"github.com/fpdedup/fpdedup/reconcile/internal/reconciletest"
-	"github.com/fpdedup/fpdedup/reconcile/online"
 )
 
 // TestMissingItems: the items --apply writes, taken from the audit's
@@ -21,7 +19,14 @@ import (
 // each with its own fingerprint, shard and item; past the byte limit, none
 // (the records give them then).
 func TestMissingItems(t *testing.T) {
-	const n, shards = 20_000, 4
+	// A third missing: one part (layout), and several.
+	for _, n := range []int{20_000, 200_000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) { testMissingItems(t, n) })
+	}
+}
+
+func testMissingItems(t *testing.T, n int) {
+	const shards = 4
 	r := rand.New(rand.NewPCG(4, 7))
 	seen := map[fpstore.Fingerprint]bool{}
 	var fps []fpstore.Fingerprint
@@ -69,7 +74,7 @@ func TestMissingItems(t *testing.T) {
 			want = append(want, rank)
 		}
 	}
-	need := int64(len(want))*(int64(unsafe.Sizeof(online.Item{}))+4) + text
+	need := missingItemsBytes(int64(len(want)), text)
 
 	b := &Source{spec: spec, truth: tr, missed: missed}
 	if items, ok, err := b.MissingItems(context.Background(), need-1); err != nil || ok || items != nil || b.keyIsItem {
