@@ -242,3 +242,52 @@ func TestApplyReadBackInPasses(t *testing.T) {
 		t.Fatalf("after --apply the module lacks %d truth keys", len(rc.missing))
 	}
 }
+
+// TestApplyReadBackServerRestarted: the server killed while a filter is
+// read back whole after --apply (the connection cut inside a chunk of a
+// sub-filter the writes grew, which the audit never read) and started
+// again, empty: the writes it answered are lost with it. The run says the
+// filter is gone (exit 2), never that the keys are held or that the sides
+// agree.
+func TestApplyReadBackServerRestarted(t *testing.T) {
+	reconciletest.PlainOnly(t, "a server restarted and waited for; the read-back runs under -race in TestApplyReadBackWhole")
+	reconciletest.NeedKill(t)
+	db := reconciletest.RedisDB(t, 9)
+	rc := &rbCase{c: db, template: "arr:{*}", router: newRefRouter("mod-md5", 2, nil, 0), item: "sha256", n: 4000, capacity: 200, errRate: 0.01}
+	rc.url = func(q string) string { return reconciletest.RedisURL(t, 9, q) }
+	rc.setup(t)
+	rc.emptyShard(t, 0)
+	rc.reference(t)
+	if rc.missOf[0] < 4*int64(rc.capacity) {
+		t.Fatalf("%d items to write to shard 0: too few to grow its filter of capacity %d", rc.missOf[0], rc.capacity)
+	}
+	// The first byte past the emptied filter's first sub-filter: read by
+	// the read-back of the filter grown by the writes, never by the audit.
+	hdr, err := db.Do(context.Background(), "BF.SCANDUMP", rc.key(0), 0).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := hdr[1].(string)
+	h, err := rbloom.ParseHeader([]byte(data), 1<<20)
+	if err != nil || len(h.Links) != 1 {
+		t.Fatalf("the emptied filter's header: %v, %d sub-filters", err, len(h.Links))
+	}
+	p := reconciletest.NewTCPProxy(t, reconciletest.RedisAddr(t), scandumpOf(rc.key(0), int(h.Links[0].Bytes)+1), 100, 0)
+	rc.url = func(q string) string { return fmt.Sprintf("redis://%s/9?%s", p.Addr, q) }
+	done := reconciletest.RunAsync(t, rc.dir, nil, rc.args("--apply", "--batch", "100000", "--retries", "8", "--timeout", "20s", "--report", "ap.json")...)
+	select {
+	case <-p.Shut:
+	case r := <-done:
+		t.Fatalf("the proxy never cut the read-back: exit %d\n%s", r.Code, r.Stderr)
+	}
+	reconciletest.RestartRedis(t)
+	p.ListenAgain()
+	r := <-done
+	r.Want(t, 2)
+	if !strings.Contains(r.Stderr, `RedisBloom shard 0: filter "arr:{0}" was deleted`) || strings.Contains(r.Stderr, "agree") || strings.Contains(r.Stderr, "all held") {
+		t.Fatalf("stderr: %s", r.Stderr)
+	}
+	if rep := reconciletest.ReadReport(t, filepath.Join(rc.dir, "ap.json")); rep.Agree || rep.Apply == nil || rep.Apply.Written == 0 {
+		t.Fatalf("report: agree %v, apply %+v", rep.Agree, rep.Apply)
+	}
+}
