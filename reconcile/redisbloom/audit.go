@@ -412,8 +412,9 @@ func (a *auditor) testAll(ctx context.Context, w *rbloom.Window, m *rbloom.Marks
 	return err
 }
 
-// testBlockBytes bounds a block's items (beside testBlock keys): one
-// item more may pass it.
+// testBlockBytes bounds a block's items (beside testBlock keys): a block
+// ends past it on a whole word of marks (64 keys, which MarkItems shares
+// among the cores), so up to 63 items more may pass it.
 const testBlockBytes = 1 << 20
 
 // itemBlock is a block of keys to test: their items, one after the other,
@@ -431,7 +432,8 @@ func (bl *itemBlock) reset() { bl.arena, bl.ends = bl.arena[:0], bl.ends[:0] }
 func (bl *itemBlock) add(item []byte) bool {
 	bl.arena = append(bl.arena, item...)
 	bl.ends = append(bl.ends, len(bl.arena))
-	return len(bl.ends) == testBlock || len(bl.arena) >= testBlockBytes
+	n := len(bl.ends)
+	return n == testBlock || n%64 == 0 && len(bl.arena) >= testBlockBytes
 }
 
 // views is the block's items, and sizes its hashes to them.
@@ -480,6 +482,7 @@ func (a *auditor) reread(ctx context.Context, s int) (*rbloom.Header, error) {
 
 // buffer is a pass's buffer of n bytes at least (n <= plan.passBytes).
 func (a *auditor) buffer(n uint64) []byte {
+	a.waitAhead() // which may be growing spare
 	if uint64(len(a.buf)) >= n {
 		return a.buf
 	}
@@ -506,6 +509,9 @@ func grow(buf []byte, n uint64) []byte {
 }
 
 func (a *auditor) free() {
+	if a.ahead != nil {
+		a.ahead.cancel() // a failed audit does not wait for its retries
+	}
 	a.waitAhead()
 	for _, b := range [][]byte{a.buf, a.spare} {
 		if b != nil {
@@ -520,11 +526,12 @@ func (a *auditor) free() {
 // audit's. The first pass is read only when it fits in the plan's pass
 // beside the pass in test (in spare).
 type ahead struct {
-	s    int
-	done chan struct{}
-	h    *rbloom.Header
-	w    *rbloom.Window // nil: the header alone was read
-	err  error
+	s      int
+	done   chan struct{}
+	h      *rbloom.Header
+	w      *rbloom.Window // nil: the header alone was read
+	err    error
+	cancel context.CancelFunc
 }
 
 // readAhead starts reading the header and first pass of the shard audited
@@ -538,7 +545,8 @@ func (a *auditor) readAhead(ctx context.Context, s int) {
 		return
 	}
 	room := a.plan.passBytes - int64(len(a.buf))
-	ah := &ahead{s: next, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(ctx)
+	ah := &ahead{s: next, done: make(chan struct{}), cancel: cancel}
 	a.ahead = ah
 	go func() {
 		defer close(ah.done)
@@ -575,6 +583,7 @@ func (a *auditor) takeAhead(s int) (*rbloom.Header, *rbloom.Window, error) {
 		return nil, nil, nil
 	}
 	<-ah.done
+	ah.cancel()
 	a.ahead = nil
 	if ah.w != nil {
 		a.buf, a.spare = a.spare, a.buf
