@@ -129,3 +129,40 @@ func Need(n uint64, fpr float64, expansion uint32, nonscaling bool) (Params, uin
 	}
 	return p, mem, nil
 }
+
+// MemoryFor is the most memory a filter of these parameters takes once n
+// items are added, as Memory counts it: the sub-filters Add appends until
+// their capacities hold n (fewer adds, an item found present, take no
+// more). A product of capacities that wraps, as the module's does, is an
+// error.
+func (p Params) MemoryFor(n uint64) (uint64, error) {
+	if err := p.Check(); err != nil {
+		return 0, err
+	}
+	growth := uint64(p.Expansion)
+	if growth == 0 {
+		growth = DefaultExpansion
+	}
+	e := p.Error
+	if !p.NonScaling {
+		e *= tightening
+	}
+	entries := p.Capacity
+	bytes, held := uint64(chainOverhead), uint64(0)
+	for {
+		l, err := SizeLink(entries, e, p.options(), p.bpe(), MaxLinkBytes)
+		if err != nil {
+			return 0, err
+		}
+		bytes += linkOverhead + l.Bytes
+		held += entries
+		if held >= n || p.NonScaling {
+			return bytes, nil
+		}
+		if entries > math.MaxUint64/growth {
+			return 0, fmt.Errorf("%w: %d entries times %d", ErrGrow, entries, growth)
+		}
+		entries *= growth
+		e *= tightening
+	}
+}

@@ -2,6 +2,7 @@ package rbloom
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 	"testing"
@@ -274,4 +275,42 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestMemoryFor: the memory MemoryFor gives for n items is that of the
+// filter the adds of n distinct items build (bar false positives, which
+// append nothing), for scaling filters of several expansions and a
+// NONSCALING one, from one item to many sub-filters.
+func TestMemoryFor(t *testing.T) {
+	for _, p := range []Params{
+		{Capacity: 100, Error: 0.01},
+		{Capacity: 50, Error: 0.001, Expansion: 4},
+		{Capacity: 1000, Error: 0.05, Expansion: 1},
+		{Capacity: 3000, Error: 0.01, NonScaling: true},
+	} {
+		f, err := NewFilter(p, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range uint64(3000) {
+			if _, err := f.Add(fmt.Appendf(nil, "item-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := p.MemoryFor(i + 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := f.Header().Memory(); got < want {
+				t.Fatalf("%+v: %d items: MemoryFor %d, the filter holds %d", p, i+1, got, want)
+			}
+			// A bound, not an estimate: exact but when a false positive
+			// delayed a growth.
+			if links := len(f.Header().Links); got > f.Header().Memory() && f.Header().Size == i+1 {
+				t.Fatalf("%+v: %d items, %d sub-filters: MemoryFor %d, the filter holds %d", p, i+1, links, got, f.Header().Memory())
+			}
+		}
+	}
+	if _, err := (Params{Capacity: 1 << 62, Error: 0.5, Expansion: 1000}).MemoryFor(math.MaxUint64); err == nil {
+		t.Fatal("a capacity product that wraps: no error")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -140,12 +141,42 @@ func (b *Source) Rebuild(ctx context.Context, ro RebuildOptions, rep *report.Rep
 			named++
 		}
 	}
+	var shards []int
 	for s, want := range b.rebuild {
-		if !want {
-			continue
+		if want {
+			shards = append(shards, s)
 		}
+	}
+	// The next shards' filters are built, one a core, while one is
+	// written, checked and swapped in, as many as fit in the plan
+	// (prepareMore).
+	var queue []*pending
+	defer func() {
+		for _, p := range queue {
+			p.cancel()
+			<-p.done
+		}
+	}()
+	for i, s := range shards {
 		rs.Shards = append(rs.Shards, uint64(s))
-		if err := b.rebuildShard(ctx, s, ro, rep, rb); err != nil {
+		var cur *prepared
+		if len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			<-p.done
+			p.cancel()
+			cur = p.pr
+		} else {
+			cur = b.prepare(ctx, s, b.buildBudget(s))
+		}
+		if cur.err == nil {
+			queue = b.prepareMore(ctx, cur, queue, shards[i+1+len(queue):])
+		}
+		err := cur.err
+		if err == nil {
+			err = b.rebuildShard(ctx, cur, ro, rep, rb)
+		}
+		if err != nil {
 			// Said beside the error but for the typed ones a caller words
 			// itself (the report's Rebuild has it too).
 			var np *NoParamsError
@@ -159,16 +190,37 @@ func (b *Source) Rebuild(ctx context.Context, ro RebuildOptions, rep *report.Rep
 	return nil
 }
 
-// rebuildShard rebuilds shard s (Rebuild).
-func (b *Source) rebuildShard(ctx context.Context, s int, ro RebuildOptions, rep *report.Report, rb *report.ReadBack) error {
-	name, key := b.spec.Router.Name(s), b.keys[s]
-	newKey := key + rebuildSuffix
-	rs := rep.Rebuild
-	sh := &rep.RedisBloom.Shards[s]
+// prepared is a shard's filter built, and the live one's header as it
+// was before: what the swap compares with.
+type prepared struct {
+	s       int
+	began   time.Time
+	live    *rbloom.Header
+	liveHdr []byte
+	p       rbloom.Params
+	f       *rbloom.Filter
+	added   int64
+	err     error
+}
 
-	// The live filter as it is before anything is built: what the swap
-	// compares with.
-	began := time.Now()
+// pending is a shard being prepared on a goroutine of its own.
+type pending struct {
+	s      int
+	most   int64         // the bytes its filter may take
+	done   chan struct{} // closed once pr is
+	pr     *prepared
+	cancel context.CancelFunc
+}
+
+// buildBudget is what shard s's filter may take, built alone.
+func (b *Source) buildBudget(s int) int64 {
+	return b.o.Plan.RedisBloomBuild(rbloom.MarksBytes(int(b.truth.keys(s))))
+}
+
+// prepare reads shard s's live header and builds its filter within budget.
+func (b *Source) prepare(ctx context.Context, s int, budget int64) *prepared {
+	pr := &prepared{s: s, began: time.Now()}
+	name, key := b.spec.Router.Name(s), b.keys[s]
 	live, liveHdr, err := b.readHeader(ctx, s)
 	var fk *FilterKeyError
 	switch {
@@ -179,17 +231,68 @@ func (b *Source) rebuildShard(ctx context.Context, s int, ro RebuildOptions, rep
 		// not known, but the swap compares its bytes all the same.
 		live = nil
 	case err != nil:
-		return fmt.Errorf("%s: %w", b.o.Target, err)
+		pr.err = fmt.Errorf("%s: %w", b.o.Target, err)
+		return pr
 	}
-	liveHdr = bytes.Clone(liveHdr)
-	p, err := b.rebuildParams(name, key, live)
-	if err != nil {
-		return err
+	pr.live, pr.liveHdr = live, bytes.Clone(liveHdr)
+	if pr.p, pr.err = b.rebuildParams(name, key, live); pr.err != nil {
+		return pr
 	}
-	f, added, err := b.build(ctx, s, p)
-	if err != nil {
-		return err
+	pr.f, pr.added, pr.err = b.build(ctx, s, pr.p, budget)
+	return pr
+}
+
+// prepareMore starts building the shards of next in order, each on a
+// goroutine of its own, until queue (the shards being built already)
+// holds one a core, or the next would not fit beside them in what the
+// plan gives their builds: cur's filter as built, and each other at most
+// what its truth keys can take (rbloom.Params.MemoryFor, its budget),
+// given its live header read first. A shard not started is prepared when
+// its turn comes.
+func (b *Source) prepareMore(ctx context.Context, cur *prepared, queue []*pending, next []int) []*pending {
+	marks := rbloom.MarksBytes(int(b.truth.keys(cur.s)))
+	used := int64(cur.f.Header().Memory())
+	for _, p := range queue {
+		marks += rbloom.MarksBytes(int(b.truth.keys(p.s)))
+		used += p.most
 	}
+	for _, s := range next {
+		if len(queue) >= runtime.GOMAXPROCS(0) {
+			break
+		}
+		live, _, err := b.readHeader(ctx, s)
+		if err != nil {
+			break
+		}
+		p, err := b.rebuildParams(b.spec.Router.Name(s), b.keys[s], live)
+		if err != nil {
+			break
+		}
+		most, err := p.MemoryFor(uint64(b.truth.keys(s)))
+		m := marks + rbloom.MarksBytes(int(b.truth.keys(s)))
+		if err != nil || int64(most) > b.o.Plan.RedisBloomBuild(m)-used {
+			break
+		}
+		marks, used = m, used+int64(most)
+		ctx, cancel := context.WithCancel(ctx)
+		pe := &pending{s: s, most: int64(most), done: make(chan struct{}), cancel: cancel}
+		go func() {
+			defer close(pe.done)
+			pe.pr = b.prepare(ctx, s, int64(most))
+		}()
+		queue = append(queue, pe)
+	}
+	return queue
+}
+
+// rebuildShard writes, checks and swaps in shard pr.s's filter built
+// (Rebuild).
+func (b *Source) rebuildShard(ctx context.Context, pr *prepared, ro RebuildOptions, rep *report.Report, rb *report.ReadBack) error {
+	s, began, live, liveHdr, p, f, added := pr.s, pr.began, pr.live, pr.liveHdr, pr.p, pr.f, pr.added
+	name, key := b.spec.Router.Name(s), b.keys[s]
+	newKey := key + rebuildSuffix
+	rs := rep.Rebuild
+	sh := &rep.RedisBloom.Shards[s]
 	h := f.Header()
 	hdr, err := h.AppendBinary(nil)
 	if err != nil {
@@ -216,13 +319,15 @@ func (b *Source) rebuildShard(ctx context.Context, s int, ro RebuildOptions, rep
 
 	// Written beside the live filter, whole, from the start at each try:
 	// a retry after a server restart finds none of it.
+	var written int64 // this shard's bytes, counted again at each try
 	err = b.o.Retry(ctx, redisconn.Retryable, "writing "+newKey+" on "+b.o.Target, nil, func() error {
-		rs.BytesWritten = 0
+		written = 0
 		if err := b.C.Del(ctx, newKey).Err(); err != nil {
 			return err
 		}
-		return b.loadChunks(ctx, newKey, f, rs)
+		return b.loadChunks(ctx, newKey, f, &written)
 	})
+	rs.BytesWritten += written
 	if err != nil {
 		return fmt.Errorf("writing the rebuilt filter %s on %s (the live filter is as it was): %w", newKey, b.o.Target, err)
 	}
@@ -402,10 +507,9 @@ func (b *Source) rebuildParams(name, key string, live *rbloom.Header) (rbloom.Pa
 }
 
 // build adds shard s's truth items to a new filter of p, as BF.ADD would
-// one by one, within the memory budget.
-func (b *Source) build(ctx context.Context, s int, p rbloom.Params) (*rbloom.Filter, int64, error) {
+// one by one, within budget.
+func (b *Source) build(ctx context.Context, s int, p rbloom.Params, budget int64) (*rbloom.Filter, int64, error) {
 	name, key := b.spec.Router.Name(s), b.keys[s]
-	budget := b.o.Plan.RedisBloomBuild(rbloom.MarksBytes(int(b.truth.keys(s))))
 	memErr := &RebuildMemError{Shard: name, Key: key, Mem: b.o.Plan.Mem}
 	// NewFilter's error for a first sub-filter past the budget is
 	// ErrParams: the budget is told from the parameters first.
@@ -439,8 +543,9 @@ func (b *Source) build(ctx context.Context, s int, p rbloom.Params) (*rbloom.Fil
 }
 
 // loadChunks writes f into key with BF.LOADCHUNK, in pipelines of what
-// the memory budget's read-ahead holds.
-func (b *Source) loadChunks(ctx context.Context, key string, f *rbloom.Filter, rs *report.RebuildStats) error {
+// the memory budget's read-ahead holds, and adds the bytes of the chunks
+// the server took to written.
+func (b *Source) loadChunks(ctx context.Context, key string, f *rbloom.Filter, written *int64) error {
 	budget := b.o.Plan.ReadAhead
 	pipe := b.C.Pipeline()
 	var queued int64
@@ -457,7 +562,7 @@ func (b *Source) loadChunks(ctx context.Context, key string, f *rbloom.Filter, r
 		if err != nil {
 			return err
 		}
-		rs.BytesWritten += queued
+		*written += queued
 		queued = 0
 		return nil
 	}

@@ -121,10 +121,17 @@ func TestRebuild(t *testing.T) {
 			if rs := rep.Rebuild; rs == nil || rs.Rebuilt != 2 || rs.Swapped != 2 || rep.ReadBack == nil || rep.ReadBack.Short != 0 || rep.ReadBack.NotHeld != 0 {
 				t.Fatalf("rebuild %+v, read back %+v", rep.Rebuild, rep.ReadBack)
 			}
+			var dumped int64
 			for s := range 2 {
-				if got, want := dumpOf(t, rc.c, rc.key(s)), rc.refFilter(t, s, 0.001, 5000, "EXPANSION", 2); !bytes.Equal(got, want) {
+				got, want := dumpOf(t, rc.c, rc.key(s)), rc.refFilter(t, s, 0.001, 5000, "EXPANSION", 2)
+				if !bytes.Equal(got, want) {
 					t.Fatalf("shard %d: the rebuilt filter (%d bytes) is not the module's (%d bytes)", s, len(got), len(want))
 				}
+				dumped += int64(len(got))
+			}
+			// Every shard's chunks counted, each once.
+			if rep.Rebuild.BytesWritten != dumped {
+				t.Fatalf("the report says %d bytes written, the two filters' dumps are %d", rep.Rebuild.BytesWritten, dumped)
 			}
 			all := []string{"--rebuild-shard", "all"}
 			reconciletest.Fpdedup(t, rc.dir, nil, rc.args(all...)...).Want(t, 0)
