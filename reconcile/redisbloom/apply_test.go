@@ -84,10 +84,7 @@ func TestApply(t *testing.T) {
 			if rb := rep.ReadBack; rb == nil || rb.Keys != int64(len(rc.missing)) || rb.NotHeld != 0 || rb.Short != 0 || len(rb.Shards) != len(want) {
 				t.Fatalf("read back %+v, want %d keys held in %d filters", rep.ReadBack, len(rc.missing), len(want))
 			}
-			rc.reference(t)
-			if len(rc.missing) != 0 {
-				t.Fatalf("after --apply the module lacks %d truth keys", len(rc.missing))
-			}
+			rc.wantAllHeld(t, "--apply")
 			rc.audit(t)
 		})
 	}
@@ -199,10 +196,7 @@ func TestApplyInterrupted(t *testing.T) {
 		t.Fatalf("the rerun: apply %+v, read back %+v; the first run wrote %d of %d", a, rep.ReadBack, first.Written, len(rc.missing))
 	}
 	t.Logf("the first run wrote %d, the rerun %d", first.Written, rep.Apply.Written)
-	rc.reference(t)
-	if len(rc.missing) != 0 {
-		t.Fatalf("after the rerun the module lacks %d truth keys", len(rc.missing))
-	}
+	rc.wantAllHeld(t, "the rerun")
 }
 
 // TestApplyServerRestarted: the server killed and started again, empty,

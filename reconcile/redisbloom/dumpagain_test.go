@@ -125,10 +125,7 @@ func TestApplyReadBackWhole(t *testing.T) {
 				if rb.NotHeld != 0 || sh.Short || !rep.Agree || !strings.Contains(r.Stderr, "read back after the writes (tested in the dumps of the filters written to, read whole: ") {
 					t.Fatalf("read back %+v, agree %v\n%s", rb, rep.Agree, r.Stderr)
 				}
-				rc.reference(t)
-				if len(rc.missing) != 0 {
-					t.Fatalf("after --apply the module lacks %d truth keys", len(rc.missing))
-				}
+				rc.wantAllHeld(t, "--apply")
 				return
 			}
 			r.Want(t, 1)
@@ -237,10 +234,7 @@ func TestApplyReadBackInPasses(t *testing.T) {
 	if rb.Keys != int64(len(rc.missing)) || rb.NotHeld != 0 || whole == 0 || rb.Passes <= whole {
 		t.Fatalf("read back %d keys, %d not held, %d filters whole in %d passes; want %d keys held, a filter in several passes", rb.Keys, rb.NotHeld, whole, rb.Passes, len(rc.missing))
 	}
-	rc.reference(t)
-	if len(rc.missing) != 0 {
-		t.Fatalf("after --apply the module lacks %d truth keys", len(rc.missing))
-	}
+	rc.wantAllHeld(t, "--apply")
 }
 
 // TestApplyReadBackServerRestarted: the server killed while a filter is

@@ -63,10 +63,7 @@ func TestApplyClusterFailover(t *testing.T) {
 		t.Logf("the run stopped: %s", r.Stderr)
 		replica.Settled(t)
 		reconciletest.Fpdedup(t, rc.dir, nil, rc.args("--apply")...).Want(t, 0)
-		rc.reference(t)
-		if len(rc.missing) != 0 {
-			t.Fatalf("after the rerun the module lacks %d truth keys", len(rc.missing))
-		}
+		rc.wantAllHeld(t, "the rerun")
 	}
 	rc.audit(t)
 }
@@ -153,10 +150,7 @@ func TestRebuildClusterFailover(t *testing.T) {
 			t.Fatalf("%s:rebuild left behind", rc.key(s))
 		}
 	}
-	rc.reference(t)
-	if len(rc.missing) != 0 {
-		t.Fatalf("after the rebuild the module lacks %d truth keys", len(rc.missing))
-	}
+	rc.wantAllHeld(t, "the rebuild")
 	reconciletest.Fpdedup(t, rc.dir, nil, rc.args()...).Want(t, 0)
 }
 

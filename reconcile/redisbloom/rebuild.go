@@ -219,8 +219,17 @@ func (b *Source) buildBudget(s int) int64 {
 
 // prepare reads shard s's live header and builds its filter within budget.
 func (b *Source) prepare(ctx context.Context, s int, budget int64) *prepared {
+	pr := b.readLive(ctx, s)
+	if pr.err == nil {
+		pr.f, pr.added, pr.err = b.build(ctx, s, pr.p, budget)
+	}
+	return pr
+}
+
+// readLive reads shard s's live header, as it is before anything is
+// built, and the parameters of the filter to build.
+func (b *Source) readLive(ctx context.Context, s int) *prepared {
 	pr := &prepared{s: s, began: time.Now()}
-	name, key := b.spec.Router.Name(s), b.keys[s]
 	live, liveHdr, err := b.readHeader(ctx, s)
 	var fk *FilterKeyError
 	switch {
@@ -235,10 +244,7 @@ func (b *Source) prepare(ctx context.Context, s int, budget int64) *prepared {
 		return pr
 	}
 	pr.live, pr.liveHdr = live, bytes.Clone(liveHdr)
-	if pr.p, pr.err = b.rebuildParams(name, key, live); pr.err != nil {
-		return pr
-	}
-	pr.f, pr.added, pr.err = b.build(ctx, s, pr.p, budget)
+	pr.p, pr.err = b.rebuildParams(b.spec.Router.Name(s), b.keys[s], live)
 	return pr
 }
 
@@ -247,8 +253,8 @@ func (b *Source) prepare(ctx context.Context, s int, budget int64) *prepared {
 // holds one a core, or the next would not fit beside them in what the
 // plan gives their builds: cur's filter as built, and each other at most
 // what its truth keys can take (rbloom.Params.MemoryFor, its budget),
-// given its live header read first. A shard not started is prepared when
-// its turn comes.
+// given its live header, read first (readLive). A shard not started is
+// prepared when its turn comes.
 func (b *Source) prepareMore(ctx context.Context, cur *prepared, queue []*pending, next []int) []*pending {
 	marks := rbloom.MarksBytes(int(b.truth.keys(cur.s)))
 	used := int64(cur.f.Header().Memory())
@@ -260,15 +266,11 @@ func (b *Source) prepareMore(ctx context.Context, cur *prepared, queue []*pendin
 		if len(queue) >= runtime.GOMAXPROCS(0) {
 			break
 		}
-		live, _, err := b.readHeader(ctx, s)
-		if err != nil {
-			break
+		pr := b.readLive(ctx, s)
+		if pr.err != nil {
+			break // read again, and said, in its turn
 		}
-		p, err := b.rebuildParams(b.spec.Router.Name(s), b.keys[s], live)
-		if err != nil {
-			break
-		}
-		most, err := p.MemoryFor(uint64(b.truth.keys(s)))
+		most, err := pr.p.MemoryFor(uint64(b.truth.keys(s)))
 		m := marks + rbloom.MarksBytes(int(b.truth.keys(s)))
 		if err != nil || int64(most) > b.o.Plan.RedisBloomBuild(m)-used {
 			break
@@ -278,7 +280,8 @@ func (b *Source) prepareMore(ctx context.Context, cur *prepared, queue []*pendin
 		pe := &pending{s: s, most: int64(most), done: make(chan struct{}), cancel: cancel}
 		go func() {
 			defer close(pe.done)
-			pe.pr = b.prepare(ctx, s, int64(most))
+			pr.f, pr.added, pr.err = b.build(ctx, s, pr.p, int64(most))
+			pe.pr = pr
 		}()
 		queue = append(queue, pe)
 	}

@@ -147,10 +147,7 @@ func TestRebuild(t *testing.T) {
 					t.Fatalf("%s:rebuild left behind", rc.key(s))
 				}
 			}
-			rc.reference(t)
-			if len(rc.missing) != 0 {
-				t.Fatalf("after the rebuild the module lacks %d truth keys", len(rc.missing))
-			}
+			rc.wantAllHeld(t, "the rebuild")
 			reconciletest.Fpdedup(t, rc.dir, nil, rc.args()...).Want(t, 0)
 		})
 	}

@@ -301,3 +301,13 @@ func (rc *rbCase) audit(t *testing.T) *reconciletest.CLIReport {
 	}
 	return rep
 }
+
+// wantAllHeld fails unless the module holds every truth key now (after:
+// what ran, for the message).
+func (rc *rbCase) wantAllHeld(t *testing.T, after string) {
+	t.Helper()
+	rc.reference(t)
+	if len(rc.missing) != 0 {
+		t.Fatalf("after %s the module lacks %d truth keys", after, len(rc.missing))
+	}
+}
