@@ -10,29 +10,46 @@ import (
 	"testing"
 )
 
-// setRef is the reference for the set algebra: a Go map per input.
-func setRef(op SetOp, sets [][]Fingerprint) []Fingerprint {
-	count := map[Fingerprint]int{}
-	first := map[Fingerprint]bool{}
+// setRefs is the reference for the set algebra: a Go map of every
+// input's fingerprints, how many inputs hold each and whether the first
+// does; it gives the three operations' results from one pass.
+func setRefs(sets [][]Fingerprint) map[SetOp][]Fingerprint {
+	type seen struct {
+		n     int
+		first bool
+	}
+	total := 0
+	for _, s := range sets {
+		total += len(s)
+	}
+	held := make(map[Fingerprint]seen, total)
 	for i, s := range sets {
 		for _, fp := range s {
-			count[fp]++
-			if i == 0 {
-				first[fp] = true
-			}
+			h := held[fp]
+			h.n++
+			h.first = h.first || i == 0
+			held[fp] = h
 		}
 	}
-	var out []Fingerprint
-	for fp, n := range count {
-		switch {
-		case op == Union,
-			op == Subtract && first[fp] && n == 1,
-			op == Intersect && n == len(sets):
-			out = append(out, fp)
+	out := map[SetOp][]Fingerprint{}
+	for fp, h := range held {
+		out[Union] = append(out[Union], fp)
+		if h.first && h.n == 1 {
+			out[Subtract] = append(out[Subtract], fp)
+		}
+		if h.n == len(sets) {
+			out[Intersect] = append(out[Intersect], fp)
 		}
 	}
-	slices.SortFunc(out, Fingerprint.Compare)
+	for _, fps := range out {
+		slices.SortFunc(fps, Fingerprint.Compare)
+	}
 	return out
+}
+
+// setRef is setRefs' result for op.
+func setRef(op SetOp, sets [][]Fingerprint) []Fingerprint {
+	return setRefs(sets)[op]
 }
 
 // mergeShapes makes k input sets of one kind from a pool of fingerprints.
@@ -117,6 +134,7 @@ func TestMergeAgainstMap(t *testing.T) {
 			writeIndex(t, p, s, WriterOptions{})
 			paths = append(paths, p)
 		}
+		refs := setRefs(sets)
 		for _, op := range []SetOp{Union, Subtract, Intersect} {
 			t.Run(fmt.Sprintf("%s/k=%d/op=%d", c.shape, c.k, op), func(t *testing.T) {
 				inputs := make([]*Index, len(paths))
@@ -133,7 +151,7 @@ func TestMergeAgainstMap(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := setRef(op, sets)
+				want := refs[op]
 				if st.Fingerprints != uint64(len(want)) {
 					t.Fatalf("merged %d fingerprints, the map has %d", st.Fingerprints, len(want))
 				}
@@ -210,12 +228,13 @@ func TestMergePartition(t *testing.T) {
 		defer x.Close()
 		inputs = append(inputs, x)
 	}
+	refs := setRefs(sets)
 	for _, op := range []SetOp{Union, Subtract, Intersect} {
 		whole := filepath.Join(dir, fmt.Sprintf("whole%d.fpx", op))
 		if _, err := Merge(whole, inputs, MergeOptions{Op: op}); err != nil {
 			t.Fatal(err)
 		}
-		want := setRef(op, sets)
+		want := refs[op]
 		for _, n := range []uint64{2, 8} {
 			bits := uint8(0)
 			for 1<<bits < n {

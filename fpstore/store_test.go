@@ -146,7 +146,15 @@ func TestSegmentsTrieRule(t *testing.T) {
 			t.Fatalf("find(%s) = segment %d, want %d", fp, got, want)
 		}
 	}
-	checkLookups(t, x, fps, append(probes, fps...), true)
+	present := fps
+	if testing.Short() {
+		// The race step: every 16th key, in every segment still.
+		present = nil
+		for i := 0; i < len(fps); i += 16 {
+			present = append(present, fps[i])
+		}
+	}
+	checkLookups(t, x, fps, append(probes, present...), true)
 }
 
 func TestCanonicalAcrossThreads(t *testing.T) {
