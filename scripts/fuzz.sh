@@ -6,7 +6,7 @@
 # of what each did.
 #
 #   scripts/fuzz.sh short            10000 executions each (CI: the corpus, and a
-#                                    short look past it; 29 targets ~4 min)
+#                                    short look past it; 28 targets ~4 min)
 #   scripts/fuzz.sh long [DURATION]  DURATION each (default 1h), e.g. 3m
 #
 # Why short counts executions: with a duration, Go's fuzzing coordinator can
@@ -24,7 +24,7 @@
 #
 # Environment: FUZZ_ONLY, a regexp of PKG.FuzzX to run (default all);
 # FUZZ_PARALLEL, fuzz workers (default: short mode, the machine's cores, at
-# most 2, as CI's fuzz step runs alone; long mode 1, beside other work);
+# most 2, at the end of CI's rest lane; long mode 1, beside other work);
 # FUZZ_LOGS, where the logs go (default a new temp dir).
 #
 # Short mode minimizes an input for at most 10 executions: the fuzzer

@@ -35,13 +35,16 @@ if [ ${#need[@]} -gt 0 ] || ! command -v npm >/dev/null; then
   fi
 fi
 
-# DuckDB (npm) for the Parquet oracle after go test: fetched meanwhile,
-# when npm is here (else duckdb-oracle.sh says why it cannot run).
+# DuckDB (npm) for the Parquet oracle: fetched meanwhile, when npm is
+# here (else duckdb-oracle.sh says why it cannot run); the oracle waits
+# for duckdb_done.
 duckdb_log=$(mktemp "${TMPDIR:-/tmp}/fpdedup-duckdb.XXXXXX")
-duckdb_install=
+duckdb_done=$duckdb_log.done
+trap 'rm -f "$duckdb_log" "$duckdb_done"' EXIT
 if command -v npm >/dev/null; then
-  bash bench/peers.sh --duckdb >"$duckdb_log" 2>&1 &
-  duckdb_install=$!
+  { bash bench/peers.sh --duckdb >"$duckdb_log" 2>&1 || cat "$duckdb_log" >&2; touch "$duckdb_done"; } &
+else
+  touch "$duckdb_done"
 fi
 
 phase "gofmt"
@@ -61,37 +64,13 @@ if command -v flatc >/dev/null && [ -d .git ]; then
   go generate ./schema
   git diff --quiet -- schema || { git diff --stat -- schema; echo "schema/*.go were not what flatc generates from fpx.fbs: regenerated them; commit the result"; exit 1; }
 fi
-phase "go test (with real Redis, a 3-master Redis Cluster, MariaDB and etcd on loopback for reconcile)"
-# with-services.sh installs redis-server, mariadb-server and etcd-server from
-# Debian when missing (as root), starts them on 127.0.0.1:6390/3390, the
-# Redis cluster on 7391-7393, etcd on 2391 and its 3-member cluster on
-# 2393/2395/2397, exports FPDEDUP_REDIS_ADDR / FPDEDUP_REDIS_CLUSTER /
-# FPDEDUP_MYSQL_DSN / FPDEDUP_ETCD / FPDEDUP_ETCD_CLUSTER, runs the tests and
+phase "go test, -race, Parquet against DuckDB and fuzz, in two lanes (scripts/test-lanes.sh)"
+# with-services.sh installs redis-server, mariadb-server, etcd-server and
+# slurm-wlm from Debian when missing (as root), starts them on loopback
+# (Redis on 6390, its Cluster on 7391-7393, MariaDB on 3390, etcd on 2391
+# and its 3-member cluster on 2393/2395/2397, Slurm), exports
+# FPDEDUP_REDIS_ADDR / FPDEDUP_REDIS_CLUSTER / FPDEDUP_MYSQL_DSN /
+# FPDEDUP_ETCD / FPDEDUP_ETCD_CLUSTER / SLURM_CONF, runs the lanes and
 # tears down.
-# Then the packages that run goroutines, under the race detector (-short
-# leaves out the slowest cases; reconcile's CLI tests run a -race binary).
-# go test runs the packages side by side on the machine's cores, so a
-# package's wall time is its own CPU time and its neighbours': the timeouts
-# are set for a loaded 2-core machine, not go test's 10-minute default.
-# It starts them in the order named: the longest first, or the last one to
-# start ends the step alone on one core while the other idles (./... alone
-# started reconcile last: ~90 s more a step). reconcile's packages that use
-# the servers take turns with them (reconciletest holds the servers for a
-# test at a time), so they follow each other beside the CLI's: the longest
-# of them (mysqltable, 80 s), the CLI, then the rest of them.
-# fpdedup-bench, the benchmark harness and not the product, runs in the
-# plain step only.
-bash scripts/services/with-services.sh bash -c '
-  set -e
-  longest="./reconcile/mysqltable/ ./cmd/fpdedup/ ./reconcile/bitmapbloom/ ./reconcile/rediskeys/ ./reconcile/ ./reconcile/..."
-  go test -count=1 -timeout 25m ${GOTEST_FLAGS:-} $longest ./fpstore/ ./...
-  echo "== go test -race (reconcile and its rooms, etcdkv among them, cmd/fpdedup, fpstore, ingest, internal, pipeline) (at $(( $(date +%s) - TEST_SH_T0 ))s)"
-  go test -race -short -count=1 -timeout 25m $longest ./fpstore/ ./ingest/ ./internal/... ./pipeline/
-'
-phase "Parquet against DuckDB, live (scripts/duckdb-oracle.sh)"
-[ -z "$duckdb_install" ] || wait "$duckdb_install" || cat "$duckdb_log" >&2
-rm -f "$duckdb_log"
-bash scripts/duckdb-oracle.sh
-phase "fuzz: every target from its committed corpus, a few seconds each"
-bash scripts/fuzz.sh short
+bash scripts/services/with-services.sh bash scripts/test-lanes.sh "$duckdb_done"
 phase "done"
