@@ -24,7 +24,7 @@
 #
 # Environment: FUZZ_ONLY, a regexp of PKG.FuzzX to run (default all);
 # FUZZ_PARALLEL, fuzz workers (default: short mode, the machine's cores, at
-# most 2, at the end of CI's rest lane; long mode 1, beside other work);
+# most 2, at the end of CI's servers lane; long mode 1, beside other work);
 # FUZZ_LOGS, where the logs go (default a new temp dir).
 #
 # Short mode minimizes an input for at most 10 executions: the fuzzer
