@@ -13,9 +13,9 @@
 # (internal/serverlock: they kill and restart them), one test at a time
 # across packages, and spend much of that turn waiting on a server (a
 # failover, a restart, a timeout). Run alone, that chain left the machine's
-# two cores a third idle; beside the CPU-bound packages it fills them. The
-# servers lane ends its tests first (~840 s of ~930 s on 2 cores), so the
-# fuzzing, which needs nothing but the cores, follows them there.
+# cores idle much of its time; beside the CPU-bound packages it fills them.
+# The servers lane ends its tests first, so the fuzzing, which needs
+# nothing but the cores, follows them there.
 # Each lane's lines start with its name; a lane stops at its first failing
 # step, the other goes on, and the exit status is 1 if either failed.
 #
