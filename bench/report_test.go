@@ -438,6 +438,56 @@ func TestRedisBloomTargets(t *testing.T) {
 	}
 }
 
+// Issue 47's goals judged on a committed scale run at 2·10^8 keys (no
+// device read beside its singles yet, so those are not judged), then with
+// one set in and out of the 1.5× bound.
+func TestColdTargets(t *testing.T) {
+	r, err := ReadReport(filepath.Join("results", "scale-2e8-2026-12-07-s36", "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	judged := func() map[string]*bool {
+		r.Judge()
+		got := map[string]*bool{}
+		for _, tg := range r.Targets {
+			if tg.Issue == 47 {
+				got[tg.Goal] = tg.Met
+			}
+		}
+		return got
+	}
+	got := judged()
+	for goal, want := range map[string]bool{
+		"query of a cold batch of 1,000 present keys: ≤ 1.3 device reads a key":                    false, // 2.07
+		"query of a cold batch of 10,000 present keys: ≤ 1.3 device reads a key":                   true,  // 1.18
+		"query of a cold batch of 10,000 present keys: ≤ 1.5 pages read a key":                     false, // 74 MB
+		"query of a cold batch of 100,000 absent keys: ≤ 1.3 device reads a key":                   true,  // 0.17
+		"query of a cold batch of 10,000 present keys: keys a second ≥ 85% of fio's depth-32 IOPS": false, // 79%
+		"dedup --against of a cold batch of 1,000 absent keys: ≤ 1.3 device reads a key":           false, // 2.08
+	} {
+		m, ok := got[goal]
+		if !ok || m == nil || *m != want {
+			t.Errorf("%s: met %v (judged: %v), want %v", goal, m, ok, want)
+		}
+	}
+	if n := len(got); n != 2*3*3*2 {
+		t.Errorf("%d of issue 47's batch targets judged, want 36 (2 commands, 3 sizes, 3 goals, present and absent)", n)
+	}
+	single := "single cold lookup in a running process: p50 ≤ 1.5× the device's depth-1 4 KiB read"
+	if _, ok := got[single]; ok {
+		t.Errorf("%s judged without the device's read", single)
+	}
+	for _, c := range []struct {
+		deviceUs float64
+		met      bool
+	}{{150, true}, {100, false}} { // the lookups' p50: 215 µs
+		r.Scale.Sizes[len(r.Scale.Sizes)-1].Single.DeviceP50Us = c.deviceUs
+		if m := judged()[single]; m == nil || *m != c.met {
+			t.Errorf("device %v µs: %s met %v, want %v", c.deviceUs, single, m, c.met)
+		}
+	}
+}
+
 // The reference runs committed under bench/results/DATE/ stay readable by
 // this code: a schema change that breaks them must bump SchemaID.
 func TestCommittedReportsValidate(t *testing.T) {

@@ -112,6 +112,10 @@ type ScaleSingle struct {
 	InProcessP50Us float64 `json:"in_process_p50_us"`
 	InProcessP99Us float64 `json:"in_process_p99_us"`
 	InProcessReads float64 `json:"in_process_device_reads"` // a lookup's, mean
+	// DeviceP50Us is the device's own read of a page no lookup asked for
+	// (pagecache.ColdPages), taking turns with the lookups: the depth-1
+	// read in their rhythm, where fio's reads follow each other at once.
+	DeviceP50Us float64 `json:"device_p50_us,omitempty"`
 	ProcessP50Ms   float64 `json:"process_p50_ms"`
 	ProcessP99Ms   float64 `json:"process_p99_ms"`
 	ProcessReads   float64 `json:"process_device_reads"` // a query process's, mean
@@ -347,7 +351,7 @@ func (b *runner) scaleSingles(ctx context.Context, idx, dev string, n int64) (*S
 		hi, lo := gen.Fingerprint(scaleSeed, (uint64(n)/7*uint64(i%7)+uint64(i)*7919)%uint64(n))
 		return fpstore.Fingerprint{Hi: hi, Lo: lo}
 	}
-	var in, proc, version []float64
+	var in, device, proc, version []float64
 	var inReads, procReads int64
 	// In a running process: closed before the processes' lookups, whose
 	// pages it would keep in memory (a page a process maps is not
@@ -383,18 +387,31 @@ func (b *runner) scaleSingles(ctx context.Context, idx, dev string, n int64) (*S
 		if _, err := x.Contains(key(scaleSingles)); err != nil {
 			return err
 		}
+		cold, err := pagecache.OpenColdPages(idx, scaleSeed)
+		if err != nil {
+			return err
+		}
+		defer cold.Close()
+		// Device reads are counted around the run (a syscall between
+		// lookups would be a pause before each, which this VM's disk
+		// makes them pay), less the device's own reads.
+		before := deviceReads(dev)
 		for i := range scaleSingles {
 			fp := key(i)
-			before := deviceReads(dev)
 			t := time.Now()
 			ok, err := x.Contains(fp)
 			d := time.Since(t)
-			inReads += deviceReads(dev) - before
 			if err != nil || !ok {
 				return fmt.Errorf("bench: scale: a present key not found in %s (%v)", idx, err)
 			}
 			in = append(in, float64(d.Nanoseconds())/1e3)
+			r, err := cold.Read()
+			if err != nil {
+				return err
+			}
+			device = append(device, float64(r.Nanoseconds())/1e3)
 		}
+		inReads = deviceReads(dev) - before - scaleSingles
 		return nil
 	}()
 	if err != nil {
@@ -420,6 +437,7 @@ func (b *runner) scaleSingles(ctx context.Context, idx, dev string, n int64) (*S
 	}
 	s.InProcessP50Us, s.InProcessP99Us = quantile(in, 0.5), quantile(in, 0.99)
 	s.InProcessReads = float64(inReads) / scaleSingles
+	s.DeviceP50Us = quantile(device, 0.5)
 	s.ProcessP50Ms, s.ProcessP99Ms = quantile(proc, 0.5), quantile(proc, 0.99)
 	s.ProcessReads = float64(procReads) / scaleSingles
 	s.VersionP50Ms = quantile(version, 0.5)
@@ -730,10 +748,10 @@ func (r *Report) markdownScale(b *strings.Builder) {
 			}
 		}
 	}
-	p("\n| keys | one cold lookup in a running process, p50 / p99 | its device reads | a whole `fpdedup query IDX KEY`, p50 / p99 | its device reads | `fpdedup --version` p50 |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	p("\n| keys | one cold lookup in a running process, p50 / p99 | its device reads | the device's read of a cold page between them, p50 | a whole `fpdedup query IDX KEY`, p50 / p99 | its device reads | `fpdedup --version` p50 |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range sc.Sizes {
 		if x := s.Single; x != nil {
-			p("| %s | %.0f / %.0f µs | %.2f | %.1f / %.1f ms | %.2f | %.1f ms |\n", commas(s.Keys), x.InProcessP50Us, x.InProcessP99Us, x.InProcessReads, x.ProcessP50Ms, x.ProcessP99Ms, x.ProcessReads, x.VersionP50Ms)
+			p("| %s | %.0f / %.0f µs | %.2f | %.0f µs | %.1f / %.1f ms | %.2f | %.1f ms |\n", commas(s.Keys), x.InProcessP50Us, x.InProcessP99Us, x.InProcessReads, x.DeviceP50Us, x.ProcessP50Ms, x.ProcessP99Ms, x.ProcessReads, x.VersionP50Ms)
 		}
 	}
 	p("\n")
@@ -769,9 +787,9 @@ func (r *Report) markdownScale(b *strings.Builder) {
 // read at depth 1, a query process against a process's start and two
 // such reads, each cold batch's keys a second against the depth-32 IOPS.
 func markdownDevice(p func(string, ...any), s *ScaleSize, d *ScaleDevice) {
-	if x := s.Single; x != nil && d.Depth1LatencyUs > 0 {
-		p("- At %s keys: a single cold lookup in a running process %.0f µs = **%.2f×** a depth-1 read, %.2f device reads; a whole query process %.1f ms = its start (%.1f ms) + %.1f depth-1 reads, %.2f device reads.\n",
-			commas(s.Keys), x.InProcessP50Us, x.InProcessP50Us/d.Depth1LatencyUs, x.InProcessReads, x.ProcessP50Ms, x.VersionP50Ms, (x.ProcessP50Ms-x.VersionP50Ms)*1e3/d.Depth1LatencyUs, x.ProcessReads)
+	if x := s.Single; x != nil && d.Depth1LatencyUs > 0 && x.DeviceP50Us > 0 {
+		p("- At %s keys: a single cold lookup in a running process %.0f µs = **%.2f×** the device's read of a cold page taking turns with the lookups (%.0f µs; %.2f× fio's depth-1 reads, back to back), %.2f device reads; a whole query process %.1f ms = its start (%.1f ms) + %.1f such reads, %.2f device reads.\n",
+			commas(s.Keys), x.InProcessP50Us, x.InProcessP50Us/x.DeviceP50Us, x.DeviceP50Us, x.InProcessP50Us/d.Depth1LatencyUs, x.InProcessReads, x.ProcessP50Ms, x.VersionP50Ms, (x.ProcessP50Ms-x.VersionP50Ms)*1e3/x.DeviceP50Us, x.ProcessReads)
 	}
 	if d.Depth32IOPS <= 0 {
 		return

@@ -226,7 +226,7 @@ func judgeTargets(r *Report) []Target {
 	return ts
 }
 
-// scaleTargets are issue 30's goals, judged at the scale job's largest
+// scaleTargets are issue 30's goals, and issue 47's (coldTargets), judged at the scale job's largest
 // size (the issue's figures are for 10^9 keys).
 func scaleTargets(r *Report) []Target {
 	sc := r.Scale
@@ -279,6 +279,43 @@ func scaleTargets(r *Report) []Target {
 	}
 	if m := large.Merge; m != nil && m.Ratio > 0 {
 		add("merge a day into the history: ≤ 1.3× the I/O floor", fmt.Sprintf("%.2f× (%s vs %s)", m.Ratio, fmtSeconds(m.Merge.WallS), fmtSeconds(m.Floor.WallS)), truth(m.Ratio <= 1.3))
+	}
+	return append(ts, coldTargets(large, dev, caveat)...)
+}
+
+// coldTargets are issue 47's goals for cold lookups at the largest size.
+// The device's depth-1 read is its read of a cold page taking turns with
+// the lookups (ScaleSingle.DeviceP50Us), not fio's back-to-back reads.
+func coldTargets(large ScaleSize, dev *ScaleDevice, caveat string) []Target {
+	var ts []Target
+	add := func(goal, measured string, met *bool) {
+		ts = append(ts, Target{Issue: 47, Goal: goal, Measured: measured, Met: met, Caveat: caveat})
+	}
+	if x := large.Single; x != nil && x.DeviceP50Us > 0 {
+		add("single cold lookup in a running process: p50 ≤ 1.5× the device's depth-1 4 KiB read", fmt.Sprintf("%.0f µs, %.2f× (the device: %.0f µs)", x.InProcessP50Us, x.InProcessP50Us/x.DeviceP50Us, x.DeviceP50Us), truth(x.InProcessP50Us <= 1.5*x.DeviceP50Us))
+		add("single cold lookup in a running process: ≤ 1.2 device reads", fmt.Sprintf("%.2f", x.InProcessReads), truth(x.InProcessReads <= 1.2))
+		limit := x.VersionP50Ms + 2*x.DeviceP50Us/1e3
+		add("a whole fpdedup query IDX KEY: p50 ≤ its start (fpdedup --version) + 2 device reads", fmt.Sprintf("%.2f ms (limit %.2f ms)", x.ProcessP50Ms, limit), truth(x.ProcessP50Ms <= limit))
+		add("a whole fpdedup query IDX KEY: ≤ 2 device reads", fmt.Sprintf("%.2f", x.ProcessReads), truth(x.ProcessReads <= 2))
+	}
+	devOK := dev != nil && dev.Status == "ok" && dev.Depth32IOPS > 0
+	for _, g := range []struct {
+		how string
+		qs  []ScaleQuery
+	}{{"query", large.Queries}, {"dedup --against", large.DedupCold}} {
+		for _, q := range g.qs {
+			if !q.Cold || q.Batch < 1000 || q.NsPerKey <= 0 {
+				continue
+			}
+			what := fmt.Sprintf("%s of a cold batch of %s %s keys", g.how, commas(q.Batch), map[bool]string{true: "present", false: "absent"}[q.Present])
+			add(what+": ≤ 1.3 device reads a key", fmt.Sprintf("%.2f", q.ReadsPerKey), truth(q.ReadsPerKey <= 1.3))
+			pages := float64(q.Run.ReadBytes) / float64(q.Batch) / 4096
+			add(what+": ≤ 1.5 pages read a key", fmt.Sprintf("%.2f (%s)", pages, fmtMB(q.Run.ReadBytes)), truth(pages <= 1.5))
+			if devOK {
+				share := 1e9 / q.NsPerKey / dev.Depth32IOPS
+				add(what+": keys a second ≥ 85% of fio's depth-32 IOPS", fmt.Sprintf("%.0f%% (%s keys/s of %s)", 100*share, fmtCount(1e9/q.NsPerKey), fmtCount(dev.Depth32IOPS)), truth(share >= 0.85))
+			}
+		}
 	}
 	return ts
 }
