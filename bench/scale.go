@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -87,10 +88,15 @@ type ScaleSize struct {
 	BuildMemIdentical bool         `json:"build_mem_identical"`
 	Queries           []ScaleQuery `json:"queries"`
 	DedupCold         []ScaleQuery `json:"dedup_against_cold"` // the cold batches through dedup --against
-	Single            *ScaleSingle `json:"single"`
-	Merge             *ScaleMerge  `json:"merge"`
-	DedupAgainst      *ScaleRun    `json:"dedup_against"`
-	Notes             []string     `json:"notes"`
+	// Running is the cold batches in a process that has the index open
+	// and has looked keys up before (its directories and page CRC tables
+	// held: the index's top levels resident), the page cache dropped
+	// before each batch.
+	Running      []ScaleQuery `json:"running_cold,omitempty"`
+	Single       *ScaleSingle `json:"single"`
+	Merge        *ScaleMerge  `json:"merge"`
+	DedupAgainst *ScaleRun    `json:"dedup_against"`
+	Notes        []string     `json:"notes"`
 }
 
 // ScaleQuery is the median of a batch's runs.
@@ -115,11 +121,11 @@ type ScaleSingle struct {
 	// DeviceP50Us is the device's own read of a page no lookup asked for
 	// (pagecache.ColdPages), taking turns with the lookups: the depth-1
 	// read in their rhythm, where fio's reads follow each other at once.
-	DeviceP50Us float64 `json:"device_p50_us,omitempty"`
-	ProcessP50Ms   float64 `json:"process_p50_ms"`
-	ProcessP99Ms   float64 `json:"process_p99_ms"`
-	ProcessReads   float64 `json:"process_device_reads"` // a query process's, mean
-	VersionP50Ms   float64 `json:"version_p50_ms"`       // fpdedup --version: a process's start
+	DeviceP50Us  float64 `json:"device_p50_us,omitempty"`
+	ProcessP50Ms float64 `json:"process_p50_ms"`
+	ProcessP99Ms float64 `json:"process_p99_ms"`
+	ProcessReads float64 `json:"process_device_reads"` // a query process's, mean
+	VersionP50Ms float64 `json:"version_p50_ms"`       // fpdedup --version: a process's start
 }
 
 // ScaleMerge is a day merged into the history, against its I/O floor:
@@ -254,6 +260,10 @@ func (b *runner) scaleSize(ctx context.Context, n int64, idx, dev string, larges
 	if s.Single, err = b.scaleSingles(ctx, idx, dev, n); err != nil {
 		return nil, err
 	}
+	step("cold batches in a running process")
+	if s.Running, err = b.scaleRunning(idx, dev, n); err != nil {
+		return nil, err
+	}
 	if largest {
 		dk := min(scaleDedupKeys, n/100)
 		step(fmt.Sprintf("dedup --against, a day of %d keys", dk))
@@ -357,26 +367,11 @@ func (b *runner) scaleSingles(ctx context.Context, idx, dev string, n int64) (*S
 	// pages it would keep in memory (a page a process maps is not
 	// dropped).
 	err := func() error {
-		x, err := fpstore.Open(idx, fpstore.WithReadBuffers(memplan.Query(1<<30).ReadBuffers))
+		x, err := openRunning(idx, n)
 		if err != nil {
 			return err
 		}
 		defer x.Close()
-		// Its segments opened and directories read by a batch of keys
-		// spread over the index, fewer than make it read the file whole
-		// (ReadAheadAfter: a process that looks up more keys than that
-		// holds the index in memory, and its lookups are not cold).
-		warm := make([]fpstore.Fingerprint, min(n, 50_000, int64(x.ReadAheadAfter()/2)))
-		for i := range warm {
-			hi, lo := gen.Fingerprint(scaleSeed, uint64(i)*uint64(n/int64(len(warm))))
-			warm[i] = fpstore.Fingerprint{Hi: hi, Lo: lo}
-		}
-		if _, err := pagecache.Drop(idx); err != nil {
-			return err
-		}
-		if err := x.ContainsBatch(warm, make([]bool, len(warm))); err != nil {
-			return err
-		}
 		// The lookups follow each other as fio's depth-1 reads do, each
 		// of a key whose pages none read before: the file dropped once,
 		// and one lookup not timed first (the first read after a drop of
@@ -406,12 +401,14 @@ func (b *runner) scaleSingles(ctx context.Context, idx, dev string, n int64) (*S
 			}
 			in = append(in, float64(d.Nanoseconds())/1e3)
 			r, err := cold.Read()
-			if err != nil {
+			if errors.Is(err, pagecache.ErrNoColdPage) {
+				continue // the file stays in memory (tmpfs): no device to time
+			} else if err != nil {
 				return err
 			}
 			device = append(device, float64(r.Nanoseconds())/1e3)
 		}
-		inReads = deviceReads(dev) - before - scaleSingles
+		inReads = deviceReads(dev) - before - int64(len(device))
 		return nil
 	}()
 	if err != nil {
@@ -442,6 +439,105 @@ func (b *runner) scaleSingles(ctx context.Context, idx, dev string, n int64) (*S
 	s.ProcessReads = float64(procReads) / scaleSingles
 	s.VersionP50Ms = quantile(version, 0.5)
 	return s, nil
+}
+
+// openRunning opens idx as a running process has it open: with query's
+// read buffers, its segments opened and directories read by a batch of
+// keys spread over the index, fewer than make it read the file whole
+// (ReadAheadAfter: a process that looks up more keys than that holds the
+// index in memory, and its lookups are not cold).
+func openRunning(idx string, n int64) (*fpstore.Index, error) {
+	x, err := fpstore.Open(idx, fpstore.WithReadBuffers(memplan.Query(1<<30).ReadBuffers))
+	if err != nil {
+		return nil, err
+	}
+	warm := make([]fpstore.Fingerprint, min(n, 50_000, int64(x.ReadAheadAfter()/2)))
+	for i := range warm {
+		hi, lo := gen.Fingerprint(scaleSeed, uint64(i)*uint64(n/int64(len(warm))))
+		warm[i] = fpstore.Fingerprint{Hi: hi, Lo: lo}
+	}
+	if _, err := pagecache.Drop(idx); err != nil {
+		x.Close()
+		return nil, err
+	}
+	if err := x.ContainsBatch(warm, make([]bool, len(warm))); err != nil {
+		x.Close()
+		return nil, err
+	}
+	return x, nil
+}
+
+// scaleRunning times cold batches of 10^3 keys and more in a running
+// process (openRunning): each of keys no run asked for, the page cache
+// dropped before it, scaleQueryRuns runs of each, the median kept. Its
+// device reads and bytes read (/proc/self/io) are the batch's alone.
+func (b *runner) scaleRunning(idx, dev string, n int64) ([]ScaleQuery, error) {
+	x, err := openRunning(idx, n)
+	if err != nil {
+		return nil, err
+	}
+	defer x.Close()
+	var qs []ScaleQuery
+	for _, k := range ScaleBatches {
+		if k < 1000 || k > n {
+			continue
+		}
+		for _, present := range []bool{true, false} {
+			q := ScaleQuery{Batch: k, Present: present, Cold: true, Correct: true}
+			var runs []ScaleRun
+			keys, found := make([]fpstore.Fingerprint, k), make([]bool, k)
+			for range scaleQueryRuns {
+				from := b.coldKeys % uint64(n-k+1)
+				b.coldKeys += uint64(k)
+				if !present {
+					from += uint64(n) + 1<<40
+				}
+				for i := range keys {
+					hi, lo := gen.Fingerprint(scaleSeed, from+uint64(i))
+					keys[i] = fpstore.Fingerprint{Hi: hi, Lo: lo}
+				}
+				if _, err := pagecache.Drop(idx); err != nil {
+					return nil, err
+				}
+				r := ScaleRun{Command: fmt.Sprintf("Index.ContainsBatch of %d keys", k), Status: "ok"}
+				read, reads := procReadBytes(), deviceReads(dev)
+				t := time.Now()
+				if err := x.ContainsBatch(keys, found); err != nil {
+					return nil, err
+				}
+				r.WallS = time.Since(t).Seconds()
+				r.ReadBytes, r.DeviceReads = procReadBytes()-read, deviceReads(dev)-reads
+				runs = append(runs, r)
+				for _, f := range found {
+					if f != present {
+						q.Correct = false
+					}
+				}
+			}
+			slices.SortFunc(runs, func(a, b ScaleRun) int { return cmp.Compare(a.WallS, b.WallS) })
+			q.Run = runs[len(runs)/2]
+			q.NsPerKey = q.Run.WallS * 1e9 / float64(k)
+			q.ReadsPerKey = float64(q.Run.DeviceReads) / float64(k)
+			qs = append(qs, q)
+		}
+	}
+	return qs, nil
+}
+
+// procReadBytes is what this process has had read from storage so far
+// (/proc/self/io read_bytes), or 0 where it does not say.
+func procReadBytes() int64 {
+	io, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(io)) {
+		if v, ok := strings.CutPrefix(line, "read_bytes: "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // scaleMerge merges a day of scaleDayKeys (half of them already in the
@@ -748,6 +844,15 @@ func (r *Report) markdownScale(b *strings.Builder) {
 			}
 		}
 	}
+	if running := slices.ContainsFunc(sc.Sizes, func(s ScaleSize) bool { return len(s.Running) > 0 }); running {
+		p("\nThe cold batches again in a running process (`Index.ContainsBatch`, query's read buffers; the index open and keys looked up before, so its directories and page CRC tables are held: its top levels resident), the page cache dropped before each; reads are the device's during the batch, bytes read the process's (/proc/self/io):\n\n| keys | batch | keys are | wall | per key | device reads/key | read | pages read/key | answers |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+		for _, s := range sc.Sizes {
+			for _, q := range s.Running {
+				p("| %s | %s | %s | %s | %s | %.2f | %s | %.2f | %s |\n", commas(s.Keys), commas(q.Batch), map[bool]string{true: "present", false: "absent"}[q.Present],
+					fmtSeconds(q.Run.WallS), fmtNs(q.NsPerKey), q.ReadsPerKey, fmtMB(q.Run.ReadBytes), float64(q.Run.ReadBytes)/float64(q.Batch)/4096, map[bool]string{true: "exact", false: "**wrong**"}[q.Correct])
+			}
+		}
+	}
 	p("\n| keys | one cold lookup in a running process, p50 / p99 | its device reads | the device's read of a cold page between them, p50 | a whole `fpdedup query IDX KEY`, p50 / p99 | its device reads | `fpdedup --version` p50 |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range sc.Sizes {
 		if x := s.Single; x != nil {
@@ -797,7 +902,7 @@ func markdownDevice(p func(string, ...any), s *ScaleSize, d *ScaleDevice) {
 	for _, g := range []struct {
 		how string
 		qs  []ScaleQuery
-	}{{"query", s.Queries}, {"dedup --against", s.DedupCold}} {
+	}{{"query", s.Queries}, {"dedup --against", s.DedupCold}, {"a running process's batch", s.Running}} {
 		for _, q := range g.qs {
 			if !q.Cold || q.Batch < 1000 || q.NsPerKey <= 0 {
 				continue

@@ -302,7 +302,7 @@ func coldTargets(large ScaleSize, dev *ScaleDevice, caveat string) []Target {
 	for _, g := range []struct {
 		how string
 		qs  []ScaleQuery
-	}{{"query", large.Queries}, {"dedup --against", large.DedupCold}} {
+	}{{"query", large.Queries}, {"dedup --against", large.DedupCold}, {"a running process", large.Running}} {
 		for _, q := range g.qs {
 			if !q.Cold || q.Batch < 1000 || q.NsPerKey <= 0 {
 				continue

@@ -157,6 +157,15 @@ func TestScaleJob(t *testing.T) {
 		if s.Single == nil || s.Single.Samples == 0 || s.Single.ProcessP50Ms <= 0 || s.Single.InProcessP50Us <= 0 {
 			t.Errorf("%d keys: single lookups %+v", s.Keys, s.Single)
 		}
+		// 10^3 and 10^4 present and absent in a running process.
+		if len(s.Running) != 4 {
+			t.Errorf("%d keys: %d cold batches in a running process, want 4", s.Keys, len(s.Running))
+		}
+		for _, q := range s.Running {
+			if q.Run.Status != "ok" || !q.Correct || q.NsPerKey <= 0 {
+				t.Errorf("%d keys: a running process's batch %+v", s.Keys, q)
+			}
+		}
 	}
 	last := sc.Sizes[1]
 	if last.Merge == nil || last.Merge.Merge.Status != "ok" || last.Merge.Floor.Status != "ok" || last.Merge.Ratio <= 0 {
