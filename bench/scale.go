@@ -89,8 +89,8 @@ type ScaleSize struct {
 	Queries           []ScaleQuery `json:"queries"`
 	DedupCold         []ScaleQuery `json:"dedup_against_cold"` // the cold batches through dedup --against
 	// Running is the cold batches in a process that has the index open
-	// and has looked keys up before (its directories and page CRC tables
-	// held: the index's top levels resident), the page cache dropped
+	// and has looked up ReadAheadAfter/2 keys before (holding the page CRC
+	// tables and the directory pages they read), the page cache dropped
 	// before each batch.
 	Running      []ScaleQuery `json:"running_cold,omitempty"`
 	Single       *ScaleSingle `json:"single"`
@@ -468,15 +468,13 @@ func openRunning(idx string, n int64) (*fpstore.Index, error) {
 }
 
 // scaleRunning times cold batches of 10^3 keys and more in a running
-// process (openRunning): each of keys no run asked for, the page cache
-// dropped before it, scaleQueryRuns runs of each, the median kept. Its
-// device reads and bytes read (/proc/self/io) are the batch's alone.
+// process: each run opens the index as openRunning does (its own lookups
+// before the batch stay below ReadAheadAfter, after which a process reads
+// the file whole and its batches are no longer cold; and pages a process
+// maps are not dropped), asks for keys no run asked for, the page cache
+// dropped before the batch; scaleQueryRuns runs of each, the median kept.
+// Its device reads and bytes read (/proc/self/io) are the batch's alone.
 func (b *runner) scaleRunning(idx, dev string, n int64) ([]ScaleQuery, error) {
-	x, err := openRunning(idx, n)
-	if err != nil {
-		return nil, err
-	}
-	defer x.Close()
 	var qs []ScaleQuery
 	for _, k := range ScaleBatches {
 		if k < 1000 || k > n {
@@ -496,17 +494,10 @@ func (b *runner) scaleRunning(idx, dev string, n int64) ([]ScaleQuery, error) {
 					hi, lo := gen.Fingerprint(scaleSeed, from+uint64(i))
 					keys[i] = fpstore.Fingerprint{Hi: hi, Lo: lo}
 				}
-				if _, err := pagecache.Drop(idx); err != nil {
+				r, err := runningBatch(idx, dev, n, keys, found)
+				if err != nil {
 					return nil, err
 				}
-				r := ScaleRun{Command: fmt.Sprintf("Index.ContainsBatch of %d keys", k), Status: "ok"}
-				read, reads := procReadBytes(), deviceReads(dev)
-				t := time.Now()
-				if err := x.ContainsBatch(keys, found); err != nil {
-					return nil, err
-				}
-				r.WallS = time.Since(t).Seconds()
-				r.ReadBytes, r.DeviceReads = procReadBytes()-read, deviceReads(dev)-reads
 				runs = append(runs, r)
 				for _, f := range found {
 					if f != present {
@@ -522,6 +513,28 @@ func (b *runner) scaleRunning(idx, dev string, n int64) ([]ScaleQuery, error) {
 		}
 	}
 	return qs, nil
+}
+
+// runningBatch looks keys up cold in a process that has idx open
+// (openRunning) and measures the batch alone.
+func runningBatch(idx, dev string, n int64, keys []fpstore.Fingerprint, found []bool) (ScaleRun, error) {
+	r := ScaleRun{Command: fmt.Sprintf("Index.ContainsBatch of %d keys", len(keys)), Status: "ok"}
+	x, err := openRunning(idx, n)
+	if err != nil {
+		return r, err
+	}
+	defer x.Close()
+	if _, err := pagecache.Drop(idx); err != nil {
+		return r, err
+	}
+	read, reads := procReadBytes(), deviceReads(dev)
+	t := time.Now()
+	if err := x.ContainsBatch(keys, found); err != nil {
+		return r, err
+	}
+	r.WallS = time.Since(t).Seconds()
+	r.ReadBytes, r.DeviceReads = procReadBytes()-read, deviceReads(dev)-reads
+	return r, nil
 }
 
 // procReadBytes is what this process has had read from storage so far
@@ -845,7 +858,7 @@ func (r *Report) markdownScale(b *strings.Builder) {
 		}
 	}
 	if running := slices.ContainsFunc(sc.Sizes, func(s ScaleSize) bool { return len(s.Running) > 0 }); running {
-		p("\nThe cold batches again in a running process (`Index.ContainsBatch`, query's read buffers; the index open and keys looked up before, so its directories and page CRC tables are held: its top levels resident), the page cache dropped before each; reads are the device's during the batch, bytes read the process's (/proc/self/io):\n\n| keys | batch | keys are | wall | per key | device reads/key | read | pages read/key | answers |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+		p("\nThe cold batches again in a running process (`Index.ContainsBatch`, query's read buffers), which has the index open and has looked up keys before, half as many as make it read the file whole (`ReadAheadAfter`): it holds every segment's page CRC table and the directory pages those keys read, not every directory. The page cache dropped before each batch; reads are the device's during the batch, bytes read the process's (/proc/self/io):\n\n| keys | batch | keys are | wall | per key | device reads/key | read | pages read/key | answers |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
 		for _, s := range sc.Sizes {
 			for _, q := range s.Running {
 				p("| %s | %s | %s | %s | %s | %.2f | %s | %.2f | %s |\n", commas(s.Keys), commas(q.Batch), map[bool]string{true: "present", false: "absent"}[q.Present],
