@@ -585,18 +585,13 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 				// directory once, with a guess, and holds it: its later
 				// keys then read their bucket's page or two alone, not
 				// a guess's eight.
-				if s.guesses.Add(1) == wholeDirAfter && r.askWholeDir(s) {
+				dir := 4 * uint64(len(s.dir))
+				if s.guesses.Add(1) == wholeDirAfter && x.dirBytes.Load()+int64(dir) <= x.readBuffers/2 && len(r.keys)+int(dir/PageSize)+2 <= r.limit/2 {
+					r.ask(s, s.dirAt, s.dirAt+dir, func(p uint32) bool { return s.heldDir(uint64(p)) != nil })
 					wholeDirs = append(wholeDirs, s)
 				}
 				continue
 			}
-		}
-		// So does a segment whose batches' keys read its directory a page
-		// at a time wholeDirAfterPages times: its later keys read no
-		// directory page (the index's top levels resident, in a process
-		// that keeps looking keys up).
-		if !r.few && !s.dirEntriesHeld(b) && s.dirReads.Add(1) == wholeDirAfterPages && r.askWholeDir(s) {
-			wholeDirs = append(wholeDirs, s)
 		}
 		r.ask(s, s.dirAt+4*b, s.dirAt+4*b+8, func(p uint32) bool { return s.heldDir(uint64(p)) != nil })
 	}
@@ -732,24 +727,6 @@ var guessSpread = 2.0
 // the bytes and time of a few lookups (a guess reads several pages, a
 // bucket one or two). A variable: the tests keep every lookup guessing.
 var wholeDirAfter uint32 = 4
-
-// wholeDirAfterPages is the key of a segment's batches reading its
-// directory page with which the rest of the directory is read too: past
-// it a process is looking keys up all over the segment, and a directory
-// (32 pages for a segment of a million keys) costs one read where its
-// pages cost one each. A variable: the tests lower it.
-var wholeDirAfterPages uint32 = 16
-
-// askWholeDir asks for the segment's directory pages not held, if the
-// budget can hold them and the round has room for them.
-func (r *preadRound) askWholeDir(s *segment) bool {
-	dir := 4 * uint64(len(s.dir))
-	if r.x.dirBytes.Load()+int64(dir) > r.x.readBuffers/2 || len(r.keys)+int(dir/PageSize)+2 > r.limit/2 {
-		return false
-	}
-	r.ask(s, s.dirAt, s.dirAt+dir, func(p uint32) bool { return s.heldDir(uint64(p)) != nil })
-	return true
-}
 
 // guessWindow is guessBucket's range in whole pages, as indexes of the
 // fingerprints wholly in them: what a few keys read before, or instead

@@ -406,8 +406,11 @@ func TestColdSinglesGuess(t *testing.T) {
 					t.Errorf("%d keys guessed, want %d (%d a segment, then its directory)", placed+missed, segs*uint64(wholeDirAfter), wholeDirAfter)
 				}
 				for si := range x.segs {
-					if !x.segs[si].seg.Load().dirWholeHeld() {
-						t.Fatalf("segment %d: its directory not held whole", si)
+					s := x.segs[si].seg.Load()
+					for p := range s.dirHeld {
+						if s.dirHeld[p].Load() == nil {
+							t.Fatalf("segment %d: directory page %d not held", si, p)
+						}
 					}
 				}
 			}
@@ -481,17 +484,6 @@ func TestPreadDamagedAgain(t *testing.T) {
 	}
 }
 
-// dirWholeHeld reports whether every page of the segment's directory is
-// held.
-func (s *segment) dirWholeHeld() bool {
-	for p := range s.dirHeld {
-		if s.dirHeld[p].Load() == nil {
-			return false
-		}
-	}
-	return true
-}
-
 // presentOrNot is the i'th key of a run that alternates: one of all, then
 // a random one (absent but by a chance of 2^-128 a key).
 func presentOrNot(r *rand.Rand, all []Fingerprint, i int) Fingerprint {
@@ -499,78 +491,4 @@ func presentOrNot(r *rand.Rand, all []Fingerprint, i int) Fingerprint {
 		return Fingerprint{r.Uint64(), r.Uint64()}
 	}
 	return all[r.IntN(len(all))]
-}
-
-// TestColdBatchesHoldDirectories: a segment whose batches' keys have read
-// its directory a page at a time wholeDirAfterPages times reads the rest
-// with the next and holds it, so that a running process's later cold
-// batches read their buckets' pages alone: fewer pages a key than in a
-// process that holds only the pages its keys read (the rule turned off),
-// and answers as a Go map says either way.
-func TestColdBatchesHoldDirectories(t *testing.T) {
-	path, all := coldReadFile(t)
-	in := make(map[Fingerprint]bool, len(all))
-	for _, fp := range all {
-		in[fp] = true
-	}
-	rates := WithRates(func(string, int64) devrate.Rates { return devrate.Rates{Random: 1e9, Seq: 1} })
-	perKey := map[bool]float64{}
-	for _, hold := range []bool{true, false} {
-		if !hold {
-			defer func(a uint32) { wholeDirAfterPages = a }(wholeDirAfterPages)
-			wholeDirAfterPages = math.MaxUint32
-		}
-		x := openIndex(t, path, WithReadBuffers(testReadBuffers), rates)
-		x.forcePath.Store(uint32(pathPread))
-		r := rand.New(rand.NewPCG(95, 96))
-		batch := func(n int) int {
-			t.Helper()
-			evictMapped(t, x)
-			keys := make([]Fingerprint, n)
-			for i := range keys {
-				keys[i] = presentOrNot(r, all, i)
-			}
-			found := make([]bool, n)
-			before := residentPages(t, x)
-			if err := x.ContainsBatch(keys, found); err != nil {
-				t.Fatal(err)
-			}
-			for i, fp := range keys {
-				if found[i] != in[fp] {
-					t.Fatalf("ContainsBatch says %v for %s, want %v", found[i], fp, in[fp])
-				}
-			}
-			return residentPages(t, x) - before
-		}
-		// Batches of a few more keys than a single query's: 6 a segment
-		// each, so that the first holds no whole directory.
-		batch(fewKeys + 8)
-		whole := 0
-		for si := range x.segs {
-			if s := x.segs[si].seg.Load(); s != nil && s.dirWholeHeld() {
-				whole++
-			}
-		}
-		if whole != 0 {
-			t.Errorf("hold %v: %d directories held whole after a batch of %d keys", hold, whole, fewKeys+8)
-		}
-		for range 4 {
-			batch(fewKeys + 8)
-		}
-		const n = 400
-		read := batch(n)
-		perKey[hold] = float64(read) / n
-		t.Logf("hold %v: a cold batch of %d keys read %d pages, %.2f a key", hold, n, read, perKey[hold])
-		if !hold {
-			continue
-		}
-		for si := range x.segs {
-			if !x.segs[si].seg.Load().dirWholeHeld() {
-				t.Fatalf("segment %d: its directory not held whole after %d keys", si, 5*(fewKeys+8)+n)
-			}
-		}
-	}
-	if perKey[true] >= perKey[false] || perKey[true] > 1.3 {
-		t.Errorf("pages read a key: %.2f holding whole directories, %.2f holding the pages read; want fewer, at most 1.3", perKey[true], perKey[false])
-	}
 }

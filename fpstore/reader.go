@@ -131,10 +131,8 @@ type segment struct {
 	dirFirst uint64
 	crcHeld  atomic.Pointer[[]byte] // crcs, copied by the pread path (heldCRCs)
 	// guesses: the few keys that read where their buckets most likely
-	// lie, the directory not held (pread.go's run); dirReads: the keys
-	// of batches that read their directory page.
-	guesses  atomic.Uint32
-	dirReads atomic.Uint32
+	// lie, the directory not held (pread.go's run).
+	guesses atomic.Uint32
 }
 
 // An Option configures an index as it is opened.
