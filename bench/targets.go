@@ -299,14 +299,8 @@ func coldTargets(large ScaleSize, dev *ScaleDevice, caveat string) []Target {
 		add("a whole fpdedup query IDX KEY: ≤ 2 device reads", fmt.Sprintf("%.2f", x.ProcessReads), truth(x.ProcessReads <= 2))
 	}
 	devOK := dev != nil && dev.Status == "ok" && dev.Depth32IOPS > 0
-	for _, g := range []struct {
-		how string
-		qs  []ScaleQuery
-	}{{"query", large.Queries}, {"dedup --against", large.DedupCold}, {"a running process", large.Running}} {
+	for _, g := range large.coldBatches() {
 		for _, q := range g.qs {
-			if !q.Cold || q.Batch < 1000 || q.NsPerKey <= 0 {
-				continue
-			}
 			what := fmt.Sprintf("%s of a cold batch of %s %s keys", g.how, commas(q.Batch), map[bool]string{true: "present", false: "absent"}[q.Present])
 			add(what+": ≤ 1.3 device reads a key", fmt.Sprintf("%.2f", q.ReadsPerKey), truth(q.ReadsPerKey <= 1.3))
 			pages := float64(q.Run.ReadBytes) / float64(q.Batch) / 4096

@@ -61,11 +61,13 @@ func BenchmarkColdPaths(b *testing.B) {
 				var read, devRead, before, devBefore int64
 				keys, found := 0, make([]bool, n)
 				var singles, device []time.Duration
-				cold, err := pagecache.OpenColdPages(path, 7)
-				if err != nil {
-					b.Fatal(err)
+				var cold *pagecache.ColdPages
+				if n == 1 {
+					if cold, err = pagecache.OpenColdPages(path, 7); err != nil {
+						b.Fatal(err)
+					}
+					defer cold.Close()
 				}
-				defer cold.Close()
 				for i := 0; i < b.N+1; i++ {
 					ks := halfPresent(sample, n, seed)
 					if i == 0 {
@@ -156,23 +158,13 @@ func BenchmarkColdPaths(b *testing.B) {
 }
 
 // readBytes is what this process has had read from storage so far
-// (/proc/self/io read_bytes: page cache misses, by faults or reads).
+// (pagecache.ProcessReadBytes).
 func readBytes(b *testing.B) int64 {
-	io, err := os.ReadFile("/proc/self/io")
+	n, err := pagecache.ProcessReadBytes()
 	if err != nil {
-		b.Skipf("no /proc/self/io: %v", err)
+		b.Skipf("no read bytes of this process: %v", err)
 	}
-	for line := range bytes.Lines(io) {
-		if v, ok := bytes.CutPrefix(line, []byte("read_bytes: ")); ok {
-			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return n
-		}
-	}
-	b.Skip("no read_bytes in /proc/self/io")
-	return 0
+	return n
 }
 
 // deviceReads is how many reads the device under path has completed

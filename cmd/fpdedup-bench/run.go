@@ -56,9 +56,9 @@ random fingerprints), mem (each command once under each --mem of
 --mem-sweep, its anonymous memory sampled every millisecond) and scale
 (indexes of --scale-sizes random fingerprints, 10^7 to 10^9 by default: build,
 build --mem 2GiB, batches of 10^2 to 10^5 keys queried warm and cold with the
-device's reads counted, single cold lookups, a 10^8-key day merged into the
-largest against its I/O floor, a day's dedup --against it, sort -u at 10^8
-and fio on the device; a size the free disk cannot hold is skipped and said;
+device's reads counted (the cold ones also in a running process), single cold
+lookups, a 10^8-key day merged into the largest against its I/O floor, a
+day's dedup --against it, sort -u at 10^8 and fio on the device; a size the free disk cannot hold is skipped and said;
 about 25 minutes with 10^9, and 40 GB free), and redisbloom-audit,
 redisbloom-rebuild and redisbloom-apply (fpdedup reconcile against --rb-shards RedisBloom filters
 of --rb-keys truth keys, 1% never added, and --rb-extra items of history,

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -60,6 +62,22 @@ func Resident(b, vec []byte) (int, error) {
 		in += int(v & 1)
 	}
 	return in, nil
+}
+
+// ProcessReadBytes is what this process has had read from storage so far:
+// /proc/self/io's read_bytes, the page cache misses of its faults and
+// reads.
+func ProcessReadBytes() (int64, error) {
+	io, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(io)) {
+		if v, ok := strings.CutPrefix(line, "read_bytes: "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("pagecache: no read_bytes in /proc/self/io")
 }
 
 // ErrNoColdPage: ColdPages.Read found only pages in memory.
