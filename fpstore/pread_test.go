@@ -406,11 +406,8 @@ func TestColdSinglesGuess(t *testing.T) {
 					t.Errorf("%d keys guessed, want %d (%d a segment, then its directory)", placed+missed, segs*uint64(wholeDirAfter), wholeDirAfter)
 				}
 				for si := range x.segs {
-					s := x.segs[si].seg.Load()
-					for p := range s.dirHeld {
-						if s.dirHeld[p].Load() == nil {
-							t.Fatalf("segment %d: directory page %d not held", si, p)
-						}
+					if !x.segs[si].seg.Load().dirWholeHeld() {
+						t.Fatalf("segment %d: its directory not held whole", si)
 					}
 				}
 			}
@@ -491,4 +488,79 @@ func presentOrNot(r *rand.Rand, all []Fingerprint, i int) Fingerprint {
 		return Fingerprint{r.Uint64(), r.Uint64()}
 	}
 	return all[r.IntN(len(all))]
+}
+
+// TestColdBatchesHoldDirectories: a segment whose batches' keys have read
+// its directory a page at a time for as long as one read of the whole
+// directory costs (wholeDirPays, at the device's rates) reads it whole
+// with the next batch and holds it, so that a running process's later
+// cold batches read their buckets' pages alone: fewer pages a key than a
+// process whose rates never make it pay (it holds only the pages its keys
+// read), and answers as a Go map says either way.
+func TestColdBatchesHoldDirectories(t *testing.T) {
+	path, all := coldReadFile(t)
+	in := make(map[Fingerprint]bool, len(all))
+	for _, fp := range all {
+		in[fp] = true
+	}
+	perKey := map[bool]float64{}
+	for _, hold := range []bool{true, false} {
+		// A directory of 32 pages is priced at 1 + 128 KiB × rand / seq
+		// pages read one at a time: 15.7 with hold, never without.
+		seq := 2.5e8
+		if !hold {
+			seq = 1
+		}
+		x := openIndex(t, path, WithReadBuffers(testReadBuffers), WithRates(func(string, int64) devrate.Rates { return devrate.Rates{Random: 28000, Seq: seq} }))
+		x.forcePath.Store(uint32(pathPread))
+		r := rand.New(rand.NewPCG(95, 96))
+		batch := func(n int) int {
+			t.Helper()
+			evictMapped(t, x)
+			keys := make([]Fingerprint, n)
+			for i := range keys {
+				keys[i] = presentOrNot(r, all, i)
+			}
+			found := make([]bool, n)
+			before := residentPages(t, x)
+			if err := x.ContainsBatch(keys, found); err != nil {
+				t.Fatal(err)
+			}
+			for i, fp := range keys {
+				if found[i] != in[fp] {
+					t.Fatalf("ContainsBatch says %v for %s, want %v", found[i], fp, in[fp])
+				}
+			}
+			return residentPages(t, x) - before
+		}
+		wholeHeld := func() (n int) {
+			for si := range x.segs {
+				if s := x.segs[si].seg.Load(); s != nil && s.dirWholeHeld() {
+					n++
+				}
+			}
+			return n
+		}
+		// A first batch reads its keys' directory pages alone (~13 a
+		// segment for 16 keys: below the price), whatever it costs; the
+		// third finds the price paid and reads the directories whole.
+		const small = MinPricedBatch
+		batch(small)
+		if n := wholeHeld(); n != 0 {
+			t.Errorf("hold %v: %d directories held whole after a batch of %d keys", hold, n, small)
+		}
+		for range 3 {
+			batch(small)
+		}
+		if n := wholeHeld(); hold && n != x.Segments() {
+			t.Errorf("%d of %d directories held whole after %d keys", n, x.Segments(), 4*small)
+		}
+		const n = 400
+		read := batch(n)
+		perKey[hold] = float64(read) / n
+		t.Logf("hold %v: a cold batch of %d keys read %d pages, %.2f a key", hold, n, read, perKey[hold])
+	}
+	if perKey[true] >= perKey[false] || perKey[true] > 1.3 {
+		t.Errorf("pages read a key: %.2f holding whole directories, %.2f holding the pages read; want fewer, at most 1.3", perKey[true], perKey[false])
+	}
 }

@@ -131,8 +131,10 @@ type segment struct {
 	dirFirst uint64
 	crcHeld  atomic.Pointer[[]byte] // crcs, copied by the pread path (heldCRCs)
 	// guesses: the few keys that read where their buckets most likely
-	// lie, the directory not held (pread.go's run).
-	guesses atomic.Uint32
+	// lie, the directory not held (pread.go's run); dirReads: the
+	// directory pages batches read a page at a time (wholeDirPays).
+	guesses  atomic.Uint32
+	dirReads atomic.Uint32
 }
 
 // An Option configures an index as it is opened.
