@@ -89,9 +89,10 @@ type ScaleSize struct {
 	Queries           []ScaleQuery `json:"queries"`
 	DedupCold         []ScaleQuery `json:"dedup_against_cold"` // the cold batches through dedup --against
 	// Running is the cold batches in a process that has the index open
-	// and has looked up ReadAheadAfter/2 keys before (holding the page CRC
-	// tables and the directory pages they read), the page cache dropped
-	// before each batch.
+	// and has looked up ReadAheadAfter/2 keys before, in batches of 10^3
+	// (holding the page CRC tables, and the directories, whole once their
+	// pages read one at a time paid for it), the page cache dropped before
+	// each batch.
 	Running      []ScaleQuery `json:"running_cold,omitempty"`
 	Single       *ScaleSingle `json:"single"`
 	Merge        *ScaleMerge  `json:"merge"`
@@ -126,6 +127,23 @@ type ScaleSingle struct {
 	ProcessP99Ms float64 `json:"process_p99_ms"`
 	ProcessReads float64 `json:"process_device_reads"` // a query process's, mean
 	VersionP50Ms float64 `json:"version_p50_ms"`       // fpdedup --version: a process's start
+	// Held is the same lookups in the same process once it has looked
+	// up more single keys: enough that nearly every segment has held its
+	// whole directory (fpstore reads it with a segment's fourth guess),
+	// the index's top levels resident, as in a process that keeps looking
+	// keys up. The figures above are the process before that: a batch's
+	// directory pages held, not every directory.
+	Held *ScaleSingleHeld `json:"held,omitempty"`
+}
+
+// ScaleSingleHeld is single cold lookups in a running process that holds
+// its directories (ScaleSingle.Held).
+type ScaleSingleHeld struct {
+	After       int     `json:"after_lookups"` // single lookups before these
+	P50Us       float64 `json:"p50_us"`
+	P99Us       float64 `json:"p99_us"`
+	Reads       float64 `json:"device_reads"` // a lookup's, mean
+	DeviceP50Us float64 `json:"device_p50_us,omitempty"`
 }
 
 // ScaleMerge is a day merged into the history, against its I/O floor:
@@ -350,19 +368,20 @@ func (b *runner) scaleQuery(ctx context.Context, idx, dev string, n, k int64, pr
 }
 
 // scaleSingles times single cold lookups of present keys: in a running
-// process (the index opened once with query's read buffers and its
-// directories read by a batch, then dropped from the page cache before
-// each lookup, the lookup alone timed and its device reads counted) and as
-// whole fpdedup query processes, the index dropped before each, beside
-// fpdedup --version.
+// process (the index opened once with query's read buffers and looked up
+// by a batch, as openRunning has it, then dropped from the page cache
+// before the lookups, each lookup alone timed and its device reads
+// counted), again in that process once its single lookups have made it
+// hold every directory (ScaleSingle.Held), and as whole fpdedup query
+// processes, the index dropped before each, beside fpdedup --version.
 func (b *runner) scaleSingles(ctx context.Context, idx, dev string, n int64) (*ScaleSingle, error) {
 	s := &ScaleSingle{Samples: scaleSingles}
 	key := func(i int) fpstore.Fingerprint {
 		hi, lo := gen.Fingerprint(scaleSeed, (uint64(n)/7*uint64(i%7)+uint64(i)*7919)%uint64(n))
 		return fpstore.Fingerprint{Hi: hi, Lo: lo}
 	}
-	var in, device, proc, version []float64
-	var inReads, procReads int64
+	var proc, version []float64
+	var procReads int64
 	// In a running process: closed before the processes' lookups, whose
 	// pages it would keep in memory (a page a process maps is not
 	// dropped).
@@ -387,28 +406,33 @@ func (b *runner) scaleSingles(ctx context.Context, idx, dev string, n int64) (*S
 			return err
 		}
 		defer cold.Close()
-		// Device reads are counted around the run (a syscall between
-		// lookups would be a pause before each, which this VM's disk
-		// makes them pay), less the device's own reads.
-		before := deviceReads(dev)
-		for i := range scaleSingles {
-			fp := key(i)
-			t := time.Now()
-			ok, err := x.Contains(fp)
-			d := time.Since(t)
-			if err != nil || !ok {
-				return fmt.Errorf("bench: scale: a present key not found in %s (%v)", idx, err)
-			}
-			in = append(in, float64(d.Nanoseconds())/1e3)
-			r, err := cold.Read()
-			if errors.Is(err, pagecache.ErrNoColdPage) {
-				continue // the file stays in memory (tmpfs): no device to time
-			} else if err != nil {
+		in, device, reads, err := timeSingles(x, cold, dev, idx, func(i int) fpstore.Fingerprint { return key(i) })
+		if err != nil {
+			return err
+		}
+		s.InProcessP50Us, s.InProcessP99Us = quantile(in, 0.5), quantile(in, 0.99)
+		s.InProcessReads = reads
+		s.DeviceP50Us = quantile(device, 0.5)
+		// Then eight single lookups a segment, untimed (a segment holds
+		// its whole directory from its fourth), within the lookups that
+		// keep the process from reading the file whole.
+		done := runningWarm(x, n) + 2*scaleSingles + 1
+		more := min(8*x.Segments(), int(x.ReadAheadAfter())-done-1)
+		if more <= 0 {
+			return nil
+		}
+		base := scaleSingles + 1
+		for i := range more {
+			if _, err := x.Contains(key(base + i)); err != nil {
 				return err
 			}
-			device = append(device, float64(r.Nanoseconds())/1e3)
 		}
-		inReads = deviceReads(dev) - before - int64(len(device))
+		base += more
+		in, device, reads, err = timeSingles(x, cold, dev, idx, func(i int) fpstore.Fingerprint { return key(base + i) })
+		if err != nil {
+			return err
+		}
+		s.Held = &ScaleSingleHeld{After: more + scaleSingles + 1, P50Us: quantile(in, 0.5), P99Us: quantile(in, 0.99), Reads: reads, DeviceP50Us: quantile(device, 0.5)}
 		return nil
 	}()
 	if err != nil {
@@ -432,18 +456,44 @@ func (b *runner) scaleSingles(ctx context.Context, idx, dev string, n int64) (*S
 		}
 		version = append(version, float64(time.Since(t).Microseconds())/1e3)
 	}
-	s.InProcessP50Us, s.InProcessP99Us = quantile(in, 0.5), quantile(in, 0.99)
-	s.InProcessReads = float64(inReads) / scaleSingles
-	s.DeviceP50Us = quantile(device, 0.5)
 	s.ProcessP50Ms, s.ProcessP99Ms = quantile(proc, 0.5), quantile(proc, 0.99)
 	s.ProcessReads = float64(procReads) / scaleSingles
 	s.VersionP50Ms = quantile(version, 0.5)
 	return s, nil
 }
 
+// timeSingles times scaleSingles cold lookups of present keys key(0),
+// key(1), … in x, each followed by the device's read of a page no lookup
+// asked for (cold), and returns their times in µs, the device's, and the
+// lookups' device reads a lookup. Device reads are counted around the run
+// (a syscall between lookups would be a pause before each, which this
+// VM's disk makes them pay), less the device's own reads.
+func timeSingles(x *fpstore.Index, cold *pagecache.ColdPages, dev, idx string, key func(int) fpstore.Fingerprint) (in, device []float64, reads float64, err error) {
+	before := deviceReads(dev)
+	for i := range scaleSingles {
+		t := time.Now()
+		ok, err := x.Contains(key(i))
+		d := time.Since(t)
+		if err != nil || !ok {
+			return nil, nil, 0, fmt.Errorf("bench: scale: a present key not found in %s (%v)", idx, err)
+		}
+		in = append(in, float64(d.Nanoseconds())/1e3)
+		r, err := cold.Read()
+		if errors.Is(err, pagecache.ErrNoColdPage) {
+			continue // the file stays in memory (tmpfs): no device to time
+		} else if err != nil {
+			return nil, nil, 0, err
+		}
+		device = append(device, float64(r.Nanoseconds())/1e3)
+	}
+	return in, device, float64(deviceReads(dev)-before-int64(len(device))) / scaleSingles, nil
+}
+
 // openRunning opens idx as a running process has it open: with query's
-// read buffers, its segments opened and directories read by a batch of
-// keys spread over the index, fewer than make it read the file whole
+// read buffers, its segments opened and directories read by batches of
+// 10^3 keys spread over the index (those after the first two hold whole
+// the directories their pages read one at a time have paid for: fpstore's
+// rent-or-buy rule), fewer keys in all than make it read the file whole
 // (ReadAheadAfter: a process that looks up more keys than that holds the
 // index in memory, and its lookups are not cold).
 func openRunning(idx string, n int64) (*fpstore.Index, error) {
@@ -451,7 +501,7 @@ func openRunning(idx string, n int64) (*fpstore.Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	warm := make([]fpstore.Fingerprint, min(n, 50_000, int64(x.ReadAheadAfter()/2)))
+	warm := make([]fpstore.Fingerprint, runningWarm(x, n))
 	for i := range warm {
 		hi, lo := gen.Fingerprint(scaleSeed, uint64(i)*uint64(n/int64(len(warm))))
 		warm[i] = fpstore.Fingerprint{Hi: hi, Lo: lo}
@@ -460,11 +510,21 @@ func openRunning(idx string, n int64) (*fpstore.Index, error) {
 		x.Close()
 		return nil, err
 	}
-	if err := x.ContainsBatch(warm, make([]bool, len(warm))); err != nil {
-		x.Close()
-		return nil, err
+	for len(warm) > 0 {
+		b := warm[:min(len(warm), 1000)]
+		warm = warm[len(b):]
+		if err := x.ContainsBatch(b, make([]bool, len(b))); err != nil {
+			x.Close()
+			return nil, err
+		}
 	}
 	return x, nil
+}
+
+// runningWarm is how many keys openRunning looks up: half as many as
+// make x read the file whole.
+func runningWarm(x *fpstore.Index, n int64) int {
+	return int(min(n, 50_000, int64(x.ReadAheadAfter()/2)))
 }
 
 // scaleRunning times cold batches of 10^3 keys and more in a running
@@ -848,7 +908,7 @@ func (r *Report) markdownScale(b *strings.Builder) {
 		}
 	}
 	if running := slices.ContainsFunc(sc.Sizes, func(s ScaleSize) bool { return len(s.Running) > 0 }); running {
-		p("\nThe cold batches again in a running process (`Index.ContainsBatch`, query's read buffers), which has the index open and has looked up keys before, half as many as make it read the file whole (`ReadAheadAfter`): it holds every segment's page CRC table and the directory pages those keys read, not every directory. The page cache dropped before each batch; reads are the device's during the batch, bytes read the process's (/proc/self/io):\n\n| keys | batch | keys are | wall | per key | device reads/key | read | pages read/key | answers |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
+		p("\nThe cold batches again in a running process (`Index.ContainsBatch`, query's read buffers), which has the index open and has looked up keys before, in batches of 10^3, half as many as make it read the file whole (`ReadAheadAfter`): it holds every segment's page CRC table, and whole each directory whose pages its batches read one at a time have cost as much as one read of it (fpstore's rent-or-buy rule, at the device's rates), else the directory pages it read. The page cache dropped before each batch; reads are the device's during the batch, bytes read the process's (/proc/self/io):\n\n| keys | batch | keys are | wall | per key | device reads/key | read | pages read/key | answers |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
 		for _, s := range sc.Sizes {
 			for _, q := range s.Running {
 				p("| %s | %s | %s | %s | %s | %.2f | %s | %.2f | %s |\n", commas(s.Keys), commas(q.Batch), map[bool]string{true: "present", false: "absent"}[q.Present],
@@ -863,6 +923,12 @@ func (r *Report) markdownScale(b *strings.Builder) {
 		}
 	}
 	p("\n")
+	for _, s := range sc.Sizes {
+		if x := s.Single; x != nil && x.Held != nil {
+			h := x.Held
+			p("- At %s keys, the same process after %s single lookups, which hold nearly every segment's directory (a segment's fourth guess reads it whole): one cold lookup %.0f / %.0f µs (p50 / p99), %.2f device reads, the device's read of a cold page between them %.0f µs.\n", commas(s.Keys), commas(int64(h.After)), h.P50Us, h.P99Us, h.Reads, h.DeviceP50Us)
+		}
+	}
 	for _, s := range sc.Sizes {
 		if m := s.Merge; m != nil {
 			p("- Merge of a day of %s keys into %s: %s (%s), its I/O floor (`%s`) %s: **%.2f×** the floor.\n", commas(m.DayKeys), commas(s.Keys), fmtSeconds(m.Merge.WallS), cell(m.Merge.Status), m.Floor.Command, fmtSeconds(m.Floor.WallS), m.Ratio)

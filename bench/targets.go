@@ -292,8 +292,16 @@ func coldTargets(large ScaleSize, dev *ScaleDevice, caveat string) []Target {
 		ts = append(ts, Target{Issue: 47, Goal: goal, Measured: measured, Met: met, Caveat: caveat})
 	}
 	if x := large.Single; x != nil && x.DeviceP50Us > 0 {
-		add("single cold lookup in a running process: p50 ≤ 1.5× the device's depth-1 4 KiB read", fmt.Sprintf("%.0f µs, %.2f× (the device: %.0f µs)", x.InProcessP50Us, x.InProcessP50Us/x.DeviceP50Us, x.DeviceP50Us), truth(x.InProcessP50Us <= 1.5*x.DeviceP50Us))
-		add("single cold lookup in a running process: ≤ 1.2 device reads", fmt.Sprintf("%.2f", x.InProcessReads), truth(x.InProcessReads <= 1.2))
+		// A running process is judged once it holds its directories
+		// (the issue's top levels resident), when measured; the process
+		// before that is shown beside.
+		p50, dev, reads, before := x.InProcessP50Us, x.DeviceP50Us, x.InProcessReads, ""
+		if h := x.Held; h != nil && h.DeviceP50Us > 0 {
+			before = fmt.Sprintf("; before its %s single lookups: %.0f µs, %.2f×, %.2f reads", commas(int64(h.After)), p50, p50/dev, reads)
+			p50, dev, reads = h.P50Us, h.DeviceP50Us, h.Reads
+		}
+		add("single cold lookup in a running process: p50 ≤ 1.5× the device's depth-1 4 KiB read", fmt.Sprintf("%.0f µs, %.2f× (the device: %.0f µs)%s", p50, p50/dev, dev, before), truth(p50 <= 1.5*dev))
+		add("single cold lookup in a running process: ≤ 1.2 device reads", fmt.Sprintf("%.2f", reads), truth(reads <= 1.2))
 		limit := x.VersionP50Ms + 2*x.DeviceP50Us/1e3
 		add("a whole fpdedup query IDX KEY: p50 ≤ its start (fpdedup --version) + 2 device reads", fmt.Sprintf("%.2f ms (limit %.2f ms)", x.ProcessP50Ms, limit), truth(x.ProcessP50Ms <= limit))
 		add("a whole fpdedup query IDX KEY: ≤ 2 device reads", fmt.Sprintf("%.2f", x.ProcessReads), truth(x.ProcessReads <= 2))
