@@ -292,16 +292,20 @@ func coldTargets(large ScaleSize, dev *ScaleDevice, caveat string) []Target {
 		ts = append(ts, Target{Issue: 47, Goal: goal, Measured: measured, Met: met, Caveat: caveat})
 	}
 	if x := large.Single; x != nil && x.DeviceP50Us > 0 {
-		// A running process is judged once it holds its directories
-		// (the issue's top levels resident), when measured; the process
-		// before that is shown beside.
-		p50, dev, reads, before := x.InProcessP50Us, x.DeviceP50Us, x.InProcessReads, ""
+		// Measured again once the process has looked up more single
+		// keys (Held), both runs are judged: the device's read, which
+		// the ratio is taken against, moves between them on these VMs.
+		ratio := x.InProcessP50Us / x.DeviceP50Us
+		measured := fmt.Sprintf("%.0f µs, %.2f× (the device: %.0f µs)", x.InProcessP50Us, ratio, x.DeviceP50Us)
+		reads, readsText := x.InProcessReads, fmt.Sprintf("%.2f", x.InProcessReads)
 		if h := x.Held; h != nil && h.DeviceP50Us > 0 {
-			before = fmt.Sprintf("; before its %s single lookups: %.0f µs, %.2f×, %.2f reads", commas(int64(h.After)), p50, p50/dev, reads)
-			p50, dev, reads = h.P50Us, h.DeviceP50Us, h.Reads
+			ratio = max(ratio, h.P50Us/h.DeviceP50Us)
+			measured += fmt.Sprintf("; after %s single lookups: %.0f µs, %.2f× (the device: %.0f µs)", commas(int64(h.After)), h.P50Us, h.P50Us/h.DeviceP50Us, h.DeviceP50Us)
+			reads = max(reads, h.Reads)
+			readsText += fmt.Sprintf("; after %s single lookups: %.2f", commas(int64(h.After)), h.Reads)
 		}
-		add("single cold lookup in a running process: p50 ≤ 1.5× the device's depth-1 4 KiB read", fmt.Sprintf("%.0f µs, %.2f× (the device: %.0f µs)%s", p50, p50/dev, dev, before), truth(p50 <= 1.5*dev))
-		add("single cold lookup in a running process: ≤ 1.2 device reads", fmt.Sprintf("%.2f", reads), truth(reads <= 1.2))
+		add("single cold lookup in a running process: p50 ≤ 1.5× the device's depth-1 4 KiB read", measured, truth(ratio <= 1.5))
+		add("single cold lookup in a running process: ≤ 1.2 device reads", readsText, truth(reads <= 1.2))
 		limit := x.VersionP50Ms + 2*x.DeviceP50Us/1e3
 		add("a whole fpdedup query IDX KEY: p50 ≤ its start (fpdedup --version) + 2 device reads", fmt.Sprintf("%.2f ms (limit %.2f ms)", x.ProcessP50Ms, limit), truth(x.ProcessP50Ms <= limit))
 		add("a whole fpdedup query IDX KEY: ≤ 2 device reads", fmt.Sprintf("%.2f", x.ProcessReads), truth(x.ProcessReads <= 2))
