@@ -763,14 +763,14 @@ func (r *preadRound) askWholeDir(s *segment) bool {
 // times the bytes, and slower.) The pages these keys read are counted.
 func (r *preadRound) wholeDirPays(s *segment, fps []Fingerprint) bool {
 	x := r.x
+	if s.dirWholeHeld() {
+		return false
+	}
 	// The device's rates are asked for a batch that is priced; a
 	// smaller one goes by the defaults (MinPricedBatch).
 	rand, seq := devrate.Default.Random, devrate.Default.Seq
 	if r.priced {
 		rand, seq = x.deviceRates()
-	}
-	if s.dirWholeHeld() {
-		return false
 	}
 	if float64(s.dirReads.Load()) >= 1+float64(4*len(s.dir))*rand/seq {
 		return true
