@@ -173,10 +173,12 @@ type preadRound struct {
 // fewKeys is the most keys a batch of a few keys has.
 const fewKeys = 16
 
-// ask adds the pages holding buf[from:to) of segment s, unless held.
-func (r *preadRound) ask(s *segment, from, to uint64, held func(uint32) bool) {
+// ask adds the pages holding buf[from:to) of segment s, unless held, and
+// returns how many it added (not asked for before in the round).
+func (r *preadRound) ask(s *segment, from, to uint64, held func(uint32) bool) int {
+	added := 0
 	if to <= from {
-		return
+		return 0
 	}
 	for p := from / PageSize; p <= (to-1)/PageSize; p++ {
 		k := pageKey{int32(s.index), uint32(p)}
@@ -186,8 +188,10 @@ func (r *preadRound) ask(s *segment, from, to uint64, held func(uint32) bool) {
 		if _, ok := r.want[k]; !ok {
 			r.want[k] = -1
 			r.keys = append(r.keys, k)
+			added++
 		}
 	}
+	return added
 }
 
 // read reads the pages asked for since the last read, preadDepth reads
@@ -597,14 +601,17 @@ func (r *preadRound) run(fps []Fingerprint, found []bool) (int, error) {
 			}
 		}
 		// A batch's first key in a segment decides for the segment's
-		// keys whether its directory is read whole (wholeDirPays).
+		// keys whether its directory is read whole (wholeDirPays); the
+		// directory pages a batch reads one at a time are counted.
 		if !r.few && s != lastSeg {
 			lastSeg = s
-			if r.wholeDirPays(s, fps[i:]) && r.askWholeDir(s) {
+			if r.wholeDirPays(s) && r.askWholeDir(s) {
 				wholeDirs = append(wholeDirs, s)
 			}
 		}
-		r.ask(s, s.dirAt+4*b, s.dirAt+4*b+8, func(p uint32) bool { return s.heldDir(uint64(p)) != nil })
+		if n := r.ask(s, s.dirAt+4*b, s.dirAt+4*b+8, func(p uint32) bool { return s.heldDir(uint64(p)) != nil }); n > 0 && !r.few {
+			s.dirReads.Add(uint32(n))
+		}
 	}
 	if err := r.read(); err != nil {
 		return 0, err
@@ -751,18 +758,17 @@ func (r *preadRound) askWholeDir(s *segment) bool {
 }
 
 // wholeDirPays reports whether segment s's directory is read whole now,
-// and held, rather than a page at a time for a batch's keys fps (sorted,
-// from its first key in s): once the pages its batches read one at a
-// time before cost as much as one read of the whole directory at the
-// device's rates (its bytes at the sequential rate, where a page read at
-// random costs 1/rand). A rent-or-buy rule: a process that keeps looking
-// keys up reads at most about twice the better of the two and then holds
-// the index's top levels (issue 47), while a batch in a new process reads
-// only its keys' pages. (Deciding on the batch's own keys too read whole
-// directories for a new process's batch of 10^3 keys at 2·10^8: 2.4
-// times the bytes, and slower.) The pages these keys read are counted.
-func (r *preadRound) wholeDirPays(s *segment, fps []Fingerprint) bool {
-	x := r.x
+// and held, rather than a page at a time for a batch's keys: once the
+// pages its batches read one at a time before (dirReads) cost as much as
+// one read of the whole directory at the device's rates (its bytes at the
+// sequential rate, where a page read at random costs 1/rand). A
+// rent-or-buy rule: a process that keeps looking keys up reads at most
+// about twice the better of the two and then holds the index's top levels
+// (issue 47), while a batch in a new process reads only its keys' pages.
+// (Deciding on the batch's own keys too read whole directories for a new
+// process's batch of 10^3 keys at 2·10^8: 2.4 times the bytes, and
+// slower.)
+func (r *preadRound) wholeDirPays(s *segment) bool {
 	if s.dirWholeHeld() {
 		return false
 	}
@@ -770,26 +776,9 @@ func (r *preadRound) wholeDirPays(s *segment, fps []Fingerprint) bool {
 	// smaller one goes by the defaults (MinPricedBatch).
 	rand, seq := devrate.Default.Random, devrate.Default.Seq
 	if r.priced {
-		rand, seq = x.deviceRates()
+		rand, seq = r.x.deviceRates()
 	}
-	if float64(s.dirReads.Load()) >= 1+float64(4*len(s.dir))*rand/seq {
-		return true
-	}
-	pages, last := 0, ^uint64(0)
-	for _, fp := range fps {
-		if x.find(fp) != s.index {
-			break
-		}
-		b := fp.bits(s.depth, s.dirBits)
-		for _, p := range [2]uint64{(s.dirAt + 4*b) / PageSize, (s.dirAt + 4*b + 7) / PageSize} {
-			if p != last && s.heldDir(p) == nil {
-				pages++
-				last = p
-			}
-		}
-	}
-	s.dirReads.Add(uint32(pages))
-	return false
+	return float64(s.dirReads.Load()) >= 1+float64(4*len(s.dir))*rand/seq
 }
 
 // dirWholeHeld reports whether every page of the segment's directory is
